@@ -1,0 +1,26 @@
+# make demo     install the package and train the demo classifier on the cpu backend
+# make test     install system and Python test dependencies, then run the test suite
+# make shaders  recompile shaders/*.comp into dualgrad/gpu/spirv/*.spv (needs glslc)
+# make bench    run the benchmarks (see bench/README.md)
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-deps shaders bench
+
+demo:
+	$(PIP) install -q .
+	dualgrad demo
+
+test-deps:
+	./scripts/install-system-deps.sh
+	$(PIP) install -q -e '.[test]'
+
+test: test-deps
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+shaders:
+	$(PYTHON) scripts/build_shaders.py
+
+bench:
+	$(PYTHON) bench/run.py

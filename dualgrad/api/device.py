@@ -1,0 +1,110 @@
+"""Backend selection: ``ag_device()``, the active backend, device release and rescue."""
+from __future__ import annotations
+
+import threading
+
+from .errors import DeviceUnavailable, bad_type, bad_value
+
+_lock = threading.RLock()
+_cpu = None
+_gpu = None            # the gpu backend while selected (one device at a time)
+_active = None
+
+
+def _cpu_backend():
+    global _cpu
+    if _cpu is None:
+        from ..cpu import CpuBackend
+        _cpu = CpuBackend()
+    return _cpu
+
+
+def active():
+    """The backend ops run on."""
+    return _active if _active is not None else _cpu_backend()
+
+
+def _parse(name: str):
+    """'cpu' | 'gpu' | 'gpu:N' -> (kind, index or None)."""
+    if not isinstance(name, str):
+        raise bad_type("ag_device", "name", name, "'cpu', 'gpu' or 'gpu:N'")
+    kind, _, index = name.strip().lower().partition(":")
+    if kind == "cpu" and not index:
+        return "cpu", None
+    if kind == "gpu":
+        if not index:
+            return "gpu", None
+        if index.isdigit():
+            return "gpu", int(index)
+    raise bad_value("ag_device", "name", name, "'cpu', 'gpu' or 'gpu:N' with N a device index")
+
+
+def ag_device(name: str | None = None) -> str:
+    """Select the backend: ``"cpu"`` (the default), ``"gpu"`` (the best Vulkan device, or
+    the one ``DUALGRAD_VK_DEVICE`` names) or ``"gpu:N"``. Returns the previous backend's
+    name; with no argument, returns the active backend's name and changes nothing.
+
+    Leaving the gpu (selecting ``"cpu"`` or another device) rescues every live tensor's
+    value from the device into host memory, then frees the device pools.
+    """
+    global _active, _gpu
+    with _lock:
+        previous = active().name
+        if name is None:
+            return previous
+        kind, index = _parse(name)
+        if kind == "cpu":
+            _leave_gpu()
+            _active = _cpu_backend()
+            return previous
+        from ..gpu import GpuBackend          # imported only when asked for
+        if _gpu is not None and (index is None or _gpu.device_index == index):
+            _active = _gpu
+            return previous
+        backend = GpuBackend.open(index)      # raises DeviceUnavailable before any change
+        _leave_gpu()
+        _gpu = _active = backend
+        return previous
+
+
+def _leave_gpu() -> None:
+    global _gpu, _active
+    if _gpu is not None:
+        _gpu.release()
+        _gpu = None
+        _active = None
+
+
+def gpu_status() -> tuple:
+    """(devices, reason): the Vulkan devices found, and why there are none when empty."""
+    try:
+        from ..gpu.context import list_devices
+        return list_devices(), ""
+    except DeviceUnavailable as exc:
+        return [], str(exc)
+    except ImportError as exc:         # the gpu backend's own modules failed to import
+        return [], f"the gpu backend cannot be imported: {exc}"
+
+
+def devices() -> list:
+    """The Vulkan devices found: a list of dicts (index, name, type, memory_mib,
+    api_version, driver). Empty when there is no Vulkan loader or no device."""
+    return gpu_status()[0]
+
+
+def tape_mem() -> dict:
+    """Device pool usage: ``buffer_bytes`` and ``n_buffers`` for the pass pool (bytes and
+    count of live allocations), ``p_buffer_bytes`` and ``p_n_buffers`` for the persistent
+    pool, and the bytes reserved from the driver for each. Zeros on cpu."""
+    return active().memory()
+
+
+def transfer_stats() -> dict:
+    """Bytes and calls host-to-device (``h2d_*``) and device-to-host (``d2h_*``), and queue
+    submits, since the last ``reset_transfer_stats()``. Zeros on cpu."""
+    return active().transfers()
+
+
+def reset_transfer_stats() -> None:
+    """Zero the counters ``transfer_stats()`` reports."""
+    active().reset_transfers()

@@ -1,0 +1,66 @@
+"""The exception types dualgrad raises on purpose, and the helpers that word them.
+
+Every error is a :class:`DualgradError` *and* the built-in a caller would expect, so both
+``except dg.DualgradError`` and ``except ValueError`` work. Messages name the function, the
+argument, the value received and what was expected.
+"""
+from __future__ import annotations
+
+
+class DualgradError(Exception):
+    """Base class of every error dualgrad raises on purpose."""
+
+
+class ShapeError(DualgradError, ValueError):
+    """A tensor or array has the wrong shape, rank or broadcasting."""
+
+
+class InvalidValueError(DualgradError, ValueError):
+    """An argument has the right type but a value outside what is accepted."""
+
+
+class ArgumentTypeError(DualgradError, TypeError):
+    """An argument has the wrong type (including an unsupported dtype)."""
+
+
+class DeviceUnavailable(DualgradError, RuntimeError):
+    """The requested backend cannot be used on this machine."""
+
+
+class DeadTensorError(DualgradError, RuntimeError):
+    """A tensor's device memory was freed (its pass pool was reset)."""
+
+
+class DeviceError(DualgradError, RuntimeError):
+    """The device reported a failure while running work."""
+
+
+class DeviceOutOfMemory(DualgradError, MemoryError):
+    """Device memory (or the configured budget) is exhausted."""
+
+
+class CheckpointError(DualgradError, ValueError):
+    """A checkpoint file is unreadable, corrupted or does not fit the model."""
+
+
+def describe(value) -> str:
+    """A short, readable rendering of a value for an error message."""
+    shape = getattr(value, "shape", None)
+    dtype = getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def bad_value(fn: str, arg: str, value, expected: str) -> InvalidValueError:
+    return InvalidValueError(f"{fn}: argument '{arg}' is {describe(value)}; expected {expected}")
+
+
+def bad_type(fn: str, arg: str, value, expected: str) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        f"{fn}: argument '{arg}' has type {type(value).__name__}; expected {expected}")
+
+
+def bad_shape(fn: str, arg: str, shape, expected: str) -> ShapeError:
+    return ShapeError(f"{fn}: argument '{arg}' has shape {tuple(shape)}; expected {expected}")

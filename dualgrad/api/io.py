@@ -1,0 +1,191 @@
+"""Checkpoints: a model's parameters, an optimizer's state and a schedule in one safetensors
+file, written atomically and verified by a checksum when read.
+
+Layout: tensors ``model/<name>`` and ``optim/<index>/<state name>``; the safetensors metadata
+holds JSON for everything else (optimizer hyperparameters and step counts, module extra
+state such as dropout counters, dualgrad's generator state, the caller's ``extra``) and a
+SHA-256 over all of it, tensors included.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+
+import numpy as np
+import safetensors.numpy
+
+from . import random
+from .errors import CheckpointError, bad_type
+from .nn import Module
+from .optim import Optimizer
+
+FORMAT = "dualgrad-checkpoint/1"
+
+
+def _digest(tensors: dict, meta: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    for key in sorted(meta):
+        h.update(f"{key}={meta[key]}|".encode())
+    return h.hexdigest()
+
+
+def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
+                    scheduler=None, extra: dict | None = None) -> None:
+    """Write ``model`` (and ``optimizer``, ``scheduler``, and a JSON-serialisable ``extra``)
+    to ``path``. The file is written beside the target, flushed to disk and renamed over
+    it, so a crash mid-save leaves the previous checkpoint intact."""
+    if not isinstance(model, Module):
+        raise bad_type("save_checkpoint", "model", model, "a dg.nn.Module")
+    if optimizer is not None and not isinstance(optimizer, Optimizer):
+        raise bad_type("save_checkpoint", "optimizer", optimizer, "a dualgrad optimizer")
+    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
+    meta = {"format": FORMAT,
+            "model_extra": json.dumps(model.extra_state()),
+            "generator": json.dumps(random.get_state()),
+            "extra": json.dumps(extra if extra is not None else {})}
+    if optimizer is not None:
+        sd = optimizer.state_dict()
+        scalars = {}
+        for i, entry in sd["state"].items():
+            for k, v in entry.items():
+                if isinstance(v, np.ndarray):
+                    tensors[f"optim/{i}/{k}"] = v
+                else:
+                    scalars.setdefault(str(i), {})[k] = v
+        meta["optimizer"] = json.dumps({"kind": type(optimizer).__name__, "hyper": sd["hyper"],
+                                        "param_names": sd["param_names"], "scalars": scalars})
+    if scheduler is not None:
+        meta["scheduler"] = json.dumps(scheduler.state_dict())
+    meta["checksum"] = _digest(tensors, meta)
+    blob = safetensors.numpy.save(tensors, metadata=meta)
+    _write_atomically(os.fspath(path), blob)
+
+
+def _write_atomically(path: str, blob: bytes) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:                             # make the rename itself durable
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def read_checkpoint(path) -> tuple:
+    """(tensors, metadata) of a checkpoint file, after verifying its format and checksum."""
+    try:
+        with open(os.fspath(path), "rb") as f:
+            blob = f.read()
+    except OSError as exc:
+        raise CheckpointError(f"load_checkpoint: cannot read {path!r}: {exc}") from None
+    try:
+        (n,) = struct.unpack("<Q", blob[:8])
+        header = json.loads(blob[8:8 + n])
+        meta = header.get("__metadata__", {})
+        tensors = safetensors.numpy.load(blob)
+    except Exception as exc:  # noqa: BLE001 - any parse failure means a damaged file
+        raise CheckpointError(f"load_checkpoint: {path!r} is not a readable checkpoint "
+                              f"(truncated or corrupted: {exc})") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"load_checkpoint: {path!r} is not a dualgrad checkpoint "
+                              f"(format {meta.get('format')!r}; expected {FORMAT!r})")
+    expected = meta.get("checksum")
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    if expected != _digest(tensors, body):
+        raise CheckpointError(f"load_checkpoint: {path!r} failed its checksum: the file is "
+                              "corrupted")
+    return tensors, meta
+
+
+def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
+                    scheduler=None, strict: bool = True) -> dict:
+    """Restore what ``save_checkpoint`` wrote into ``model`` (and ``optimizer``,
+    ``scheduler``), keeping parameters resident on gpu, and restore dualgrad's generator.
+    Everything is checked against the model before anything changes. Returns ``extra``."""
+    if not isinstance(model, Module):
+        raise bad_type("load_checkpoint", "model", model, "a dg.nn.Module")
+    tensors, meta = read_checkpoint(path)
+    model_state = {k[len("model/"):]: v for k, v in tensors.items() if k.startswith("model/")}
+    opt_state = None
+    if optimizer is not None:
+        if "optimizer" not in meta:
+            raise CheckpointError(f"load_checkpoint: {path!r} holds no optimizer state")
+        info = json.loads(meta["optimizer"])
+        if info["kind"] != type(optimizer).__name__:
+            raise CheckpointError(f"load_checkpoint: {path!r} holds {info['kind']} state; "
+                                  f"the optimizer is {type(optimizer).__name__}")
+        state = {}
+        for k, v in tensors.items():
+            if k.startswith("optim/"):
+                _, i, name = k.split("/", 2)
+                state.setdefault(i, {})[name] = v
+        for i, scalars in info["scalars"].items():
+            state.setdefault(i, {}).update(scalars)
+        opt_state = {"state": state, "hyper": info["hyper"],
+                     "param_names": info["param_names"]}
+    if scheduler is not None and "scheduler" not in meta:
+        raise CheckpointError(f"load_checkpoint: {path!r} holds no scheduler state")
+    try:
+        _check_model(model, model_state, strict)
+        if opt_state is not None:
+            _check_optimizer(optimizer, opt_state)
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"load_checkpoint: {path!r} does not fit: {exc}") from None
+    model.load_state_dict(model_state, strict=strict)
+    if opt_state is not None:
+        optimizer.load_state_dict(opt_state)
+    if scheduler is not None:
+        scheduler.load_state_dict(json.loads(meta["scheduler"]))
+    model.load_extra_state(json.loads(meta.get("model_extra", "{}")))
+    random.set_state(json.loads(meta["generator"]))
+    return json.loads(meta.get("extra", "{}"))
+
+
+def _check_model(model: Module, state: dict, strict: bool) -> None:
+    params = dict(model.named_parameters())
+    if strict and set(params) != set(state):
+        raise CheckpointError(
+            "load_checkpoint: the checkpoint is for another model: missing "
+            f"{sorted(set(params) - set(state))}, unexpected {sorted(set(state) - set(params))}")
+    for name, value in state.items():
+        if name in params and tuple(value.shape) != params[name].shape:
+            raise CheckpointError(f"load_checkpoint: parameter '{name}' has shape "
+                                  f"{tuple(value.shape)} in the checkpoint and "
+                                  f"{params[name].shape} in the model")
+
+
+def _check_optimizer(optimizer: Optimizer, state: dict) -> None:
+    if len(state["param_names"]) != len(optimizer.params):
+        raise CheckpointError(f"load_checkpoint: the optimizer state is for "
+                              f"{len(state['param_names'])} parameters; the optimizer has "
+                              f"{len(optimizer.params)}")
+    for i, entry in state["state"].items():
+        p = optimizer.params[int(i)]
+        for k, v in entry.items():
+            if isinstance(v, np.ndarray) and tuple(v.shape) != p.shape:
+                raise CheckpointError(f"load_checkpoint: optimizer state {i}/{k} has shape "
+                                      f"{tuple(v.shape)}; the parameter has {p.shape}")

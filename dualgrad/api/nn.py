@@ -1,0 +1,279 @@
+"""Layers: Module, Linear, Sequential, activations, LayerNorm, Embedding, Dropout.
+
+Modules hold Parameters and call ops; they never touch a backend. Initialisation draws from
+dualgrad's generator (``dg.manual_seed``) and follows PyTorch's defaults.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import ops, random
+from .errors import InvalidValueError, bad_shape, bad_type, bad_value
+from .residency import store_weight
+from .tensor import Parameter, Tensor, ag_param, host_array, is_number
+
+
+class Module:
+    """Base class: attributes that are Parameters or Modules are registered in order of
+    assignment; ``forward`` is what calling the module runs."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise InvalidValueError(f"{type(self).__name__}: call super().__init__() before "
+                                    "assigning attributes")
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- parameters and state ------------------------------------------------------------------
+    def named_parameters(self, prefix: str = ""):
+        """(dotted name, Parameter) pairs, each parameter once, in registration order."""
+        seen = set()
+        for name, p in self._named_parameters(prefix):
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield name, p
+
+    def _named_parameters(self, prefix):
+        for name, p in self._parameters.items():
+            yield prefix + name, p
+        for name, m in self._modules.items():
+            yield from m._named_parameters(prefix + name + ".")
+
+    def parameters(self) -> list:
+        """The module's Parameters (each once), in registration order."""
+        return [p for _, p in self.named_parameters()]
+
+    def named_modules(self, prefix: str = ""):
+        yield prefix.rstrip("."), self
+        for name, m in self._modules.items():
+            yield from m.named_modules(prefix + name + ".")
+
+    def state_dict(self) -> dict:
+        """Parameter name -> a NumPy copy of its current value."""
+        return {name: p.numpy() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+        """Copy values into the parameters (keeping them resident on gpu). Every entry is
+        checked (names, shapes, dtypes) before any parameter changes; with ``strict``,
+        missing and unexpected names are errors."""
+        if not isinstance(state, dict):
+            raise bad_type("load_state_dict", "state", state, "a dict name -> array")
+        params = dict(self.named_parameters())
+        if strict:
+            missing = sorted(set(params) - set(state))
+            unexpected = sorted(set(state) - set(params))
+            if missing or unexpected:
+                raise InvalidValueError(
+                    f"load_state_dict: the state does not fit {type(self).__name__}: "
+                    f"missing {missing}, unexpected {unexpected}")
+        values = {}
+        for name, p in params.items():
+            if name not in state:
+                continue
+            value = host_array("load_state_dict", name, state[name], p.dtype)
+            if value.shape != p.shape:
+                raise bad_shape("load_state_dict", name, value.shape,
+                                f"the parameter's shape {p.shape}")
+            values[name] = value
+        for name, value in values.items():
+            store_weight(params[name], value)
+
+    def extra_state(self) -> dict:
+        """Non-tensor state worth checkpointing (JSON-serialisable), by module path."""
+        return {name: m._own_extra_state() for name, m in self.named_modules()
+                if m._own_extra_state()}
+
+    def load_extra_state(self, state: dict) -> None:
+        modules = dict(self.named_modules())
+        for name, value in state.items():
+            if name in modules:
+                modules[name]._set_own_extra_state(value)
+
+    def _own_extra_state(self) -> dict:
+        return {}
+
+    def _set_own_extra_state(self, value: dict) -> None:
+        pass
+
+    # -- modes --------------------------------------------------------------------------------
+    def train(self, mode: bool = True):
+        """Set training mode (Dropout active) on this module and its children."""
+        for _, m in self.named_modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        """Set evaluation mode (Dropout is the identity)."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def __repr__(self) -> str:
+        inner = "".join(f"\n  ({name}): " + repr(m).replace("\n", "\n  ")
+                        for name, m in self._modules.items())
+        return f"{type(self).__name__}({self.extra_repr()}{inner}{chr(10) if inner else ''})"
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+def _positive_int(fn: str, name: str, value) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+        raise bad_value(fn, name, value, "a positive integer")
+    return int(value)
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias; weight (out, in) and bias initialised from
+    U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__()
+        self.in_features = _positive_int("Linear", "in_features", in_features)
+        self.out_features = _positive_int("Linear", "out_features", out_features)
+        bound = 1.0 / math.sqrt(self.in_features)
+        rng = random.generator()
+        self.weight = ag_param(rng.uniform(-bound, bound, (self.out_features,
+                                                           self.in_features)))
+        self.bias = ag_param(rng.uniform(-bound, bound, self.out_features)) if bias else None
+
+    def forward(self, x) -> Tensor:
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Sequential(Module):
+    """Modules applied in order."""
+
+    def __init__(self, *modules: Module):
+        super().__init__()
+        for i, m in enumerate(modules):
+            if not isinstance(m, Module):
+                raise bad_type("Sequential", f"modules[{i}]", m, "a dg.nn.Module")
+            setattr(self, str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return ops.relu(x)
+
+
+class GELU(Module):
+    def forward(self, x):
+        return ops.gelu(x)
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return ops.tanh(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return ops.sigmoid(x)
+
+
+class LayerNorm(Module):
+    """Normalises the last axis (of size ``normalized_shape``), then scales by ``weight``
+    (ones) and shifts by ``bias`` (zeros)."""
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5):
+        super().__init__()
+        self.normalized_shape = _positive_int("LayerNorm", "normalized_shape",
+                                              normalized_shape)
+        if not is_number(eps) or not eps > 0:
+            raise bad_value("LayerNorm", "eps", eps, "a positive number")
+        self.eps = float(eps)
+        self.weight = ag_param(np.ones(self.normalized_shape))
+        self.bias = ag_param(np.zeros(self.normalized_shape))
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised from
+    N(0, 1) as in PyTorch), looked up by integer index arrays."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__()
+        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+        self.weight = ag_param(random.generator().standard_normal(
+            (self.num_embeddings, self.embedding_dim)))
+
+    def forward(self, indices):
+        return ops.embedding(self.weight, indices)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """In training mode, zeroes each element with probability ``p`` and scales the rest by
+    1/(1-p); the identity in eval mode. Each call in training mode draws a fresh mask: the
+    module keeps a seed (from dualgrad's generator) and a call counter, both checkpointed."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not is_number(p) or not 0.0 <= p <= 1.0:
+            raise bad_value("Dropout", "p", p, "a probability in [0, 1]")
+        self.p = float(p)
+        self.seed = int(random.generator().integers(0, 2 ** 63))
+        self.step = 0
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        out = ops.dropout(x, self.p, self.seed, self.step)
+        self.step += 1
+        return out
+
+    def _own_extra_state(self) -> dict:
+        return {"seed": self.seed, "step": self.step}
+
+    def _set_own_extra_state(self, value: dict) -> None:
+        self.seed, self.step = int(value["seed"]), int(value["step"])
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

@@ -1,0 +1,596 @@
+"""The ops users call. Each checks its arguments, runs the active backend's kernel, and —
+right beside the forward — defines the rule that maps the output's gradient to its inputs'.
+
+A backward rule is a closure ``backward(g, needs) -> tuple`` over the forward's saved
+storage handles; ``needs[i]`` says whether input i wants a gradient (None where not). Rules
+call backend kernels directly, so backward records nothing.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from . import device, tape
+from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
+                     bad_value)
+from .tensor import MAX_RANK, Tensor, host_array, is_number
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+def _tensor(fn: str, name: str, x, like: Tensor | None = None) -> Tensor:
+    """A Tensor argument; a NumPy array or nested list becomes a constant tensor (of the
+    dtype of ``like`` when given)."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        from .tensor import ag_tensor
+        value = host_array(fn, name, x, like.dtype if like is not None else None)
+        return ag_tensor(value, dtype=value.dtype)
+    raise bad_type(fn, name, x, "a Tensor or a NumPy array")
+
+
+def _make(h, inputs: tuple, backward, backend) -> Tensor:
+    """Wrap a kernel's output handle in a Tensor and record how it was made."""
+    out = Tensor(h.shape, h.dtype)
+    backend.adopt(out, h)
+    return tape.record(out, inputs, backward, backend)
+
+
+def _same_dtype(fn: str, a: Tensor, b: Tensor) -> None:
+    if a.dtype != b.dtype:
+        raise ArgumentTypeError(f"{fn}: operands have dtypes {a.dtype} and {b.dtype}; "
+                                "convert one so they match")
+
+
+def _broadcast(fn: str, a: tuple, b: tuple) -> tuple:
+    try:
+        shape = np.broadcast_shapes(a, b)
+    except ValueError:
+        raise ShapeError(f"{fn}: shapes {a} and {b} cannot be broadcast together "
+                         "(NumPy rules: trailing dimensions must match or be 1)") from None
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{fn}: shapes {a} and {b} broadcast to {shape}; at most "
+                         f"{MAX_RANK} dimensions are supported")
+    return shape
+
+
+def _sum_to(backend, g, shape: tuple):
+    """Sum a broadcast gradient down to ``shape``."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and g.shape[lead + i] != 1)
+    return backend.reshape(backend.reduce("sum", g, axes, keepdims=True), shape)
+
+
+def _axes(fn: str, x: Tensor, axis) -> tuple:
+    """Normalise ``axis`` (None, an int or a sequence of ints) to sorted non-negative axes."""
+    if axis is None:
+        return tuple(range(x.ndim))
+    items = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise bad_type(fn, "axis", axis, "None, an int or a tuple of ints") from None
+    out = []
+    for a in items:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise bad_type(fn, "axis", axis, "None, an int or a tuple of ints")
+        if not -x.ndim <= a < x.ndim:
+            raise bad_value(fn, "axis", axis,
+                            f"axes in [-{x.ndim}, {x.ndim}) for a tensor of shape {x.shape}")
+        out.append(int(a) % x.ndim)
+    if len(set(out)) != len(out):
+        raise bad_value(fn, "axis", axis, "each axis at most once")
+    return tuple(sorted(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise ops
+
+def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
+    x = _tensor(fn, "x", x)
+    backend = device.active()
+    hx = backend.handle(x)
+    hy = backend.unary(op, hx, a, b)
+
+    def backward(g, needs):
+        return (backend.unary_backward(op, hx, hy, g, a, b),)
+    return _make(hy, (x,), backward, backend)
+
+
+def neg(x) -> Tensor:
+    """-x."""
+    return _unary("neg", "neg", x)
+
+
+def exp(x) -> Tensor:
+    """e**x, elementwise."""
+    return _unary("exp", "exp", x)
+
+
+def log(x) -> Tensor:
+    """Natural logarithm, elementwise (-inf at 0, NaN below)."""
+    return _unary("log", "log", x)
+
+
+def sqrt(x) -> Tensor:
+    """Square root, elementwise (NaN below 0)."""
+    return _unary("sqrt", "sqrt", x)
+
+
+def abs(x) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
+    """|x|, elementwise; its gradient at 0 is 0."""
+    return _unary("abs", "abs", x)
+
+
+def relu(x) -> Tensor:
+    """max(x, 0), elementwise."""
+    return _unary("relu", "relu", x)
+
+
+def gelu(x) -> Tensor:
+    """x * Phi(x) with the exact (erf) normal CDF, as PyTorch's default GELU."""
+    return _unary("gelu", "gelu", x)
+
+
+def sigmoid(x) -> Tensor:
+    """1 / (1 + e**-x), elementwise."""
+    return _unary("sigmoid", "sigmoid", x)
+
+
+def tanh(x) -> Tensor:
+    """Hyperbolic tangent, elementwise."""
+    return _unary("tanh", "tanh", x)
+
+
+def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """x limited to [min, max] (either bound may be None); NaN passes through. The
+    gradient flows where min <= x <= max."""
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and not is_number(bound):
+            raise bad_type("clamp", name, bound, "a number or None")
+    if min is None and max is None:
+        raise InvalidValueError("clamp: at least one of 'min' and 'max' must be given")
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    if lo > hi:
+        raise InvalidValueError(f"clamp: argument 'min' ({lo}) is greater than 'max' ({hi})")
+    return _unary("clamp", "clamp", x, lo, hi)
+
+
+# How a binary op with one Python-number operand maps to a one-tensor op with a scalar
+# parameter, so scalars never become device buffers: (op, tensor-on-left form,
+# tensor-on-right form), each (unary op, scalar transform).
+_SCALAR_FORMS = {
+    "add": (("add_scalar", float), ("add_scalar", float)),
+    "sub": (("add_scalar", lambda s: -float(s)), ("rsub_scalar", float)),
+    "mul": (("mul_scalar", float), ("mul_scalar", float)),
+    "div": (("div_scalar", float), ("rdiv_scalar", float)),
+    "pow": (("pow_scalar", float), ("rpow_scalar", float)),
+}
+
+
+def _binary(op: str, fn: str, a, b) -> Tensor:
+    if is_number(b) and not is_number(a) and op in _SCALAR_FORMS:
+        form, transform = _SCALAR_FORMS[op][0]
+        return _unary(form, fn, a, transform(b))
+    if is_number(a) and not is_number(b) and op in _SCALAR_FORMS:
+        form, transform = _SCALAR_FORMS[op][1]
+        return _unary(form, fn, b, transform(a))
+    a = _tensor(fn, "a", a, b if isinstance(b, Tensor) else None)
+    b = _tensor(fn, "b", b, a)
+    _same_dtype(fn, a, b)
+    _broadcast(fn, a.shape, b.shape)
+    backend = device.active()
+    ha, hb = backend.handle(a), backend.handle(b)
+    hy = backend.binary(op, ha, hb)
+
+    def backward(g, needs):
+        if op == "add":
+            ga, gb = g, g
+        elif op == "sub":
+            ga, gb = g, (backend.unary("neg", g) if needs[1] else None)
+        else:
+            ga, gb = backend.binary_backward(op, ha, hb, g)
+        return (_sum_to(backend, ga, a.shape) if needs[0] else None,
+                _sum_to(backend, gb, b.shape) if needs[1] else None)
+    return _make(hy, (a, b), backward, backend)
+
+
+def add(a, b) -> Tensor:
+    """a + b with NumPy broadcasting; either may be a number."""
+    return _binary("add", "add", a, b)
+
+
+def sub(a, b) -> Tensor:
+    """a - b with NumPy broadcasting; either may be a number."""
+    return _binary("sub", "sub", a, b)
+
+
+def mul(a, b) -> Tensor:
+    """a * b with NumPy broadcasting; either may be a number."""
+    return _binary("mul", "mul", a, b)
+
+
+def div(a, b) -> Tensor:
+    """a / b with NumPy broadcasting; either may be a number."""
+    return _binary("div", "div", a, b)
+
+
+def pow(a, b) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
+    """a ** b with NumPy broadcasting; either may be a number. Follows C's pow: a negative
+    base with a non-integer exponent gives NaN."""
+    return _binary("pow", "pow", a, b)
+
+
+def maximum(a, b) -> Tensor:
+    """Elementwise maximum; at ties each side gets half the gradient (as PyTorch). With a
+    number for one side it is ``clamp(x, min=number)``."""
+    if is_number(b) and not is_number(a):
+        return clamp(a, min=b)
+    if is_number(a) and not is_number(b):
+        return clamp(b, min=a)
+    return _binary("maximum", "maximum", a, b)
+
+
+def minimum(a, b) -> Tensor:
+    """Elementwise minimum; at ties each side gets half the gradient (as PyTorch). With a
+    number for one side it is ``clamp(x, max=number)``."""
+    if is_number(b) and not is_number(a):
+        return clamp(a, max=b)
+    if is_number(a) and not is_number(b):
+        return clamp(b, max=a)
+    return _binary("minimum", "minimum", a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions and shape ops
+
+def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
+    x = _tensor(op, "x", x)
+    axes = _axes(op, x, axis)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise bad_type(op, "keepdims", keepdims, "True or False")
+    if op == "max" and any(x.shape[a] == 0 for a in axes):
+        raise bad_shape("max", "x", x.shape, f"no zero-length axis among the reduced {axes}")
+    backend = device.active()
+    hx = backend.handle(x)
+    hk = backend.reduce(op, hx, axes, keepdims=True)
+    kshape = tuple(hk.shape)
+    out_shape = kshape if keepdims else tuple(n for i, n in enumerate(x.shape)
+                                              if i not in axes)
+    hy = hk if keepdims else backend.reshape(hk, out_shape)
+
+    def backward(g, needs):
+        return (backend.reduce_backward(op, hx, hk, backend.reshape(g, kshape), axes),)
+    return _make(hy, (x,), backward, backend)
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (None: all axes; an int or a tuple of ints)."""
+    return _reduce("sum", x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis`` (None: all axes); the mean of no elements is NaN."""
+    return _reduce("mean", x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis`` (None: all axes), as ``torch.amax``: NaN propagates, and tied
+    maxima share the gradient evenly."""
+    return _reduce("max", x, axis, keepdims)
+
+
+def reshape(x, *shape) -> Tensor:
+    """The same elements with another shape; one dimension may be -1 (inferred)."""
+    x = _tensor("reshape", "x", x)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    if not builtins.all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
+                        for n in shape):
+        raise bad_type("reshape", "shape", shape, "a tuple of ints")
+    shape = tuple(int(n) for n in shape)
+    unknown = [i for i, n in enumerate(shape) if n == -1]
+    if len(unknown) > 1 or builtins.any(n < -1 for n in shape):
+        raise bad_value("reshape", "shape", shape,
+                        "non-negative sizes with at most one -1")
+    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 or x.size % known:
+            raise bad_value("reshape", "shape", shape,
+                            f"a shape with {x.size} elements (the input's {x.shape})")
+        shape = tuple(x.size // known if n == -1 else n for n in shape)
+    if int(np.prod(shape, dtype=np.int64)) != x.size:
+        raise bad_value("reshape", "shape", shape,
+                        f"a shape with {x.size} elements (the input's {x.shape})")
+    if len(shape) > MAX_RANK:
+        raise bad_value("reshape", "shape", shape, f"at most {MAX_RANK} dimensions")
+    backend = device.active()
+    hy = backend.reshape(backend.handle(x), shape)
+
+    def backward(g, needs):
+        return (backend.reshape(g, x.shape),)
+    return _make(hy, (x,), backward, backend)
+
+
+def transpose(x, axes=None) -> Tensor:
+    """The tensor with its axes permuted (default: reversed, so a matrix is transposed)."""
+    x = _tensor("transpose", "x", x)
+    if axes is None:
+        axes = tuple(range(x.ndim))[::-1]
+    try:
+        axes = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes)
+    except (TypeError, ValueError):
+        raise bad_type("transpose", "axes", axes, "a permutation of the axes") from None
+    if sorted(axes) != list(range(x.ndim)):
+        raise bad_value("transpose", "axes", axes,
+                        f"a permutation of range({x.ndim}) for shape {x.shape}")
+    backend = device.active()
+    hy = backend.permute(backend.handle(x), axes)
+    inverse = tuple(int(i) for i in np.argsort(axes))
+
+    def backward(g, needs):
+        return (backend.permute(g, inverse),)
+    return _make(hy, (x,), backward, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrix products
+
+def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> None:
+    for name, t in (("a", a), ("b", b)):
+        if t.ndim not in (2, 3):
+            raise bad_shape(fn, name, t.shape, "a 2-D matrix or a 3-D batch of matrices")
+    if a.shape[a_inner] != b.shape[b_inner]:
+        raise ShapeError(f"{fn}: inner dimensions differ: a has shape {a.shape} and b has "
+                         f"shape {b.shape}")
+    if a.ndim == 3 and b.ndim == 3 and a.shape[0] != b.shape[0]:
+        raise ShapeError(f"{fn}: batch sizes differ: a has shape {a.shape} and b has "
+                         f"shape {b.shape}")
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
+    shared across the batch). Full float32 arithmetic on both backends."""
+    a = _tensor("matmul", "a", a)
+    b = _tensor("matmul", "b", b, a)
+    _same_dtype("matmul", a, b)
+    _check_matmul("matmul", a, b, -1, -2)
+    backend = device.active()
+    ha, hb = backend.handle(a), backend.handle(b)
+    hy = backend.matmul(ha, hb)
+
+    def backward(g, needs):
+        ga = gb = None
+        if needs[0]:
+            ga = backend.matmul(g, hb, False, True)
+            if a.ndim == 2 and len(ga.shape) == 3:
+                ga = backend.reduce("sum", ga, (0,))
+        if needs[1]:
+            if a.ndim == 3 and b.ndim == 2:     # b shared by the batch: one product
+                m = a.shape[0] * a.shape[1]
+                gb = backend.matmul(backend.reshape(ha, (m, a.shape[2])),
+                                    backend.reshape(g, (m, g.shape[-1])), True, False)
+            else:
+                gb = backend.matmul(ha, g, True, False)
+        return ga, gb
+    return _make(hy, (a, b), backward, backend)
+
+
+def linear(x, weight, bias=None) -> Tensor:
+    """x @ weight.T + bias, with weight of shape (out, in) as in PyTorch; x is 2-D or 3-D.
+    The transposed weight is read in place, never copied."""
+    x = _tensor("linear", "x", x)
+    weight = _tensor("linear", "weight", weight, x)
+    _same_dtype("linear", x, weight)
+    if x.ndim not in (2, 3):
+        raise bad_shape("linear", "x", x.shape, "2-D (batch, in) or 3-D (batch, seq, in)")
+    if weight.ndim != 2 or weight.shape[1] != x.shape[-1]:
+        raise bad_shape("linear", "weight", weight.shape,
+                        f"(out, {x.shape[-1]}) to match x of shape {x.shape}")
+    inputs = (x, weight)
+    if bias is not None:
+        bias = _tensor("linear", "bias", bias, x)
+        _same_dtype("linear", x, bias)
+        if bias.shape != (weight.shape[0],):
+            raise bad_shape("linear", "bias", bias.shape, f"({weight.shape[0]},)")
+        inputs += (bias,)
+    backend = device.active()
+    hx, hw = backend.handle(x), backend.handle(weight)
+    hy = backend.matmul(hx, hw, False, True)
+    if bias is not None:
+        backend.binary("add", hy, backend.handle(bias), out=hy)
+
+    def backward(g, needs):
+        rows = x.size // x.shape[-1]
+        g2 = backend.reshape(g, (rows, weight.shape[0]))
+        gx = backend.matmul(g, hw) if needs[0] else None
+        gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False) \
+            if needs[1] else None
+        grads = (gx, gw)
+        if bias is not None:
+            grads += (backend.reduce("sum", g2, (0,)) if needs[2] else None,)
+        return grads
+    return _make(hy, inputs, backward, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Softmax family and losses
+
+def _last_axis_op(fn: str, kernel: str, x, axis) -> Tensor:
+    x = _tensor(fn, "x", x)
+    if x.ndim == 0:
+        raise bad_shape(fn, "x", x.shape, "at least one dimension")
+    (axis,) = _axes(fn, x, axis)
+    if axis != x.ndim - 1:       # move the axis last, apply, move it back
+        order = tuple(i for i in range(x.ndim) if i != axis) + (axis,)
+        inverse = tuple(int(i) for i in np.argsort(order))
+        return transpose(_last_axis_op(fn, kernel, transpose(x, order), -1), inverse)
+    backend = device.active()
+    hy = getattr(backend, kernel)(backend.handle(x))
+    grad_kernel = getattr(backend, kernel + "_backward")
+
+    def backward(g, needs):
+        return (grad_kernel(hy, g),)
+    return _make(hy, (x,), backward, backend)
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``axis``."""
+    return _last_axis_op("softmax", "softmax", x, axis)
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    """x - logsumexp(x) along ``axis``."""
+    return _last_axis_op("log_softmax", "log_softmax", x, axis)
+
+
+def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarray:
+    """Validated integer indices in [0, bound): an integer array (or list) of ``count``
+    entries when count is not None."""
+    if isinstance(value, Tensor):
+        raise bad_type(fn, name, value, "a NumPy array of integer indices, not a Tensor")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        raise bad_type(fn, name, value, "an array of integer indices") from None
+    if array.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"{fn}: argument '{name}' has dtype {array.dtype}; expected "
+                                "integer indices (e.g. int64)")
+    if count is not None and array.shape != (count,):
+        raise bad_shape(fn, name, array.shape, f"({count},): one index per row")
+    if array.size and (array.min() < 0 or array.max() >= bound):
+        bad = array[(array < 0) | (array >= bound)].reshape(-1)[0]
+        raise InvalidValueError(f"{fn}: argument '{name}' holds index {int(bad)}; expected "
+                                f"indices in [0, {bound})")
+    return array
+
+
+def softmax_cross_entropy(logits, targets) -> Tensor:
+    """Mean over the batch of -log softmax(logits)[target], as PyTorch's ``cross_entropy``:
+    ``logits`` of shape (batch, classes), ``targets`` integer class indices of shape
+    (batch,). Fused: the softmax is never materialised in the forward pass."""
+    logits = _tensor("softmax_cross_entropy", "logits", logits)
+    if logits.ndim != 2 or logits.shape[0] == 0 or logits.shape[1] == 0:
+        raise bad_shape("softmax_cross_entropy", "logits", logits.shape,
+                        "2-D (batch, classes) with at least one row and one class")
+    targets = class_indices("softmax_cross_entropy", "targets", targets, logits.shape[0],
+                            logits.shape[1])
+    backend = device.active()
+    hx, ht = backend.handle(logits), backend.indices(targets)
+    loss, lse = backend.softmax_cross_entropy(hx, ht)
+
+    def backward(g, needs):
+        return (backend.softmax_cross_entropy_backward(hx, ht, lse, g),)
+    return _make(loss, (logits,), backward, backend)
+
+
+def mse_loss(pred, target) -> Tensor:
+    """Mean of (pred - target)**2 over all elements, as PyTorch's ``mse_loss``; ``target``
+    (a Tensor or an array) must have pred's shape."""
+    pred = _tensor("mse_loss", "pred", pred)
+    target = _tensor("mse_loss", "target", target, pred)
+    if target.shape != pred.shape:
+        raise bad_shape("mse_loss", "target", target.shape, f"pred's shape {pred.shape}")
+    diff = sub(pred, target)
+    return mean(mul(diff, diff))
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer kernels
+
+def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
+    x = _tensor("layer_norm", "x", x)
+    weight = _tensor("layer_norm", "weight", weight, x)
+    bias = _tensor("layer_norm", "bias", bias, x)
+    if x.ndim == 0:
+        raise bad_shape("layer_norm", "x", x.shape, "at least one dimension")
+    for name, t in (("weight", weight), ("bias", bias)):
+        _same_dtype("layer_norm", x, t)
+        if t.shape != (x.shape[-1],):
+            raise bad_shape("layer_norm", name, t.shape, f"({x.shape[-1]},) to match x")
+    if not is_number(eps) or not eps > 0:
+        raise bad_value("layer_norm", "eps", eps, "a positive number")
+    backend = device.active()
+    hx, hw = backend.handle(x), backend.handle(weight)
+    hy, hmean, hrstd = backend.layer_norm(hx, hw, backend.handle(bias), float(eps))
+
+    def backward(g, needs):
+        dx, dw, db = backend.layer_norm_backward(hx, hw, hmean, hrstd, g)
+        return tuple(d if need else None for d, need in zip((dx, dw, db), needs))
+    return _make(hy, (x, weight, bias), backward, backend)
+
+
+def embedding(table, indices) -> Tensor:
+    """Rows of ``table`` (num, dim) looked up by integer ``indices`` (any shape up to 3-D):
+    the result has shape indices.shape + (dim,)."""
+    table = _tensor("embedding", "table", table)
+    if table.ndim != 2:
+        raise bad_shape("embedding", "table", table.shape, "2-D (num_embeddings, dim)")
+    idx = class_indices("embedding", "indices", indices, None, table.shape[0])
+    if idx.ndim > MAX_RANK - 1:
+        raise bad_shape("embedding", "indices", idx.shape, f"at most {MAX_RANK - 1} dims")
+    backend = device.active()
+    hi = backend.indices(idx)
+    hy = backend.embedding(backend.handle(table), hi)
+
+    def backward(g, needs):
+        return (backend.embedding_backward(hi, g, table.shape[0]),)
+    return _make(hy, (table,), backward, backend)
+
+
+def dropout(x, p: float, seed: int, step: int) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p). The mask is a
+    function of (seed, step, element index) alone (Philox), so both backends draw the same
+    one and backward regenerates it."""
+    x = _tensor("dropout", "x", x)
+    if not is_number(p) or not 0.0 <= p <= 1.0:
+        raise bad_value("dropout", "p", p, "a probability in [0, 1]")
+    for name, v in (("seed", seed), ("step", step)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not \
+                0 <= v < 2 ** 64:
+            raise bad_value("dropout", name, v, "an integer in [0, 2**64)")
+    if p == 0.0:
+        return x
+    backend = device.active()
+    hy = backend.dropout(backend.handle(x), float(p), int(seed), int(step))
+
+    def backward(g, needs):
+        return (backend.dropout(g, float(p), int(seed), int(step)),)
+    return _make(hy, (x,), backward, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor operators and methods
+
+def _install_operators() -> None:
+    T = Tensor
+    T.__add__ = lambda a, b: add(a, b)
+    T.__radd__ = lambda a, b: add(b, a)
+    T.__sub__ = lambda a, b: sub(a, b)
+    T.__rsub__ = lambda a, b: sub(b, a)
+    T.__mul__ = lambda a, b: mul(a, b)
+    T.__rmul__ = lambda a, b: mul(b, a)
+    T.__truediv__ = lambda a, b: div(a, b)
+    T.__rtruediv__ = lambda a, b: div(b, a)
+    T.__pow__ = lambda a, b: pow(a, b)
+    T.__rpow__ = lambda a, b: pow(b, a)
+    T.__matmul__ = lambda a, b: matmul(a, b)
+    T.__rmatmul__ = lambda a, b: matmul(b, a)
+    T.__neg__ = lambda a: neg(a)
+    T.T = property(lambda a: transpose(a), doc="The tensor with its axes reversed.")
+    T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
+    T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
+    T.max = lambda a, axis=None, keepdims=False: max(a, axis, keepdims)
+    T.reshape = lambda a, *shape: reshape(a, *shape)
+
+
+_install_operators()

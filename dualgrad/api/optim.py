@@ -1,0 +1,419 @@
+"""Optimizers (SGD, Adam, AdamW), gradient clipping and learning-rate schedules.
+
+The optimizer classes hold the state; the arithmetic is one fused kernel per parameter on the
+active backend (``adam_step`` / ``sgd_step``), which updates the weight and its state in
+place, so on gpu neither ever leaves the device. The update rules are PyTorch's, as its
+documentation states them; per-step scalars are computed here in float64.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import device
+from .errors import InvalidValueError, bad_shape, bad_type, bad_value
+from .tensor import Tensor, host_array, is_number
+
+
+def _params(fn: str, params):
+    """(names, parameters) from a list of Parameters or a dict name -> Parameter."""
+    if isinstance(params, Tensor):
+        raise bad_type(fn, "params", params, "a list or dict of Parameters, not one tensor")
+    if isinstance(params, dict):
+        names, items = [str(k) for k in params], list(params.values())
+    else:
+        try:
+            items = list(params)
+        except TypeError:
+            raise bad_type(fn, "params", params, "a list or dict of Parameters") from None
+        names = [str(i) for i in range(len(items))]
+    if not items:
+        raise bad_value(fn, "params", params, "at least one parameter")
+    seen = set()
+    for name, p in zip(names, items):
+        if not isinstance(p, Tensor) or not p.requires_grad:
+            raise bad_type(fn, f"params[{name}]", p, "a Parameter (a tensor requiring grad)")
+        if id(p) in seen:
+            raise bad_value(fn, "params", f"params[{name}]",
+                            "each parameter once (it appears twice)")
+        seen.add(id(p))
+    return names, items
+
+
+def _number(fn: str, name: str, value, lo: float, hi: float = math.inf,
+            lo_open: bool = False, hi_open: bool = False) -> float:
+    if not is_number(value) or not math.isfinite(value):
+        raise bad_value(fn, name, value, "a finite number")
+    ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise bad_value(fn, name, value, f"a number in {left}{lo}, {hi}{right}")
+    return float(value)
+
+
+def _state_tensor(backend, p: Tensor) -> Tensor:
+    """A zero-filled tensor shaped like p, in p's pool (persistent for resident weights)."""
+    t = Tensor(p.shape, p.dtype)
+    h = backend.empty(p.shape, p.dtype, persistent=p.scope == "persistent")
+    backend.fill(h, 0.0)
+    backend.adopt(t, h)
+    return t
+
+
+class Optimizer:
+    """Base class: parameters, hyperparameters (attributes) and per-parameter state."""
+
+    _hyper_names: tuple = ()
+    _state_tensors: tuple = ()
+
+    def __init__(self, fn: str, params):
+        self.param_names, self.params = _params(fn, params)
+        self.state = [dict() for _ in self.params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients (to None, or to zeros in place)."""
+        backend = device.active()
+        for p in self.params:
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                backend.fill(backend.handle(p.grad), 0.0)
+                p.grad.written()
+
+    def _ready(self):
+        """(backend, [(index, param, grad handle)]) for the parameters that have a grad,
+        after checking the hyperparameters (they may have been reassigned)."""
+        self._check_hyper(self.hyperparameters())
+        backend = device.active()
+        todo = []
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            if p.grad.shape != p.shape:
+                raise bad_shape("step", f"params[{self.param_names[i]}].grad",
+                                p.grad.shape, f"the parameter's shape {p.shape}")
+            todo.append((i, p, backend.handle(p.grad)))
+        return backend, todo
+
+    def hyperparameters(self) -> dict:
+        return {name: getattr(self, name) for name in self._hyper_names}
+
+    # -- state dict -----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {"step": int, name: ndarray, ...}}, "hyper": {...},
+        "param_names": [...]}``; arrays are host copies."""
+        state = {}
+        for i, s in enumerate(self.state):
+            if s:
+                state[i] = {k: (v.numpy() if isinstance(v, Tensor) else v)
+                            for k, v in s.items()}
+        return {"state": state, "hyper": self.hyperparameters(),
+                "param_names": list(self.param_names)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore state saved by ``state_dict()``; everything is checked before any state
+        changes. Restored state tensors live where the parameters live."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict:
+            raise bad_type("load_state_dict", "state_dict", state_dict,
+                           "a dict made by Optimizer.state_dict()")
+        if len(state_dict.get("param_names", [])) != len(self.params):
+            raise InvalidValueError(
+                f"load_state_dict: the state is for {len(state_dict.get('param_names', []))} "
+                f"parameters; this optimizer has {len(self.params)}")
+        staged = []
+        for key, entry in state_dict["state"].items():
+            i = int(key)
+            if not 0 <= i < len(self.params):
+                raise bad_value("load_state_dict", "state", key,
+                                f"parameter indices in [0, {len(self.params)})")
+            p, arrays = self.params[i], {}
+            for name in self._state_tensors:
+                if name not in entry:
+                    continue
+                value = host_array("load_state_dict", f"state[{i}][{name}]", entry[name],
+                                   p.dtype)
+                if value.shape != p.shape:
+                    raise bad_shape("load_state_dict", f"state[{i}][{name}]", value.shape,
+                                    f"the parameter's shape {p.shape}")
+                arrays[name] = value
+            staged.append((i, entry, arrays))
+        hyper = state_dict.get("hyper", {})
+        self._check_hyper({**self.hyperparameters(), **hyper})
+        backend = device.active()
+        for name, value in hyper.items():
+            if name in self._hyper_names:
+                setattr(self, name, tuple(value) if isinstance(value, list) else value)
+        self.state = [dict() for _ in self.params]
+        for i, entry, arrays in staged:
+            p = self.params[i]
+            for k, v in entry.items():
+                if k not in self._state_tensors:
+                    self.state[i][k] = v
+            for name, value in arrays.items():
+                t = Tensor(p.shape, p.dtype)
+                backend.adopt(t, backend.upload(value, persistent=p.scope == "persistent"))
+                self.state[i][name] = t
+
+    def _check_hyper(self, hyper: dict) -> None:
+        pass
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum (dampening, Nesterov) and weight
+    decay, as ``torch.optim.SGD``."""
+
+    _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+    _state_tensors = ("momentum_buffer",)
+
+    def __init__(self, params, lr: float, momentum: float = 0.0, nesterov: bool = False,
+                 weight_decay: float = 0.0, dampening: float = 0.0):
+        hyper = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                     nesterov=nesterov)
+        self._check_hyper(hyper)
+        super().__init__("SGD", params)
+        for name, value in hyper.items():
+            setattr(self, name, value)
+
+    def _check_hyper(self, h: dict) -> None:
+        _number("SGD", "lr", h["lr"], 0.0)
+        _number("SGD", "momentum", h["momentum"], 0.0)
+        _number("SGD", "dampening", h["dampening"], 0.0, 1.0)
+        _number("SGD", "weight_decay", h["weight_decay"], 0.0)
+        if not isinstance(h["nesterov"], (bool, np.bool_)):
+            raise bad_type("SGD", "nesterov", h["nesterov"], "True or False")
+        if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
+            raise InvalidValueError("SGD: nesterov=True needs momentum > 0 and dampening 0")
+
+    def step(self) -> None:
+        """One update of every parameter that has a gradient (others are skipped)."""
+        backend, todo = self._ready()
+        for i, p, g in todo:
+            state = self.state[i]
+            buf, first = None, False
+            if self.momentum != 0.0:
+                first = "momentum_buffer" not in state
+                if first:
+                    state["momentum_buffer"] = _state_tensor(backend, p)
+                buf = backend.handle(state["momentum_buffer"])
+            hyper = dict(lr=self.lr, momentum=self.momentum, dampening=self.dampening,
+                         wd=self.weight_decay, nesterov=bool(self.nesterov), first=first)
+            backend.sgd_step(backend.handle(p), g, buf, hyper)
+            p.written()
+            if buf is not None:
+                state["momentum_buffer"].written()
+
+
+class Adam(Optimizer):
+    """Adam (``decoupled=False``, weight decay as an L2 term in the gradient) as
+    ``torch.optim.Adam``; see AdamW for decoupled weight decay."""
+
+    _hyper_names = ("lr", "betas", "eps", "weight_decay")
+    _state_tensors = ("exp_avg", "exp_avg_sq")
+    _decoupled = False
+    _fn = "Adam"
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        hyper = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        self._check_hyper(hyper)
+        super().__init__(self._fn, params)
+        self.lr, self.eps, self.weight_decay = float(lr), float(eps), float(weight_decay)
+        self.betas = (float(betas[0]), float(betas[1]))
+
+    def _check_hyper(self, h: dict) -> None:
+        _number(self._fn, "lr", h["lr"], 0.0)
+        _number(self._fn, "eps", h["eps"], 0.0)
+        _number(self._fn, "weight_decay", h["weight_decay"], 0.0)
+        betas = h["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise bad_value(self._fn, "betas", betas, "a pair (beta1, beta2)")
+        for k, b in enumerate(betas):
+            _number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
+
+    def step(self) -> None:
+        """One update of every parameter that has a gradient (others are skipped: their
+        step count does not advance)."""
+        backend, todo = self._ready()
+        for i, p, g in todo:
+            state = self.state[i]
+            if not state:
+                state.update(step=0, exp_avg=_state_tensor(backend, p),
+                             exp_avg_sq=_state_tensor(backend, p))
+            state["step"] += 1
+            hyper = adam_hyper(self.lr, self.betas, self.eps, self.weight_decay,
+                               state["step"], self._decoupled)
+            backend.adam_step(backend.handle(p), g, backend.handle(state["exp_avg"]),
+                              backend.handle(state["exp_avg_sq"]), hyper)
+            for t in (p, state["exp_avg"], state["exp_avg_sq"]):
+                t.written()
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (the weight shrinks by lr * weight_decay each step),
+    as ``torch.optim.AdamW``; its default weight_decay is 0.01."""
+
+    _decoupled = True
+    _fn = "AdamW"
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def adam_hyper(lr, betas, eps, weight_decay, step, decoupled) -> dict:
+    """The scalars of one Adam or AdamW update (``backend.ADAM_HYPER``); step counts from 1."""
+    return dict(beta1=betas[0], beta2=betas[1], eps=eps,
+                l2=0.0 if decoupled else weight_decay,
+                decay=1.0 - lr * weight_decay if decoupled else 1.0,
+                step_size=lr / (1.0 - betas[0] ** step),
+                bc2_sqrt=math.sqrt(1.0 - betas[1] ** step))
+
+
+def optimizer_sgd(params, lr, momentum=0.0, nesterov=False, weight_decay=0.0,
+                  dampening=0.0) -> SGD:
+    """An SGD optimizer (``dg.optim.SGD``)."""
+    return SGD(params, lr, momentum, nesterov, weight_decay, dampening)
+
+
+def optimizer_adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) -> Adam:
+    """An Adam optimizer (``dg.optim.Adam``)."""
+    return Adam(params, lr, betas, eps, weight_decay)
+
+
+def optimizer_adamw(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                    weight_decay=1e-2) -> AdamW:
+    """An AdamW optimizer (``dg.optim.AdamW``)."""
+    return AdamW(params, lr, betas, eps, weight_decay)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient clipping
+
+def clip_grad_norm(params, max_norm: float) -> Tensor:
+    """Scale the gradients of ``params`` in place so that their joint L2 norm is at most
+    ``max_norm`` (as ``torch.nn.utils.clip_grad_norm_``: coefficient
+    max_norm / (norm + 1e-6), capped at 1). Returns the norm before clipping as a 0-d
+    tensor; computed on the device, nothing is downloaded."""
+    if isinstance(params, dict):
+        params = list(params.values())
+    elif isinstance(params, Tensor):
+        params = [params]
+    else:
+        try:
+            params = list(params)
+        except TypeError:
+            raise bad_type("clip_grad_norm", "params", params,
+                           "a list or dict of Parameters") from None
+    for k, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise bad_type("clip_grad_norm", f"params[{k}]", p, "a Parameter")
+    max_norm = _number("clip_grad_norm", "max_norm", max_norm, 0.0, lo_open=True)
+    backend = device.active()
+    grads = [p.grad for p in params if p.grad is not None]
+    total_sq = None
+    for g in grads:
+        h = backend.handle(g)
+        sq = backend.reduce("sum", backend.binary("mul", h, h), tuple(range(len(h.shape))))
+        total_sq = sq if total_sq is None else backend.binary("add", total_sq, sq)
+    dtype = grads[0].dtype if grads else np.dtype(np.float32)
+    if total_sq is None:
+        total_sq = backend.upload(np.zeros((), dtype))
+    total = backend.unary("sqrt", total_sq)
+    coef = backend.unary("rdiv_scalar", backend.unary("add_scalar", total, 1e-6), max_norm)
+    coef = backend.unary("clamp", coef, -math.inf, 1.0)
+    for g in grads:
+        h = backend.handle(g)
+        backend.binary("mul", h, coef, out=h)
+        g.written()
+    out = Tensor((), dtype)
+    backend.adopt(out, total)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning-rate schedules
+
+class LRScheduler:
+    """Sets ``optimizer.lr`` from a closed-form schedule of the step count. Call ``step()``
+    once per optimizer step (after it); construction applies step 0's rate."""
+
+    def __init__(self, optimizer: Optimizer):
+        if not isinstance(optimizer, Optimizer):
+            raise bad_type(type(self).__name__, "optimizer", optimizer, "a dualgrad optimizer")
+        self.optimizer = optimizer
+        self.base_lr = optimizer.lr
+        self.last_step = 0
+        optimizer.lr = self.lr_at(0)
+
+    def lr_at(self, step: int) -> float:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self.last_step += 1
+        self.optimizer.lr = self.lr_at(self.last_step)
+
+    def get_last_lr(self) -> float:
+        return self.optimizer.lr
+
+    def state_dict(self) -> dict:
+        return {"base_lr": self.base_lr, "last_step": self.last_step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.base_lr, self.last_step = float(state["base_lr"]), int(state["last_step"])
+        self.optimizer.lr = self.lr_at(self.last_step)
+
+
+def _count(fn: str, name: str, value, minimum: int = 1) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise bad_value(fn, name, value, f"an integer >= {minimum}")
+    return int(value)
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (step // step_size)."""
+
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
+        self.step_size = _count("StepLR", "step_size", step_size)
+        self.gamma = _number("StepLR", "gamma", gamma, 0.0, lo_open=True)
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int) -> float:
+        return self.base_lr * self.gamma ** (step // self.step_size)
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * step / T_max)) / 2, then eta_min
+    once step passes T_max."""
+
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803
+        self.T_max = _count("CosineAnnealingLR", "T_max", T_max)
+        self.eta_min = _number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int) -> float:
+        t = min(step, self.T_max) / self.T_max
+        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
+
+
+class WarmupCosineLR(LRScheduler):
+    """Linear warmup to base_lr over ``warmup_steps`` (step s gets base_lr * (s+1) /
+    warmup_steps), then cosine decay to ``min_lr`` at ``total_steps``."""
+
+    def __init__(self, optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0):
+        self.warmup_steps = _count("WarmupCosineLR", "warmup_steps", warmup_steps, 0)
+        self.total_steps = _count("WarmupCosineLR", "total_steps", total_steps, 1)
+        if self.total_steps <= self.warmup_steps:
+            raise bad_value("WarmupCosineLR", "total_steps", total_steps,
+                            f"more than warmup_steps ({warmup_steps})")
+        self.min_lr = _number("WarmupCosineLR", "min_lr", min_lr, 0.0)
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.base_lr * (step + 1) / self.warmup_steps
+        t = min(step - self.warmup_steps, self.total_steps - self.warmup_steps)
+        frac = t / (self.total_steps - self.warmup_steps)
+        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * frac)) / 2

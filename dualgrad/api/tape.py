@@ -1,0 +1,160 @@
+"""The gradient tape: ``with_grad_tape()``, ``no_grad()``, recording and ``backward()``.
+
+While a tape is open, every op whose inputs require grad records a Node on its output: the
+inputs and a closure that maps the output's gradient to the inputs' gradients (the rule sits
+beside the op's forward in ``ops.py``). ``backward()`` sorts the recorded graph
+topologically and walks it in reverse, summing the gradients that meet at a tensor; leaves
+accumulate theirs in ``.grad``.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+from . import device
+from .errors import InvalidValueError, bad_shape, bad_type
+from .tensor import Tensor, host_array
+
+_local = threading.local()
+
+
+class Node:
+    """How a recorded tensor was made: its inputs, the backward rule, and the backend whose
+    storage the rule's saved handles live in."""
+
+    __slots__ = ("inputs", "backward", "backend")
+
+    def __init__(self, inputs: tuple, backward, backend):
+        self.inputs = inputs
+        self.backward = backward
+        self.backend = backend
+
+
+def recording() -> bool:
+    return getattr(_local, "recording", False)
+
+
+@contextlib.contextmanager
+def with_grad_tape():
+    """Open a tape: free the pass pool (the previous step's activations and gradients of
+    non-parameters), then record ops until the block ends. Parameters, their gradients
+    and optimizer state are persistent and untouched. Tapes do not nest."""
+    if getattr(_local, "open", False):
+        raise InvalidValueError("with_grad_tape: a tape is already open in this thread; "
+                                "tapes do not nest (the inner one would free the outer "
+                                "one's activations)")
+    device.active().reset_pass()
+    _local.open, _local.recording = True, True
+    try:
+        yield
+    finally:
+        _local.open, _local.recording = False, False
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Run ops without recording. Outside a tape it first frees the pass pool, as a tape
+    does, so an evaluation loop does not grow device memory; inside a tape it only pauses
+    recording."""
+    inside = getattr(_local, "open", False)
+    if not inside:
+        device.active().reset_pass()
+    was = recording()
+    _local.recording = False
+    try:
+        yield
+    finally:
+        _local.recording = was
+
+
+def record(out: Tensor, inputs: tuple, backward, backend) -> Tensor:
+    """Attach a Node to ``out`` when recording and an input requires grad."""
+    if recording():
+        for t in inputs:
+            if t.requires_grad:
+                out.requires_grad = True
+                out._node = Node(inputs, backward, backend)
+                break
+    return out
+
+
+def _topological(root: Tensor) -> list:
+    """Recorded tensors reachable from root, inputs before outputs (iterative DFS)."""
+    order, seen, stack = [], {id(root)}, [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        stack.append((t, True))
+        for inp in t._node.inputs:
+            if inp._node is not None and id(inp) not in seen:
+                seen.add(id(inp))
+                stack.append((inp, False))
+    return order
+
+
+def _seed_grad(t: Tensor, grad, backend):
+    if grad is None:
+        if t.size != 1:
+            raise bad_shape("backward", "tensor", t.shape,
+                            "a one-element tensor (or pass 'grad' of the tensor's shape)")
+        return backend.upload(np.ones(t.shape, t.dtype))
+    value = host_array("backward", "grad", grad, t.dtype)
+    if value.shape != t.shape:
+        raise bad_shape("backward", "grad", value.shape, f"the tensor's shape {t.shape}")
+    return backend.upload(value)
+
+
+def accumulate_leaf(t: Tensor, g, backend) -> None:
+    """Add gradient ``g`` into leaf ``t``'s ``.grad``, held in the leaf's own pool."""
+    if t._grad is None:
+        store = backend.empty(t.shape, t.dtype, persistent=t.scope == "persistent")
+        backend.copy(store, g)
+        grad = Tensor(t.shape, t.dtype)
+        backend.adopt(grad, store)
+        t._grad = grad
+    else:
+        h = backend.handle(t._grad)
+        backend.binary("add", h, g, out=h)
+        t._grad.written()
+
+
+def backward(tensor: Tensor, grad=None) -> None:
+    """Backpropagate from ``tensor`` (usually a scalar loss, else pass ``grad``, the gradient
+    with respect to it) and accumulate gradients into the ``.grad`` of every leaf that
+    requires grad. The tensor must have been computed under ``with_grad_tape()``."""
+    if not isinstance(tensor, Tensor):
+        raise bad_type("backward", "tensor", tensor, "a Tensor")
+    backend = device.active()
+    if tensor._node is None:
+        if tensor.requires_grad:       # a leaf: its gradient is the seed itself
+            accumulate_leaf(tensor, _seed_grad(tensor, grad, backend), backend)
+            return
+        raise InvalidValueError(
+            "backward: the tensor has no recorded history; compute it inside "
+            "'with dg.with_grad_tape():' from tensors that require grad (parameters)")
+    order = _topological(tensor)
+    for t in order:
+        if t._node.backend is not backend:
+            raise InvalidValueError(
+                f"backward: the graph was recorded on the {t._node.backend.name} backend but "
+                f"the active backend is {backend.name}; run backward before switching")
+    grads = {id(tensor): _seed_grad(tensor, grad, backend)}
+    for t in reversed(order):
+        g = grads.pop(id(t), None)
+        if g is None:
+            continue
+        node = t._node
+        needs = tuple(i.requires_grad for i in node.inputs)
+        for inp, gi in zip(node.inputs, node.backward(g, needs)):
+            if gi is None or not inp.requires_grad:
+                continue
+            if inp._node is None:
+                accumulate_leaf(inp, gi, backend)
+            elif id(inp) in grads:
+                grads[id(inp)] = backend.binary("add", grads[id(inp)], gi)
+            else:
+                grads[id(inp)] = gi

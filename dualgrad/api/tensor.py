@@ -1,0 +1,213 @@
+"""Tensor and Parameter: a shape, a dtype, storage on one backend, and autograd links.
+
+Storage follows the residency rules:
+
+- ``data`` is a host array or None; ``ptr`` a device buffer or None. On cpu ``ptr`` is None and
+  ``data`` is the storage. On gpu ``ptr`` is the storage and ``data`` at most a read cache,
+  dropped whenever the buffer is written.
+- ``scope`` is ``"persistent"`` for a tensor in the device's persistent pool (parameters and
+  optimizer state), else ``"pass"`` (the pool each ``with_grad_tape()`` frees; on cpu it
+  means "no pool").
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import device
+from .errors import ArgumentTypeError, bad_shape, bad_type
+
+DEFAULT_DTYPE = np.dtype(np.float32)
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class Tensor:
+    """An n-dimensional float array that autograd can track. Make one with
+    ``dg.ag_tensor(array)``; ops return new tensors."""
+
+    __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "_grad", "_node",
+                 "__weakref__")
+    __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
+
+    def __init__(self, shape: tuple, dtype, requires_grad: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.data = None
+        self.ptr = None
+        self.requires_grad = requires_grad
+        self._grad = None
+        self._node = None
+
+    # -- what it is --------------------------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return self.ptr.scope if self.ptr is not None else "pass"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise ArgumentTypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"{kind}(shape={self.shape}, dtype={self.dtype.name}, scope={self.scope}{grad})"
+
+    # -- reading -----------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A host copy of the value (downloads from the device if needed)."""
+        return device.active().host_value(self).copy()
+
+    def __array__(self, dtype=None, copy=None):
+        value = self.numpy()
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+    def item(self) -> float:
+        """The value of a one-element tensor as a Python float."""
+        if self.size != 1:
+            raise bad_shape("item", "self", self.shape, "a tensor with exactly one element")
+        return float(device.active().host_value(self).reshape(-1)[0])
+
+    def __float__(self) -> float:
+        return self.item()
+
+    def written(self) -> None:
+        """Note an in-place write to the storage: a device tensor's host cache is stale."""
+        if self.ptr is not None:
+            self.data = None
+
+    # -- gradient ----------------------------------------------------------------------------
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor) or None. Assigning a NumPy array or a Tensor
+        of the same shape sets it; assigning None clears it."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        self._grad = None if value is None else _grad_from(self, value)
+
+    def backward(self, grad=None) -> None:
+        """Backpropagate from this tensor (see ``dg.backward``)."""
+        from .tape import backward
+        backward(self, grad)
+
+
+class Parameter(Tensor):
+    """A trainable tensor: always requires grad; on gpu it lives in the persistent pool."""
+
+    __slots__ = ()
+
+
+def _grad_from(t: Tensor, value) -> Tensor:
+    """A gradient tensor for ``t`` from a user value, in ``t``'s pool."""
+    if isinstance(value, Tensor):
+        array = value.numpy()
+    else:
+        array = host_array("grad", "grad", value, t.dtype)
+    if array.shape != t.shape:
+        raise bad_shape("grad", "grad", array.shape, f"the tensor's shape {t.shape}")
+    backend = device.active()
+    g = Tensor(t.shape, t.dtype)
+    backend.adopt(g, backend.upload(array.astype(t.dtype, copy=False),
+                                    persistent=t.scope == "persistent"))
+    return g
+
+
+def resolve_dtype(fn: str, dtype) -> np.dtype:
+    if dtype is None:
+        return DEFAULT_DTYPE
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        raise bad_type(fn, "dtype", dtype, "float32 or float64") from None
+    if resolved not in _FLOAT_DTYPES:
+        raise ArgumentTypeError(f"{fn}: argument 'dtype' is {resolved}; expected float32 "
+                                "or float64")
+    return resolved
+
+
+def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
+    """A C-contiguous float array from array-like input, converted to ``dtype`` (float32 by
+    default: float64 and integer input are converted). Rejects non-numeric input."""
+    dtype = DEFAULT_DTYPE if dtype is None else dtype
+    if isinstance(value, Tensor):
+        return value.numpy().astype(dtype, copy=False)
+    if isinstance(value, (str, bytes)) or value is None:
+        raise bad_type(fn, arg, value, "a NumPy array, a nested list of numbers or a number")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise bad_type(fn, arg, value, f"an array of numbers ({exc})") from None
+    if array.dtype.kind not in "biuf":
+        raise ArgumentTypeError(
+            f"{fn}: argument '{arg}' has dtype {array.dtype}; expected real numbers "
+            "(bool, integer or floating point)")
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
+    """A tensor holding a copy of ``array`` (NumPy array, nested list or number).
+
+    Input is converted to float32 unless ``dtype="float64"`` is asked for (float64 is
+    supported by the cpu backend only). The tensor is a leaf; with ``requires_grad=True``
+    autograd accumulates its gradient in ``.grad``.
+    """
+    if not isinstance(requires_grad, (bool, np.bool_)):
+        raise bad_type("ag_tensor", "requires_grad", requires_grad, "True or False")
+    dtype = resolve_dtype("ag_tensor", dtype)
+    value = host_array("ag_tensor", "array", array, dtype)
+    _check_rank("ag_tensor", value)
+    backend = device.active()
+    _check_dtype(backend, "ag_tensor", dtype)
+    t = Tensor(value.shape, dtype, bool(requires_grad))
+    backend.adopt(t, backend.upload(value))
+    return t
+
+
+def ag_param(array, dtype=None) -> Parameter:
+    """A trainable Parameter holding a copy of ``array``. On gpu it is uploaded once into
+    the persistent pool and its value lives only on the device."""
+    dtype = resolve_dtype("ag_param", dtype)
+    value = host_array("ag_param", "array", array, dtype)
+    _check_rank("ag_param", value)
+    backend = device.active()
+    _check_dtype(backend, "ag_param", dtype)
+    p = Parameter(value.shape, dtype, True)
+    backend.adopt(p, backend.upload(value, persistent=True))
+    return p
+
+
+def ag_data(t) -> np.ndarray:
+    """A tensor's value as a NumPy array (a copy); arrays and numbers pass through as
+    float32 arrays."""
+    if isinstance(t, Tensor):
+        return t.numpy()
+    return host_array("ag_data", "t", t)
+
+
+MAX_RANK = 4
+
+
+def _check_rank(fn: str, value: np.ndarray) -> None:
+    if value.ndim > MAX_RANK:
+        raise bad_shape(fn, "array", value.shape, f"at most {MAX_RANK} dimensions")
+
+
+def _check_dtype(backend, fn: str, dtype) -> None:
+    if not backend.supports(dtype):
+        raise ArgumentTypeError(f"{fn}: dtype {dtype} is not supported by the "
+                                f"{backend.name} backend; use float32")
+
+
+def is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))

@@ -1,0 +1,64 @@
+"""The ``dualgrad`` command: ``info``, ``demo``."""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+
+def _info(args) -> int:
+    import numba
+    import numpy
+
+    import dualgrad as dg
+    print(f"dualgrad {dg.__version__}  (Python {platform.python_version()}, "
+          f"NumPy {numpy.__version__}, Numba {numba.__version__})")
+    print("backends: cpu (Numba, the reference), gpu (Vulkan)")
+    from .api.device import gpu_status
+    found, reason = gpu_status()
+    if not found:
+        print(f"Vulkan devices: none ({reason})")
+        return 0
+    print("Vulkan devices:")
+    for d in found:
+        print(f"  [{d['index']}] {d['name']}  ({d['type']}, {d['memory_mib']} MiB, "
+              f"Vulkan {d['api_version']}, driver {d['driver']})")
+    return 0
+
+
+def _demo(args) -> int:
+    from .demo import run_demo
+    from .api.errors import DualgradError
+    try:
+        run_demo(device=args.device, steps=args.steps, batch=args.batch, hidden=args.hidden,
+                 seed=args.seed)
+    except DualgradError as exc:
+        print(f"dualgrad demo: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="dualgrad", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="version, backends and Vulkan devices").set_defaults(run=_info)
+    demo = sub.add_parser("demo", help="train a small digit classifier")
+    demo.add_argument("--device", default="cpu", help="cpu (default), gpu or gpu:N")
+    demo.add_argument("--steps", type=_positive, default=500)
+    demo.add_argument("--batch", type=_positive, default=128)
+    demo.add_argument("--hidden", type=_positive, default=128)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(run=_demo)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The cpu backend: Numba kernels over NumPy arrays, the numerical reference.
+
+Storage handles are C-contiguous NumPy arrays; a tensor's storage is its ``data``. Data
+movement (copy, permute, fill) is NumPy's; arithmetic is Numba's, one module per kernel family
+with the same names as the shaders of the gpu backend.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import Backend
+from ..api.errors import DeadTensorError
+from . import dropout as _dropout
+from . import elementwise, embedding, layernorm, matmul, optim, reduce, softmax
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def supports(self, dtype) -> bool:
+        return np.dtype(dtype) in _DTYPES
+
+    # -- residency ---------------------------------------------------------------------------
+    def handle(self, t):
+        if t.data is None:
+            raise DeadTensorError(
+                "this tensor's value lived only in a device pool that was freed before it "
+                "could be read; keep a reference to it, or read it before the next "
+                "with_grad_tape()")
+        return t.data
+
+    def adopt(self, t, h) -> None:
+        t.data = h
+        t.ptr = None
+
+    def host_value(self, t) -> np.ndarray:
+        return self.handle(t)
+
+    # -- storage ----------------------------------------------------------------------------
+    def empty(self, shape, dtype, persistent=False):
+        return np.empty(shape, dtype)
+
+    def upload(self, array, persistent=False):
+        return np.array(array, copy=True, order="C")
+
+    def write(self, h, array) -> None:
+        h[...] = array
+
+    def download(self, h) -> np.ndarray:
+        return h.copy()
+
+    def is_live(self, h) -> bool:
+        return True
+
+    def indices(self, array):
+        return np.ascontiguousarray(array, dtype=np.int64)
+
+    def fill(self, h, value) -> None:
+        h.fill(value)
+
+    def copy(self, dst, src) -> None:
+        dst.reshape(-1)[...] = src.reshape(-1)
+
+    def reshape(self, h, shape):
+        return h.reshape(shape)
+
+    # -- kernels ----------------------------------------------------------------------------
+    def unary(self, op, x, a=0.0, b=0.0, out=None):
+        return elementwise.unary(op, x, a, b, out)
+
+    def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
+        return elementwise.unary_backward(op, x, y, g, a, b)
+
+    def binary(self, op, a, b, out=None):
+        return elementwise.binary(op, a, b, out)
+
+    def binary_backward(self, op, a, b, g):
+        return elementwise.binary_backward(op, a, b, g)
+
+    def reduce(self, op, x, axes, keepdims=False):
+        return reduce.reduce(op, x, axes, keepdims)
+
+    def reduce_backward(self, op, x, y, g, axes):
+        return reduce.reduce_backward(op, x, y, g, axes)
+
+    def permute(self, x, axes):
+        return np.ascontiguousarray(np.transpose(x, axes))
+
+    def matmul(self, a, b, trans_a=False, trans_b=False):
+        return matmul.matmul(a, b, trans_a, trans_b)
+
+    def softmax(self, x):
+        return softmax.softmax(x)
+
+    def log_softmax(self, x):
+        return softmax.log_softmax(x)
+
+    def softmax_backward(self, y, g):
+        return softmax.softmax_backward(y, g)
+
+    def log_softmax_backward(self, y, g):
+        return softmax.log_softmax_backward(y, g)
+
+    def softmax_cross_entropy(self, logits, targets):
+        return softmax.softmax_cross_entropy(logits, targets)
+
+    def softmax_cross_entropy_backward(self, logits, targets, lse, g):
+        return softmax.softmax_cross_entropy_backward(logits, targets, lse, g)
+
+    def layer_norm(self, x, gamma, beta, eps):
+        return layernorm.layer_norm(x, gamma, beta, eps)
+
+    def layer_norm_backward(self, x, gamma, mean, rstd, g):
+        return layernorm.layer_norm_backward(x, gamma, mean, rstd, g)
+
+    def embedding(self, table, idx):
+        return embedding.embedding(table, idx)
+
+    def embedding_backward(self, idx, g, num_rows):
+        return embedding.embedding_backward(idx, g, num_rows)
+
+    def dropout(self, x, p, seed, step):
+        return _dropout.dropout(x, p, seed, step)
+
+    def adam_step(self, w, g, m, v, hyper) -> None:
+        optim.adam_step(w, g, m, v, hyper)
+
+    def sgd_step(self, w, g, buf, hyper) -> None:
+        optim.sgd_step(w, g, buf, hyper)

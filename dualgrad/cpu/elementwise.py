@@ -1,0 +1,285 @@
+"""Elementwise kernels: unary ops, ops with scalar parameters, broadcasting binary ops, and
+their backward kernels.
+
+Each element is computed in float64 and rounded once to the output dtype. For the basic IEEE
+operations (+ - * / sqrt) on float32 inputs that rounding gives exactly the float32 result
+(double rounding through float64 is innocuous for them), so those ops are bit-exact twins of
+a float32 shader; the transcendental ones land within about half an ULP of the true value,
+which makes this backend a sound reference to measure the GPU against.
+
+An op is selected by a small integer code captured in a closure: Numba freezes closure
+variables into constants, prunes the branches of the other ops, caches one compiled kernel
+per op, and the loops stay as fast as a hand-written one per op.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
+             "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
+             "pow_scalar", "rpow_scalar", "clamp")
+BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+
+(NEG, EXP, LOG, SQRT, ABS, RELU, GELU, SIGMOID, TANH, ADD_S, MUL_S, DIV_S, RSUB_S, RDIV_S,
+ POW_S, RPOW_S, CLAMP) = range(len(UNARY_OPS))
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = range(len(BINARY_OPS))
+
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+@njit(inline="always")
+def unary_scalar(op, x, a, b):
+    """y = op(x) for one float64 element; a and b are the op's scalar parameters."""
+    if op == NEG:
+        return -x
+    if op == EXP:
+        return math.exp(x)
+    if op == LOG:
+        return math.log(x)
+    if op == SQRT:
+        return math.sqrt(x)
+    if op == ABS:
+        return abs(x)
+    if op == RELU:
+        return 0.0 if x <= 0.0 else x          # NaN passes through, -0 becomes +0
+    if op == GELU:
+        return 0.5 * x * (1.0 + math.erf(x * _SQRT1_2))
+    if op == SIGMOID:
+        if x >= 0.0:
+            return 1.0 / (1.0 + math.exp(-x))
+        e = math.exp(x)
+        return e / (1.0 + e)
+    if op == TANH:
+        return math.tanh(x)
+    if op == ADD_S:
+        return x + a
+    if op == MUL_S:
+        return x * a
+    if op == DIV_S:
+        return x / a
+    if op == RSUB_S:
+        return a - x
+    if op == RDIV_S:
+        return a / x
+    if op == POW_S:
+        return math.pow(x, a)
+    if op == RPOW_S:
+        return math.pow(a, x)
+    # CLAMP: NaN passes through, as in PyTorch.
+    if x < a:
+        return a
+    if x > b:
+        return b
+    return x
+
+
+@njit(inline="always")
+def unary_grad_scalar(op, x, y, g, a, b):
+    """dL/dx for one element, given x, y = op(x) and g = dL/dy."""
+    if op == NEG:
+        return -g
+    if op == EXP:
+        return g * y
+    if op == LOG:
+        return g / x
+    if op == SQRT:
+        return g / (2.0 * y)
+    if op == ABS:
+        return g * (1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0))
+    if op == RELU:
+        return g if x > 0.0 else 0.0
+    if op == GELU:
+        cdf = 0.5 * (1.0 + math.erf(x * _SQRT1_2))
+        return g * (cdf + x * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
+    if op == SIGMOID:
+        return g * y * (1.0 - y)
+    if op == TANH:
+        return g * (1.0 - y * y)
+    if op == ADD_S:
+        return g
+    if op == MUL_S:
+        return g * a
+    if op == DIV_S:
+        return g / a
+    if op == RSUB_S:
+        return -g
+    if op == RDIV_S:
+        return -g * a / (x * x)
+    if op == POW_S:
+        return 0.0 if a == 0.0 else g * a * math.pow(x, a - 1.0)
+    if op == RPOW_S:
+        return 0.0 if (a == 0.0 and x >= 0.0) else g * y * math.log(a)
+    # CLAMP
+    return g if (x >= a and x <= b) else 0.0
+
+
+@njit(inline="always")
+def binary_scalar(op, x, y):
+    if op == ADD:
+        return x + y
+    if op == SUB:
+        return x - y
+    if op == MUL:
+        return x * y
+    if op == DIV:
+        return x / y
+    if op == POW:
+        return math.pow(x, y)
+    if op == MAXIMUM:
+        return x if (x > y or x != x) else y     # NaN propagates from either side
+    # MINIMUM
+    return x if (x < y or x != x) else y
+
+
+@njit(inline="always")
+def binary_grad_scalar(op, x, y, g):
+    """(dL/dx, dL/dy) for one element of x op y, given g = dL/d(x op y)."""
+    if op == ADD:
+        return g, g
+    if op == SUB:
+        return g, -g
+    if op == MUL:
+        return g * y, g * x
+    if op == DIV:
+        return g / y, -g * x / (y * y)
+    if op == POW:
+        gx = 0.0 if y == 0.0 else g * y * math.pow(x, y - 1.0)
+        # d/dy x**y = x**y log x; PyTorch masks it to 0 where x == 0 and y >= 0.
+        gy = 0.0 if (x == 0.0 and y >= 0.0) else g * math.pow(x, y) * math.log(x)
+        return gx, gy
+    if op == MAXIMUM:
+        if x == y:
+            return 0.5 * g, 0.5 * g              # ties split the gradient, as in PyTorch
+        return (g, 0.0) if x > y else (0.0, g)
+    # MINIMUM
+    if x == y:
+        return 0.5 * g, 0.5 * g
+    return (g, 0.0) if x < y else (0.0, g)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel factories: one compiled (and cached) kernel per op. Arrays arrive flattened; a
+# broadcast operand comes with 4-D element strides (0 along a broadcast axis).
+
+def _unary_kernel(op):
+    def unary_kernel(x, out, a, b):
+        for i in range(x.size):
+            out[i] = unary_scalar(op, np.float64(x[i]), a, b)
+    return njit(cache=True)(unary_kernel)
+
+
+def _unary_grad_kernel(op):
+    def unary_grad_kernel(x, y, g, out, a, b):
+        for i in range(g.size):
+            out[i] = unary_grad_scalar(op, np.float64(x[i]), np.float64(y[i]),
+                                       np.float64(g[i]), a, b)
+    return njit(cache=True)(unary_grad_kernel)
+
+
+def _binary_kernels(op):
+    def binary_flat(x, y, out):
+        for i in range(out.size):
+            out[i] = binary_scalar(op, np.float64(x[i]), np.float64(y[i]))
+
+    def binary_strided(x, y, out, shape, sx, sy):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        for i0 in range(shape[0]):
+            for i1 in range(n1):
+                for i2 in range(n2):
+                    bx = i0 * sx[0] + i1 * sx[1] + i2 * sx[2]
+                    by = i0 * sy[0] + i1 * sy[1] + i2 * sy[2]
+                    o = ((i0 * n1 + i1) * n2 + i2) * n3
+                    for i3 in range(n3):
+                        out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * sx[3]]),
+                                                    np.float64(y[by + i3 * sy[3]]))
+    return njit(cache=True)(binary_flat), njit(cache=True)(binary_strided)
+
+
+def _binary_grad_kernel(op):
+    def binary_grad_kernel(x, y, g, gx, gy, shape, sx, sy):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        for i0 in range(shape[0]):
+            for i1 in range(n1):
+                for i2 in range(n2):
+                    bx = i0 * sx[0] + i1 * sx[1] + i2 * sx[2]
+                    by = i0 * sy[0] + i1 * sy[1] + i2 * sy[2]
+                    o = ((i0 * n1 + i1) * n2 + i2) * n3
+                    for i3 in range(n3):
+                        da, db = binary_grad_scalar(op, np.float64(x[bx + i3 * sx[3]]),
+                                                    np.float64(y[by + i3 * sy[3]]),
+                                                    np.float64(g[o + i3]))
+                        gx[o + i3] = da
+                        gy[o + i3] = db
+    return njit(cache=True)(binary_grad_kernel)
+
+
+_UNARY = [_unary_kernel(op) for op in range(len(UNARY_OPS))]
+_UNARY_GRAD = [_unary_grad_kernel(op) for op in range(len(UNARY_OPS))]
+_BINARY = [_binary_kernels(op) for op in range(len(BINARY_OPS))]
+_BINARY_GRAD = [_binary_grad_kernel(op) for op in range(len(BINARY_OPS))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points: the CPU twins of shaders/unary.comp and shaders/binary.comp.
+
+def pad4(shape) -> np.ndarray:
+    """`shape` left-padded with ones to 4-D."""
+    return np.array((1,) * (4 - len(shape)) + tuple(shape), dtype=np.int64)
+
+
+def broadcast_strides(shape, out4) -> np.ndarray:
+    """Element strides of a C-contiguous array of `shape` read as the 4-D shape `out4`
+    (0 along broadcast axes); shapes are right-aligned as in NumPy."""
+    shape4 = pad4(shape)
+    strides, step = np.zeros(4, np.int64), 1
+    for axis in range(3, -1, -1):
+        strides[axis] = 0 if shape4[axis] == 1 and out4[axis] != 1 else step
+        step *= int(shape4[axis])
+    return strides
+
+
+def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
+    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
+    out = np.empty_like(x) if out is None else out
+    a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
+    _UNARY[UNARY_OPS.index(op)](x.reshape(-1), out.reshape(-1), a, b)
+    return out
+
+
+def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0) -> np.ndarray:
+    """dL/dx of y = op(x), given dL/dy = g."""
+    out = np.empty_like(g)
+    a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
+    _UNARY_GRAD[UNARY_OPS.index(op)](x.reshape(-1), y.reshape(-1), g.reshape(-1),
+                                     out.reshape(-1), a, b)
+    return out
+
+
+def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
+    """x op y with NumPy broadcasting (up to 4-D)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    out = np.empty(shape, np.result_type(x, y)) if out is None else out
+    flat, strided = _BINARY[BINARY_OPS.index(op)]
+    if x.shape == y.shape:
+        flat(x.reshape(-1), y.reshape(-1), out.reshape(-1))
+    elif out.size:
+        s4 = pad4(shape)
+        strided(x.reshape(-1), y.reshape(-1), out.reshape(-1), s4,
+                broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+    return out
+
+
+def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
+    """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down)."""
+    gx, gy = np.empty_like(g), np.empty_like(g)
+    if g.size:
+        s4 = pad4(g.shape)
+        _BINARY_GRAD[BINARY_OPS.index(op)](
+            x.reshape(-1), y.reshape(-1), g.reshape(-1), gx.reshape(-1), gy.reshape(-1), s4,
+            broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+    return gx, gy

@@ -1,0 +1,120 @@
+"""Softmax, log-softmax and the fused softmax cross-entropy, over the last axis of a 2-D view.
+
+Row statistics (max, sum of exponentials) are taken in float64; each output is rounded once.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _softmax_rows(x, out, log):
+    rows, n = x.shape
+    for r in range(rows):
+        m = -math.inf
+        for j in range(n):
+            m = max(m, np.float64(x[r, j]))
+        s = 0.0
+        for j in range(n):
+            s += math.exp(np.float64(x[r, j]) - m)
+        if log:
+            lse = m + math.log(s)
+            for j in range(n):
+                out[r, j] = np.float64(x[r, j]) - lse
+        else:
+            for j in range(n):
+                out[r, j] = math.exp(np.float64(x[r, j]) - m) / s
+
+
+@njit(cache=True)
+def _softmax_grad_rows(y, g, out, log):
+    rows, n = y.shape
+    for r in range(rows):
+        s = 0.0
+        for j in range(n):
+            s += np.float64(g[r, j]) if log else np.float64(g[r, j]) * np.float64(y[r, j])
+        for j in range(n):
+            if log:       # d log_softmax: g - softmax * sum(g)
+                out[r, j] = np.float64(g[r, j]) - math.exp(np.float64(y[r, j])) * s
+            else:         # d softmax: y * (g - sum(g * y))
+                out[r, j] = np.float64(y[r, j]) * (np.float64(g[r, j]) - s)
+
+
+@njit(cache=True)
+def _xent_forward(x, targets, lse):
+    rows, n = x.shape
+    total = 0.0
+    for r in range(rows):
+        m = -math.inf
+        for j in range(n):
+            m = max(m, np.float64(x[r, j]))
+        s = 0.0
+        for j in range(n):
+            s += math.exp(np.float64(x[r, j]) - m)
+        row_lse = m + math.log(s)
+        lse[r] = row_lse
+        total += row_lse - np.float64(x[r, targets[r]])
+    return total
+
+
+@njit(cache=True)
+def _xent_backward(x, targets, lse, g, out):
+    rows, n = x.shape
+    scale = g / rows
+    for r in range(rows):
+        for j in range(n):
+            p = math.exp(np.float64(x[r, j]) - np.float64(lse[r]))
+            out[r, j] = (p - (1.0 if j == targets[r] else 0.0)) * scale
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    if x.size:
+        _softmax_rows(_rows(x), _rows(out), False)
+    return out
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    if x.size:
+        _softmax_rows(_rows(x), _rows(out), True)
+    return out
+
+
+def softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+    out = np.empty_like(g)
+    if g.size:
+        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), False)
+    return out
+
+
+def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+    out = np.empty_like(g)
+    if g.size:
+        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), True)
+    return out
+
+
+def softmax_cross_entropy(logits: np.ndarray, targets: np.ndarray):
+    """Mean over rows of -log softmax(logits)[target]; returns (loss of shape (), the rows'
+    log-sum-exp, kept for the backward kernel)."""
+    lse = np.empty(logits.shape[0], logits.dtype)
+    total = _xent_forward(logits, targets, lse) if logits.size else 0.0
+    with np.errstate(invalid="ignore"):
+        loss = np.array(total / logits.shape[0], dtype=logits.dtype)
+    return loss, lse
+
+
+def softmax_cross_entropy_backward(logits, targets, lse, g) -> np.ndarray:
+    """dL/dlogits = (softmax(logits) - onehot(targets)) * g / rows, g = dL/dloss (shape ())."""
+    out = np.empty_like(logits)
+    if logits.size:
+        _xent_backward(logits, targets, lse, float(g), out)
+    return out

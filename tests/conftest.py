@@ -1,0 +1,65 @@
+"""Shared fixtures: the backend parameter, GPU availability, hypothesis profiles.
+
+GPU tests skip when no Vulkan device exists, except under DUALGRAD_REQUIRE_GPU=1 (as CI runs
+them), where a missing device fails the test instead: a GPU test never passes by not running.
+"""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import dualgrad as dg
+
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+REQUIRE_GPU = os.environ.get("DUALGRAD_REQUIRE_GPU") == "1"
+
+
+def require_gpu():
+    """Skip (or, under DUALGRAD_REQUIRE_GPU=1, fail) when there is no Vulkan device."""
+    found, reason = dg.api.device.gpu_status()
+    if not found:
+        if REQUIRE_GPU:
+            pytest.fail(f"DUALGRAD_REQUIRE_GPU=1 but no Vulkan device: {reason}")
+        pytest.skip(f"no Vulkan device ({reason})")
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Run the test on each backend; the backend is selected for the test's duration."""
+    if request.param == "gpu":
+        require_gpu()
+    dg.ag_device(request.param)
+    try:
+        yield request.param
+    finally:
+        dg.ag_device("cpu")
+
+
+@pytest.fixture
+def gpu():
+    """Run the test on the gpu backend only."""
+    require_gpu()
+    dg.ag_device("gpu")
+    try:
+        yield "gpu"
+    finally:
+        dg.ag_device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _cpu_between_tests():
+    """Every test starts on cpu with a seeded generator."""
+    dg.ag_device("cpu")
+    dg.manual_seed(1234)
+    yield
+    dg.ag_device("cpu")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
