@@ -17,8 +17,10 @@ import numpy as np
 
 # The scalars of the fused optimizer kernels, in the order the kernels take them. The front
 # end computes them per step in float64 (dualgrad.api.optim); backends round them to the
-# tensor dtype.
-ADAM_HYPER = ("beta1", "beta2", "eps", "l2", "decay", "step_size", "bc2_sqrt")
+# tensor dtype. 1 - beta is passed rather than formed from the rounded beta: float32(0.999)
+# is 1.3e-8 off, which is 1.3e-5 of 1 - 0.999.
+ADAM_HYPER = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
+              "step_size", "bc2_sqrt")
 SGD_HYPER = ("lr", "momentum", "dampening", "wd")
 
 

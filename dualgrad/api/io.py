@@ -72,6 +72,9 @@ def _write_atomically(path: str, blob: bytes) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)          # what a plain open() would have given
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
@@ -184,6 +187,9 @@ def _check_optimizer(optimizer: Optimizer, state: dict) -> None:
                               f"{len(state['param_names'])} parameters; the optimizer has "
                               f"{len(optimizer.params)}")
     for i, entry in state["state"].items():
+        if not 0 <= int(i) < len(optimizer.params):
+            raise CheckpointError(f"load_checkpoint: optimizer state for parameter {i}; the "
+                                  f"optimizer has {len(optimizer.params)}")
         p = optimizer.params[int(i)]
         for k, v in entry.items():
             if isinstance(v, np.ndarray) and tuple(v.shape) != p.shape:

@@ -138,7 +138,9 @@ class Module:
 
 
 def _positive_int(fn: str, name: str, value) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise bad_type(fn, name, value, "a positive integer")
+    if value <= 0:
         raise bad_value(fn, name, value, "a positive integer")
     return int(value)
 
@@ -218,7 +220,9 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _positive_int("LayerNorm", "normalized_shape",
                                               normalized_shape)
-        if not is_number(eps) or not eps > 0:
+        if not is_number(eps):
+            raise bad_type("LayerNorm", "eps", eps, "a positive number")
+        if not eps > 0:
             raise bad_value("LayerNorm", "eps", eps, "a positive number")
         self.eps = float(eps)
         self.weight = ag_param(np.ones(self.normalized_shape))
@@ -256,7 +260,9 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not is_number(p) or not 0.0 <= p <= 1.0:
+        if not is_number(p):
+            raise bad_type("Dropout", "p", p, "a probability (a number in [0, 1])")
+        if not 0.0 <= p <= 1.0:
             raise bad_value("Dropout", "p", p, "a probability in [0, 1]")
         self.p = float(p)
         self.seed = int(random.generator().integers(0, 2 ** 63))

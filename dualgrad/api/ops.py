@@ -29,6 +29,8 @@ def _tensor(fn: str, name: str, x, like: Tensor | None = None) -> Tensor:
     if isinstance(x, (np.ndarray, list, tuple)):
         from .tensor import ag_tensor
         value = host_array(fn, name, x, like.dtype if like is not None else None)
+        if value.ndim > MAX_RANK:
+            raise bad_shape(fn, name, value.shape, f"at most {MAX_RANK} dimensions")
         return ag_tensor(value, dtype=value.dtype)
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
@@ -326,9 +328,16 @@ def transpose(x, axes=None) -> Tensor:
     if axes is None:
         axes = tuple(range(x.ndim))[::-1]
     try:
-        axes = tuple(int(a) % x.ndim if x.ndim else int(a) for a in axes)
-    except (TypeError, ValueError):
+        axes = tuple(axes)
+    except TypeError:
         raise bad_type("transpose", "axes", axes, "a permutation of the axes") from None
+    if not builtins.all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+                        for a in axes):
+        raise bad_type("transpose", "axes", axes, "a permutation of the axes (ints)")
+    if builtins.any(not -x.ndim <= a < x.ndim for a in axes):
+        raise bad_value("transpose", "axes", axes,
+                        f"axes in [-{x.ndim}, {x.ndim}) for shape {x.shape}")
+    axes = tuple(int(a) % x.ndim for a in axes)
     if sorted(axes) != list(range(x.ndim)):
         raise bad_value("transpose", "axes", axes,
                         f"a permutation of range({x.ndim}) for shape {x.shape}")
@@ -552,11 +561,14 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
     function of (seed, step, element index) alone (Philox), so both backends draw the same
     one and backward regenerates it."""
     x = _tensor("dropout", "x", x)
-    if not is_number(p) or not 0.0 <= p <= 1.0:
+    if not is_number(p):
+        raise bad_type("dropout", "p", p, "a probability (a number in [0, 1])")
+    if not 0.0 <= p <= 1.0:
         raise bad_value("dropout", "p", p, "a probability in [0, 1]")
     for name, v in (("seed", seed), ("step", step)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not \
-                0 <= v < 2 ** 64:
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            raise bad_type("dropout", name, v, "an integer in [0, 2**64)")
+        if not 0 <= v < 2 ** 64:
             raise bad_value("dropout", name, v, "an integer in [0, 2**64)")
     if p == 0.0:
         return x

@@ -43,7 +43,9 @@ def _params(fn: str, params):
 
 def _number(fn: str, name: str, value, lo: float, hi: float = math.inf,
             lo_open: bool = False, hi_open: bool = False) -> float:
-    if not is_number(value) or not math.isfinite(value):
+    if not is_number(value):
+        raise bad_type(fn, name, value, "a finite number")
+    if not math.isfinite(value):
         raise bad_value(fn, name, value, "a finite number")
     ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
@@ -54,8 +56,8 @@ def _number(fn: str, name: str, value, lo: float, hi: float = math.inf,
 
 def _state_tensor(backend, p: Tensor) -> Tensor:
     """A zero-filled tensor shaped like p, in p's pool (persistent for resident weights)."""
-    t = Tensor(p.shape, p.dtype)
-    h = backend.empty(p.shape, p.dtype, persistent=p.scope == "persistent")
+    t = Tensor(p.shape, p.dtype, persistent=p.persistent)
+    h = backend.empty(p.shape, p.dtype, p.persistent)
     backend.fill(h, 0.0)
     backend.adopt(t, h)
     return t
@@ -116,7 +118,7 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore state saved by ``state_dict()``; everything is checked before any state
         changes. Restored state tensors live where the parameters live."""
-        if not isinstance(state_dict, dict) or "state" not in state_dict:
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), dict):
             raise bad_type("load_state_dict", "state_dict", state_dict,
                            "a dict made by Optimizer.state_dict()")
         if len(state_dict.get("param_names", [])) != len(self.params):
@@ -125,7 +127,13 @@ class Optimizer:
                 f"parameters; this optimizer has {len(self.params)}")
         staged = []
         for key, entry in state_dict["state"].items():
-            i = int(key)
+            try:
+                i = int(key)
+            except (TypeError, ValueError):
+                raise bad_value("load_state_dict", "state", key,
+                                "parameter indices as keys") from None
+            if not isinstance(entry, dict):
+                raise bad_type("load_state_dict", f"state[{key}]", entry, "a dict")
             if not 0 <= i < len(self.params):
                 raise bad_value("load_state_dict", "state", key,
                                 f"parameter indices in [0, {len(self.params)})")
@@ -153,8 +161,8 @@ class Optimizer:
                 if k not in self._state_tensors:
                     self.state[i][k] = v
             for name, value in arrays.items():
-                t = Tensor(p.shape, p.dtype)
-                backend.adopt(t, backend.upload(value, persistent=p.scope == "persistent"))
+                t = Tensor(p.shape, p.dtype, persistent=p.persistent)
+                backend.adopt(t, backend.upload(value, p.persistent))
                 self.state[i][name] = t
 
     def _check_hyper(self, hyper: dict) -> None:
@@ -265,7 +273,8 @@ class AdamW(Adam):
 
 def adam_hyper(lr, betas, eps, weight_decay, step, decoupled) -> dict:
     """The scalars of one Adam or AdamW update (``backend.ADAM_HYPER``); step counts from 1."""
-    return dict(beta1=betas[0], beta2=betas[1], eps=eps,
+    return dict(beta1=betas[0], beta2=betas[1], one_minus_beta1=1.0 - betas[0],
+                one_minus_beta2=1.0 - betas[1], eps=eps,
                 l2=0.0 if decoupled else weight_decay,
                 decay=1.0 - lr * weight_decay if decoupled else 1.0,
                 step_size=lr / (1.0 - betas[0] ** step),
@@ -367,7 +376,9 @@ class LRScheduler:
 
 
 def _count(fn: str, name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise bad_type(fn, name, value, f"an integer >= {minimum}")
+    if value < minimum:
         raise bad_value(fn, name, value, f"an integer >= {minimum}")
     return int(value)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 
-import numpy as np
 
 from . import device
 from .errors import InvalidValueError, bad_shape, bad_type
@@ -101,7 +100,9 @@ def _seed_grad(t: Tensor, grad, backend):
         if t.size != 1:
             raise bad_shape("backward", "tensor", t.shape,
                             "a one-element tensor (or pass 'grad' of the tensor's shape)")
-        return backend.upload(np.ones(t.shape, t.dtype))
+        seed = backend.empty(t.shape, t.dtype)      # made on the device: no upload
+        backend.fill(seed, 1.0)
+        return seed
     value = host_array("backward", "grad", grad, t.dtype)
     if value.shape != t.shape:
         raise bad_shape("backward", "grad", value.shape, f"the tensor's shape {t.shape}")
@@ -111,9 +112,9 @@ def _seed_grad(t: Tensor, grad, backend):
 def accumulate_leaf(t: Tensor, g, backend) -> None:
     """Add gradient ``g`` into leaf ``t``'s ``.grad``, held in the leaf's own pool."""
     if t._grad is None:
-        store = backend.empty(t.shape, t.dtype, persistent=t.scope == "persistent")
+        store = backend.empty(t.shape, t.dtype, t.persistent)
         backend.copy(store, g)
-        grad = Tensor(t.shape, t.dtype)
+        grad = Tensor(t.shape, t.dtype, persistent=t.persistent)
         backend.adopt(grad, store)
         t._grad = grad
     else:

@@ -7,7 +7,7 @@ Storage follows the residency rules:
   dropped whenever the buffer is written.
 - ``scope`` is ``"persistent"`` for a tensor in the device's persistent pool (parameters and
   optimizer state), else ``"pass"`` (the pool each ``with_grad_tape()`` frees; on cpu it
-  means "no pool").
+  means "no pool"). ``persistent`` says which pool a tensor belongs in when it gets there.
 """
 from __future__ import annotations
 
@@ -26,16 +26,21 @@ class Tensor:
     """An n-dimensional float array that autograd can track. Make one with
     ``dg.ag_tensor(array)``; ops return new tensors."""
 
-    __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "_grad", "_node",
-                 "__weakref__")
+    __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "persistent", "_grad",
+                 "_node", "__weakref__")
     __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
 
-    def __init__(self, shape: tuple, dtype, requires_grad: bool = False):
+    def __init__(self, shape: tuple, dtype, requires_grad: bool = False,
+                 persistent: bool = False):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.data = None
         self.ptr = None
         self.requires_grad = requires_grad
+        # Whether the value belongs in the persistent pool when it is on the device
+        # (parameters, their gradients, optimizer state): it decides where a host value is
+        # uploaded at first use there.
+        self.persistent = persistent
         self._grad = None
         self._node = None
 
@@ -117,9 +122,8 @@ def _grad_from(t: Tensor, value) -> Tensor:
     if array.shape != t.shape:
         raise bad_shape("grad", "grad", array.shape, f"the tensor's shape {t.shape}")
     backend = device.active()
-    g = Tensor(t.shape, t.dtype)
-    backend.adopt(g, backend.upload(array.astype(t.dtype, copy=False),
-                                    persistent=t.scope == "persistent"))
+    g = Tensor(t.shape, t.dtype, persistent=t.persistent)
+    backend.adopt(g, backend.upload(array.astype(t.dtype, copy=False), t.persistent))
     return g
 
 
@@ -152,7 +156,7 @@ def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
         raise ArgumentTypeError(
             f"{fn}: argument '{arg}' has dtype {array.dtype}; expected real numbers "
             "(bool, integer or floating point)")
-    return np.ascontiguousarray(array, dtype=dtype)
+    return np.asarray(array, dtype=dtype, order="C")     # keeps 0-d arrays 0-d
 
 
 def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
@@ -182,7 +186,7 @@ def ag_param(array, dtype=None) -> Parameter:
     _check_rank("ag_param", value)
     backend = device.active()
     _check_dtype(backend, "ag_param", dtype)
-    p = Parameter(value.shape, dtype, True)
+    p = Parameter(value.shape, dtype, True, persistent=True)
     backend.adopt(p, backend.upload(value, persistent=True))
     return p
 

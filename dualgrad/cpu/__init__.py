@@ -55,7 +55,7 @@ class CpuBackend(Backend):
         return True
 
     def indices(self, array):
-        return np.ascontiguousarray(array, dtype=np.int64)
+        return np.asarray(array, dtype=np.int64, order="C")
 
     def fill(self, h, value) -> None:
         h.fill(value)

@@ -10,14 +10,14 @@ i takes output word i % 4, keeps its top 24 bits u and is kept when u >= round(p
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit import kernel, scalar
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
+@scalar
 def philox4x32(c0, c1, c2, c3, k0, k1):
     """Philox4x32-10 on a 128-bit counter and 64-bit key (all words as uint64 < 2**32)."""
     for _ in range(10):
@@ -31,7 +31,7 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
     return c0, c1, c2, c3
 
 
-@njit(cache=True)
+@kernel
 def _dropout(x, out, threshold, scale, seed, step):
     k0, k1 = np.uint64(seed) & _MASK32, np.uint64(seed) >> np.uint64(32)
     s0, s1 = np.uint64(step) & _MASK32, np.uint64(step) >> np.uint64(32)

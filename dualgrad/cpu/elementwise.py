@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel, scalar
 
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
@@ -32,7 +32,7 @@ _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 
 
-@njit(inline="always")
+@scalar
 def unary_scalar(op, x, a, b):
     """y = op(x) for one float64 element; a and b are the op's scalar parameters."""
     if op == NEG:
@@ -47,8 +47,8 @@ def unary_scalar(op, x, a, b):
         return abs(x)
     if op == RELU:
         return 0.0 if x <= 0.0 else x          # NaN passes through, -0 becomes +0
-    if op == GELU:
-        return 0.5 * x * (1.0 + math.erf(x * _SQRT1_2))
+    if op == GELU:       # Phi(x) = erfc(-x / sqrt 2) / 2 keeps its accuracy for x << 0
+        return 0.5 * x * math.erfc(-x * _SQRT1_2)
     if op == SIGMOID:
         if x >= 0.0:
             return 1.0 / (1.0 + math.exp(-x))
@@ -78,7 +78,7 @@ def unary_scalar(op, x, a, b):
     return x
 
 
-@njit(inline="always")
+@scalar
 def unary_grad_scalar(op, x, y, g, a, b):
     """dL/dx for one element, given x, y = op(x) and g = dL/dy."""
     if op == NEG:
@@ -94,7 +94,7 @@ def unary_grad_scalar(op, x, y, g, a, b):
     if op == RELU:
         return g if x > 0.0 else 0.0
     if op == GELU:
-        cdf = 0.5 * (1.0 + math.erf(x * _SQRT1_2))
+        cdf = 0.5 * math.erfc(-x * _SQRT1_2)
         return g * (cdf + x * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
     if op == SIGMOID:
         return g * y * (1.0 - y)
@@ -118,7 +118,7 @@ def unary_grad_scalar(op, x, y, g, a, b):
     return g if (x >= a and x <= b) else 0.0
 
 
-@njit(inline="always")
+@scalar
 def binary_scalar(op, x, y):
     if op == ADD:
         return x + y
@@ -136,7 +136,7 @@ def binary_scalar(op, x, y):
     return x if (x < y or x != x) else y
 
 
-@njit(inline="always")
+@scalar
 def binary_grad_scalar(op, x, y, g):
     """(dL/dx, dL/dy) for one element of x op y, given g = dL/d(x op y)."""
     if op == ADD:
@@ -170,7 +170,7 @@ def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
         for i in range(x.size):
             out[i] = unary_scalar(op, np.float64(x[i]), a, b)
-    return njit(cache=True)(unary_kernel)
+    return kernel(unary_kernel)
 
 
 def _unary_grad_kernel(op):
@@ -178,7 +178,7 @@ def _unary_grad_kernel(op):
         for i in range(g.size):
             out[i] = unary_grad_scalar(op, np.float64(x[i]), np.float64(y[i]),
                                        np.float64(g[i]), a, b)
-    return njit(cache=True)(unary_grad_kernel)
+    return kernel(unary_grad_kernel)
 
 
 def _binary_kernels(op):
@@ -197,7 +197,7 @@ def _binary_kernels(op):
                     for i3 in range(n3):
                         out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * sx[3]]),
                                                     np.float64(y[by + i3 * sy[3]]))
-    return njit(cache=True)(binary_flat), njit(cache=True)(binary_strided)
+    return kernel(binary_flat), kernel(binary_strided)
 
 
 def _binary_grad_kernel(op):
@@ -215,7 +215,7 @@ def _binary_grad_kernel(op):
                                                     np.float64(g[o + i3]))
                         gx[o + i3] = da
                         gy[o + i3] = db
-    return njit(cache=True)(binary_grad_kernel)
+    return kernel(binary_grad_kernel)
 
 
 _UNARY = [_unary_kernel(op) for op in range(len(UNARY_OPS))]

@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 
-@njit(cache=True)
+@kernel
 def _gather(table, idx, out):
     for i in range(idx.size):
         out[i, :] = table[idx[i], :]
 
 
-@njit(cache=True)
+@kernel
 def _scatter_add(idx, g, acc):
     # In position order, so that a GPU kernel summing each row's positions in the same
     # order reproduces it.

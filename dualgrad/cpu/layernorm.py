@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 
-@njit(cache=True)
+@kernel
 def _forward(x, gamma, beta, eps, y, mean, rstd):
     rows, n = x.shape
     for r in range(rows):
@@ -31,7 +31,7 @@ def _forward(x, gamma, beta, eps, y, mean, rstd):
                 np.float64(beta[j])
 
 
-@njit(cache=True)
+@kernel
 def _backward(x, gamma, mean, rstd, g, dx, dgamma, dbeta):
     rows, n = x.shape
     for j in range(n):

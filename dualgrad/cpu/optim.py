@@ -8,25 +8,26 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 from ..backend import ADAM_HYPER, SGD_HYPER
 
 
-@njit(cache=True)
-def _adam(w, g, m, v, beta1, beta2, eps, l2, decay, step_size, bc2_sqrt):
+@kernel
+def _adam(w, g, m, v, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, l2, decay,
+          step_size, bc2_sqrt):
     for i in range(w.size):
         p = np.float64(w[i]) * decay                 # AdamW decays the weight itself
         grad = np.float64(g[i]) + l2 * p             # Adam adds an L2 term to the gradient
-        mi = np.float64(m[i]) + (1.0 - beta1) * (grad - np.float64(m[i]))
-        vi = np.float64(v[i]) * beta2 + (1.0 - beta2) * grad * grad
+        mi = np.float64(m[i]) + one_minus_beta1 * (grad - np.float64(m[i]))
+        vi = np.float64(v[i]) * beta2 + one_minus_beta2 * grad * grad
         m[i] = mi
         v[i] = vi
         mi, vi = np.float64(m[i]), np.float64(v[i])   # what the state now holds
         w[i] = p - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
 
 
-@njit(cache=True)
+@kernel
 def _sgd(w, g, buf, lr, momentum, dampening, wd, nesterov, first):
     for i in range(w.size):
         p = np.float64(w[i])

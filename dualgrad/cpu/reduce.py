@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 from .elementwise import pad4
 
@@ -57,7 +57,7 @@ def _reduce_kernel(op):
                         else:
                             acc[o] += v
                         i += 1
-    return njit(cache=True)(reduce_kernel)
+    return kernel(reduce_kernel)
 
 
 def _reduce_grad_kernel(op):
@@ -87,7 +87,7 @@ def _reduce_grad_kernel(op):
                         else:
                             out[i] = np.float64(g[o]) / divisor
                         i += 1
-    return njit(cache=True)(reduce_grad_kernel)
+    return kernel(reduce_grad_kernel)
 
 
 _REDUCE = [_reduce_kernel(op) for op in range(len(REDUCE_OPS))]

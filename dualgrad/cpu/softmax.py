@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 
-@njit(cache=True)
+@kernel
 def _softmax_rows(x, out, log):
     rows, n = x.shape
     for r in range(rows):
@@ -29,7 +29,7 @@ def _softmax_rows(x, out, log):
                 out[r, j] = math.exp(np.float64(x[r, j]) - m) / s
 
 
-@njit(cache=True)
+@kernel
 def _softmax_grad_rows(y, g, out, log):
     rows, n = y.shape
     for r in range(rows):
@@ -43,7 +43,7 @@ def _softmax_grad_rows(y, g, out, log):
                 out[r, j] = np.float64(y[r, j]) * (np.float64(g[r, j]) - s)
 
 
-@njit(cache=True)
+@kernel
 def _xent_forward(x, targets, lse):
     rows, n = x.shape
     total = 0.0
@@ -60,7 +60,7 @@ def _xent_forward(x, targets, lse):
     return total
 
 
-@njit(cache=True)
+@kernel
 def _xent_backward(x, targets, lse, g, out):
     rows, n = x.shape
     scale = g / rows

@@ -1,0 +1,480 @@
+"""The gpu backend: the primitives of the backend contract as Vulkan compute dispatches.
+
+Storage handles are DeviceArrays in one of two pools: ``pass`` (an arena that each tape
+frees) and ``persistent`` (parameters, their gradients, optimizer state). Every kernel takes
+its operands as buffer device addresses in push constants; a kernel is a (shader,
+specialization) pipeline, and the shader of each op family has the name of its CPU twin's
+module (``unary``/``binary`` for elementwise.py, ``reduce`` for reduce.py, ...).
+"""
+from __future__ import annotations
+
+import math
+import struct
+import weakref
+
+import numpy as np
+
+from ..api.errors import ArgumentTypeError, DeadTensorError
+from ..backend import ADAM_HYPER, SGD_HYPER, Backend
+from ..cpu.dropout import threshold as dropout_threshold
+from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
+from ..cpu.reduce import REDUCE_OPS, keepdims_shape
+from .context import Context
+from .memory import ArenaPool, DeviceArray, FreeListPool
+from .pipelines import Pipelines
+from .recorder import Recorder
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+WG = 256
+MAX_GROUPS = 65535
+COUNT_EQ = len(REDUCE_OPS)        # reduce.comp's extra op: ties with the maximum
+
+
+def _push(addrs, uints=(), floats=()) -> bytes:
+    """Push constants as the shaders declare them: addresses, then uints, then floats."""
+    return struct.pack(f"<{len(addrs)}Q{len(uints)}I{len(floats)}f", *addrs, *uints, *floats)
+
+
+def _groups(n: int) -> tuple:
+    return (max(1, min(-(-n // WG), MAX_GROUPS)), 1, 1)
+
+
+def _strides4(shape4) -> list:
+    """Row-major element strides of a 4-D shape."""
+    s, step = [0, 0, 0, 0], 1
+    for d in range(3, -1, -1):
+        s[d] = step
+        step *= int(shape4[d])
+    return s
+
+
+def _memory_types(ctx) -> tuple:
+    """(pool type, staging type): device-local memory for the pools (plain VRAM where there
+    is such a type), host-visible coherent memory for staging (cached where possible)."""
+    vk, props = ctx.vk, ctx.memory_properties
+    types = [(i, props.memoryTypes[i].propertyFlags,
+              props.memoryHeaps[props.memoryTypes[i].heapIndex].size)
+             for i in range(props.memoryTypeCount)]
+    local, visible = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+    coherent, cached = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+    pool = [t for t in types if t[1] & local]
+    pool.sort(key=lambda t: (bool(t[1] & visible), -t[2]))
+    staging = [t for t in types if t[1] & visible and t[1] & coherent]
+    staging.sort(key=lambda t: (not t[1] & cached, -t[2]))
+    if not pool or not staging:
+        from ..api.errors import DeviceUnavailable
+        raise DeviceUnavailable(f"{ctx.name} has no device-local or no host-visible memory")
+    return pool[0][0], staging[0][0]
+
+
+class GpuBackend(Backend):
+    name = "gpu"
+
+    @classmethod
+    def open(cls, index: int | None = None) -> "GpuBackend":
+        """Open a Vulkan device (raises DeviceUnavailable when there is none)."""
+        return cls(Context(index))
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.device_index = ctx.info["index"]
+        pool_type, staging_type = _memory_types(ctx)
+        self.pass_pool = ArenaPool(ctx, pool_type)
+        self.persistent_pool = FreeListPool(ctx, pool_type)
+        self.pipelines = Pipelines(ctx)
+        self.rec = Recorder(ctx, self.pipelines, staging_type)
+        self._resident = weakref.WeakSet()       # tensors whose storage is here
+        self._ops = {name: i for i, name in enumerate(UNARY_OPS)}
+        self._bops = {name: i for i, name in enumerate(BINARY_OPS)}
+        self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
+
+    def supports(self, dtype) -> bool:
+        return np.dtype(dtype) == F32
+
+    # -- residency ---------------------------------------------------------------------------
+    def _ours(self, h) -> bool:
+        pool = h.alloc.pool
+        return pool is self.pass_pool or pool is self.persistent_pool
+
+    def handle(self, t):
+        ptr = t.ptr
+        if ptr is not None and ptr.live and self._ours(ptr):
+            return ptr
+        if t.data is None:
+            raise DeadTensorError(
+                f"this {t.scope} tensor of shape {t.shape} was freed: the pass pool it lived "
+                "in was reset by a later with_grad_tape() (or the device was released); read "
+                "values before the next tape, or keep state in parameters")
+        if not self.supports(t.dtype):
+            raise ArgumentTypeError(f"the gpu backend holds float32 tensors only; this tensor "
+                                    f"is {t.dtype} (convert it, or use the cpu backend)")
+        h = self.upload(t.data, t.persistent)   # moves here once (rule 8)
+        t.ptr = h
+        if t.persistent:
+            t.data = None                        # the device copy is now the value
+        self._resident.add(t)
+        return h
+
+    def adopt(self, t, h) -> None:
+        t.ptr, t.data = h, None
+        self._resident.add(t)
+
+    def host_value(self, t) -> np.ndarray:
+        if t.data is None:
+            h = self.handle(t)
+            t.data = self.download(h)
+        return t.data
+
+    def reset_pass(self) -> None:
+        with self.ctx.lock:
+            self.rec.flush()
+            self.pass_pool.reset()
+
+    def release(self) -> None:
+        """Rescue every live tensor's value into host memory, then free everything."""
+        with self.ctx.lock:
+            for t in list(self._resident):
+                ptr = t.ptr
+                if ptr is None or not self._ours(ptr):
+                    continue
+                if ptr.live and t.data is None:
+                    t.data = self.download(ptr)
+                if ptr.live or t.data is not None:
+                    t.ptr = None
+            self._resident = weakref.WeakSet()
+            self.rec.destroy()
+            self.pass_pool.release()
+            self.persistent_pool.release()
+            self.pipelines.destroy()
+            self.ctx.close()
+
+    def memory(self) -> dict:
+        p_bytes, p_count = self.persistent_pool.stats()
+        return dict(buffer_bytes=self.pass_pool.used_bytes, n_buffers=self.pass_pool.count,
+                    p_buffer_bytes=p_bytes, p_n_buffers=p_count,
+                    reserved_bytes=self.pass_pool.reserved_bytes,
+                    p_reserved_bytes=self.persistent_pool.reserved_bytes)
+
+    def transfers(self) -> dict:
+        return self.rec.counters.transfers()
+
+    def reset_transfers(self) -> None:
+        self.rec.counters.reset()
+
+    # -- storage ----------------------------------------------------------------------------
+    def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        pool = self.persistent_pool if persistent else self.pass_pool
+        with self.ctx.lock:
+            return DeviceArray(pool.alloc(nbytes), shape, dtype)
+
+    def upload(self, array, persistent=False) -> DeviceArray:
+        array = np.asarray(array, order="C")
+        h = self.empty(array.shape, array.dtype, persistent)
+        if array.size:
+            with self.ctx.lock:
+                self.rec.upload(h.alloc, array)
+        return h
+
+    def write(self, h, array) -> None:
+        array = np.asarray(array, dtype=h.dtype, order="C")
+        if array.size:
+            with self.ctx.lock:
+                self.rec.upload(h.alloc, array)
+
+    def download(self, h) -> np.ndarray:
+        if not h.size:
+            return np.empty(h.shape, h.dtype)
+        with self.ctx.lock:
+            raw = self.rec.download(h.alloc, h.nbytes)
+        return np.frombuffer(raw, h.dtype).reshape(h.shape).copy()
+
+    def is_live(self, h) -> bool:
+        return h.live
+
+    def indices(self, array) -> DeviceArray:
+        host = np.asarray(array, dtype=np.int32, order="C")
+        h = self.upload(host)
+        h.host = host
+        return h
+
+    def fill(self, h, value) -> None:
+        if h.size:
+            word = struct.unpack("<I", struct.pack("<f", value))[0]
+            with self.ctx.lock:
+                self.rec.fill(h.alloc.block.buffer, h.alloc.offset, h.nbytes, word,
+                              [h.span()])
+
+    def copy(self, dst, src) -> None:
+        if src.size:
+            with self.ctx.lock:
+                self.rec.copy(src.alloc.block.buffer, src.alloc.offset, dst.alloc.block.buffer,
+                              dst.alloc.offset, src.nbytes, [src.span()], [dst.span()])
+
+    def reshape(self, h, shape) -> DeviceArray:
+        return DeviceArray(h.alloc, shape, h.dtype, h.host)
+
+    # -- launching ---------------------------------------------------------------------------
+    def _run(self, shader: str, spec: tuple, push: bytes, groups: tuple, reads, writes):
+        reads = [h.span() for h in reads if h is not None]
+        writes = [h.span() for h in writes]
+        with self.ctx.lock:
+            self.rec.dispatch(self.pipelines.get(shader, spec), push, groups, reads, writes)
+
+    # -- elementwise --------------------------------------------------------------------------
+    def unary(self, op, x, a=0.0, b=0.0, out=None):
+        out = self.empty(x.shape) if out is None else out
+        if x.size:
+            self._run("unary", (self._ops[op], 0), _push((x.address, 0, 0, out.address),
+                      (x.size,), (a, b)), _groups(x.size), [x], [out])
+        return out
+
+    def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
+        out = self.empty(g.shape)
+        if g.size:
+            self._run("unary", (self._ops[op], 1),
+                      _push((x.address, y.address, g.address, out.address), (g.size,), (a, b)),
+                      _groups(g.size), [x, y, g], [out])
+        return out
+
+    def _broadcast_push(self, a, b, g, out0, out1, shape):
+        s4 = pad4(shape)
+        uints = (int(np.prod(shape, dtype=np.int64)), *map(int, s4),
+                 *map(int, broadcast_strides(a.shape, s4)),
+                 *map(int, broadcast_strides(b.shape, s4)))
+        addrs = (a.address, b.address, g.address if g is not None else 0, out0.address,
+                 out1.address if out1 is not None else 0)
+        return _push(addrs, uints)
+
+    def binary(self, op, a, b, out=None):
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        out = self.empty(shape) if out is None else out
+        if out.size:
+            flat = int(tuple(a.shape) == tuple(b.shape) == tuple(shape))
+            self._run("binary", (self._bops[op], 0, flat),
+                      self._broadcast_push(a, b, None, out, None, shape), _groups(out.size),
+                      [a, b], [out])
+        return out
+
+    def binary_backward(self, op, a, b, g):
+        ga, gb = self.empty(g.shape), self.empty(g.shape)
+        if g.size:
+            flat = int(tuple(a.shape) == tuple(b.shape) == tuple(g.shape))
+            self._run("binary", (self._bops[op], 1, flat),
+                      self._broadcast_push(a, b, g, ga, gb, g.shape), _groups(g.size),
+                      [a, b, g], [ga, gb])
+        return ga, gb
+
+    # -- reductions ---------------------------------------------------------------------------
+    def _reduce_maps(self, shape, axes):
+        x4 = pad4(shape)
+        lead = 4 - len(shape)
+        reduced = {a + lead for a in axes}
+        st = _strides4(x4)
+        kd = [1 if d in reduced else int(x4[d]) for d in range(4)]
+        rd = [int(x4[d]) if d in reduced else 1 for d in range(4)]
+        return kd, st, rd
+
+    def _reduce_into(self, code, x, y, out, axes):
+        kd, st, rd = self._reduce_maps(x.shape, axes)
+        n_out, count = math.prod(kd), math.prod(rd)
+        if n_out:
+            self._run("reduce", (code,), _push((x.address, y.address if y is not None else 0,
+                                                out.address), (n_out, count, *kd, *st, *rd, *st)),
+                      (min(n_out, MAX_GROUPS), 1, 1), [x, y], [out])
+
+    def reduce(self, op, x, axes, keepdims=False):
+        kshape = keepdims_shape(x.shape, axes)
+        out = self.empty(kshape)
+        self._reduce_into(self._rops[op], x, None, out, axes)
+        if keepdims:
+            return out
+        return self.reshape(out, tuple(n for i, n in enumerate(kshape) if i not in axes))
+
+    def reduce_backward(self, op, x, y, g, axes):
+        out = self.empty(x.shape)
+        if not x.size:
+            return out
+        code = self._rops[op]
+        ties = None
+        if op == "max":
+            ties = self.empty(y.shape)
+            self._reduce_into(COUNT_EQ, x, y, ties, axes)
+        x4 = pad4(x.shape)
+        os_ = _strides4(pad4(keepdims_shape(x.shape, axes)))
+        lead = 4 - len(x.shape)
+        for a in axes:
+            os_[a + lead] = 0
+        divisor = float(math.prod(x.shape[a] for a in axes))
+        self._run("reduce_backward", (code,),
+                  _push((x.address, y.address, g.address, ties.address if ties is not None else 0,
+                         out.address), (x.size, *map(int, x4), *os_), (divisor,)),
+                  _groups(x.size), [x, y, g, ties], [out])
+        return out
+
+    def permute(self, x, axes):
+        shape = tuple(x.shape[a] for a in axes)
+        out = self.empty(shape)
+        if x.size:
+            lead = 4 - len(shape)
+            xs = _strides4(pad4(x.shape))[4 - len(x.shape):]
+            is_ = [0] * lead + [xs[a] for a in axes]
+            self._run("permute", (), _push((x.address, out.address),
+                                           (x.size, *map(int, pad4(shape)), *is_)),
+                      _groups(x.size), [x], [out])
+        return out
+
+    # -- matmul -------------------------------------------------------------------------------
+    def matmul(self, a, b, trans_a=False, trans_b=False):
+        ra, ca = a.shape[-2:]
+        rb, cb = b.shape[-2:]
+        m, k = (ca, ra) if trans_a else (ra, ca)
+        n = rb if trans_b else cb
+        a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
+        b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
+        batched = len(a.shape) == 3 or len(b.shape) == 3
+        batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
+        out = self.empty((batch, m, n) if batched else (m, n))
+        if out.size:
+            a_bs = ra * ca if len(a.shape) == 3 else 0
+            b_bs = rb * cb if len(b.shape) == 3 else 0
+            self._run("matmul", (), _push((a.address, b.address, out.address),
+                                          (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n)),
+                      (-(-n // 64), -(-m // 64), batch), [a, b], [out])
+        return out
+
+    # -- softmax family -----------------------------------------------------------------------
+    def _rows(self, x):
+        n = x.shape[-1] if x.shape else 1
+        return (x.size // n if n else 0), n
+
+    def _softmax(self, x, log):
+        out = self.empty(x.shape)
+        rows, n = self._rows(x)
+        if x.size:
+            self._run("softmax", (log, 0, 0), _push((x.address, 0, 0, out.address, 0, 0),
+                                                    (rows, n)),
+                      (min(rows, MAX_GROUPS), 1, 1), [x], [out])
+        return out
+
+    def softmax(self, x):
+        return self._softmax(x, 0)
+
+    def log_softmax(self, x):
+        return self._softmax(x, 1)
+
+    def _softmax_grad(self, y, g, log):
+        out = self.empty(g.shape)
+        rows, n = self._rows(g)
+        if g.size:
+            self._run("softmax", (log, 1, 0), _push((0, y.address, g.address, out.address, 0, 0),
+                                                    (rows, n)),
+                      (min(rows, MAX_GROUPS), 1, 1), [y, g], [out])
+        return out
+
+    def softmax_backward(self, y, g):
+        return self._softmax_grad(y, g, 0)
+
+    def log_softmax_backward(self, y, g):
+        return self._softmax_grad(y, g, 1)
+
+    def softmax_cross_entropy(self, logits, targets):
+        rows, n = logits.shape
+        lse, per_row = self.empty((rows,)), self.empty((rows,))
+        self._run("softmax", (0, 0, 1), _push((logits.address, 0, 0, per_row.address,
+                                               targets.address, lse.address), (rows, n)),
+                  (min(rows, MAX_GROUPS), 1, 1), [logits, targets], [per_row, lse])
+        return self.reduce("mean", per_row, (0,)), lse
+
+    def softmax_cross_entropy_backward(self, logits, targets, lse, g):
+        rows, n = logits.shape
+        out = self.empty(logits.shape)
+        self._run("xent_backward", (), _push((logits.address, targets.address, lse.address,
+                                              g.address, out.address), (rows, n)),
+                  _groups(out.size), [logits, targets, lse, g], [out])
+        return out
+
+    # -- layer kernels ------------------------------------------------------------------------
+    def layer_norm(self, x, gamma, beta, eps):
+        rows, n = self._rows(x)
+        y, mean, rstd = self.empty(x.shape), self.empty((rows,)), self.empty((rows,))
+        if x.size:
+            self._run("layernorm", (0,), _push((x.address, gamma.address, beta.address, 0,
+                                                y.address, mean.address, rstd.address),
+                                               (rows, n), (eps,)),
+                      (min(rows, MAX_GROUPS), 1, 1), [x, gamma, beta], [y, mean, rstd])
+        return y, mean, rstd
+
+    def layer_norm_backward(self, x, gamma, mean, rstd, g):
+        rows, n = self._rows(x)
+        dx, dgamma, dbeta = self.empty(x.shape), self.empty((n,)), self.empty((n,))
+        if x.size:
+            self._run("layernorm", (1,), _push((x.address, gamma.address, 0, g.address,
+                                                dx.address, mean.address, rstd.address),
+                                               (rows, n), (0.0,)),
+                      (min(rows, MAX_GROUPS), 1, 1), [x, gamma, g, mean, rstd], [dx])
+            self._run("layernorm_params", (), _push((x.address, g.address, mean.address,
+                                                     rstd.address, dgamma.address,
+                                                     dbeta.address), (rows, n)),
+                      _groups(n), [x, g, mean, rstd], [dgamma, dbeta])
+        else:
+            self.fill(dgamma, 0.0)
+            self.fill(dbeta, 0.0)
+        return dx, dgamma, dbeta
+
+    def embedding(self, table, idx):
+        count, dim = idx.size, table.shape[1]
+        out = self.empty((count, dim))
+        if out.size:
+            self._run("embedding", (0,), _push((table.address, idx.address, 0, 0, out.address),
+                                               (count, dim)),
+                      _groups(out.size), [table, idx], [out])
+        return self.reshape(out, tuple(idx.shape) + (dim,))
+
+    def embedding_backward(self, idx, g, num_rows):
+        dim = g.shape[-1]
+        out = self.empty((num_rows, dim))
+        self.fill(out, 0.0)
+        positions = idx.host.reshape(-1)
+        if positions.size and dim:
+            # Group the positions by the row they looked up, keeping position order.
+            order = np.argsort(positions, kind="stable").astype(np.int32)
+            rows, starts = np.unique(positions[order], return_index=True)
+            seg = np.append(starts, positions.size).astype(np.int32)
+            rows_h, order_h, seg_h = (self.upload(a) for a in (rows.astype(np.int32), order,
+                                                               seg))
+            self._run("embedding", (1,), _push((g.address, rows_h.address, order_h.address,
+                                                seg_h.address, out.address),
+                                               (rows.size, dim)),
+                      _groups(rows.size * dim), [g, rows_h, order_h, seg_h], [out])
+        return out
+
+    def dropout(self, x, p, seed, step):
+        out = self.empty(x.shape)
+        if x.size:
+            scale = float(np.float32(1.0 / (1.0 - p))) if p < 1.0 else 0.0
+            self._run("dropout", (), _push((x.address, out.address),
+                                           (x.size, dropout_threshold(p), seed & 0xFFFFFFFF,
+                                            seed >> 32, step & 0xFFFFFFFF, step >> 32),
+                                           (scale,)),
+                      _groups(-(-x.size // 4)), [x], [out])
+        return out
+
+    # -- optimizers ---------------------------------------------------------------------------
+    def adam_step(self, w, g, m, v, hyper) -> None:
+        if w.size:
+            self._run("optim", (0,), _push((w.address, g.address, m.address, v.address),
+                                           (w.size, 0), [hyper[k] for k in ADAM_HYPER]),
+                      _groups(w.size), [w, g, m, v], [w, m, v])
+
+    def sgd_step(self, w, g, buf, hyper) -> None:
+        if w.size:
+            flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
+                (4 if hyper["first"] else 0)
+            floats = [hyper[k] for k in SGD_HYPER] + [0.0] * (len(ADAM_HYPER) - len(SGD_HYPER))
+            self._run("optim", (1,), _push((w.address, g.address,
+                                            buf.address if buf is not None else 0, 0),
+                                           (w.size, flags), floats),
+                      _groups(w.size), [w, g, buf], [w] + ([buf] if buf is not None else []))

@@ -1,0 +1,167 @@
+"""The Vulkan context: instance, device choice, logical device, the compute queue.
+
+One Context per selected device. It owns the instance and device handles and destroys them
+last (``close``). Device choice: discrete > integrated > virtual > cpu-type (lavapipe), or
+the device ``DUALGRAD_VK_DEVICE`` names (an index or a substring of the name).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from ..api.errors import DeviceUnavailable
+
+_INSTALL_HINT = ("install a Vulkan loader and driver (on Debian: apt-get install libvulkan1 "
+                 "mesa-vulkan-drivers; the latter gives lavapipe, a software device)")
+_TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+_TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}
+API_VERSION = (1, 2)
+
+
+def load_vulkan():
+    """The ``vulkan`` module, or DeviceUnavailable saying what to install."""
+    try:
+        import vulkan
+    except OSError as exc:          # the package is there, the loader library is not
+        raise DeviceUnavailable(f"no Vulkan loader ({exc}); {_INSTALL_HINT}") from None
+    except ImportError as exc:
+        raise DeviceUnavailable(f"the Python package 'vulkan' is missing ({exc}); "
+                                "pip install 'vulkan>=1.3.275.1'") from None
+    return vulkan
+
+
+def _version(v: int) -> str:
+    return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _create_instance(vk, layers=(), extensions=(), pnext=None):
+    app = vk.VkApplicationInfo(pApplicationName="dualgrad", applicationVersion=1,
+                               pEngineName="dualgrad", engineVersion=1,
+                               apiVersion=vk.VK_MAKE_VERSION(*API_VERSION, 0))
+    info = vk.VkInstanceCreateInfo(pNext=pnext if pnext is not None else vk.ffi.NULL,
+                                   pApplicationInfo=app,
+                                   enabledLayerCount=len(layers),
+                                   ppEnabledLayerNames=list(layers) or vk.ffi.NULL,
+                                   enabledExtensionCount=len(extensions),
+                                   ppEnabledExtensionNames=list(extensions) or vk.ffi.NULL)
+    try:
+        return vk.vkCreateInstance(info, None)
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no usable Vulkan"
+        raise DeviceUnavailable(f"cannot create a Vulkan instance ({type(exc).__name__}: "
+                                f"{exc}); {_INSTALL_HINT}") from None
+
+
+def _describe(vk, index: int, pd) -> dict:
+    props = vk.vkGetPhysicalDeviceProperties(pd)
+    mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+    local = sum(mem.memoryHeaps[i].size for i in range(mem.memoryHeapCount)
+                if mem.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+    bda = vk.VkPhysicalDeviceBufferDeviceAddressFeatures()
+    vk.vkGetPhysicalDeviceFeatures2(pd, vk.VkPhysicalDeviceFeatures2(pNext=bda))
+    driver = vk.VkPhysicalDeviceDriverProperties()
+    vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=driver))
+    compute = [i for i, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pd))
+               if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+    api = props.apiVersion
+    usable = bool(compute) and bool(bda.bufferDeviceAddress) and \
+        (api >> 22, (api >> 12) & 0x3FF) >= API_VERSION
+    return {"index": index, "name": props.deviceName,
+            "type": _TYPE_NAMES.get(props.deviceType, "other"),
+            "type_code": props.deviceType, "memory_mib": local // (1 << 20),
+            "api_version": _version(api),
+            "driver": (vk.ffi.string(driver.driverName).decode() + " " +
+                       vk.ffi.string(driver.driverInfo).decode()).strip(),
+            "usable": usable, "queue_family": compute[0] if compute else None}
+
+
+def list_devices() -> list:
+    """Every Vulkan device the loader reports (usable or not), as dicts."""
+    vk = load_vulkan()
+    instance = _create_instance(vk)
+    try:
+        return [_describe(vk, i, pd) for i, pd in
+                enumerate(vk.vkEnumeratePhysicalDevices(instance))]
+    finally:
+        vk.vkDestroyInstance(instance, None)
+
+
+def choose(found: list, index: int | None) -> dict:
+    """The device to open: ``index`` if given, else DUALGRAD_VK_DEVICE, else the best type."""
+    if not found:
+        raise DeviceUnavailable(f"no Vulkan device found; {_INSTALL_HINT}")
+    wanted = os.environ.get("DUALGRAD_VK_DEVICE", "").strip() if index is None else str(index)
+    if wanted:
+        if wanted.isdigit():
+            matches = [d for d in found if d["index"] == int(wanted)]
+        else:
+            matches = [d for d in found if wanted.lower() in d["name"].lower()]
+        if not matches:
+            names = ", ".join(f"[{d['index']}] {d['name']}" for d in found)
+            raise DeviceUnavailable(f"no Vulkan device matches {wanted!r}; found: {names}")
+        device = matches[0]
+        if not device["usable"]:
+            raise DeviceUnavailable(f"Vulkan device [{device['index']}] {device['name']} "
+                                    "lacks Vulkan 1.2, a compute queue or buffer device "
+                                    "addresses")
+        return device
+    usable = [d for d in found if d["usable"]]
+    if not usable:
+        raise DeviceUnavailable("no Vulkan device offers Vulkan 1.2 with a compute queue and "
+                                f"buffer device addresses; {_INSTALL_HINT}")
+    return min(usable, key=lambda d: (_TYPE_RANK.get(d["type_code"], 9), d["index"]))
+
+
+class Context:
+    """Instance, physical and logical device, and one compute queue. ``lock`` serialises
+    every use of the queue and the command recorder across threads."""
+
+    def __init__(self, index: int | None = None):
+        vk = self.vk = load_vulkan()
+        self.lock = threading.RLock()
+        self.instance = _create_instance(vk)
+        try:
+            physical = vk.vkEnumeratePhysicalDevices(self.instance)
+            self.info = choose([_describe(vk, i, pd) for i, pd in enumerate(physical)], index)
+            self.physical = physical[self.info["index"]]
+            self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
+            self.limits = self.properties.limits
+            self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+            self.queue_family = self.info["queue_family"]
+            self.device = self._create_device()
+            self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
+        except BaseException:
+            vk.vkDestroyInstance(self.instance, None)
+            raise
+
+    def _create_device(self):
+        vk = self.vk
+        features = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=vk.VK_TRUE)
+        features2 = vk.VkPhysicalDeviceFeatures2(pNext=features)
+        priorities = vk.ffi.new("float[]", [1.0])
+        queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family,
+                                                queueCount=1, pQueuePriorities=priorities)
+        info = vk.VkDeviceCreateInfo(pNext=features2, queueCreateInfoCount=1,
+                                     pQueueCreateInfos=[queue_info])
+        try:
+            return vk.vkCreateDevice(self.physical, info, None)
+        except Exception as exc:  # noqa: BLE001
+            raise DeviceUnavailable(f"cannot open Vulkan device {self.info['name']} "
+                                    f"({type(exc).__name__}: {exc})") from None
+
+    @property
+    def name(self) -> str:
+        return self.info["name"]
+
+    def wait_idle(self) -> None:
+        with self.lock:
+            self.vk.vkDeviceWaitIdle(self.device)
+
+    def close(self) -> None:
+        """Destroy the device and instance (everything made from them must be gone)."""
+        vk = self.vk
+        if self.device is not None:
+            vk.vkDestroyDevice(self.device, None)
+            self.device = None
+        if self.instance is not None:
+            vk.vkDestroyInstance(self.instance, None)
+            self.instance = None

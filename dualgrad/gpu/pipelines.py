@@ -1,0 +1,74 @@
+"""Compute pipelines: SPIR-V modules, one shared layout, a cache keyed by specialization.
+
+Every kernel takes its arguments as push constants (buffer device addresses and scalars),
+so all pipelines share one layout with no descriptor sets; a pipeline is identified by its
+shader name and its specialization constants (op codes, flags).
+"""
+from __future__ import annotations
+
+import struct
+
+from .shader_sources import SPIRV
+
+PUSH_BYTES = 128                  # the minimum every Vulkan device guarantees
+
+
+class Pipelines:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        vk = ctx.vk
+        self._modules: dict = {}
+        self._pipelines: dict = {}
+        self._keep: list = []      # cffi objects that must outlive their use
+        push = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
+                                      size=PUSH_BYTES)
+        self.layout = vk.vkCreatePipelineLayout(ctx.device, vk.VkPipelineLayoutCreateInfo(
+            setLayoutCount=0, pushConstantRangeCount=1, pPushConstantRanges=[push]), None)
+        self.cache = vk.vkCreatePipelineCache(ctx.device, vk.VkPipelineCacheCreateInfo(), None)
+
+    def _module(self, name: str):
+        module = self._modules.get(name)
+        if module is None:
+            vk = self.ctx.vk
+            code = (SPIRV / f"{name}.spv").read_bytes()
+            module = vk.vkCreateShaderModule(self.ctx.device, vk.VkShaderModuleCreateInfo(
+                codeSize=len(code), pCode=code), None)
+            self._modules[name] = module
+        return module
+
+    def get(self, name: str, spec: tuple = ()):
+        """The pipeline of shader ``name`` with specialization constants 0.. = ``spec``."""
+        key = (name, spec)
+        pipeline = self._pipelines.get(key)
+        if pipeline is None:
+            pipeline = self._pipelines[key] = self._create(name, spec)
+        return pipeline
+
+    def _create(self, name: str, spec: tuple):
+        vk = self.ctx.vk
+        entries = [vk.VkSpecializationMapEntry(constantID=i, offset=4 * i, size=4)
+                   for i in range(len(spec))]
+        data = vk.ffi.new("char[]", struct.pack(f"<{len(spec)}I", *spec) or b"\0")
+        info = vk.VkSpecializationInfo(mapEntryCount=len(spec), pMapEntries=entries or
+                                       vk.ffi.NULL, dataSize=4 * len(spec), pData=data)
+        stage = vk.VkPipelineShaderStageCreateInfo(
+            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self._module(name), pName="main",
+            pSpecializationInfo=info if spec else vk.ffi.NULL)
+        create = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
+        self._keep.extend((entries, data, info, stage))
+        return vk.vkCreateComputePipelines(self.ctx.device, self.cache, 1, [create], None)[0]
+
+    def count(self) -> int:
+        return len(self._pipelines)
+
+    def destroy(self) -> None:
+        vk, device = self.ctx.vk, self.ctx.device
+        for pipeline in self._pipelines.values():
+            vk.vkDestroyPipeline(device, pipeline, None)
+        for module in self._modules.values():
+            vk.vkDestroyShaderModule(device, module, None)
+        vk.vkDestroyPipelineCache(device, self.cache, None)
+        vk.vkDestroyPipelineLayout(device, self.layout, None)
+        self._pipelines.clear()
+        self._modules.clear()
+        self._keep.clear()

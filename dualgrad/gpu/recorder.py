@@ -1,0 +1,249 @@
+"""Command recording: dispatches and copies go into a command buffer that is submitted in
+batches, with barriers only where a hazard exists, and transfers through a staging ring.
+
+Hazards are tracked by device address range: since the last barrier, which ranges were
+written and which were read. A dispatch that reads a written range, or writes a range that
+was read or written, gets one global memory barrier first. Each command buffer opens with a
+barrier too, which orders it after everything submitted before it.
+
+The batch is submitted when the host needs a value (a download), when a pool is reset or
+released, or when it grows long; at most ``MAX_IN_FLIGHT`` batches are in flight.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+STAGING_BYTES = 32 << 20
+MAX_IN_FLIGHT = 4
+MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
+
+
+class Counters:
+    """What crossed between host and device, and how often the queue was used."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.h2d_bytes = self.h2d_calls = self.d2h_bytes = self.d2h_calls = 0
+        self.submits = self.dispatches = self.barriers = 0
+
+    def transfers(self) -> dict:
+        return dict(h2d_bytes=self.h2d_bytes, h2d_calls=self.h2d_calls,
+                    d2h_bytes=self.d2h_bytes, d2h_calls=self.d2h_calls, submits=self.submits)
+
+
+class Recorder:
+    def __init__(self, ctx, pipelines, staging_type: int):
+        from .memory import Block
+        vk = self.vk = ctx.vk
+        self.ctx, self.pipelines, self.lib, self.ffi = ctx, pipelines, vk.lib, vk.ffi
+        self.counters = Counters()
+        self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+            queueFamilyIndex=ctx.queue_family), None)
+        self.staging = Block(ctx, STAGING_BYTES, staging_type, mapped=True)
+        self._staging_head = 0
+        self._idle: list = []                      # (command buffer, fence) ready for reuse
+        self._flight = collections.deque()         # (command buffer, fence) submitted
+        self._made: list = []                      # every (command buffer, fence) made
+        self.cmd = None
+        self._fence = None
+        self._batch = 0
+        self._written: list = []
+        self._read: list = []
+        self._bound = None
+        self._host_reads = False
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        self._stages = stages
+        self._barrier = self._memory_barrier(
+            vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT |
+            vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        self._host_barrier = self._memory_barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                                  vk.VK_ACCESS_HOST_READ_BIT)
+        self._region = self.ffi.new("VkBufferCopy*")
+
+    def _memory_barrier(self, src: int, dst: int):
+        b = self.ffi.new("VkMemoryBarrier*")
+        b.sType = self.vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
+        b.srcAccessMask, b.dstAccessMask = src, dst
+        return b
+
+    # -- command buffers ---------------------------------------------------------------------
+    def _begin(self) -> None:
+        if self.cmd is not None:
+            return
+        vk = self.vk
+        if self._idle:
+            self.cmd, self._fence = self._idle.pop()
+        else:
+            self.cmd = vk.vkAllocateCommandBuffers(self.ctx.device, vk.VkCommandBufferAllocateInfo(
+                commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=1))[0]
+            self._fence = vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(), None)
+            self._made.append((self.cmd, self._fence))
+        vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        self._emit_barrier()              # order after every earlier submission
+        self._bound = None
+        self._batch = 0
+
+    def _emit_barrier(self) -> None:
+        self.lib.vkCmdPipelineBarrier(self.cmd, self._stages, self._stages, 0, 1, self._barrier,
+                                      0, self.ffi.NULL, 0, self.ffi.NULL)
+        self._written.clear()
+        self._read.clear()
+        self.counters.barriers += 1
+
+    @staticmethod
+    def _overlaps(spans: list, start: int, end: int) -> bool:
+        for s, e in spans:
+            if start < e and s < end:
+                return True
+        return False
+
+    def _sync(self, reads, writes) -> None:
+        """Emit a barrier if this command touches what an unbarriered command wrote, or
+        writes what one read; then note its own ranges."""
+        hazard = False
+        for s, e in reads:
+            if self._overlaps(self._written, s, e):
+                hazard = True
+                break
+        if not hazard:
+            for s, e in writes:
+                if self._overlaps(self._written, s, e) or self._overlaps(self._read, s, e):
+                    hazard = True
+                    break
+        if hazard:
+            self._emit_barrier()
+        self._read.extend(reads)
+        self._written.extend(writes)
+
+    def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:
+        """Record one kernel launch; ``reads``/``writes`` are [start, end) address ranges."""
+        self._begin()
+        self._sync(reads, writes)
+        lib = self.lib
+        if pipeline is not self._bound:
+            lib.vkCmdBindPipeline(self.cmd, self.vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            self._bound = pipeline
+        lib.vkCmdPushConstants(self.cmd, self.pipelines.layout,
+                               self.vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
+                               self.ffi.from_buffer(push))
+        lib.vkCmdDispatch(self.cmd, groups[0], groups[1], groups[2])
+        self.counters.dispatches += 1
+        self._batch += 1
+        if self._batch >= MAX_BATCH:
+            self.flush()
+
+    def copy(self, src, src_offset: int, dst, dst_offset: int, size: int, reads=(),
+             writes=()) -> None:
+        """Record a buffer-to-buffer copy (VkBuffer handles and byte offsets)."""
+        self._begin()
+        self._sync(reads, writes)
+        r = self._region
+        r.srcOffset, r.dstOffset, r.size = src_offset, dst_offset, size
+        self.lib.vkCmdCopyBuffer(self.cmd, src, dst, 1, r)
+
+    def fill(self, buffer, offset: int, size: int, word: int, writes) -> None:
+        """Record vkCmdFillBuffer: every 4-byte word of the range set to ``word``."""
+        self._begin()
+        self._sync((), writes)
+        self.lib.vkCmdFillBuffer(self.cmd, buffer, offset, size, word)
+
+    # -- submission --------------------------------------------------------------------------
+    def flush(self, wait: bool = False) -> None:
+        """Submit what has been recorded; with ``wait``, also wait for all of it."""
+        vk = self.vk
+        if self.cmd is not None:
+            if self._host_reads:
+                self.lib.vkCmdPipelineBarrier(
+                    self.cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
+                    0, 1, self._host_barrier, 0, self.ffi.NULL, 0, self.ffi.NULL)
+                self._host_reads = False
+            vk.vkEndCommandBuffer(self.cmd)
+            submit = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])
+            vk.vkQueueSubmit(self.ctx.queue, 1, [submit], self._fence)
+            self._flight.append((self.cmd, self._fence))
+            self.counters.submits += 1
+            self.cmd = self._fence = None
+        if wait:
+            while self._flight:
+                self._retire_oldest()
+            self._staging_head = 0            # nothing in flight uses the ring now
+        else:
+            while self._flight and (len(self._flight) > MAX_IN_FLIGHT or self._done_oldest()):
+                self._retire_oldest()
+
+    def _done_oldest(self) -> bool:
+        return self.lib.vkGetFenceStatus(self.ctx.device, self._flight[0][1]) == \
+            self.vk.VK_SUCCESS
+
+    def _retire_oldest(self) -> None:
+        vk = self.vk
+        cmd, fence = self._flight.popleft()
+        result = self.lib.vkWaitForFences(self.ctx.device, 1, self.ffi.new("VkFence*", fence),
+                                          vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+        if result != vk.VK_SUCCESS:
+            from ..api.errors import DeviceError
+            raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the device "
+                              "may have been lost")
+        vk.vkResetFences(self.ctx.device, 1, [fence])
+        self.lib.vkResetCommandBuffer(cmd, 0)
+        self._idle.append((cmd, fence))
+
+    # -- transfers ---------------------------------------------------------------------------
+    def _reserve(self, nbytes: int) -> int:
+        """An offset in the staging ring with ``nbytes`` free (nbytes <= ring size)."""
+        if self._staging_head + nbytes > self.staging.size:
+            self.flush(wait=True)
+        offset = self._staging_head
+        self._staging_head = (offset + nbytes + 255) // 256 * 256
+        return offset
+
+    def upload(self, alloc, data: np.ndarray) -> None:
+        """Copy a host array into an allocation (through the staging ring)."""
+        raw = memoryview(np.ascontiguousarray(data)).cast("B")
+        done, total = 0, raw.nbytes
+        while done < total:
+            n = min(total - done, self.staging.size)
+            at = self._reserve(n)
+            self.staging.view[at:at + n] = raw[done:done + n]
+            dst = alloc.address + done
+            self.copy(self.staging.buffer, at, alloc.block.buffer, alloc.offset + done, n,
+                      writes=[(dst, dst + n)])
+            done += n
+        self.counters.h2d_bytes += total
+        self.counters.h2d_calls += 1
+
+    def download(self, alloc, nbytes: int) -> bytes:
+        """The first ``nbytes`` of an allocation, after all recorded work completes."""
+        out = bytearray(nbytes)
+        done = 0
+        while done < nbytes:
+            n = min(nbytes - done, self.staging.size)
+            at = self._reserve(n)
+            src = alloc.address + done
+            self.copy(alloc.block.buffer, alloc.offset + done, self.staging.buffer, at, n,
+                      reads=[(src, src + n)])
+            self._host_reads = True
+            self.flush(wait=True)
+            out[done:done + n] = self.staging.view[at:at + n]
+            done += n
+        self.counters.d2h_bytes += nbytes
+        self.counters.d2h_calls += 1
+        return bytes(out)
+
+    def destroy(self) -> None:
+        vk, device = self.vk, self.ctx.device
+        self.flush(wait=True)
+        for cmd, fence in self._made:
+            vk.vkDestroyFence(device, fence, None)
+        vk.vkDestroyCommandPool(device, self.pool, None)
+        self.staging.destroy()
+        self._made.clear()
+        self._idle.clear()

@@ -1,0 +1,285 @@
+"""Agreement between the backends: the tolerance table and the comparison it drives.
+
+The cpu backend defines every result. Its kernels compute each element in float64 and round
+once, so for float32 they return the correctly rounded value of the op's formula — except
+matrix products (BLAS sgemm, float32 accumulation) and embedding/LayerNorm gradients summed
+in float64. The gpu backend computes in float32 under the precision rules of the Vulkan
+specification ("Precision and Operation of SPIR-V Instructions"): +, -, * are correctly
+rounded; division is within 2.5 ULP; exp within 3 + 2|x| ULP; log within 3 ULP (or 2^-21
+absolute inside [0.5, 2]); inversesqrt within 2 ULP, sqrt inherits from 1/inversesqrt.
+
+Each entry below bounds |gpu - cpu| per element and says why. A bound is the sum of:
+``ulps`` ULPs of the reference (plus ``ulps_per_x`` more per unit of arg(x), for exp-like
+error growth), ``atol`` absolute, ``rel`` * scale, and ``gamma`` * gamma(n) * scale for a
+computation of n roundings, where gamma(n) = n u / (1 - n u), u = 2^-24, and scale is the
+sum of the magnitudes involved (|A| @ |B| for a product): the classical forward error bound
+of a sum in any order (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1).
+The caller supplies x, scale and n as each entry's reason describes. ``exact`` entries
+must agree bit for bit (NaNs of any payload count as equal). Never widen an entry to make a
+test pass without writing down here why the wider bound is right.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+U32 = 2.0 ** -24          # unit roundoff of float32
+
+
+# How an op's error grows with its input: ``ulps_per_x`` more ULPs per unit of arg(x).
+ARGS = {
+    "abs": np.abs,                                 # exp(x): Vulkan's 3 + 2|x| ULP
+    "half_square": lambda x: 0.5 * np.square(x),   # exp(-x^2/2) inside the normal CDF/PDF
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    reason: str
+    exact: bool = False
+    ulps: float = 0.0
+    ulps_per_x: float = 0.0
+    arg: str = "abs"
+    atol: float = 0.0
+    gamma: float = 0.0
+    rel: float = 0.0
+
+
+def gamma(n) -> np.ndarray:
+    """Higham's gamma_n for float32: the relative error bound of an n-term sum."""
+    nu = np.asarray(n, dtype=np.float64) * U32
+    return nu / np.maximum(1.0 - nu, 1e-300)
+
+
+_EXACT_ADD = "IEEE +, -, * are correctly rounded on both (Vulkan requires it); one operation"
+_EXACT_MOVE = "data movement or a selection: no arithmetic"
+_DIV = "OpFDiv is within 2.5 ULP in Vulkan; the cpu division is correctly rounded"
+
+TOLERANCES: dict = {
+    # -- unary forward --------------------------------------------------------------------
+    "unary:neg": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:abs": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:relu": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:clamp": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:add_scalar": Tolerance(_EXACT_ADD, exact=True),
+    "unary:mul_scalar": Tolerance(_EXACT_ADD, exact=True),
+    "unary:rsub_scalar": Tolerance(_EXACT_ADD, exact=True),
+    "unary:div_scalar": Tolerance(_DIV, ulps=3),
+    "unary:rdiv_scalar": Tolerance(_DIV, ulps=3),
+    "unary:exp": Tolerance("Vulkan's exp is within 3 + 2|x| ULP", ulps=3, ulps_per_x=2),
+    "unary:log": Tolerance("Vulkan's log is within 3 ULP, or 2^-21 absolute in [0.5, 2]",
+                           ulps=3, atol=2.0 ** -21),
+    "unary:sqrt": Tolerance("sqrt inherits 1/inversesqrt: 2 ULP, then a 2.5 ULP division",
+                            ulps=5),
+    "unary:tanh": Tolerance("a Taylor polynomial below 0.4 (~2 ULP of rounding), else "
+                            "(1 - e)/(1 + e) with e = exp(-2|x|): e's 3 + 4|x| ULP are damped "
+                            "by 2e/(1 - e^2) <= 0.9 (e <= 0.45 and shrinking), plus a 2.5 ULP "
+                            "division and two roundings", ulps=8),
+    "unary:sigmoid": Tolerance("1/(1 + exp(-x)) for x >= 0 (exp's error damped by e/(1+e)), "
+                               "exp(x)/(1 + exp(x)) below: exp's 3 + 2|x| ULP pass through, "
+                               "plus a 2.5 ULP division", ulps=7, ulps_per_x=2),
+    "unary:gelu": Tolerance("x * Phi(x), Phi from a Chebyshev erfc fit (1.2e-7 relative, "
+                            "~2 ULP) times exp(x^2/2 + ~1.3) with exp's 3 + 2|arg| ULP (the "
+                            "square itself is exact); a few roundings; results that underflow "
+                            "carry no relative accuracy", ulps=12, ulps_per_x=2,
+                            arg="half_square", atol=1e-30),
+    "unary:pow_scalar": Tolerance("exp2(y log2 x): exp2's 3 + 2|t| ULP (t = y log2 x) plus "
+                                  "log2's 2^-21 absolute error scaled by |y| ln2 / u",
+                                  ulps=8, ulps_per_x=2),
+    "unary:rpow_scalar": Tolerance("as pow_scalar", ulps=8, ulps_per_x=2),
+    # -- unary backward -------------------------------------------------------------------
+    "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),
+    "unary_backward:relu": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:clamp": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:add_scalar": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:rsub_scalar": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:mul_scalar": Tolerance(_EXACT_ADD, exact=True),
+    "unary_backward:exp": Tolerance("g * y: one product of stored values", exact=True),
+    "unary_backward:div_scalar": Tolerance(_DIV, ulps=3),
+    "unary_backward:log": Tolerance(_DIV, ulps=3),
+    "unary_backward:sqrt": Tolerance("g / (2 y): one 2.5 ULP division", ulps=3),
+    "unary_backward:rdiv_scalar": Tolerance("-g a / (x x): two roundings and a division",
+                                            ulps=5),
+    "unary_backward:tanh": Tolerance("g (1 - y^2): 1 - y^2 cancels as |y| -> 1, so the bound "
+                                     "is relative to g, not to the result", ulps=3,
+                                     atol=4 * U32),
+    "unary_backward:sigmoid": Tolerance("g y (1 - y): 1 - y cancels as y -> 1 (bound relative "
+                                        "to g)", ulps=3, atol=2 * U32),
+    "unary_backward:gelu": Tolerance("Phi(x) + x phi(x): the erfc fit (~2 ULP), exp's "
+                                     "3 + x^2 ULP in phi, and cancellation between the two "
+                                     "terms for x < 0 (bound relative to g)", ulps=12,
+                                     ulps_per_x=4, arg="half_square", atol=8 * U32),
+    "unary_backward:pow_scalar": Tolerance("g a x^(a-1): pow's bound plus two roundings",
+                                           ulps=10, ulps_per_x=2),
+    "unary_backward:rpow_scalar": Tolerance("g y log(a): log's 3 ULP, or its 2^-21 absolute "
+                                            "error in [0.5, 2] (relative to scale = |g y|), "
+                                            "plus two roundings", ulps=6, rel=2.0 ** -20),
+    # -- binary ---------------------------------------------------------------------------
+    "binary:add": Tolerance(_EXACT_ADD, exact=True),
+    "binary:sub": Tolerance(_EXACT_ADD, exact=True),
+    "binary:mul": Tolerance(_EXACT_ADD, exact=True),
+    "binary:maximum": Tolerance(_EXACT_MOVE, exact=True),
+    "binary:minimum": Tolerance(_EXACT_MOVE, exact=True),
+    "binary:div": Tolerance(_DIV, ulps=3),
+    "binary:pow": Tolerance("exp2(y log2 x), as pow_scalar", ulps=8, ulps_per_x=2),
+    "binary_backward:add": Tolerance(_EXACT_MOVE, exact=True),
+    "binary_backward:sub": Tolerance(_EXACT_MOVE, exact=True),
+    "binary_backward:mul": Tolerance("g * other: one product", exact=True),
+    "binary_backward:maximum": Tolerance("g, 0 or g/2: exact", exact=True),
+    "binary_backward:minimum": Tolerance("g, 0 or g/2: exact", exact=True),
+    "binary_backward:div": Tolerance("g / y and -g x / (y y): a division after up to two "
+                                     "roundings", ulps=6),
+    "binary_backward:pow": Tolerance("pow's bound plus two roundings; the exponent's gradient "
+                                     "g x^y log(x) also carries log's 2^-21 absolute error in "
+                                     "[0.5, 2] (relative to scale = |g x^y|)", ulps=12,
+                                     ulps_per_x=2, rel=2.0 ** -20),
+    # -- reductions and products ----------------------------------------------------------
+    "reduce:sum": Tolerance("a float32 sum of n terms in any order is within gamma(n) of "
+                            "the sum of magnitudes; the cpu sums in float64 and rounds once",
+                            ulps=1, gamma=1),
+    "reduce:mean": Tolerance("the sum's bound, then a 2.5 ULP division by n", ulps=4, gamma=1),
+    "reduce:max": Tolerance("a selection: exact in any order", exact=True),
+    "reduce_backward:sum": Tolerance(_EXACT_MOVE, exact=True),
+    "reduce_backward:mean": Tolerance(_DIV, ulps=3),
+    "reduce_backward:max": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
+                                     "several", ulps=3),
+    "matmul": Tolerance("both backends accumulate in float32 (cpu: BLAS sgemm), each within "
+                        "gamma(K) |A| @ |B| of the exact product", gamma=2),
+    "permute": Tolerance(_EXACT_MOVE, exact=True),
+    # -- softmax family ---------------------------------------------------------------------
+    "softmax": Tolerance("exp's 3 + 2|x - max| ULP per term, a sum of n terms (gamma(n)) "
+                         "and a 2.5 ULP division; bounded relative to each result",
+                         ulps=8, ulps_per_x=2, gamma=1, atol=1e-30),
+    "log_softmax": Tolerance("x - max - log(sum): log's 3 ULP or 2^-21 absolute on log(sum) "
+                             "and the sum's gamma(n), absolute in the result's magnitude",
+                             ulps=4, atol=2.0 ** -20, gamma=1),
+    "softmax_backward": Tolerance("y (g - sum(g y)): a length-n sum and cancellation inside "
+                                  "the parentheses (bound scales with |y| * sum|g y|)",
+                                  ulps=4, gamma=2),
+    "log_softmax_backward": Tolerance("g - exp(y) sum(g): exp's error on y <= 0 and a length-n "
+                                      "sum", ulps=6, gamma=2, atol=4 * U32),
+    "softmax_cross_entropy": Tolerance("per row log-sum-exp (softmax's bounds) minus the "
+                                       "target logit, then a mean over rows", ulps=8,
+                                       gamma=2, atol=2.0 ** -20),
+    "softmax_cross_entropy_backward": Tolerance("(exp(x - lse) - onehot) g / rows: exp's "
+                                                "3 + 2|x - lse| ULP and two roundings; "
+                                                "absolute in g / rows", ulps=8, ulps_per_x=2,
+                                                atol=4 * U32),
+    # -- layers ---------------------------------------------------------------------------
+    "layer_norm": Tolerance("mean and variance are length-n float32 sums (gamma(n)), "
+                            "1/sqrt(var + eps) is within ~5 ULP; the result is an affine map "
+                            "of them", ulps=8, gamma=4, atol=8 * U32),
+    "layer_norm_backward": Tolerance("two length-n row sums and cancellation in "
+                                     "g gamma - a - xhat b; dgamma and dbeta are float32 "
+                                     "column sums vs float64 ones", ulps=8, gamma=4,
+                                     atol=16 * U32),
+    "embedding": Tolerance("a gather", exact=True),
+    "embedding_backward": Tolerance("each row sums its positions in the same order; float32 "
+                                    "vs float64 accumulation", ulps=1, gamma=1),
+    "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
+                         "product", exact=True),
+    # -- optimizers -------------------------------------------------------------------------
+    "adam_step": Tolerance("one update from the same state: each of its float32 operations "
+                           "errs relative to its operands, not its result (w - step cancels), "
+                           "so the bound is gamma(n) over the magnitudes: n = 12 roundings "
+                           "(counting 2.5 for the division, 5 for sqrt), scale = |w| + |step| "
+                           "for the weight, |beta m| + |(1 - beta) g| for a moment",
+                           ulps=1, gamma=1),
+    "sgd_step": Tolerance("one update from the same state: n = 6 roundings (decay, momentum, "
+                          "nesterov, step), scale = |w| + |lr d| for the weight, "
+                          "|momentum buf| + |d| for the buffer", ulps=1, gamma=1),
+}
+
+
+def ulp_of(x: np.ndarray) -> np.ndarray:
+    """The float32 spacing at |x| (the smallest subnormal spacing at 0)."""
+    x = np.abs(np.asarray(x, dtype=np.float32))
+    x = np.where(np.isfinite(x), x, np.float32(0))
+    return np.spacing(x).astype(np.float64)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many float32 values lie between a and b (0 when equal, NaN-aware: two NaNs are
+    0 apart, a NaN and a number infinitely far)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+
+    def ordered(x):
+        i = x.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    d = np.abs(ordered(a) - ordered(b)).astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    d = np.where(nan_a & nan_b, 0.0, d)
+    return np.where(nan_a ^ nan_b, np.inf, d)
+
+
+@dataclasses.dataclass
+class Agreement:
+    """The result of comparing a gpu result with the cpu reference under one entry."""
+    key: str
+    ok: bool
+    max_abs: float
+    max_ulp: float
+    worst: float          # max over elements of error / allowed (<= 1 passes)
+    count: int
+
+    def __str__(self) -> str:
+        state = "ok" if self.ok else "DISAGREE"
+        return (f"{self.key}: {state} over {self.count} elements; max |diff| "
+                f"{self.max_abs:.3g}, max {self.max_ulp:.0f} ULP, worst {self.worst:.3g} of "
+                "the bound")
+
+
+def agreement(key: str, got, ref, x=None, scale=None, length=None) -> Agreement:
+    """Compare ``got`` (gpu) with ``ref`` (cpu) under ``TOLERANCES[key]``. ``x`` is the input
+    for x-dependent bounds; ``scale`` (the summed magnitudes) and ``length`` (terms summed)
+    feed the gamma term."""
+    tol = TOLERANCES[key]
+    got = np.asarray(got, dtype=np.float32)
+    ref = np.asarray(ref, dtype=np.float32)
+    if got.shape != ref.shape:
+        return Agreement(key, False, math.inf, math.inf, math.inf, ref.size)
+    ulps = ulp_distance(got, ref)
+    with np.errstate(invalid="ignore"):        # inf - inf: handled just below
+        diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    both_nan = np.isnan(got) & np.isnan(ref)
+    same_inf = np.isinf(ref) & (got == ref)
+    diff = np.where(both_nan | same_inf, 0.0, diff)
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    if tol.exact:
+        bad = ulps > 0
+        worst = float(ulps.max()) if ulps.size else 0.0
+    else:
+        allowed = tol.ulps * ulp_of(ref) + tol.atol
+        if tol.ulps_per_x and x is not None:
+            growth = ARGS[tol.arg](np.asarray(x, np.float64))
+            allowed = allowed + tol.ulps_per_x * growth * ulp_of(ref)
+        if scale is not None:
+            scale = np.abs(np.asarray(scale, np.float64))
+            if tol.gamma and length is not None:
+                allowed = allowed + tol.gamma * gamma(length) * scale
+            allowed = allowed + tol.rel * scale
+        ratio = np.where(diff == 0, 0.0, diff / np.maximum(allowed, 1e-300))
+        bad = ratio > 1.0
+        worst = float(ratio.max()) if ratio.size else 0.0
+    finite = diff[np.isfinite(diff)]
+    finite_ulps = ulps[np.isfinite(ulps)]
+    return Agreement(key, not bool(bad.any()),
+                     float(finite.max()) if finite.size else (math.inf if diff.size else 0.0),
+                     float(finite_ulps.max()) if finite_ulps.size else
+                     (math.inf if ulps.size else 0.0),
+                     worst, int(ref.size))
+
+
+def assert_agree(key: str, got, ref, **context) -> Agreement:
+    """``agreement`` that raises AssertionError (naming the worst element) on failure."""
+    result = agreement(key, got, ref, **context)
+    if not result.ok:
+        g = np.asarray(got, np.float32).reshape(-1)
+        r = np.asarray(ref, np.float32).reshape(-1)
+        i = int(np.argmax(ulp_distance(g, r)))
+        raise AssertionError(f"{result}\n  e.g. element {i}: gpu {g[i]!r}, cpu {r[i]!r}")
+    return result

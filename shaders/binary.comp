@@ -1,0 +1,66 @@
+#version 460
+// Elementwise x op y with NumPy broadcasting up to 4-D, and its backward (both operands'
+// gradients in the broadcast shape); the twin of dualgrad/cpu/elementwise.py
+// (binary_scalar, binary_grad_scalar). Strides are in elements, 0 along broadcast axes;
+// FLAT = 1 when both operands have the output's shape (no index arithmetic).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint BACKWARD = 0;
+layout(constant_id = 2) const uint FLAT = 0;
+
+layout(push_constant) uniform Push {
+    Floats x; Floats y; Floats g; Floats out0; Floats out1;
+    uint n; uint shape[4]; uint sx[4]; uint sy[4];
+} p;
+
+float forward(float x, float y) {
+    if (OP == ADD) return x + y;
+    if (OP == SUB) return x - y;
+    if (OP == MUL) return x * y;
+    if (OP == DIV) return x / y;
+    if (OP == POW) return pow_c(x, y);
+    if (OP == MAXIMUM) return (x > y || isnan(x)) ? x : y;
+    return (x < y || isnan(x)) ? x : y;          // MINIMUM
+}
+
+vec2 backward(float x, float y, float g) {
+    if (OP == ADD) return vec2(g, g);
+    if (OP == SUB) return vec2(g, -g);
+    if (OP == MUL) return vec2(g * y, g * x);
+    if (OP == DIV) return vec2(g / y, -g * x / (y * y));
+    if (OP == POW) {
+        float gx = y == 0.0 ? 0.0 : g * y * pow_c(x, y - 1.0);
+        float gy = (x == 0.0 && y >= 0.0) ? 0.0 : g * pow_c(x, y) * log(x);
+        return vec2(gx, gy);
+    }
+    if (x == y) return vec2(0.5 * g);            // ties split the gradient
+    if (OP == MAXIMUM) return x > y ? vec2(g, 0.0) : vec2(0.0, g);
+    return x < y ? vec2(g, 0.0) : vec2(0.0, g);  // MINIMUM
+}
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * WG;
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+        uint ix = i, iy = i;
+        if (FLAT == 0) {
+            uint rem = i;
+            ix = 0; iy = 0;
+            for (int d = 3; d >= 0; --d) {
+                uint c = rem % p.shape[d];
+                rem /= p.shape[d];
+                ix += c * p.sx[d];
+                iy += c * p.sy[d];
+            }
+        }
+        if (BACKWARD == 0) {
+            p.out0.v[i] = forward(p.x.v[ix], p.y.v[iy]);
+        } else {
+            vec2 d = backward(p.x.v[ix], p.y.v[iy], p.g.v[i]);
+            p.out0.v[i] = d.x;
+            p.out1.v[i] = d.y;
+        }
+    }
+}

@@ -1,0 +1,55 @@
+#version 460
+// Softmax / log-softmax over rows (OP 0 / 1), their backward (BACKWARD = 1), and the
+// forward of the fused softmax cross-entropy (XENT = 1: per-row log-sum-exp and loss);
+// the twins of dualgrad/cpu/softmax.py. One workgroup per row.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint LOG_ = 0;
+layout(constant_id = 1) const uint BACKWARD = 0;
+layout(constant_id = 2) const uint XENT = 0;
+#include "rows.glsl"
+
+layout(push_constant) uniform Push {
+    Floats x; Floats y; Floats g; Floats out_; Ints t; Floats lse;
+    uint rows; uint n;
+} p;
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    for (uint r = gl_WorkGroupID.x; r < p.rows; r += gl_NumWorkGroups.x) {
+        uint base = r * p.n;
+        if (BACKWARD == 1) {
+            // d softmax: y * (g - sum(g * y));  d log_softmax: g - exp(y) * sum(g)
+            float s = 0.0;
+            for (uint j = lid; j < p.n; j += WG)
+                s += LOG_ == 1 ? p.g.v[base + j] : p.g.v[base + j] * p.y.v[base + j];
+            s = wg_sum(s);
+            for (uint j = lid; j < p.n; j += WG) {
+                float yv = p.y.v[base + j], gv = p.g.v[base + j];
+                p.out_.v[base + j] = LOG_ == 1 ? gv - exp(yv) * s : yv * (gv - s);
+            }
+            continue;
+        }
+        float m = -f_inf();
+        for (uint j = lid; j < p.n; j += WG) m = max(m, p.x.v[base + j]);
+        m = wg_max(m);
+        float s = 0.0;
+        for (uint j = lid; j < p.n; j += WG) s += exp(p.x.v[base + j] - m);
+        s = wg_sum(s);
+        if (XENT == 1) {
+            if (lid == 0) {
+                float l = m + log(s);
+                p.lse.v[r] = l;
+                p.out_.v[r] = l - p.x.v[base + uint(p.t.v[r])];
+            }
+        } else if (LOG_ == 1) {
+            float l = m + log(s);
+            for (uint j = lid; j < p.n; j += WG) p.out_.v[base + j] = p.x.v[base + j] - l;
+        } else {
+            for (uint j = lid; j < p.n; j += WG)
+                p.out_.v[base + j] = exp(p.x.v[base + j] - m) / s;
+        }
+    }
+}

@@ -1,0 +1,65 @@
+#version 460
+// Elementwise y = op(x) and its backward dx = op'(x, y) * g; the twin of
+// dualgrad/cpu/elementwise.py (unary_scalar, unary_grad_scalar). OP is a specialization
+// constant, BACKWARD selects the gradient kernel.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint BACKWARD = 0;
+
+layout(push_constant) uniform Push {
+    Floats x; Floats y; Floats g; Floats out_;
+    uint n; float a; float b;
+} p;
+
+float forward(float x, float a, float b) {
+    if (OP == NEG) return -x;
+    if (OP == EXP) return exp(x);
+    if (OP == LOG) return log(x);
+    if (OP == SQRT) return sqrt(x);
+    if (OP == ABS) return abs(x);
+    if (OP == RELU) return x <= 0.0 ? 0.0 : x;
+    if (OP == GELU) return x * normal_cdf(x);
+    if (OP == SIGMOID) return sigmoid_f(x);
+    if (OP == TANH) return tanh_f(x);
+    if (OP == ADD_S) return x + a;
+    if (OP == MUL_S) return x * a;
+    if (OP == DIV_S) return x / a;
+    if (OP == RSUB_S) return a - x;
+    if (OP == RDIV_S) return a / x;
+    if (OP == POW_S) return pow_c(x, a);
+    if (OP == RPOW_S) return pow_c(a, x);
+    return x < a ? a : (x > b ? b : x);          // CLAMP; NaN passes through
+}
+
+float backward(float x, float y, float g, float a, float b) {
+    if (OP == NEG) return -g;
+    if (OP == EXP) return g * y;
+    if (OP == LOG) return g / x;
+    if (OP == SQRT) return g / (2.0 * y);
+    if (OP == ABS) return g * sign(x);
+    if (OP == RELU) return x > 0.0 ? g : 0.0;
+    if (OP == GELU) return g * (normal_cdf(x) + x * normal_pdf(x));
+    if (OP == SIGMOID) return g * y * (1.0 - y);
+    if (OP == TANH) return g * (1.0 - y * y);
+    if (OP == ADD_S) return g;
+    if (OP == MUL_S) return g * a;
+    if (OP == DIV_S) return g / a;
+    if (OP == RSUB_S) return -g;
+    if (OP == RDIV_S) return -g * a / (x * x);
+    if (OP == POW_S) return a == 0.0 ? 0.0 : g * a * pow_c(x, a - 1.0);
+    if (OP == RPOW_S) return (a == 0.0 && x >= 0.0) ? 0.0 : g * y * log(a);
+    return (x >= a && x <= b) ? g : 0.0;         // CLAMP
+}
+
+void main() {
+    uint stride = gl_NumWorkGroups.x * WG;
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+        if (BACKWARD == 0)
+            p.out_.v[i] = forward(p.x.v[i], p.a, p.b);
+        else
+            p.out_.v[i] = backward(p.x.v[i], p.y.v[i], p.g.v[i], p.a, p.b);
+    }
+}

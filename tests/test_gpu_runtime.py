@@ -1,0 +1,273 @@
+"""The Vulkan runtime: transfers in a steady step, pools, dead tensors, device choice,
+compiled shaders, threads."""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
+from dualgrad.cpu.reduce import REDUCE_OPS
+from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
+
+ROOT = SHADERS.parent
+
+
+def mlp():
+    return dg.nn.Sequential(dg.nn.Linear(12, 32), dg.nn.ReLU(), dg.nn.Linear(32, 5))
+
+
+def train_step(model, opt, x, y):
+    with dg.with_grad_tape():
+        loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+@pytest.mark.gpu
+def test_steady_step_uploads_only_the_batch_and_downloads_nothing(gpu, rng):
+    model = mlp()
+    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+    x = rng.standard_normal((16, 12)).astype(np.float32)
+    y = rng.integers(0, 5, 16)
+    for _ in range(2):                       # optimizer state now exists
+        train_step(model, opt, x, y)
+    dg.reset_transfer_stats()
+    loss = train_step(model, opt, x, y)
+    stats = dg.transfer_stats()
+    assert stats["h2d_bytes"] == x.nbytes + 16 * 4     # the batch and its int32 targets
+    assert stats["h2d_calls"] == 2
+    assert stats["d2h_bytes"] == 0 and stats["d2h_calls"] == 0
+    value = loss.item()                       # reading the loss is the only download
+    stats = dg.transfer_stats()
+    assert stats["d2h_bytes"] == 4 and stats["d2h_calls"] == 1
+    assert np.isfinite(value)
+
+
+@pytest.mark.gpu
+def test_steps_are_batched_into_few_submits(gpu, rng):
+    model = mlp()
+    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+    x, y = rng.standard_normal((16, 12)).astype(np.float32), rng.integers(0, 5, 16)
+    train_step(model, opt, x, y)
+    dg.reset_transfer_stats()
+    for _ in range(5):
+        train_step(model, opt, x, y)
+    # about 30 dispatches a step; without batching each would be a submit
+    assert dg.transfer_stats()["submits"] <= 5
+
+
+@pytest.mark.gpu
+def test_pass_pool_does_not_grow_across_steps(gpu, rng):
+    model = mlp()
+    opt = dg.optimizer_sgd(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = rng.standard_normal((16, 12)).astype(np.float32), rng.integers(0, 5, 16)
+    train_step(model, opt, x, y)
+    first = dg.tape_mem()
+    for _ in range(5):
+        train_step(model, opt, x, y)
+        now = dg.tape_mem()
+        assert now["buffer_bytes"] == first["buffer_bytes"]
+        assert now["n_buffers"] == first["n_buffers"]
+        assert now["reserved_bytes"] == first["reserved_bytes"]
+        assert now["p_buffer_bytes"] == first["p_buffer_bytes"]
+
+
+@pytest.mark.gpu
+def test_a_pass_tensor_from_an_earlier_tape_is_dead(gpu):
+    with dg.with_grad_tape():
+        y = dg.exp(dg.ag_param(np.ones(3)))
+    with dg.with_grad_tape():
+        pass
+    with pytest.raises(dg.DeadTensorError, match="with_grad_tape"):
+        y.numpy()
+    with pytest.raises(dg.DeadTensorError):
+        dg.add(y, 1.0)
+
+
+@pytest.mark.gpu
+def test_a_value_read_before_the_reset_stays_readable(gpu):
+    with dg.with_grad_tape():
+        y = dg.exp(dg.ag_param(np.zeros(3)))
+        first = y.numpy()
+    with dg.with_grad_tape():
+        pass
+    np.testing.assert_array_equal(y.numpy(), first)    # the host copy, not stale memory
+
+
+@pytest.mark.gpu
+def test_release_rescues_live_pass_tensors_too(gpu):
+    x = dg.ag_tensor(np.arange(4.0))
+    y = x * 2.0
+    dg.ag_device("cpu")
+    assert y.ptr is None
+    np.testing.assert_array_equal(y.numpy(), np.arange(4.0) * 2)
+
+
+@pytest.mark.gpu
+def test_a_cpu_parameter_moves_to_the_device_once(gpu):
+    dg.ag_device("cpu")
+    w = dg.ag_param(np.ones((4, 4)))
+    dg.ag_device("gpu")
+    dg.reset_transfer_stats()
+    for _ in range(3):
+        with dg.with_grad_tape():
+            loss = dg.sum(w * w)
+            loss.backward()
+    assert dg.tape_mem()["p_n_buffers"] >= 2           # the weight and its gradient
+    assert w.scope == "persistent" and w.data is None
+    assert dg.transfer_stats()["h2d_bytes"] == w.size * 4
+    np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 6.0))
+
+
+@pytest.mark.gpu
+def test_optimizer_state_returns_to_the_persistent_pool(gpu, rng):
+    model = mlp()
+    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+    x, y = rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 5, 8)
+    train_step(model, opt, x, y)
+    dg.ag_device("cpu")
+    train_step(model, opt, x, y)
+    dg.ag_device("gpu")
+    train_step(model, opt, x, y)
+    for state in opt.state:
+        assert state["exp_avg"].scope == "persistent"
+        assert state["exp_avg_sq"].scope == "persistent"
+    with dg.with_grad_tape():                # a tape reset must not lose them
+        pass
+    train_step(model, opt, x, y)
+    assert all(s["step"] == 4 for s in opt.state)
+
+
+@pytest.mark.gpu
+def test_backward_refuses_a_graph_from_the_other_backend(gpu):
+    with dg.with_grad_tape():
+        loss = dg.sum(dg.ag_param(np.ones(3)) * 2.0)
+    dg.ag_device("cpu")
+    with pytest.raises(dg.DualgradError):
+        loss.backward()
+
+
+@pytest.mark.gpu
+def test_float64_is_refused_on_the_gpu(gpu):
+    with pytest.raises(dg.ArgumentTypeError, match="float32"):
+        dg.ag_tensor(np.ones(3), dtype="float64")
+
+
+@pytest.mark.gpu
+def test_devices_lists_the_device_in_use(gpu):
+    found = dg.devices()
+    assert found and {"index", "name", "type", "memory_mib", "api_version", "driver"} <= \
+        set(found[0])
+    assert any(d["usable"] for d in found)
+
+
+@pytest.mark.gpu
+def test_threads_sharing_the_device_get_correct_results(gpu):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 20)).astype(np.float32)
+    expected = a.astype(np.float64) @ b
+    errors = []
+
+    def work():
+        try:
+            for _ in range(20):
+                got = (dg.ag_tensor(a) @ dg.ag_tensor(b)).numpy()
+                np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_device_choice_ranks_by_type():
+    from dualgrad.gpu.context import choose
+    found = [dict(index=0, name="llvmpipe", type_code=4, usable=True),
+             dict(index=1, name="Integrated", type_code=1, usable=True),
+             dict(index=2, name="Discrete", type_code=2, usable=True),
+             dict(index=3, name="Broken Discrete", type_code=2, usable=False)]
+    assert choose(found, None)["name"] == "Discrete"
+    assert choose(found[:2], None)["name"] == "Integrated"
+    assert choose(found, 0)["name"] == "llvmpipe"
+    os.environ["DUALGRAD_VK_DEVICE"] = "integr"
+    try:
+        assert choose(found, None)["name"] == "Integrated"
+    finally:
+        del os.environ["DUALGRAD_VK_DEVICE"]
+    with pytest.raises(dg.DeviceUnavailable, match="no Vulkan device matches"):
+        choose(found, 9)
+    with pytest.raises(dg.DeviceUnavailable, match="lacks Vulkan 1.2"):
+        choose(found, 3)
+
+
+def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env={**os.environ, **env}, cwd=str(ROOT), timeout=300)
+
+
+def test_no_vulkan_loader_gives_a_clear_error(tmp_path):
+    # A 'vulkan' package whose loader is missing raises OSError at import, as the real one
+    # does on a machine without libvulkan.
+    fake = tmp_path / "vulkan"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise OSError('cannot load libvulkan.so.1')\n")
+    out = _run("""
+        import dualgrad as dg
+        print(dg.devices())
+        try:
+            dg.ag_device("gpu")
+        except dg.DeviceUnavailable as e:
+            print("unavailable:", e)
+        print(dg.ag_device())
+    """, {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    assert out.returncode == 0, out.stderr
+    assert "[]" in out.stdout
+    assert "unavailable:" in out.stdout and "libvulkan1" in out.stdout
+    assert out.stdout.strip().endswith("cpu")
+
+
+def test_no_vulkan_device_gives_a_clear_error():
+    out = _run("""
+        import dualgrad as dg
+        try:
+            dg.ag_device("gpu")
+        except dg.DeviceUnavailable as e:
+            print("unavailable:", e)
+    """, {"VK_DRIVER_FILES": "/nonexistent/icd.json", "VK_ICD_FILENAMES": "/nonexistent.json",
+          "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert "unavailable:" in out.stdout and "mesa-vulkan-drivers" in out.stdout
+
+
+def test_every_shader_is_compiled_and_current():
+    manifest = json.loads((SPIRV / "MANIFEST.json").read_text())["shaders"]
+    sources = sorted(p.stem for p in SHADERS.glob("*.comp"))
+    assert sorted(manifest) == sources
+    for name in sources:
+        assert (SPIRV / f"{name}.spv").stat().st_size > 0
+        assert manifest[name] == source_hash(SHADERS / f"{name}.comp"), \
+            f"{name}.spv is stale: run `make shaders`"
+
+
+def test_shader_op_codes_match_the_cpu_kernels():
+    text = (SHADERS / "common.glsl").read_text()
+    codes = {name: int(v) for name, v in re.findall(r"\b([A-Z_]+) = (\d+)", text)}
+    glsl_unary = ["NEG", "EXP", "LOG", "SQRT", "ABS", "RELU", "GELU", "SIGMOID", "TANH",
+                  "ADD_S", "MUL_S", "DIV_S", "RSUB_S", "RDIV_S", "POW_S", "RPOW_S", "CLAMP"]
+    assert [codes[n] for n in glsl_unary] == list(range(len(UNARY_OPS)))
+    assert len(glsl_unary) == len(UNARY_OPS)
+    assert [codes[n.upper()] for n in BINARY_OPS] == list(range(len(BINARY_OPS)))
+    assert [codes[n.upper()] for n in REDUCE_OPS] == list(range(len(REDUCE_OPS)))

@@ -1,0 +1,532 @@
+"""Optimizers, gradient clipping and learning-rate schedules.
+
+dualgrad's float32 optimizers are checked step by step, weights and every state entry,
+against a plain NumPy float64 transcription of the update rules as the PyTorch
+documentation states them (torch.optim.SGD, Adam, AdamW); schedules against the closed
+forms in their docstrings.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+F32_EPS = float(np.finfo(np.float32).eps)
+# dualgrad keeps weights and state in float32 and rounds every stored value once per step
+# (its hyperparameters once too); the reference below runs in float64 and never rounds. One
+# step may therefore move a value by a relative error of a few float32 ULP, and these
+# errors add up over the steps: step k is allowed ULPS_PER_STEP * k ULP, relative to the
+# largest magnitude in the array (so that an element that is near zero through
+# cancellation, as a momentum average of alternating gradients can be, is judged on the
+# scale of its neighbours). Any mistake in the rule itself is orders of magnitude larger.
+ULPS_PER_STEP = 4
+STEPS = 10
+
+
+def assert_f32_close(actual, ref, step, what):
+    tol = ULPS_PER_STEP * step * F32_EPS
+    actual = np.asarray(actual)
+    assert actual.shape == ref.shape, what
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    np.testing.assert_allclose(actual, ref, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# Float64 transcriptions of PyTorch's documented algorithms. Each takes float64 copies of the
+# initial weights; step() takes one gradient (or None: the parameter is skipped) per weight.
+
+class RefSGD:
+    def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False):
+        self.params = [np.array(p, np.float64) for p in params]
+        self.lr, self.momentum, self.dampening = lr, momentum, dampening
+        self.weight_decay, self.nesterov = weight_decay, nesterov
+        self.buf = [None] * len(self.params)
+
+    def step(self, grads):
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            if g is None:
+                continue
+            g = np.array(g, np.float64)
+            if self.weight_decay != 0:
+                g = g + self.weight_decay * p
+            if self.momentum != 0:
+                if self.buf[i] is None:          # t = 1: the buffer is the gradient
+                    self.buf[i] = g.copy()
+                else:
+                    self.buf[i] = self.momentum * self.buf[i] + (1 - self.dampening) * g
+                g = g + self.momentum * self.buf[i] if self.nesterov else self.buf[i]
+            p -= self.lr * g
+
+    def state(self, i):
+        return {} if self.buf[i] is None else {"momentum_buffer": self.buf[i]}
+
+
+class RefAdam:
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled=False):
+        self.params = [np.array(p, np.float64) for p in params]
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self.weight_decay, self.decoupled = weight_decay, decoupled
+        self.m = [np.zeros_like(p) for p in self.params]
+        self.v = [np.zeros_like(p) for p in self.params]
+        self.t = [0] * len(self.params)
+
+    def step(self, grads):
+        b1, b2 = self.betas
+        for i, (p, g) in enumerate(zip(self.params, grads)):
+            if g is None:
+                continue
+            g = np.array(g, np.float64)
+            self.t[i] += 1
+            t = self.t[i]
+            if self.decoupled:                   # AdamW: shrink the weight first
+                p *= 1 - self.lr * self.weight_decay
+            elif self.weight_decay != 0:         # Adam: L2 term in the gradient
+                g = g + self.weight_decay * p
+            self.m[i] = b1 * self.m[i] + (1 - b1) * g
+            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
+            m_hat = self.m[i] / (1 - b1 ** t)
+            v_hat = self.v[i] / (1 - b2 ** t)
+            p -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+
+    def state(self, i):
+        if self.t[i] == 0:
+            return {}
+        return {"step": self.t[i], "exp_avg": self.m[i], "exp_avg_sq": self.v[i]}
+
+
+# Betas exactly representable in float32, so that a test about something else (skipped or
+# frozen parameters, ...) does not depend on how the hyperparameters are rounded.
+EXACT_BETAS = (0.75, 0.9375)
+
+SGD_CASES = {
+    "plain": dict(lr=0.1),
+    "momentum": dict(lr=0.05, momentum=0.9),
+    "dampening": dict(lr=0.05, momentum=0.8, dampening=0.3),
+    "nesterov": dict(lr=0.05, momentum=0.9, nesterov=True),
+    "weight_decay": dict(lr=0.1, weight_decay=0.05),
+    "momentum_weight_decay": dict(lr=0.05, momentum=0.9, weight_decay=0.05),
+}
+# PyTorch's default betas (0.9, 0.999) are not float32 numbers, so the cases using them
+# also check that 1 - beta reaches the update without a large relative error.
+ADAM_CASES = {
+    "adam_default": ("Adam", dict(lr=1e-2)),
+    "adam_weight_decay": ("Adam", dict(lr=1e-2, weight_decay=0.1)),
+    "adam_exact_betas": ("Adam", dict(lr=1e-2, betas=EXACT_BETAS, eps=1e-6)),
+    "adam_exact_betas_wd": ("Adam", dict(lr=1e-2, betas=EXACT_BETAS, weight_decay=0.1)),
+    "adamw_default": ("AdamW", dict(lr=1e-2)),
+    "adamw": ("AdamW", dict(lr=1e-2, weight_decay=0.1)),
+    "adamw_exact_betas": ("AdamW", dict(lr=1e-2, betas=EXACT_BETAS, weight_decay=0.5)),
+}
+
+
+def make_pair(kind, hyper, params):
+    """(dualgrad optimizer, reference) over the same params (Parameters)."""
+    init = [p.numpy() for p in params.values()] if isinstance(params, dict) else \
+        [p.numpy() for p in params]
+    if kind == "SGD":
+        return dg.optim.SGD(params, **hyper), RefSGD(init, **hyper)
+    if kind == "Adam":
+        return dg.optim.Adam(params, **hyper), RefAdam(init, **hyper)
+    ref_hyper = dict(hyper, weight_decay=hyper.get("weight_decay", 1e-2))  # AdamW's default
+    return dg.optim.AdamW(params, **hyper), RefAdam(init, **ref_hyper, decoupled=True)
+
+
+def make_params(rng, shapes):
+    return [dg.ag_param(rng.standard_normal(s)) for s in shapes]
+
+
+def grads_for(rng, params, step):
+    """Gradients that vary from step to step in scale and sign (float32, as dualgrad's)."""
+    scale = 0.5 + (step % 3)
+    return [(scale * rng.standard_normal(p.shape)).astype(np.float32) for p in params]
+
+
+def check_against_reference(opt, ref, params, step):
+    state = opt.state_dict()["state"]
+    for i, p in enumerate(params):
+        assert_f32_close(p.numpy(), ref.params[i], step, f"weight {i} after step {step}")
+        expected = ref.state(i)
+        got = state.get(i, {})
+        assert set(got) == set(expected), f"state keys of param {i} after step {step}"
+        for k, v in expected.items():
+            if k == "step":
+                assert got[k] == v, f"step count of param {i}"
+            else:
+                assert_f32_close(got[k], v, step, f"state {i}/{k} after step {step}")
+
+
+def run_steps(opt, ref, params, rng, steps=STEPS, skip=None):
+    """Step both; skip maps step -> indices whose grad is None at that step."""
+    skip = skip or {}
+    for step in range(1, steps + 1):
+        grads = grads_for(rng, params, step)
+        grads = [None if i in skip.get(step, ()) else g for i, g in enumerate(grads)]
+        before = [p.numpy() for p in params]
+        state_before = opt.state_dict()["state"]
+        for p, g in zip(params, grads):
+            p.grad = g
+        opt.step()
+        ref.step(grads)
+        check_against_reference(opt, ref, params, step)
+        for i in skip.get(step, ()):
+            # skipped: the weight and its whole state are untouched, bit for bit
+            np.testing.assert_array_equal(params[i].numpy(), before[i])
+            after = opt.state_dict()["state"].get(i, {})
+            old = state_before.get(i, {})
+            assert set(after) == set(old)
+            for k in old:
+                np.testing.assert_array_equal(after[k], old[k])
+
+
+SHAPES = [(5, 3), (7,), (2, 2, 3)]
+
+
+@pytest.mark.parametrize("case", list(SGD_CASES))
+def test_sgd_matches_pytorch_rule(device, rng, case):
+    params = make_params(rng, SHAPES)
+    opt, ref = make_pair("SGD", SGD_CASES[case], params)
+    run_steps(opt, ref, params, rng)
+
+
+@pytest.mark.parametrize("case", list(ADAM_CASES))
+def test_adam_matches_pytorch_rule(device, rng, case):
+    kind, hyper = ADAM_CASES[case]
+    params = make_params(rng, SHAPES)
+    opt, ref = make_pair(kind, hyper, params)
+    run_steps(opt, ref, params, rng)
+
+
+def test_adamw_default_weight_decay_is_0_01():
+    p = dg.ag_param(np.ones(3))
+    assert dg.optim.AdamW([p]).weight_decay == 0.01
+    assert dg.optim.Adam([p]).weight_decay == 0.0
+
+
+def test_amsgrad_is_not_supported():
+    p = dg.ag_param(np.ones(3))
+    with pytest.raises(TypeError):
+        dg.optim.Adam([p], amsgrad=True)
+    with pytest.raises(TypeError):
+        dg.optim.AdamW([p], amsgrad=True)
+
+
+OPT_KINDS = {
+    "sgd_momentum": ("SGD", dict(lr=0.05, momentum=0.9)),
+    "adam": ("Adam", dict(lr=1e-2, betas=EXACT_BETAS)),
+    "adamw": ("AdamW", dict(lr=1e-2, betas=EXACT_BETAS, weight_decay=0.1)),
+}
+
+
+@pytest.mark.parametrize("kind", list(OPT_KINDS))
+def test_param_without_grad_is_skipped(device, rng, kind):
+    # Parameter 1 has no gradient at steps 1, 4 and 5 (so it starts late, too): its weight
+    # and state must not move and its step count must not advance.
+    name, hyper = OPT_KINDS[kind]
+    params = make_params(rng, SHAPES)
+    opt, ref = make_pair(name, hyper, params)
+    run_steps(opt, ref, params, rng, steps=8, skip={1: (1,), 4: (1,), 5: (1, 2)})
+    if name != "SGD":
+        state = opt.state_dict()["state"]
+        assert [state[i]["step"] for i in range(3)] == [8, 5, 7]
+
+
+@pytest.mark.parametrize("kind", list(OPT_KINDS))
+def test_frozen_param_untouched(device, rng, kind):
+    name, hyper = OPT_KINDS[kind]
+    params = make_params(rng, SHAPES)
+    frozen = dg.ag_param(rng.standard_normal((4, 2)))
+    frozen_value = frozen.numpy()
+    frozen_grad = rng.standard_normal((4, 2)).astype(np.float32)
+    opt, ref = make_pair(name, hyper, params)
+    for step in range(1, 4):
+        grads = grads_for(rng, params, step)
+        for p, g in zip(params, grads):
+            p.grad = g
+        frozen.grad = frozen_grad
+        opt.step()
+        ref.step(grads)
+        check_against_reference(opt, ref, params, step)
+        np.testing.assert_array_equal(frozen.numpy(), frozen_value)
+    opt.zero_grad()
+    # zero_grad clears only the optimizer's own parameters
+    np.testing.assert_array_equal(frozen.grad.numpy(), frozen_grad)
+    assert len(opt.state_dict()["state"]) == len(params)
+
+
+@pytest.mark.parametrize("kind", list(OPT_KINDS))
+def test_zero_element_param(device, rng, kind):
+    name, hyper = OPT_KINDS[kind]
+    params = [dg.ag_param(np.zeros((0, 3))), dg.ag_param(rng.standard_normal(4))]
+    opt, ref = make_pair(name, hyper, params)
+    run_steps(opt, ref, params, rng, steps=3)
+    assert params[0].shape == (0, 3)
+
+
+@pytest.mark.parametrize("kind", list(OPT_KINDS))
+def test_params_as_dict(device, rng, kind):
+    name, hyper = OPT_KINDS[kind]
+    plist = make_params(rng, SHAPES)
+    named = {"enc.weight": plist[0], "enc.bias": plist[1], "head": plist[2]}
+    opt, ref = make_pair(name, hyper, named)
+    assert opt.state_dict()["param_names"] == ["enc.weight", "enc.bias", "head"]
+    run_steps(opt, ref, plist, rng, steps=4)
+
+
+def test_param_given_twice_rejected():
+    p = dg.ag_param(np.ones(2))
+    with pytest.raises(dg.InvalidValueError):
+        dg.optim.SGD([p, p], lr=0.1)
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad(device, rng, set_to_none):
+    params = make_params(rng, SHAPES)
+    opt = dg.optim.SGD(params, lr=0.1)
+    for p in params[:2]:
+        p.grad = rng.standard_normal(p.shape)
+    old = [p.grad for p in params]
+    opt.zero_grad(set_to_none=set_to_none)
+    assert params[2].grad is None                    # had none: stays None
+    for p, g in zip(params[:2], old):
+        if set_to_none:
+            assert p.grad is None
+        else:                                        # zeroed in place, same tensor
+            assert p.grad is g
+            np.testing.assert_array_equal(p.grad.numpy(), np.zeros(p.shape, np.float32))
+
+
+def test_zero_grad_default_sets_none(device):
+    p = dg.ag_param(np.ones(3))
+    p.grad = np.ones(3)
+    dg.optim.Adam([p]).zero_grad()
+    assert p.grad is None
+
+
+STATE_KINDS = {
+    "sgd_nesterov": ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    "adam": ("Adam", dict(lr=1e-2, weight_decay=0.01)),
+    "adamw": ("AdamW", dict(lr=1e-2, weight_decay=0.1)),
+}
+OPT_CLASSES = {"SGD": dg.optim.SGD, "Adam": dg.optim.Adam, "AdamW": dg.optim.AdamW}
+
+
+@pytest.mark.parametrize("kind", list(STATE_KINDS))
+def test_state_dict_round_trip_continues_exactly(device, rng, kind):
+    name, hyper = STATE_KINDS[kind]
+    params_a = make_params(rng, SHAPES)
+    opt_a = OPT_CLASSES[name](params_a, **hyper)
+    for step in range(1, 5):
+        for p, g in zip(params_a, grads_for(rng, params_a, step)):
+            p.grad = g
+        opt_a.step()
+    sd = opt_a.state_dict()
+    # the state dict holds copies: scribbling on it does not reach the optimizer
+    first = next(k for k in sd["state"][0] if k != "step")
+    keep = sd["state"][0][first].copy()
+    sd["state"][0][first][...] = 123.0
+    np.testing.assert_array_equal(opt_a.state_dict()["state"][0][first], keep)
+    sd["state"][0][first][...] = keep
+
+    params_b = [dg.ag_param(p.numpy()) for p in params_a]
+    other = dict(hyper, lr=hyper["lr"] * 7)          # hyperparameters come from the state
+    opt_b = OPT_CLASSES[name](params_b, **other)
+    opt_b.load_state_dict(sd)
+    assert opt_b.hyperparameters() == opt_a.hyperparameters()
+    for step in range(5, 10):
+        grads = grads_for(rng, params_a, step)
+        for pa, pb, g in zip(params_a, params_b, grads):
+            pa.grad, pb.grad = g, g
+        opt_a.step()
+        opt_b.step()
+    sa, sb = opt_a.state_dict()["state"], opt_b.state_dict()["state"]
+    assert set(sa) == set(sb)
+    for pa, pb in zip(params_a, params_b):
+        if device == "cpu":
+            np.testing.assert_array_equal(pa.numpy(), pb.numpy())
+        else:
+            assert_f32_close(pb.numpy(), pa.numpy().astype(np.float64), 1, "weight")
+    for i in sa:
+        assert set(sa[i]) == set(sb[i])
+        for k in sa[i]:
+            if device == "cpu" or k == "step":
+                np.testing.assert_array_equal(sb[i][k], sa[i][k])
+            else:
+                assert_f32_close(sb[i][k], sa[i][k].astype(np.float64), 1, k)
+
+
+def test_load_state_dict_rejects_other_optimizer_size(rng):
+    a = dg.optim.Adam(make_params(rng, SHAPES))
+    b = dg.optim.Adam(make_params(rng, SHAPES[:2]))
+    with pytest.raises(dg.InvalidValueError):
+        b.load_state_dict(a.state_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient clipping: torch.nn.utils.clip_grad_norm_ with the L2 norm.
+
+CLIP_RTOL = 1e-6     # float32 sum of squares over ~50 elements, then one sqrt and a product
+
+
+def ref_clip(grads, max_norm):
+    total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads))
+    coef = min(max_norm / (total + 1e-6), 1.0)
+    return total, [g.astype(np.float64) * coef for g in grads]
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 3.0, 1e3])
+def test_clip_grad_norm(device, rng, max_norm):
+    params = make_params(rng, SHAPES) + [dg.ag_param(np.ones(3))]   # the last has no grad
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params[:3]]
+    for p, g in zip(params, grads):
+        p.grad = g
+    total, expected = ref_clip(grads, max_norm)
+    assert (max_norm < total) == (max_norm != 1e3)          # both regimes are exercised
+    norm = dg.clip_grad_norm(params, max_norm)
+    assert norm.shape == ()
+    assert norm.item() == pytest.approx(total, rel=CLIP_RTOL)
+    for p, e in zip(params, expected):
+        np.testing.assert_allclose(p.grad.numpy(), e, rtol=CLIP_RTOL, atol=0)
+    assert params[3].grad is None
+    if max_norm < total:
+        clipped = math.sqrt(sum(float(np.sum(p.grad.numpy().astype(np.float64) ** 2))
+                                for p in params[:3]))
+        assert clipped == pytest.approx(max_norm, rel=1e-5)
+    else:                                    # coefficient capped at exactly 1: untouched
+        for p, g in zip(params, grads):
+            np.testing.assert_array_equal(p.grad.numpy(), g)
+
+
+def test_clip_grad_norm_accepts_dict(device, rng):
+    params = make_params(rng, SHAPES)
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    for p, g in zip(params, grads):
+        p.grad = g
+    total, expected = ref_clip(grads, 1.0)
+    norm = dg.optim.clip_grad_norm({str(i): p for i, p in enumerate(params)}, 1.0)
+    assert norm.item() == pytest.approx(total, rel=CLIP_RTOL)
+    for p, e in zip(params, expected):
+        np.testing.assert_allclose(p.grad.numpy(), e, rtol=CLIP_RTOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning-rate schedules: closed forms from the docstrings.
+
+BASE_LR = 0.2
+
+
+def step_lr(s, step_size=3, gamma=0.5):
+    return BASE_LR * gamma ** (s // step_size)
+
+
+def cosine_lr(s, t_max=8, eta_min=0.01):
+    s = min(s, t_max)
+    return eta_min + (BASE_LR - eta_min) * (1 + math.cos(math.pi * s / t_max)) / 2
+
+
+def warmup_cosine_lr(s, warmup=3, total=10, min_lr=1e-3):
+    if s < warmup:
+        return BASE_LR * (s + 1) / warmup
+    frac = min(s - warmup, total - warmup) / (total - warmup)
+    return min_lr + (BASE_LR - min_lr) * (1 + math.cos(math.pi * frac)) / 2
+
+
+SCHEDULES = {
+    "step": (lambda o: dg.optim.StepLR(o, step_size=3, gamma=0.5), step_lr),
+    "cosine": (lambda o: dg.optim.CosineAnnealingLR(o, T_max=8, eta_min=0.01), cosine_lr),
+    "warmup_cosine": (lambda o: dg.optim.WarmupCosineLR(o, 3, 10, min_lr=1e-3),
+                      warmup_cosine_lr),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_schedule_closed_form(name):
+    make, formula = SCHEDULES[name]
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
+    sched = make(opt)
+    assert opt.lr == pytest.approx(formula(0), rel=1e-12)   # construction applies step 0
+    for s in range(1, 15):                                  # past the end of each schedule
+        sched.step()
+        assert opt.lr == pytest.approx(formula(s), rel=1e-12), f"step {s}"
+        assert sched.get_last_lr() == opt.lr
+
+
+def test_schedule_endpoints():
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
+    sched = dg.optim.CosineAnnealingLR(opt, T_max=4, eta_min=0.01)
+    assert opt.lr == pytest.approx(BASE_LR)
+    for _ in range(4):
+        sched.step()
+    assert opt.lr == pytest.approx(0.01)
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
+    sched = dg.optim.WarmupCosineLR(opt, warmup_steps=2, total_steps=6, min_lr=0.0)
+    lrs = [opt.lr]
+    for _ in range(7):
+        sched.step()
+        lrs.append(opt.lr)
+    assert lrs[0] == pytest.approx(BASE_LR / 2) and lrs[2] == pytest.approx(BASE_LR)
+    assert lrs[6] == pytest.approx(0.0, abs=1e-15) and lrs[7] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_schedule_drives_the_update(device):
+    # the optimizer reads the lr the schedule set: plain SGD moves by exactly -lr * g
+    p = dg.ag_param(np.zeros(4))
+    opt = dg.optim.SGD([p], lr=1.0)
+    sched = dg.optim.StepLR(opt, step_size=1, gamma=0.5)
+    expected = np.zeros(4)
+    for s in range(4):
+        p.grad = np.ones(4)
+        opt.step()
+        expected -= 0.5 ** s
+        sched.step()
+        np.testing.assert_allclose(p.numpy(), expected, rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_schedule_state_dict_round_trip(name):
+    make, formula = SCHEDULES[name]
+    opt_a = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
+    sched_a = make(opt_a)
+    for _ in range(5):
+        sched_a.step()
+    state = sched_a.state_dict()
+    opt_b = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=0.9)   # another base lr
+    sched_b = make(opt_b)
+    sched_b.load_state_dict(state)
+    assert opt_b.lr == opt_a.lr == pytest.approx(formula(5), rel=1e-12)
+    for s in range(6, 12):
+        sched_a.step()
+        sched_b.step()
+        assert opt_b.lr == opt_a.lr == pytest.approx(formula(s), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training end to end
+
+TRAIN_KINDS = {
+    "sgd": lambda ps: dg.optim.SGD(ps, lr=0.3),
+    "sgd_nesterov": lambda ps: dg.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+    "adam": lambda ps: dg.optim.Adam(ps, lr=0.02),
+    "adamw": lambda ps: dg.optim.AdamW(ps, lr=0.02, weight_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("kind", list(TRAIN_KINDS))
+def test_training_reduces_loss(device, kind):
+    data = np.random.default_rng(3)
+    x = data.standard_normal((64, 4)).astype(np.float32)
+    y = np.sin(x @ np.array([[1.0], [-2.0], [0.5], [1.5]], np.float32))
+    model = dg.nn.Sequential(dg.nn.Linear(4, 16), dg.nn.Tanh(), dg.nn.Linear(16, 1))
+    opt = TRAIN_KINDS[kind](model.parameters())
+    losses = []
+    for _ in range(60):
+        with dg.with_grad_tape():
+            loss = dg.mse_loss(model(dg.ag_tensor(x)), y)
+            loss.backward()
+        losses.append(loss.item())
+        opt.step()
+        opt.zero_grad()
+    assert all(math.isfinite(v) for v in losses)
+    assert losses[-1] < 0.5 * losses[0]

@@ -1,0 +1,274 @@
+"""The gradient tape: recording, nesting, no_grad, accumulation, backward's forms, and the
+residency helpers and device counters as they behave on the cpu backend.
+
+Expected gradients are worked out by hand from the formulas (d/dx of x*x is 2x, ...), not
+taken from the library.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+from dualgrad import residency
+
+X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], dtype=np.float32)
+
+
+def _grad(t) -> np.ndarray:
+    assert t.grad is not None, "no gradient reached the tensor"
+    return t.grad.numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tapes
+
+def test_tapes_do_not_nest_and_the_outer_tape_keeps_working(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        before = dg.sum(x * x)
+        with pytest.raises(dg.InvalidValueError, match="with_grad_tape: .*do not nest"):
+            with dg.with_grad_tape():
+                pass
+        after = dg.sum(x * 3.0)         # still recorded by the outer tape
+        assert after.requires_grad
+        (before + after).backward()
+    np.testing.assert_allclose(_grad(x), 2 * X + 3, rtol=1e-6)
+    with dg.with_grad_tape():           # the failed inner tape left nothing open
+        assert dg.sum(x).requires_grad
+
+
+def test_a_tape_closes_when_its_block_raises(device):
+    x = dg.ag_param(X)
+    with pytest.raises(RuntimeError, match="boom"):
+        with dg.with_grad_tape():
+            dg.sum(x)
+            raise RuntimeError("boom")
+    assert not dg.sum(x).requires_grad   # no longer recording
+    with dg.with_grad_tape():            # and a new tape can open
+        loss = dg.sum(x * 2.0)
+    loss.backward()
+    np.testing.assert_array_equal(_grad(x), np.full_like(X, 2.0))
+
+
+def test_backward_inside_and_after_the_tape_agree(device):
+    w_in, w_out = dg.ag_param(X), dg.ag_param(X)
+    with dg.with_grad_tape():
+        dg.sum(dg.tanh(w_in) * w_in).backward()
+    with dg.with_grad_tape():
+        loss = dg.sum(dg.tanh(w_out) * w_out)
+    loss.backward()                      # after the block: the graph is still usable
+    t = np.tanh(X.astype(np.float64))
+    expected = t + X * (1 - t * t)       # d/dx x*tanh(x)
+    np.testing.assert_allclose(_grad(w_in), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(_grad(w_in), _grad(w_out))
+
+
+def test_ops_outside_a_tape_record_nothing(device):
+    x = dg.ag_param(X)
+    y = dg.sum(x * 2.0)
+    assert not y.requires_grad
+    with pytest.raises(dg.InvalidValueError, match="no recorded history"):
+        y.backward()
+    assert x.grad is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Accumulation
+
+def test_gradients_accumulate_across_backward_calls(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        # constants are made inside the tape: opening one frees the pass pool on gpu
+        c = dg.ag_tensor(np.array([1.0, -2.0, 0.5]))
+        loss = dg.sum(x * x * c)
+    loss.backward()
+    first = _grad(x)
+    np.testing.assert_allclose(first, 2 * X * [1.0, -2.0, 0.5], rtol=1e-6)
+    loss.backward()                      # the same graph again: added, not replaced
+    np.testing.assert_allclose(_grad(x), 2 * first, rtol=1e-6)
+
+
+def test_gradients_accumulate_across_tapes_until_zero_grad(device):
+    model = dg.nn.Linear(3, 2)
+    opt = dg.optimizer_sgd(model.parameters(), lr=0.1)
+
+    def run():
+        with dg.with_grad_tape():
+            dg.sum(model(dg.ag_tensor(X))).backward()
+
+    run()
+    # d sum(x @ W.T + b) / dW[o, i] = sum over rows of x[:, i]; / db[o] = rows
+    expected_w = np.tile(X.sum(axis=0), (2, 1))
+    np.testing.assert_allclose(_grad(model.weight), expected_w, rtol=1e-6)
+    np.testing.assert_array_equal(_grad(model.bias), [2.0, 2.0])
+    run()                                # a new tape does not clear parameter gradients
+    np.testing.assert_allclose(_grad(model.weight), 2 * expected_w, rtol=1e-6)
+    np.testing.assert_array_equal(_grad(model.bias), [4.0, 4.0])
+    opt.zero_grad()
+    assert model.weight.grad is None and model.bias.grad is None
+    run()
+    np.testing.assert_array_equal(_grad(model.bias), [2.0, 2.0])
+    opt.zero_grad(set_to_none=False)     # zeros in place, then accumulation starts from 0
+    np.testing.assert_array_equal(_grad(model.bias), [0.0, 0.0])
+    run()
+    np.testing.assert_array_equal(_grad(model.bias), [2.0, 2.0])
+
+
+def test_a_tensor_used_twice_gets_the_summed_gradient(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        loss = dg.sum(x * x) + dg.sum(x + x)
+    loss.backward()
+    np.testing.assert_allclose(_grad(x), 2 * X + 2, rtol=1e-6)
+
+    y = dg.ag_param(X)
+    with dg.with_grad_tape():
+        h = y * 3.0                      # an intermediate used by two ops
+        loss = dg.sum(h * h) + dg.sum(dg.exp(h * 0.0) * h)
+    loss.backward()
+    np.testing.assert_allclose(_grad(y), 18 * X + 3, rtol=1e-5)
+
+
+def test_only_inputs_that_require_grad_get_one(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        c = dg.ag_tensor(X * 2)
+        leaf = dg.ag_tensor(np.ones(3), requires_grad=True)     # a leaf, not a Parameter
+        loss = dg.sum(x * c + leaf * c)
+        assert not (c * c).requires_grad          # constants alone record nothing
+    loss.backward()
+    assert c.grad is None
+    np.testing.assert_allclose(_grad(x), X * 2, rtol=1e-6)
+    np.testing.assert_allclose(_grad(leaf), (X * 2).sum(axis=0), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# backward's forms
+
+def test_backward_on_a_leaf(device):
+    scalar = dg.ag_param(np.array([2.5]))
+    scalar.backward()
+    np.testing.assert_array_equal(_grad(scalar), [1.0])
+    scalar.backward()
+    np.testing.assert_array_equal(_grad(scalar), [2.0])
+    matrix = dg.ag_param(X)
+    seed = np.arange(6, dtype=np.float32).reshape(2, 3)
+    dg.backward(matrix, seed)
+    np.testing.assert_array_equal(_grad(matrix), seed)
+
+
+def test_backward_with_an_explicit_grad_for_a_non_scalar_output(device):
+    x, w = dg.ag_param(X), dg.ag_param(X[::-1] + 1)
+    g = np.array([[1.0, 0.0, -2.0], [0.5, 3.0, 1.0]], dtype=np.float32)
+    with dg.with_grad_tape():
+        y = x * w
+    y.backward(g)
+    np.testing.assert_allclose(_grad(x), g * (X[::-1] + 1), rtol=1e-6)
+    np.testing.assert_allclose(_grad(w), g * X, rtol=1e-6)
+    with dg.with_grad_tape():
+        z = dg.matmul(x, dg.transpose(w))                 # (2, 2)
+    x.grad = None
+    dg.backward(z, dg.ag_tensor(np.eye(2)))               # a Tensor grad works too
+    np.testing.assert_allclose(_grad(x), X[::-1] + 1, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# no_grad
+
+def test_no_grad_outside_a_tape_records_nothing(device):
+    x = dg.ag_param(X)
+    with dg.no_grad():
+        y = dg.sum(x * x)
+    assert not y.requires_grad
+    with pytest.raises(dg.InvalidValueError):
+        y.backward()
+    assert x.grad is None
+
+
+def test_no_grad_inside_a_tape_only_pauses_recording(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        a = x * 2.0
+        with dg.no_grad():
+            b = x * 3.0
+        c = x * 4.0
+        assert a.requires_grad and not b.requires_grad and c.requires_grad
+        loss = dg.sum(a * b) + dg.sum(c)
+    loss.backward()
+    # b is a constant 3x: d/dx sum(2x * b) = 2b = 6x; if b were recorded it would be 12x
+    np.testing.assert_allclose(_grad(x), 6 * X + 4, rtol=1e-6)
+
+
+def test_no_grad_restores_recording_when_its_block_raises(device):
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        with pytest.raises(KeyError):
+            with dg.no_grad():
+                raise KeyError("inside no_grad")
+        assert dg.sum(x).requires_grad
+
+
+# ---------------------------------------------------------------------------------------------
+# Deep graphs
+
+def test_a_long_chain_backpropagates_without_recursion(device):
+    n = max(3000, 2 * sys.getrecursionlimit())   # deeper than any recursive walk could go
+    x = dg.ag_param(np.array([1.0, -2.0]))
+    with dg.with_grad_tape():
+        h = x
+        for _ in range(n):
+            h = h + x                    # h = (n + 1) x, built as a chain n deep
+        loss = dg.sum(h)
+    loss.backward()
+    np.testing.assert_array_equal(_grad(x), [n + 1.0, n + 1.0])   # exact in float32
+    del h, loss                          # freeing the chain must not recurse either
+
+
+# ---------------------------------------------------------------------------------------------
+# Residency helpers and counters on cpu
+
+def test_a_cpu_parameter_is_untouched():
+    values = np.array([[1.0, -0.5], [0.25, 4.0]], dtype=np.float32)
+    w = dg.ag_param(values)
+    with dg.with_grad_tape():            # a tape and a backward do not move it anywhere
+        dg.sum(w * w).backward()
+    assert residency.ptr_is_live(w) is False
+    assert residency.tensor_scope(w) == "pass"
+    assert w.ptr is None
+    np.testing.assert_array_equal(dg.ag_data(w), values)
+    assert dg.ag_data(w).dtype == np.float32
+
+
+def test_device_counters_are_zero_on_cpu():
+    model = dg.nn.Linear(3, 2)
+    opt = dg.optimizer_adam(model.parameters())
+    with dg.with_grad_tape():            # some real work first: cpu has nothing to count
+        dg.sum(model(dg.ag_tensor(X))).backward()
+    opt.step()
+    mem, transfers = dg.tape_mem(), dg.transfer_stats()
+    for key in ("buffer_bytes", "n_buffers", "p_buffer_bytes", "p_n_buffers"):
+        assert mem[key] == 0, key
+    for key in ("h2d_bytes", "h2d_calls", "d2h_bytes", "d2h_calls", "submits"):
+        assert transfers[key] == 0, key
+    dg.reset_transfer_stats()
+    assert all(v == 0 for v in dg.transfer_stats().values())
+
+
+@pytest.mark.parametrize("writer", [residency.store_weight, residency.set_host_data,
+                                    residency.write_resident],
+                         ids=lambda f: f.__name__)
+def test_residency_writers_set_the_value_on_cpu(writer):
+    w = dg.ag_param(np.zeros((2, 3)))
+    new = np.arange(6, dtype=np.float64).reshape(2, 3) / 3.0
+    writer(w, new)
+    assert w.shape == (2, 3) and w.dtype == np.float32           # dtype kept, input converted
+    np.testing.assert_array_equal(w.numpy(), new.astype(np.float32))
+    assert w.ptr is None and not residency.ptr_is_live(w)
+    new[...] = -1.0                      # the tensor holds its own copy
+    assert w.numpy()[0, 1] == np.float32(1.0 / 3.0)
+    with dg.with_grad_tape():            # and the new value is what ops and autograd see
+        dg.sum(w * w).backward()
+    np.testing.assert_allclose(_grad(w), 2 * w.numpy(), rtol=1e-6)
