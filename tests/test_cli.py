@@ -97,3 +97,15 @@ def test_make_digits_images_show_their_digit():
     assert (x >= 0).all() and (x.max(axis=1) > 0).all()
     ink = np.array([(x[y == d] > 0).sum(axis=1).mean() for d in range(10)])
     assert ink[1] < ink[8]
+
+
+@pytest.mark.gpu
+def test_demo_trains_to_the_same_accuracy_on_the_gpu(gpu):
+    # Same seed, same batches: the two runs differ only by float32 rounding, so the trained
+    # models must classify the test set (nearly) identically.
+    dg.ag_device("cpu")
+    cpu = demo.run_demo(device="cpu", steps=60, hidden=32, report_every=30, out=lambda s: None)
+    gpu_run = demo.run_demo(device="gpu", steps=60, hidden=32, report_every=30, out=lambda s: None)
+    assert gpu_run["accuracy"] > 0.3
+    assert abs(gpu_run["accuracy"] - cpu["accuracy"]) <= 0.01
+    assert abs(gpu_run["loss"] - cpu["loss"]) <= 1e-3 * (1 + cpu["loss"])

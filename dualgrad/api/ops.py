@@ -368,7 +368,7 @@ def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> 
 def matmul(a, b) -> Tensor:
     """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
     shared across the batch). Full float32 arithmetic on both backends."""
-    a = _tensor("matmul", "a", a)
+    a = _tensor("matmul", "a", a, b if isinstance(b, Tensor) else None)
     b = _tensor("matmul", "b", b, a)
     _same_dtype("matmul", a, b)
     _check_matmul("matmul", a, b, -1, -2)
@@ -396,7 +396,7 @@ def matmul(a, b) -> Tensor:
 def linear(x, weight, bias=None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out, in) as in PyTorch; x is 2-D or 3-D.
     The transposed weight is read in place, never copied."""
-    x = _tensor("linear", "x", x)
+    x = _tensor("linear", "x", x, weight if isinstance(weight, Tensor) else None)
     weight = _tensor("linear", "weight", weight, x)
     _same_dtype("linear", x, weight)
     if x.ndim not in (2, 3):
@@ -504,7 +504,7 @@ def softmax_cross_entropy(logits, targets) -> Tensor:
 def mse_loss(pred, target) -> Tensor:
     """Mean of (pred - target)**2 over all elements, as PyTorch's ``mse_loss``; ``target``
     (a Tensor or an array) must have pred's shape."""
-    pred = _tensor("mse_loss", "pred", pred)
+    pred = _tensor("mse_loss", "pred", pred, target if isinstance(target, Tensor) else None)
     target = _tensor("mse_loss", "target", target, pred)
     if target.shape != pred.shape:
         raise bad_shape("mse_loss", "target", target.shape, f"pred's shape {pred.shape}")
@@ -517,7 +517,7 @@ def mse_loss(pred, target) -> Tensor:
 
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
-    x = _tensor("layer_norm", "x", x)
+    x = _tensor("layer_norm", "x", x, weight if isinstance(weight, Tensor) else None)
     weight = _tensor("layer_norm", "weight", weight, x)
     bias = _tensor("layer_norm", "bias", bias, x)
     if x.ndim == 0:

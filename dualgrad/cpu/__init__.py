@@ -86,7 +86,7 @@ class CpuBackend(Backend):
         return reduce.reduce_backward(op, x, y, g, axes)
 
     def permute(self, x, axes):
-        return np.ascontiguousarray(np.transpose(x, axes))
+        return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
     def matmul(self, a, b, trans_a=False, trans_b=False):
         return matmul.matmul(a, b, trans_a, trans_b)

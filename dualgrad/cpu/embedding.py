@@ -31,5 +31,5 @@ def embedding(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def embedding_backward(idx: np.ndarray, g: np.ndarray, num_rows: int) -> np.ndarray:
     """dL/dtable: each position's gradient row added into the row it looked up."""
     acc = np.zeros((num_rows, g.shape[-1]), np.float64)
-    _scatter_add(idx.reshape(-1), g.reshape(idx.size, -1), acc)
+    _scatter_add(idx.reshape(-1), g.reshape(idx.size, g.shape[-1]), acc)
     return acc.astype(g.dtype)

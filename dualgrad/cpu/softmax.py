@@ -7,19 +7,26 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .jit import kernel
+from .jit import kernel, scalar
+
+
+@scalar
+def _row_max_sumexp(x, r):
+    """(max, sum of exp(x - max)) of row r."""
+    m = -math.inf
+    for j in range(x.shape[1]):
+        m = max(m, np.float64(x[r, j]))
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += math.exp(np.float64(x[r, j]) - m)
+    return m, s
 
 
 @kernel
 def _softmax_rows(x, out, log):
     rows, n = x.shape
     for r in range(rows):
-        m = -math.inf
-        for j in range(n):
-            m = max(m, np.float64(x[r, j]))
-        s = 0.0
-        for j in range(n):
-            s += math.exp(np.float64(x[r, j]) - m)
+        m, s = _row_max_sumexp(x, r)
         if log:
             lse = m + math.log(s)
             for j in range(n):
@@ -48,12 +55,7 @@ def _xent_forward(x, targets, lse):
     rows, n = x.shape
     total = 0.0
     for r in range(rows):
-        m = -math.inf
-        for j in range(n):
-            m = max(m, np.float64(x[r, j]))
-        s = 0.0
-        for j in range(n):
-            s += math.exp(np.float64(x[r, j]) - m)
+        m, s = _row_max_sumexp(x, r)
         row_lse = m + math.log(s)
         lse[r] = row_lse
         total += row_lse - np.float64(x[r, targets[r]])

@@ -1,0 +1,870 @@
+"""Float32 forward and backward of every op against a NumPy float64 reference, on each backend.
+
+Tests take the ``device`` fixture, so they run on cpu today and on the Vulkan backend once it
+exists. Tolerances live in TOL below. Hypothesis draws shapes and broadcasting patterns for
+the elementwise ops and reductions. Special values, dtypes and Tensor plumbing are at the end.
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import dualgrad as dg
+
+F32 = np.float32
+FMAX = float(np.finfo(F32).max)
+
+# Allowed error of a float32 result against the float64 reference, in ULP of the magnitude
+# behind it: ulp(m) = np.spacing(float32(m)), m = |reference| unless a test passes the sum of
+# |terms| that produced it. Results summed over n terms get TOL["per_term"] * (n - 1) ULP more.
+# Every bound also allows the half ULP that rounding the exact result to float32 costs.
+TOL = {
+    # + - * neg abs relu clamp maximum minimum, and the copies (reshape, transpose, embedding,
+    # dropout's scaling): IEEE float32 rounds these correctly and Vulkan must too. The cpu
+    # backend computes in float64 and rounds once, which gives the same bits (double rounding
+    # is innocuous for + - * / sqrt), so: equality with the float64 result rounded to float32.
+    "exact": 0,
+    # One / or sqrt: correctly rounded on cpu, but Vulkan allows 2.5 ULP for x / y and takes
+    # sqrt from inversesqrt (about 3 ULP).
+    "div": 3,
+    # One exp, log, tanh, erf or sigmoid: a few ULP (libm on cpu is under 1).
+    "transcendental": 4,
+    # Two or more inexact steps: pow (exp2 of y * log2 x on a GPU), and gradients computed
+    # from a rounded forward output (sqrt', exp', tanh', softmax', layer_norm' ...).
+    # Results of exp-based ops are measured against |result| * (1 + |exponent|), because
+    # rounding the argument of a float32 exp costs that much (Vulkan: 3 + 2|x| ULP for exp).
+    "composite": 8,
+    # Sums (sum, mean, matmul, linear, broadcast gradients, softmax and layer-norm rows): each
+    # float32 addition rounds once, so the classic bound (n - 1) u sum|terms| holds whatever
+    # the order (sequential, blocked BLAS, tree reduction on a GPU).
+    "per_term": 1,
+    # log near 1: Vulkan bounds log's absolute error by 2**-21 on [0.5, 2], where the result
+    # is near 0 and ULP-relative bounds are meaningless.
+    "log_atol": 2.0 ** -21,
+}
+
+# Hypothesis reuses the function-scoped backend fixture across examples: it only selects a
+# backend, so that is safe.
+HYP = settings(suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                      HealthCheck.too_slow])
+
+
+def check(out, ref, kind, n=1, mag=None, atol=0.0, signed_zero=False):
+    """Assert that float32 ``out`` matches float64 ``ref`` within TOL[kind] (see TOL)."""
+    out = np.asarray(out)
+    ref = np.asarray(ref, np.float64)
+    assert out.dtype == F32, f"dtype {out.dtype}, expected float32"
+    assert out.shape == ref.shape, f"shape {out.shape}, expected {ref.shape}"
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref32 = ref.astype(F32)
+    nan = np.isnan(ref)
+    np.testing.assert_array_equal(np.isnan(out), nan, err_msg="NaN positions differ")
+    if signed_zero:
+        np.testing.assert_array_equal(np.signbit(out[~nan]), np.signbit(ref32[~nan]),
+                                      err_msg="signs differ")
+    if TOL[kind] == 0 and n <= 1 and atol == 0:
+        np.testing.assert_array_equal(out, ref32)
+        return
+    inf = np.isinf(ref)
+    np.testing.assert_array_equal(out[inf], ref[inf], err_msg="infinities differ")
+    mag = np.abs(ref) if mag is None else np.broadcast_to(np.asarray(mag, np.float64),
+                                                          ref.shape)
+    # Clip to the float32 range so that a huge (or undefined) magnitude gives a huge bound.
+    mag = np.nan_to_num(np.minimum(np.abs(mag), FMAX), nan=FMAX).astype(F32)
+    with np.errstate(over="ignore"):
+        units = TOL[kind] + TOL["per_term"] * max(n - 1, 0)
+        bound = (units * np.spacing(mag).astype(np.float64)
+                 + 0.5 * np.spacing(np.abs(ref32)).astype(np.float64) + atol)
+    with np.errstate(invalid="ignore"):        # inf - inf where both are inf: masked below
+        err = np.abs(out.astype(np.float64) - ref)
+    bad = np.isfinite(ref) & ~(err <= bound)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise AssertionError(f"{bad.sum()} of {bad.size} elements out of tolerance ({kind}, "
+                             f"n={n}); first at {i}: got {out[i]!r}, expected {ref[i]!r}, "
+                             f"error {err[i]:.3g} > bound {bound[i]:.3g}")
+
+
+def run(fn, arrays, g):
+    """Forward fn on float32 tensors made from arrays, backward with output gradient g;
+    returns (output value, input gradients). Everything happens inside one tape, which is
+    where a device keeps the pass's tensors alive."""
+    with dg.with_grad_tape():
+        ts = [dg.ag_tensor(a, requires_grad=True) for a in arrays]
+        out = fn(*ts)
+        assert isinstance(out, dg.Tensor) and out.dtype == F32
+        y = out.numpy()
+        out.backward(g)
+        grads = [t.grad.numpy() for t in ts]
+    return y, grads
+
+
+def r32(v):
+    """A bound rounded to float32: hypothesis wants float32-representable bounds."""
+    return float(F32(v))
+
+
+def f32(lo, hi, tiny=1e-3):
+    """float32 values in [lo, hi] that are 0 or at least ``tiny`` in magnitude, so no result
+    is subnormal (a GPU may flush those to zero) and no quotient overflows."""
+    r = r32
+    parts = [st.just(0.0)] if lo <= 0 <= hi else []
+    if hi >= tiny:
+        parts.append(st.floats(r(max(lo, tiny)), r(hi), width=32))
+    if lo <= -tiny:
+        parts.append(st.floats(r(lo), r(min(hi, -tiny)), width=32))
+    return st.one_of(parts)
+
+
+def nonzero32(lo, hi, tiny=1e-3):
+    return st.one_of(st.floats(r32(tiny), r32(hi), width=32),
+                     st.floats(r32(lo), r32(-tiny), width=32))
+
+
+GRAD_ELEMENTS = f32(-10.0, 10.0, tiny=1e-2)
+
+
+def unbroadcast(full, shape):
+    """Sum a broadcast-shaped array down to ``shape`` (the reference of gradient sums)."""
+    lead = full.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and full.shape[lead + i] != 1)
+    return full.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary elementwise ops with broadcasting
+
+def _binary_grads(op, a, b, g):
+    """(dL/da, dL/db, magnitude of each) in the broadcast shape, in float64."""
+    with np.errstate(all="ignore"):
+        if op == "add":
+            ga, gb = g, g
+        elif op == "sub":
+            ga, gb = g, -g
+        elif op == "mul":
+            ga, gb = g * b, g * a
+        elif op == "div":
+            ga, gb = g / b, -g * a / (b * b)
+        elif op == "pow":
+            ga, gb = g * b * a ** (b - 1), g * a ** b * np.log(a)
+            # exp2(b log2 a) loses accuracy with |b log2 a| (see exp_scaled); log(a) near 0
+            # has an absolute error, so gb is measured against |g a**b| as well.
+            t = 1 + np.abs(b * np.log2(a))
+            return ga, gb, np.abs(ga) * t, np.abs(g * a ** b) * (np.abs(np.log(a)) + 1) * t
+        else:
+            tie = (a == b) * 0.5
+            a_wins = (a > b) if op == "maximum" else (a < b)
+            b_wins = (b > a) if op == "maximum" else (b < a)
+            ga, gb = g * (a_wins + tie), g * (b_wins + tie)
+    ga, gb = np.broadcast_to(ga, g.shape), np.broadcast_to(gb, g.shape)
+    return ga, gb, np.abs(ga), np.abs(gb)
+
+
+BINARY = {
+    # op: (NumPy reference, elements of a, elements of b, forward kind, gradient kinds)
+    "add": (np.add, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+    "sub": (np.subtract, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+    "mul": (np.multiply, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+    "div": (np.divide, f32(-1e3, 1e3), nonzero32(-1e3, 1e3), "div", ("div", "composite")),
+    "pow": (np.power, f32(0.25, 4.0), f32(-3.0, 3.0), "composite", ("composite", "composite")),
+    "maximum": (np.maximum, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+    "minimum": (np.minimum, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+}
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+@HYP
+@given(data=st.data())
+def test_binary(device, op, data):
+    ref_fn, elem_a, elem_b, kind, grad_kinds = BINARY[op]
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4,
+                                                         min_side=1, max_side=4))
+    (sa, sb), shape = shapes.input_shapes, shapes.result_shape
+    a = data.draw(hnp.arrays(F32, sa, elements=elem_a), label="a")
+    b = data.draw(hnp.arrays(F32, sb, elements=elem_b), label="b")
+    g = data.draw(hnp.arrays(F32, shape, elements=GRAD_ELEMENTS), label="g")
+    y, (da, db) = run(getattr(dg, op), [a, b], g)
+    a64, b64, g64 = (v.astype(np.float64) for v in (a, b, g))
+    ref = ref_fn(a64, b64)
+    fmag = np.abs(ref) * (1 + np.abs(b64 * np.log2(a64))) if op == "pow" else None
+    check(y, ref, kind, mag=fmag, signed_zero=kind == "exact")
+    ga, gb, ma, mb = _binary_grads(op, a64, b64, g64)
+    check(da, unbroadcast(ga, sa), grad_kinds[0], n=g.size // a.size, mag=unbroadcast(ma, sa))
+    check(db, unbroadcast(gb, sb), grad_kinds[1], n=g.size // b.size, mag=unbroadcast(mb, sb))
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary_zero_size(device, op):
+    a = np.ones((0, 3), F32) * 2
+    b = np.full((1, 3), 1.5, F32)
+    y, (da, db) = run(getattr(dg, op), [a, b], np.zeros((0, 3), F32))
+    assert y.shape == (0, 3) and y.dtype == F32
+    check(da, np.zeros((0, 3)), "exact")
+    check(db, np.zeros((1, 3)), "exact")     # a sum over no elements is 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Unary ops, and binary ops with a Python number (scalar kernels; the number is rounded to
+# float32 first, as for any float32 operand)
+
+_SQRT2 = math.sqrt(2.0)
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def np_gelu(x):
+    return 0.5 * x * _erfc(-x / _SQRT2)          # erfc: accurate where gelu(x) ~ 0
+
+
+def np_gelu_grad(x):
+    return 0.5 * _erfc(-x / _SQRT2) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def np_sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def s32(v):
+    """A Python number as the float32 the op computes with."""
+    return float(F32(v))
+
+
+def exp_scaled(exponent):
+    """Magnitude for exp-based results: Vulkan's exp and exp2 lose accuracy with the size of
+    their argument (3 + 2|t| ULP), as does any float32 exp whose argument is rounded, so the
+    error is measured against |result| * (1 + |t|)."""
+    return lambda x, r: np.abs(r) * (1 + np.abs(exponent(x)))
+
+
+def with_g(x, g, r):
+    """Gradients formed from a rounded float32 output cancel in y*(1-y) (sigmoid) and
+    1 - y*y (tanh), and erf cancels near -1 (gelu): that costs about eps*|g|."""
+    return np.abs(r) + np.abs(g)
+
+
+_LOG2_15 = math.log2(s32(1.5))
+
+
+def log2_abs(x):
+    return np.log2(np.maximum(np.abs(x), 1e-30))
+
+# name: (op, reference, derivative, elements, forward kind, gradient kind,
+#        forward magnitude (x, ref) -> array or None for |ref|,
+#        gradient magnitude (x, g, ref) -> array or None for |ref|)
+UNARY = {
+    "neg": (dg.neg, np.negative, lambda x: -np.ones_like(x), f32(-1e3, 1e3), "exact",
+            "exact", None, None),
+    "abs": (dg.abs, np.abs, np.sign, f32(-1e3, 1e3), "exact", "exact", None, None),
+    "relu": (dg.relu, lambda x: np.maximum(x, 0.0), lambda x: (x > 0) * 1.0,
+             f32(-1e3, 1e3), "exact", "exact", None, None),
+    "exp": (dg.exp, np.exp, np.exp, f32(-20.0, 20.0), "transcendental", "composite",
+            exp_scaled(lambda x: x), lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    # log near 1 is near 0: Vulkan bounds its absolute error there (TOL["log_atol"]).
+    "log": (dg.log, np.log, lambda x: 1.0 / x, f32(1e-3, 1e3), "transcendental", "div",
+            None, None),
+    "sqrt": (dg.sqrt, np.sqrt, lambda x: 0.5 / np.sqrt(x), f32(1e-3, 1e3), "div",
+             "composite", None, None),
+    # gelu = x Phi(x) ~ 0 for x << 0, where a float32 Phi has an absolute error: measure
+    # against |x| as well.
+    "gelu": (dg.gelu, np_gelu, np_gelu_grad, f32(-10.0, 10.0), "transcendental",
+             "composite", lambda x, r: np.abs(r) + np.abs(x), with_g),
+    "sigmoid": (dg.sigmoid, np_sigmoid, lambda x: np_sigmoid(x) * np_sigmoid(-x),
+                f32(-20.0, 20.0), "transcendental", "composite", exp_scaled(lambda x: x),
+                lambda x, g, r: np.abs(r) * (1 + np.abs(x)) + np.abs(g)),
+    "tanh": (dg.tanh, np.tanh, lambda x: 1.0 - np.tanh(x) ** 2, f32(-10.0, 10.0),
+             "transcendental", "composite", None, with_g),
+    "clamp": (lambda t: dg.clamp(t, -1.5, 2.5), lambda x: np.clip(x, -1.5, 2.5),
+              lambda x: ((x >= -1.5) & (x <= 2.5)) * 1.0, f32(-5.0, 5.0), "exact", "exact",
+              None, None),
+    "clamp_min": (lambda t: dg.clamp(t, min=0.5), lambda x: np.maximum(x, 0.5),
+                  lambda x: (x >= 0.5) * 1.0, f32(-5.0, 5.0), "exact", "exact", None, None),
+    "clamp_max": (lambda t: dg.clamp(t, max=-0.5), lambda x: np.minimum(x, -0.5),
+                  lambda x: (x <= -0.5) * 1.0, f32(-5.0, 5.0), "exact", "exact", None, None),
+    "add_s": (lambda t: t + 0.1, lambda x: x + s32(0.1), np.ones_like, f32(-1e3, 1e3),
+              "exact", "exact", None, None),
+    "rsub_s": (lambda t: 0.1 - t, lambda x: s32(0.1) - x, lambda x: -np.ones_like(x),
+               f32(-1e3, 1e3), "exact", "exact", None, None),
+    "mul_s": (lambda t: t * -0.3, lambda x: x * s32(-0.3),
+              lambda x: np.full_like(x, s32(-0.3)), f32(-1e3, 1e3), "exact", "exact", None,
+              None),
+    "div_s": (lambda t: t / 0.3, lambda x: x / s32(0.3),
+              lambda x: np.full_like(x, 1.0 / s32(0.3)), f32(-1e3, 1e3), "div", "div", None,
+              None),
+    "rdiv_s": (lambda t: 0.3 / t, lambda x: s32(0.3) / x, lambda x: -s32(0.3) / (x * x),
+               nonzero32(-1e3, 1e3, tiny=1e-2), "div", "composite", None, None),
+    "pow_s": (lambda t: t ** 1.7, lambda x: x ** s32(1.7),
+              lambda x: s32(1.7) * x ** (s32(1.7) - 1), f32(1e-2, 1e2), "composite",
+              "composite", exp_scaled(lambda x: s32(1.7) * np.log2(x)),
+              lambda x, g, r: np.abs(r) * (1 + np.abs(s32(1.7) * np.log2(x)))),
+    "pow_s_int": (lambda t: t ** 3, lambda x: x ** 3, lambda x: 3 * x ** 2, f32(-30.0, 30.0),
+                  "composite", "composite", exp_scaled(lambda x: 3 * log2_abs(x)),
+                  lambda x, g, r: np.abs(r) * (1 + np.abs(2 * log2_abs(x)))),
+    "rpow_s": (lambda t: 1.5 ** t, lambda x: s32(1.5) ** x,
+               lambda x: s32(1.5) ** x * math.log(s32(1.5)), f32(-10.0, 10.0), "composite",
+               "composite", exp_scaled(lambda x: x * _LOG2_15),
+               lambda x, g, r: np.abs(r) * (1 + np.abs(x * _LOG2_15))),
+    "maximum_s": (lambda t: dg.maximum(t, 0.25), lambda x: np.maximum(x, s32(0.25)),
+                  lambda x: (x >= s32(0.25)) * 1.0, f32(-5.0, 5.0), "exact", "exact", None,
+                  None),
+    "minimum_s": (lambda t: dg.minimum(-0.25, t), lambda x: np.minimum(s32(-0.25), x),
+                  lambda x: (x <= s32(-0.25)) * 1.0, f32(-5.0, 5.0), "exact", "exact", None,
+                  None),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@HYP
+@given(data=st.data())
+def test_unary(device, name, data):
+    fn, ref_fn, dref, elements, kind, grad_kind, fmag, gmag = UNARY[name]
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=6))
+    x = data.draw(hnp.arrays(F32, shape, elements=elements), label="x")
+    g = data.draw(hnp.arrays(F32, shape, elements=GRAD_ELEMENTS), label="g")
+    y, (dx,) = run(fn, [x], g)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    ref = ref_fn(x64)
+    check(y, ref, kind, mag=fmag and fmag(x64, ref),
+          atol=TOL["log_atol"] if name == "log" else 0.0, signed_zero=kind == "exact")
+    gref = g64 * dref(x64)
+    check(dx, gref, grad_kind, mag=gmag and gmag(x64, g64, gref))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+
+
+@st.composite
+def axes_for(draw, ndim):
+    """None, an int, or a tuple of distinct axes, each maybe negative."""
+    if ndim == 0:
+        return draw(st.sampled_from([None, ()]))
+    if draw(st.booleans()):
+        return None
+    chosen = draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim))
+    signed = tuple(a - ndim if draw(st.booleans()) else a for a in chosen)
+    return signed[0] if len(signed) == 1 and draw(st.booleans()) else signed
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@HYP
+@given(data=st.data())
+def test_reduce(device, op, data):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
+    # Integers in [-8, 8] make ties common for max; the rest are spread out.
+    elements = st.one_of(f32(-1e3, 1e3), st.integers(-8, 8).map(float))
+    x = data.draw(hnp.arrays(F32, shape, elements=elements), label="x")
+    axis = data.draw(axes_for(len(shape)), label="axis")
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    x64 = x.astype(np.float64)
+    total = np.sum(x64, axis=axis, keepdims=keepdims)
+    n = x.size // max(total.size, 1)                  # elements per reduced group
+    g = data.draw(hnp.arrays(F32, total.shape, elements=GRAD_ELEMENTS), label="g")
+    y, (dx,) = run(lambda t: getattr(dg, op)(t, axis, keepdims), [x], g)
+    kshape = np.sum(x64, axis=axis, keepdims=True).shape
+    gk = g.astype(np.float64).reshape(kshape)
+    abs_sum = np.sum(np.abs(x64), axis=axis, keepdims=keepdims)
+    if op == "sum":
+        check(y, total, "exact", n=n, mag=abs_sum)
+        check(dx, np.broadcast_to(gk, x.shape), "exact")
+    elif op == "mean":
+        check(y, total / n, "div", n=n, mag=abs_sum / n)
+        check(dx, np.broadcast_to(gk / n, x.shape), "div")
+    else:
+        top = np.max(x64, axis=axis, keepdims=True)
+        check(y, np.max(x64, axis=axis, keepdims=keepdims), "exact")
+        hit = x64 == top                         # tied maxima share the gradient evenly
+        count = np.sum(hit, axis=axis, keepdims=True)
+        check(dx, np.where(hit, gk / count, 0.0), "div")
+
+
+def test_reduce_zero_length(device):
+    x = np.zeros((0, 3), F32)
+    y, (dx,) = run(lambda t: dg.sum(t, axis=0), [x], np.ones(3, F32))
+    check(y, np.zeros(3), "exact")
+    check(dx, np.zeros((0, 3)), "exact")
+    with dg.with_grad_tape():
+        m = dg.mean(dg.ag_tensor(x), axis=0).numpy()
+        assert m.shape == (3,) and np.isnan(m).all()          # the mean of nothing is NaN
+        assert dg.max(dg.ag_tensor(x), axis=1).numpy().shape == (0,)   # nothing to reduce
+        with pytest.raises(dg.ShapeError):
+            dg.max(dg.ag_tensor(x), axis=0)                   # max of nothing is undefined
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape ops: pure data movement, so exact in both directions
+
+@pytest.mark.parametrize("src, dst", [((3, 4), (4, 3)), ((2, 3, 4), (-1, 4)),
+                                      ((12,), (1, 2, 3, 2)), ((6,), (1, 6, 1)),
+                                      ((1,), ()), ((0, 3), (3, 0))])
+def test_reshape(device, src, dst, rng):
+    x = rng.standard_normal(src).astype(F32)
+    ref_y = x.reshape(dst)
+    g = rng.standard_normal(ref_y.shape).astype(F32)
+    y, (dx,) = run(lambda t: t.reshape(dst), [x], g)
+    check(y, ref_y, "exact", signed_zero=True)
+    check(dx, g.reshape(src), "exact", signed_zero=True)
+
+
+@pytest.mark.parametrize("shape, axes", [((3, 4), None), ((2, 3, 4), None),
+                                         ((2, 3, 4), (1, 0, 2)), ((2, 3, 4, 5), (0, 2, 3, 1)),
+                                         ((2, 3, 4, 5), (3, 2, 1, 0)), ((2, 3, 4), (-1, 0, 1)),
+                                         ((0, 3), None), ((7,), None), ((), None)])
+def test_transpose(device, shape, axes, rng):
+    x = rng.standard_normal(shape).astype(F32)
+    ref_y = np.transpose(x, axes)
+    g = rng.standard_normal(ref_y.shape).astype(F32)
+    y, (dx,) = run(lambda t: dg.transpose(t, axes), [x], g)
+    check(y, ref_y, "exact", signed_zero=True)
+    inverse = np.argsort(np.arange(len(shape))[::-1] if axes is None
+                         else [a % len(shape) for a in axes])
+    check(dx, np.transpose(g, inverse), "exact", signed_zero=True)
+    if axes is None:
+        check(dg.ag_tensor(x).T.numpy(), ref_y, "exact")
+
+
+@pytest.mark.parametrize("axes", [(0, 5), (0, -3), (1, 1)])
+def test_transpose_rejects_bad_axes(axes):
+    # NumPy raises for an axis outside [-ndim, ndim) and for a repeated axis.
+    with pytest.raises(ValueError):
+        np.transpose(np.zeros((2, 3)), axes)
+    with pytest.raises(ValueError):
+        dg.transpose(dg.ag_tensor(np.zeros((2, 3))), axes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matrix products: sums over the inner dimension K
+
+def _matmul_grads(a, b, g):
+    ga = g @ np.swapaxes(b, -1, -2)
+    gb = np.swapaxes(a, -1, -2) @ g
+    if a.ndim == 2 and ga.ndim == 3:       # a shared by the batch: its gradient sums over it
+        ga = ga.sum(0)
+    if b.ndim == 2 and gb.ndim == 3:
+        gb = gb.sum(0)
+    return ga, gb
+
+
+@pytest.mark.parametrize("sa, sb", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
+                                    ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((1, 1), (1, 1)),
+                                    ((7, 13), (13, 1)), ((5, 64), (64, 3)), ((3, 0), (0, 2)),
+                                    ((0, 4), (4, 2))])
+def test_matmul(device, sa, sb, rng):
+    a = rng.uniform(-1, 1, sa).astype(F32)
+    b = rng.uniform(-1, 1, sb).astype(F32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = a64 @ b64
+    g = rng.uniform(-1, 1, ref.shape).astype(F32)
+    g64 = g.astype(np.float64)
+    y, (da, db) = run(lambda s, t: s @ t, [a, b], g)
+    check(y, ref, "exact", n=sa[-1], mag=np.abs(a64) @ np.abs(b64))
+    ga, gb = _matmul_grads(a64, b64, g64)
+    ma, mb = _matmul_grads(np.abs(a64), np.abs(b64), np.abs(g64))
+    batch = ref.shape[0] if ref.ndim == 3 else 1
+    n_a = sb[-1] * (batch if len(sa) == 2 else 1)     # a shared by the batch sums over it
+    n_b = sa[-2] * (batch if len(sb) == 2 else 1)
+    check(da, ga, "exact", n=n_a, mag=ma)
+    check(db, gb, "exact", n=n_b, mag=mb)
+
+
+@pytest.mark.parametrize("sx, out, bias", [((4, 3), 5, True), ((4, 3), 5, False),
+                                           ((2, 3, 4), 5, True), ((2, 3, 4), 6, False),
+                                           ((1, 33), 13, True)])
+def test_linear(device, sx, out, bias, rng):
+    x = rng.uniform(-1, 1, sx).astype(F32)
+    w = rng.uniform(-1, 1, (out, sx[-1])).astype(F32)
+    b = rng.uniform(-1, 1, out).astype(F32)
+    x64, w64, b64 = (v.astype(np.float64) for v in (x, w, b))
+    ref = x64 @ w64.T + (b64 if bias else 0.0)
+    mag = np.abs(x64) @ np.abs(w64).T + (np.abs(b64) if bias else 0.0)
+    g = rng.uniform(-1, 1, ref.shape).astype(F32)
+    g64 = g.astype(np.float64)
+    arrays = [x, w, b] if bias else [x, w]
+    y, grads = run(dg.linear, arrays, g)
+    check(y, ref, "exact", n=sx[-1] + bias, mag=mag)
+    rows = x.size // sx[-1]
+    g2, x2 = g64.reshape(rows, out), x64.reshape(rows, -1)
+    check(grads[0], g64 @ w64, "exact", n=out, mag=np.abs(g64) @ np.abs(w64))
+    check(grads[1], g2.T @ x2, "exact", n=rows, mag=np.abs(g2).T @ np.abs(x2))
+    if bias:
+        check(grads[2], g2.sum(0), "exact", n=rows, mag=np.abs(g2).sum(0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Softmax family, losses, layer normalisation, embedding
+
+
+def np_log_softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+
+
+@pytest.mark.parametrize("shape, axis", [((4, 7), -1), ((3, 4, 5), 1), ((3, 4, 5), 0),
+                                         ((2, 33), -1), ((6,), 0)])
+def test_softmax(device, shape, axis, rng):
+    x = rng.uniform(-10, 10, shape).astype(F32)
+    g = rng.uniform(-1, 1, shape).astype(F32)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    n = shape[axis]
+    ls = np_log_softmax(x64, axis)
+    p = np.exp(ls)
+    # exp(x - max) in float32: rounding x - max costs eps/2 * |x - max| relative in the
+    # result, so softmax errors are measured against p * (1 + |x - max|).
+    spread = 1 + np.abs(x64 - np.max(x64, axis=axis, keepdims=True))
+    y, (dx,) = run(lambda t: dg.softmax(t, axis), [x], g)
+    check(y, p, "composite", n=n, mag=p * spread)
+    gp = np.sum(g64 * p, axis=axis, keepdims=True)
+    mag = p * spread * (np.abs(g64) + np.sum(np.abs(g64) * p * spread, axis=axis,
+                                             keepdims=True))
+    check(dx, p * (g64 - gp), "composite", n=n, mag=mag)
+    # log_softmax = x - lse: its error is relative to |x| + |lse|, not to the result.
+    lse = x64 - ls
+    y, (dx,) = run(lambda t: dg.log_softmax(t, axis=axis), [x], g)
+    check(y, ls, "composite", n=n, mag=np.abs(x64) + np.abs(lse))
+    gs = np.sum(g64, axis=axis, keepdims=True)
+    mag = np.abs(g64) + p * np.sum(np.abs(g64), axis=axis, keepdims=True) * (
+        1 + np.abs(x64) + np.abs(lse))
+    check(dx, g64 - p * gs, "composite", n=n, mag=mag)
+
+
+@pytest.mark.parametrize("rows, classes", [(5, 7), (3, 40), (1, 1)])
+def test_softmax_cross_entropy(device, rows, classes, rng):
+    x = rng.uniform(-5, 5, (rows, classes)).astype(F32)
+    targets = rng.integers(0, classes, rows)
+    x64 = x.astype(np.float64)
+    ls = np_log_softmax(x64)
+    lse = x64 - ls
+    picked = ls[np.arange(rows), targets]
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        loss = dg.softmax_cross_entropy(t, targets)
+        assert loss.shape == ()
+        value = loss.numpy()
+        loss.backward()
+        dx = t.grad.numpy()
+    mag = np.mean(np.abs(lse[np.arange(rows), targets]) + np.abs(x64[np.arange(rows), targets]))
+    check(value, -np.mean(picked), "composite", n=rows + classes, mag=mag)
+    onehot = np.eye(classes)[targets]
+    p = np.exp(ls)
+    mag = (p * (1 + np.abs(x64) + np.abs(lse)) + onehot) / rows
+    check(dx, (p - onehot) / rows, "composite", n=classes, mag=mag)
+
+
+def test_mse_loss(device, rng):
+    pred = rng.uniform(-2, 2, (3, 5)).astype(F32)
+    target = rng.uniform(-2, 2, (3, 5)).astype(F32)
+    d = pred.astype(np.float64) - target.astype(np.float64)
+    with dg.with_grad_tape():
+        tp, tt = dg.ag_tensor(pred, requires_grad=True), dg.ag_tensor(target, requires_grad=True)
+        loss = dg.mse_loss(tp, tt)
+        value = loss.numpy()
+        loss.backward()
+        gp, gt = tp.grad.numpy(), tt.grad.numpy()
+        # a NumPy target is a constant
+        check(dg.mse_loss(tp, target).numpy(), np.mean(d * d), "composite", n=d.size)
+    check(value, np.mean(d * d), "composite", n=d.size)
+    check(gp, 2 * d / d.size, "composite")
+    check(gt, -2 * d / d.size, "composite")
+
+
+@pytest.mark.parametrize("shape, eps", [((4, 7), 1e-5), ((2, 3, 16), 1e-5), ((5, 3), 1e-2)])
+def test_layer_norm(device, shape, eps, rng):
+    x = rng.uniform(-2, 2, shape).astype(F32)
+    w = rng.uniform(0.5, 1.5, shape[-1]).astype(F32)
+    b = rng.uniform(-1, 1, shape[-1]).astype(F32)
+    g = rng.uniform(-1, 1, shape).astype(F32)
+    x64, w64, b64, g64 = (v.astype(np.float64) for v in (x, w, b, g))
+    n = shape[-1]
+    mu = x64.mean(-1, keepdims=True)
+    rs = 1.0 / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + eps)
+    xhat = (x64 - mu) * rs
+    y, (dx, dw, db) = run(lambda s, t, u: dg.layer_norm(s, t, u, eps=eps), [x, w, b], g)
+    check(y, xhat * w64 + b64, "composite", n=n, mag=(np.abs(xhat) + 1) * w64 + np.abs(b64))
+    gw = g64 * w64
+    a_mean = gw.mean(-1, keepdims=True)
+    b_mean = (gw * xhat).mean(-1, keepdims=True)
+    mag = rs * (np.abs(gw) + np.abs(gw).mean(-1, keepdims=True)
+                + np.abs(xhat) * np.abs(gw * xhat).mean(-1, keepdims=True))
+    check(dx, rs * (gw - a_mean - xhat * b_mean), "composite", n=n, mag=mag)
+    rows = x.size // n
+    axes = tuple(range(len(shape) - 1))
+    check(dw, (g64 * xhat).sum(axes), "composite", n=rows, mag=np.abs(g64 * xhat).sum(axes))
+    check(db, g64.sum(axes), "exact", n=rows, mag=np.abs(g64).sum(axes))
+
+
+@pytest.mark.parametrize("idx", [[[1, 3, 1], [0, 3, 3]], [5, 0, 5, 5], [[[2]]]])
+def test_embedding(device, idx, rng):
+    idx = np.array(idx, np.int64)
+    table = rng.standard_normal((6, 4)).astype(F32)
+    g = rng.standard_normal(idx.shape + (4,)).astype(F32)
+    y, (dt,) = run(lambda t: dg.embedding(t, idx), [table], g)
+    check(y, table[idx], "exact", signed_zero=True)
+    ref, mag = np.zeros((6, 4)), np.zeros((6, 4))
+    np.add.at(ref, idx.reshape(-1), g.reshape(-1, 4).astype(np.float64))
+    np.add.at(mag, idx.reshape(-1), np.abs(g.reshape(-1, 4)).astype(np.float64))
+    check(dt, ref, "exact", n=int(np.bincount(idx.reshape(-1)).max()), mag=mag)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropout: an independent Philox4x32-10 reproduces the documented mask exactly
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """Random123's Philox4x32-10 on arrays of 32-bit words held in uint64."""
+    c0, c1, c2, c3 = (np.asarray(c, np.uint64) for c in ctr)
+    k0, k1 = (np.uint64(k) for k in key)
+    for _ in range(10):
+        p0, p1 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _M32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _M32)
+        k0, k1 = (k0 + np.uint64(0x9E3779B9)) & _M32, (k1 + np.uint64(0xBB67AE85)) & _M32
+    return c0, c1, c2, c3
+
+
+def test_reference_philox_known_answers():
+    # Random123's published known-answer vectors for Philox4x32-10.
+    for ctr, key, expected in [
+            ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+            ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2,
+             (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+            ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+             (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]:
+        assert tuple(int(w) for w in philox4x32_10(ctr, key)) == expected
+
+
+def dropout_keep(n, p, seed, step):
+    """The documented mask: counter (i//4 lo, i//4 hi, step lo, step hi), key (seed lo,
+    seed hi); element i keeps word i % 4's top 24 bits u and survives when
+    u >= round(p * 2**24)."""
+    block = np.arange((n + 3) // 4, dtype=np.uint64)
+    ones = np.ones_like(block)
+    ctr = (block & _M32, block >> np.uint64(32), ones * np.uint64(step & 0xFFFFFFFF),
+           ones * np.uint64(step >> 32))
+    words = philox4x32_10(ctr, (seed & 0xFFFFFFFF, seed >> 32))
+    u = np.stack(words, axis=1).reshape(-1)[:n] >> np.uint64(8)
+    return u >= np.uint64(round(p * 2 ** 24))
+
+
+@pytest.mark.parametrize("shape, p, seed, step", [((37,), 0.5, 0, 0), ((5, 7), 0.1, 1234, 7),
+                                                  ((2, 3, 4, 5), 0.9, 2 ** 40 + 3, 2 ** 35 + 1)])
+def test_dropout(device, shape, p, seed, step, rng):
+    x = rng.standard_normal(shape).astype(F32)
+    g = rng.standard_normal(shape).astype(F32)
+    keep = dropout_keep(x.size, p, seed, step).reshape(shape)
+    assert 0 < keep.sum() < keep.size
+    scale = s32(1.0 / (1.0 - p))           # the scale is a float32 operand: one exact multiply
+    y, (dx,) = run(lambda t: dg.dropout(t, p, seed, step), [x], g)
+    check(y, np.where(keep, x.astype(np.float64) * scale, 0.0), "exact")
+    check(dx, np.where(keep, g.astype(np.float64) * scale, 0.0), "exact")
+    # the same (seed, step) repeats the mask; another step draws a different one
+    with dg.no_grad():
+        again = dg.dropout(dg.ag_tensor(x), p, seed, step).numpy()
+        other = dg.dropout(dg.ag_tensor(np.ones(shape, F32)), p, seed, step + 1).numpy()
+    np.testing.assert_array_equal(again, y)
+    assert ((other != 0) != keep).any()
+
+
+def test_dropout_extremes(device, rng):
+    x = rng.standard_normal((4, 5)).astype(F32)
+    with dg.no_grad():
+        np.testing.assert_array_equal(dg.dropout(dg.ag_tensor(x), 0.0, 3, 4).numpy(), x)
+        np.testing.assert_array_equal(dg.dropout(dg.ag_tensor(x), 1.0, 3, 4).numpy(),
+                                      np.zeros_like(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Special values: NaN and inf propagation, signed zeros, division by zero
+
+NAN, INF = float("nan"), float("inf")
+SPECIAL = np.array([NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 2.5], F32)
+
+
+SPECIAL_CASES = [
+    ("relu", dg.relu, lambda x: np.where(x > 0, x, np.where(np.isnan(x), x, 0.0)), "exact"),
+    ("neg", dg.neg, np.negative, "exact"),
+    ("abs", dg.abs, np.abs, "exact"),
+    ("exp", dg.exp, np.exp, "transcendental"),
+    ("log", dg.log, np.log, "transcendental"),
+    ("sqrt", dg.sqrt, np.sqrt, "div"),
+    ("tanh", dg.tanh, np.tanh, "transcendental"),
+    ("sigmoid", dg.sigmoid, np_sigmoid, "transcendental"),
+    ("clamp", lambda t: dg.clamp(t, -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), "exact"),
+    ("maximum_s", lambda t: dg.maximum(t, 0.5), lambda x: np.maximum(x, 0.5), "exact"),
+    ("minimum_s", lambda t: dg.minimum(t, 0.5), lambda x: np.minimum(x, 0.5), "exact"),
+    ("div_by_zero", lambda t: t / 0.0, lambda x: x / 0.0, "exact"),
+    ("rdiv", lambda t: 1.0 / t, lambda x: 1.0 / x, "div"),
+    ("add_inf", lambda t: t + INF, lambda x: x + INF, "exact"),
+    ("mul_zero", lambda t: t * 0.0, lambda x: x * 0.0, "exact"),
+]
+
+
+@pytest.mark.parametrize("name, fn, ref, kind", SPECIAL_CASES,
+                         ids=[c[0] for c in SPECIAL_CASES])
+def test_special_values_unary(device, name, fn, ref, kind):
+    with np.errstate(all="ignore"):
+        expected = ref(SPECIAL.astype(np.float64))
+    with dg.no_grad():
+        out = fn(dg.ag_tensor(SPECIAL)).numpy()
+    # The sign of a zero result is IEEE-defined for the exact ops (neg(0) = -0,
+    # relu(-0) = +0, 1/-0 = -inf); NaNs are compared by position only.
+    check(out, expected, kind, signed_zero=kind == "exact")
+
+
+def test_special_values_spelled_out(device):
+    def v(fn, x):
+        return fn(dg.ag_tensor(np.array(x, F32))).numpy()
+
+    with dg.no_grad():
+        assert np.isnan(v(dg.relu, [NAN])).all()
+        r = v(dg.relu, [-0.0])
+        assert r[0] == 0.0 and not np.signbit(r[0])           # relu(-0.0) is +0.0
+        n = v(dg.neg, [0.0])
+        assert n[0] == 0.0 and np.signbit(n[0])               # neg(0.0) is -0.0
+        assert np.isnan(v(lambda t: dg.clamp(t, 0.0, 1.0), [NAN])).all()
+        assert v(dg.exp, [-INF])[0] == 0.0
+        assert v(dg.log, [0.0])[0] == -INF
+        assert np.isnan(v(dg.sqrt, [-1.0])).all()
+        a = dg.ag_tensor(np.array([NAN, 1.0, NAN], F32))
+        b = dg.ag_tensor(np.array([1.0, NAN, NAN], F32))
+        for op in (dg.maximum, dg.minimum):
+            assert np.isnan(op(a, b).numpy()).all()           # NaN from either side wins
+            assert np.isnan(op(b, a).numpy()).all()
+        x = dg.ag_tensor(np.array([[1.0, NAN, 3.0], [1.0, 2.0, 3.0]], F32))
+        np.testing.assert_array_equal(np.isnan(dg.max(x, axis=1).numpy()), [True, False])
+        np.testing.assert_array_equal(np.isnan(dg.sum(x, axis=1).numpy()), [True, False])
+        np.testing.assert_array_equal(dg.softmax(dg.ag_tensor(np.array([0.0, -INF, 0.0], F32)))
+                                      .numpy(), np.array([0.5, 0.0, 0.5], F32))
+        q = dg.div(dg.ag_tensor(np.array([1.0, -1.0, 0.0], F32)),
+                   dg.ag_tensor(np.zeros(3, F32))).numpy()
+        assert q[0] == INF and q[1] == -INF and np.isnan(q[2])   # IEEE division by zero
+
+
+def test_special_values_backward(device):
+    # Derivatives that are infinite at a point give inf (as NumPy/IEEE), not an exception.
+    x = np.array([0.0, 4.0], F32)
+    g = np.ones(2, F32)
+    _, (d,) = run(dg.sqrt, [x], g)
+    check(d, [INF, 0.25], "composite")
+    _, (d,) = run(dg.log, [x], g)
+    check(d, [INF, 0.25], "div")
+    _, (d,) = run(lambda t: 1.0 / t, [x], g)
+    check(d, [-INF, -1.0 / 16], "composite")
+
+
+# ---------------------------------------------------------------------------------------------
+# dtypes, Tensor plumbing, and what gets recorded
+
+def test_results_are_float32(device, rng):
+    x = rng.uniform(0.5, 2.0, (3, 4)).astype(F32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        outs = [t + t, t - 1, 2 * t, t / 3, t ** 2, -t, dg.exp(t), dg.log(t), dg.sqrt(t),
+                dg.relu(t), dg.gelu(t), dg.sigmoid(t), dg.tanh(t), dg.clamp(t, 0.7, 1.2),
+                dg.maximum(t, t), dg.sum(t), dg.mean(t, 0), dg.max(t, 1), t.reshape(4, 3),
+                t.T, t @ t.T, dg.softmax(t), dg.log_softmax(t), dg.layer_norm(t, x[0], x[0]),
+                dg.linear(t, x), dg.dropout(t, 0.5, 1, 1), dg.mse_loss(t, x),
+                dg.softmax_cross_entropy(t, np.array([0, 1, 2])),
+                dg.embedding(t, np.array([0, 2]))]
+        for out in outs:
+            assert out.dtype == F32 and out.numpy().dtype == F32
+        dg.sum(outs[0]).backward()
+        assert t.grad.dtype == F32 and t.grad.numpy().dtype == F32
+    assert dg.ag_tensor(x.astype(np.float64)).dtype == F32      # float32 by default
+    assert dg.ag_tensor(np.arange(3)).dtype == F32
+
+
+def test_mixed_dtypes_are_rejected():
+    a = dg.ag_tensor(np.ones(3), dtype="float64")
+    b = dg.ag_tensor(np.ones(3))
+    for op in (dg.add, dg.mul, dg.maximum):
+        with pytest.raises(dg.ArgumentTypeError):
+            op(a, b)
+    # NumPy operands take the tensor's dtype instead (float64 stays float64 on cpu)
+    assert (np.ones(3) + a).dtype == np.float64
+    assert (a * np.ones(3, F32)).dtype == np.float64
+
+
+def test_numpy_returns_a_copy(device):
+    src = np.arange(6, dtype=F32).reshape(2, 3)
+    t = dg.ag_tensor(src)
+    src[0, 0] = 100.0                       # ag_tensor copied its input
+    first = t.numpy()
+    first[...] = -7.0                       # and numpy() hands out a copy
+    np.testing.assert_array_equal(t.numpy(), np.arange(6, dtype=F32).reshape(2, 3))
+    assert t.numpy() is not t.numpy()
+    arr = np.asarray(t)
+    assert isinstance(arr, np.ndarray) and arr.dtype == F32
+    np.testing.assert_array_equal(arr, t.numpy())
+    np.testing.assert_array_equal(np.asarray(t, dtype=np.float64), arr.astype(np.float64))
+    data = dg.ag_data(t)
+    assert isinstance(data, np.ndarray) and data.dtype == F32
+    data[...] = 5.0
+    np.testing.assert_array_equal(t.numpy(), np.arange(6, dtype=F32).reshape(2, 3))
+    listed = dg.ag_data([1.0, 2.5])         # non-tensors come back as float32 arrays
+    assert listed.dtype == F32 and listed.tolist() == [1.0, 2.5]
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1, 1), ()])
+def test_item(device, shape):
+    value = F32(0.1)
+    t = dg.ag_tensor(np.full(shape, value, F32))
+    assert t.shape == shape
+    assert isinstance(t.item(), float) and t.item() == float(value)
+    assert float(t) == float(value)
+    assert dg.sum(dg.ag_tensor(np.full((2, 2), 0.25, F32))).item() == 1.0    # 0-d result
+    with pytest.raises(dg.ShapeError):
+        dg.ag_tensor(np.zeros(2, F32)).item()
+
+
+def test_zero_d_tensors(device):
+    # NumPy semantics: a 0-d array (or a number) makes a 0-d tensor, and a 0-d loss takes a
+    # 0-d (or number) output gradient.
+    for value in (np.array(2.5, F32), 2.5, np.float32(2.5)):
+        assert dg.ag_tensor(value).shape == np.shape(value)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(np.array([1.0, 2.0], F32), requires_grad=True)
+        loss = dg.sum(t * t)
+        assert loss.shape == ()
+        loss.backward(np.array(0.5, F32))
+        np.testing.assert_array_equal(t.grad.numpy(), np.array([1.0, 2.0], F32))
+
+
+def test_ndarray_operand_gives_tensor(device):
+    t = dg.ag_tensor(np.array([1.0, 2.0, 4.0], F32))
+    arr = np.array([[0.5], [2.0]])          # float64: converted to the tensor's float32
+    for result, ref in ((arr + t, arr + [1, 2, 4]), (arr - t, arr - [1, 2, 4]),
+                        (arr * t, arr * [1, 2, 4]), (arr / t, arr / [1, 2, 4]),
+                        (arr ** t, arr ** [1, 2, 4]), (t + arr, arr + [1, 2, 4])):
+        assert isinstance(result, dg.Tensor) and result.dtype == F32
+        check(result.numpy(), ref, "composite")
+    s = np.float32(3.0) + t
+    assert isinstance(s, dg.Tensor)
+    check(s.numpy(), [4.0, 5.0, 7.0], "exact")
+    m = np.ones((2, 3), F32) @ dg.ag_tensor(np.ones((3, 2), F32))
+    assert isinstance(m, dg.Tensor)
+    check(m.numpy(), np.full((2, 2), 3.0), "exact")
+
+
+def test_recording_only_inside_a_tape(device):
+    x = np.array([1.0, -2.0, 3.0], F32)
+    t = dg.ag_tensor(x, requires_grad=True)
+    out = dg.relu(t * 2.0)
+    assert out.requires_grad is False            # no tape: nothing recorded
+    with pytest.raises(dg.InvalidValueError):
+        dg.backward(dg.sum(out))
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        c = dg.ag_tensor(x)
+        y = dg.relu(t * 2.0) + c
+        assert y.requires_grad is True
+        assert (c * c).requires_grad is False    # no input requires grad
+        with dg.no_grad():
+            assert (t * 2.0).requires_grad is False
+        assert (t * 2.0).requires_grad is True   # recording resumes after no_grad
+        dg.sum(y).backward()
+        np.testing.assert_array_equal(t.grad.numpy(), np.where(x > 0, 2.0, 0.0).astype(F32))
+    assert (t + 1.0).requires_grad is False      # the tape is closed again
