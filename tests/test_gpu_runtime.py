@@ -213,9 +213,13 @@ def test_device_choice_ranks_by_type():
         choose(found, 3)
 
 
-def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+def _run(code: str, env: dict, path: str = "") -> subprocess.CompletedProcess:
+    """Run code in a fresh interpreter; ``path`` goes in front of the inherited PYTHONPATH."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    pythonpath = os.pathsep.join(p for p in (path, str(ROOT), inherited) if p)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env={**os.environ, **env}, cwd=str(ROOT), timeout=300)
+                          text=True, env={**os.environ, **env, "PYTHONPATH": pythonpath},
+                          cwd=str(ROOT), timeout=300)
 
 
 def test_no_vulkan_loader_gives_a_clear_error(tmp_path):
@@ -232,7 +236,7 @@ def test_no_vulkan_loader_gives_a_clear_error(tmp_path):
         except dg.DeviceUnavailable as e:
             print("unavailable:", e)
         print(dg.ag_device())
-    """, {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    """, {}, path=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "[]" in out.stdout
     assert "unavailable:" in out.stdout and "libvulkan1" in out.stdout
@@ -246,8 +250,7 @@ def test_no_vulkan_device_gives_a_clear_error():
             dg.ag_device("gpu")
         except dg.DeviceUnavailable as e:
             print("unavailable:", e)
-    """, {"VK_DRIVER_FILES": "/nonexistent/icd.json", "VK_ICD_FILENAMES": "/nonexistent.json",
-          "PYTHONPATH": str(ROOT)})
+    """, {"VK_DRIVER_FILES": "/nonexistent/icd.json", "VK_ICD_FILENAMES": "/nonexistent.json"})
     assert out.returncode == 0, out.stderr
     assert "unavailable:" in out.stdout and "mesa-vulkan-drivers" in out.stdout
 
