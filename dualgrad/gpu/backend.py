@@ -21,7 +21,6 @@ from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
 from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from .context import Context
 from .memory import ArenaPool, DeviceArray, FreeListPool
-from .pipelines import Pipelines
 from .recorder import Recorder
 
 F32 = np.dtype(np.float32)
@@ -74,7 +73,7 @@ class GpuBackend(Backend):
     @classmethod
     def open(cls, index: int | None = None) -> "GpuBackend":
         """Open a Vulkan device (raises DeviceUnavailable when there is none)."""
-        return cls(Context(index))
+        return cls(Context.get(index))
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -82,7 +81,7 @@ class GpuBackend(Backend):
         pool_type, staging_type = _memory_types(ctx)
         self.pass_pool = ArenaPool(ctx, pool_type)
         self.persistent_pool = FreeListPool(ctx, pool_type)
-        self.pipelines = Pipelines(ctx)
+        self.pipelines = ctx.pipelines
         self.rec = Recorder(ctx, self.pipelines, staging_type)
         self._resident = weakref.WeakSet()       # tensors whose storage is here
         self._ops = {name: i for i, name in enumerate(UNARY_OPS)}
@@ -132,7 +131,9 @@ class GpuBackend(Backend):
             self.pass_pool.reset()
 
     def release(self) -> None:
-        """Rescue every live tensor's value into host memory, then free everything."""
+        """Rescue every live tensor's value into host memory, then free the device memory
+        (the pools and the staging ring; the device and its compiled pipelines stay for the
+        next selection)."""
         with self.ctx.lock:
             for t in list(self._resident):
                 ptr = t.ptr
@@ -146,8 +147,6 @@ class GpuBackend(Backend):
             self.rec.destroy()
             self.pass_pool.release()
             self.persistent_pool.release()
-            self.pipelines.destroy()
-            self.ctx.close()
 
     def memory(self) -> dict:
         p_bytes, p_count = self.persistent_pool.stats()

@@ -1,8 +1,11 @@
 """The Vulkan context: instance, device choice, logical device, the compute queue.
 
-One Context per selected device. It owns the instance and device handles and destroys them
-last (``close``). Device choice: discrete > integrated > virtual > cpu-type (lavapipe), or
-the device ``DUALGRAD_VK_DEVICE`` names (an index or a substring of the name).
+The process has one VkInstance, made at first need, and one Context per physical device it
+opens, kept for the life of the process: selecting the cpu frees the device's memory (the
+backend's pools) but not the device, so switching back is cheap and drivers are not asked
+to create and destroy devices over and over. Device choice: discrete > integrated > virtual
+> cpu-type (lavapipe), or the device ``DUALGRAD_VK_DEVICE`` names (an index or a substring
+of the name).
 """
 from __future__ import annotations
 
@@ -74,15 +77,31 @@ def _describe(vk, index: int, pd) -> dict:
             "usable": usable, "queue_family": compute[0] if compute else None}
 
 
+_lock = threading.Lock()
+_instance = None
+_found = None
+_contexts: dict = {}
+
+
+def instance():
+    """(vulkan module, the process's VkInstance), made at first call."""
+    global _instance
+    with _lock:
+        if _instance is None:
+            vk = load_vulkan()
+            _instance = (vk, _create_instance(vk))
+        return _instance
+
+
 def list_devices() -> list:
     """Every Vulkan device the loader reports (usable or not), as dicts."""
-    vk = load_vulkan()
-    instance = _create_instance(vk)
-    try:
-        return [_describe(vk, i, pd) for i, pd in
-                enumerate(vk.vkEnumeratePhysicalDevices(instance))]
-    finally:
-        vk.vkDestroyInstance(instance, None)
+    global _found
+    vk, handle = instance()
+    with _lock:
+        if _found is None:
+            physical = vk.vkEnumeratePhysicalDevices(handle)
+            _found = [(_describe(vk, i, pd), pd) for i, pd in enumerate(physical)]
+        return [dict(info) for info, _ in _found]
 
 
 def choose(found: list, index: int | None) -> dict:
@@ -112,26 +131,35 @@ def choose(found: list, index: int | None) -> dict:
 
 
 class Context:
-    """Instance, physical and logical device, and one compute queue. ``lock`` serialises
-    every use of the queue and the command recorder across threads."""
+    """A physical and logical device, its compute queue and its pipelines. ``lock``
+    serialises every use of the queue and the command recorder across threads."""
 
-    def __init__(self, index: int | None = None):
-        vk = self.vk = load_vulkan()
+    @classmethod
+    def get(cls, index: int | None = None) -> "Context":
+        """The context of the device ``index`` (or the one ``choose`` picks), opened once."""
+        info = choose(list_devices(), index)
+        with _lock:
+            ctx = _contexts.get(info["index"])
+        if ctx is None:
+            ctx = cls(info)
+            with _lock:
+                ctx = _contexts.setdefault(info["index"], ctx)
+        return ctx
+
+    def __init__(self, info: dict):
+        from .pipelines import Pipelines
+        vk, self.instance = instance()
+        self.vk = vk
         self.lock = threading.RLock()
-        self.instance = _create_instance(vk)
-        try:
-            physical = vk.vkEnumeratePhysicalDevices(self.instance)
-            self.info = choose([_describe(vk, i, pd) for i, pd in enumerate(physical)], index)
-            self.physical = physical[self.info["index"]]
-            self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
-            self.limits = self.properties.limits
-            self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
-            self.queue_family = self.info["queue_family"]
-            self.device = self._create_device()
-            self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
-        except BaseException:
-            vk.vkDestroyInstance(self.instance, None)
-            raise
+        self.info = info
+        self.physical = vk.vkEnumeratePhysicalDevices(self.instance)[info["index"]]
+        self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.limits = self.properties.limits
+        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        self.queue_family = info["queue_family"]
+        self.device = self._create_device()
+        self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
+        self.pipelines = Pipelines(self)
 
     def _create_device(self):
         vk = self.vk
@@ -151,17 +179,3 @@ class Context:
     @property
     def name(self) -> str:
         return self.info["name"]
-
-    def wait_idle(self) -> None:
-        with self.lock:
-            self.vk.vkDeviceWaitIdle(self.device)
-
-    def close(self) -> None:
-        """Destroy the device and instance (everything made from them must be gone)."""
-        vk = self.vk
-        if self.device is not None:
-            vk.vkDestroyDevice(self.device, None)
-            self.device = None
-        if self.instance is not None:
-            vk.vkDestroyInstance(self.instance, None)
-            self.instance = None

@@ -57,18 +57,3 @@ class Pipelines:
         create = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
         self._keep.extend((entries, data, info, stage))
         return vk.vkCreateComputePipelines(self.ctx.device, self.cache, 1, [create], None)[0]
-
-    def count(self) -> int:
-        return len(self._pipelines)
-
-    def destroy(self) -> None:
-        vk, device = self.ctx.vk, self.ctx.device
-        for pipeline in self._pipelines.values():
-            vk.vkDestroyPipeline(device, pipeline, None)
-        for module in self._modules.values():
-            vk.vkDestroyShaderModule(device, module, None)
-        vk.vkDestroyPipelineCache(device, self.cache, None)
-        vk.vkDestroyPipelineLayout(device, self.layout, None)
-        self._pipelines.clear()
-        self._modules.clear()
-        self._keep.clear()
