@@ -21,8 +21,12 @@ def _info(args) -> int:
         return 0
     print("Vulkan devices:")
     for d in found:
+        ieee = ", ".join(name for name, key in (("NaN/inf/-0 preserved", "preserves_nan"),
+                                                ("subnormals preserved", "preserves_denormals"))
+                         if d.get(key)) or "no float controls"
+        usable = "" if d["usable"] else "  [not usable: needs Vulkan 1.2 + buffer addresses]"
         print(f"  [{d['index']}] {d['name']}  ({d['type']}, {d['memory_mib']} MiB, "
-              f"Vulkan {d['api_version']}, driver {d['driver']})")
+              f"Vulkan {d['api_version']}, driver {d['driver']}; {ieee}){usable}")
     return 0
 
 

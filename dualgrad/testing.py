@@ -17,6 +17,11 @@ of a sum in any order (Higham, "Accuracy and Stability of Numerical Algorithms",
 The caller supplies x, scale and n as each entry's reason describes. ``exact`` entries
 must agree bit for bit (NaNs of any payload count as equal). Never widen an entry to make a
 test pass without writing down here why the wider bound is right.
+
+One allowance is the device's, not the op's: Vulkan lets any operation flush subnormal
+inputs and results to zero unless the shader asks for DenormPreserve, which the gpu backend
+does wherever the device supports it (NVIDIA's drivers do not, for float32). On such a
+device a subnormal reference result may come back as a zero (``flushes_subnormals=True``).
 """
 from __future__ import annotations
 
@@ -85,10 +90,10 @@ TOLERANCES: dict = {
                             "square itself is exact); a few roundings; results that underflow "
                             "carry no relative accuracy", ulps=12, ulps_per_x=2,
                             arg="half_square", atol=1e-30),
-    "unary:pow_scalar": Tolerance("exp2(y log2 x): exp2's 3 + 2|t| ULP (t = y log2 x) plus "
-                                  "log2's 2^-21 absolute error scaled by |y| ln2 / u",
-                                  ulps=8, ulps_per_x=2),
-    "unary:rpow_scalar": Tolerance("as pow_scalar", ulps=8, ulps_per_x=2),
+    "unary:pow_scalar": Tolerance("exp2(y log2 x): exp2's 3 + 2|t| ULP, with arg = t = "
+                                  "y log2 x (the caller passes t), plus log2's 2^-21 "
+                                  "absolute error scaled by |y| ln2 / u", ulps=8, ulps_per_x=2),
+    "unary:rpow_scalar": Tolerance("as pow_scalar (t = x log2 a)", ulps=8, ulps_per_x=2),
     # -- unary backward -------------------------------------------------------------------
     "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),
@@ -176,7 +181,7 @@ TOLERANCES: dict = {
                                      "g gamma - a - xhat b; dgamma and dbeta are float32 "
                                      "column sums vs float64 ones", ulps=8, gamma=4,
                                      atol=16 * U32),
-    "embedding": Tolerance("a gather", exact=True),
+    "embedding": Tolerance("a gather: rows copied, no arithmetic", exact=True),
     "embedding_backward": Tolerance("each row sums its positions in the same order; float32 "
                                     "vs float64 accumulation", ulps=1, gamma=1),
     "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
@@ -233,10 +238,11 @@ class Agreement:
                 "the bound")
 
 
-def agreement(key: str, got, ref, x=None, scale=None, length=None) -> Agreement:
+def agreement(key: str, got, ref, x=None, scale=None, length=None,
+              flushes_subnormals: bool = False) -> Agreement:
     """Compare ``got`` (gpu) with ``ref`` (cpu) under ``TOLERANCES[key]``. ``x`` is the input
     for x-dependent bounds; ``scale`` (the summed magnitudes) and ``length`` (terms summed)
-    feed the gamma term."""
+    feed the gamma term; ``flushes_subnormals`` says the device may flush subnormals."""
     tol = TOLERANCES[key]
     got = np.asarray(got, dtype=np.float32)
     ref = np.asarray(ref, dtype=np.float32)
@@ -249,8 +255,8 @@ def agreement(key: str, got, ref, x=None, scale=None, length=None) -> Agreement:
     same_inf = np.isinf(ref) & (got == ref)
     diff = np.where(both_nan | same_inf, 0.0, diff)
     diff = np.where(np.isnan(diff), np.inf, diff)
-    if tol.exact:
-        bad = ulps > 0
+    if tol.exact:        # bit for bit: a zero's sign counts, a NaN's payload does not
+        bad = (got.view(np.uint32) != ref.view(np.uint32)) & ~both_nan
         worst = float(ulps.max()) if ulps.size else 0.0
     else:
         allowed = tol.ulps * ulp_of(ref) + tol.atol
@@ -265,6 +271,9 @@ def agreement(key: str, got, ref, x=None, scale=None, length=None) -> Agreement:
         ratio = np.where(diff == 0, 0.0, diff / np.maximum(allowed, 1e-300))
         bad = ratio > 1.0
         worst = float(ratio.max()) if ratio.size else 0.0
+    if flushes_subnormals:
+        subnormal = (ref != 0) & (np.abs(ref) < np.finfo(np.float32).tiny)
+        bad = bad & ~(subnormal & (got == 0))
     finite = diff[np.isfinite(diff)]
     finite_ulps = ulps[np.isfinite(ulps)]
     return Agreement(key, not bool(bad.any()),

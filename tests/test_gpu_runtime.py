@@ -274,3 +274,30 @@ def test_shader_op_codes_match_the_cpu_kernels():
     assert len(glsl_unary) == len(UNARY_OPS)
     assert [codes[n.upper()] for n in BINARY_OPS] == list(range(len(BINARY_OPS)))
     assert [codes[n.upper()] for n in REDUCE_OPS] == list(range(len(REDUCE_OPS)))
+
+
+def test_float_controls_are_added_to_the_spirv(tmp_path):
+    import shutil
+    import struct
+    from dualgrad.gpu import float_controls as fc
+    code = (SPIRV / "unary.spv").read_bytes()
+    patched = fc.apply(code, (fc.SIGNED_ZERO_INF_NAN_PRESERVE, fc.DENORM_PRESERVE))
+    words = struct.unpack(f"<{len(patched) // 4}I", patched)
+    at, caps, modes = 5, [], []
+    while at < len(words):
+        count, opcode = words[at] >> 16, words[at] & 0xFFFF
+        if opcode == fc.OP_CAPABILITY:
+            caps.append(words[at + 1])
+        elif opcode == fc.OP_EXECUTION_MODE:
+            modes.append(tuple(words[at + 2:at + count]))
+        at += count
+    assert {4464, 4466} <= set(caps)
+    assert (4459, 32) in modes and (4461, 32) in modes
+    assert fc.apply(code, ()) == code
+    validator = shutil.which("spirv-val")
+    if validator:              # installed by scripts/install-system-deps.sh
+        path = tmp_path / "patched.spv"
+        path.write_bytes(patched)
+        out = subprocess.run([validator, "--target-env", "vulkan1.2", str(path)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr

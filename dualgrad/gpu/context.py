@@ -65,6 +65,8 @@ def _describe(vk, index: int, pd) -> dict:
     vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=driver))
     compute = [i for i, q in enumerate(vk.vkGetPhysicalDeviceQueueFamilyProperties(pd))
                if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+    floats = vk.VkPhysicalDeviceFloatControlsProperties()
+    vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=floats))
     api = props.apiVersion
     usable = bool(compute) and bool(bda.bufferDeviceAddress) and \
         (api >> 22, (api >> 12) & 0x3FF) >= API_VERSION
@@ -74,7 +76,9 @@ def _describe(vk, index: int, pd) -> dict:
             "api_version": _version(api),
             "driver": (vk.ffi.string(driver.driverName).decode() + " " +
                        vk.ffi.string(driver.driverInfo).decode()).strip(),
-            "usable": usable, "queue_family": compute[0] if compute else None}
+            "usable": usable, "queue_family": compute[0] if compute else None,
+            "preserves_nan": bool(floats.shaderSignedZeroInfNanPreserveFloat32),
+            "preserves_denormals": bool(floats.shaderDenormPreserveFloat32)}
 
 
 _lock = threading.Lock()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 
+from . import float_controls
 from .shader_sources import SPIRV
 
 PUSH_BYTES = 128                  # the minimum every Vulkan device guarantees
@@ -20,6 +21,7 @@ class Pipelines:
         self._modules: dict = {}
         self._pipelines: dict = {}
         self._keep: list = []      # cffi objects that must outlive their use
+        self.controls = float_controls.supported(ctx.info)
         push = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
                                       size=PUSH_BYTES)
         self.layout = vk.vkCreatePipelineLayout(ctx.device, vk.VkPipelineLayoutCreateInfo(
@@ -30,7 +32,7 @@ class Pipelines:
         module = self._modules.get(name)
         if module is None:
             vk = self.ctx.vk
-            code = (SPIRV / f"{name}.spv").read_bytes()
+            code = float_controls.apply((SPIRV / f"{name}.spv").read_bytes(), self.controls)
             module = vk.vkCreateShaderModule(self.ctx.device, vk.VkShaderModuleCreateInfo(
                 codeSize=len(code), pCode=code), None)
             self._modules[name] = module
