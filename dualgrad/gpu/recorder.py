@@ -18,6 +18,7 @@ import numpy as np
 STAGING_BYTES = 32 << 20
 MAX_IN_FLIGHT = 4
 MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
+MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
 class Counters:
@@ -118,7 +119,7 @@ class Recorder:
                 if self._overlaps(self._written, s, e) or self._overlaps(self._read, s, e):
                     hazard = True
                     break
-        if hazard:
+        if hazard or len(self._written) + len(self._read) > MAX_TRACKED:
             self._emit_barrier()
         self._read.extend(reads)
         self._written.extend(writes)
