@@ -37,6 +37,7 @@ class Module:
         object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
+        """What calling the module computes; subclasses define it."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
@@ -62,6 +63,7 @@ class Module:
         return [p for _, p in self.named_parameters()]
 
     def named_modules(self, prefix: str = ""):
+        """(dotted path, module) for this module ("" for itself) and every descendant."""
         yield prefix.rstrip("."), self
         for name, m in self._modules.items():
             yield from m.named_modules(prefix + name + ".")
@@ -102,6 +104,7 @@ class Module:
                 if m._own_extra_state()}
 
     def load_extra_state(self, state: dict) -> None:
+        """Restore what ``extra_state()`` returned (unknown module paths are ignored)."""
         modules = dict(self.named_modules())
         for name, value in state.items():
             if name in modules:
@@ -125,6 +128,7 @@ class Module:
         return self.train(False)
 
     def zero_grad(self) -> None:
+        """Clear every parameter's gradient."""
         for p in self.parameters():
             p.grad = None
 
@@ -134,6 +138,7 @@ class Module:
         return f"{type(self).__name__}({self.extra_repr()}{inner}{chr(10) if inner else ''})"
 
     def extra_repr(self) -> str:
+        """The module's own settings, shown in its repr."""
         return ""
 
 
@@ -193,21 +198,29 @@ class Sequential(Module):
 
 
 class ReLU(Module):
+    """max(x, 0), elementwise."""
+
     def forward(self, x):
         return ops.relu(x)
 
 
 class GELU(Module):
+    """x * Phi(x) with the exact normal CDF (PyTorch's default GELU)."""
+
     def forward(self, x):
         return ops.gelu(x)
 
 
 class Tanh(Module):
+    """Hyperbolic tangent, elementwise."""
+
     def forward(self, x):
         return ops.tanh(x)
 
 
 class Sigmoid(Module):
+    """1 / (1 + e**-x), elementwise."""
+
     def forward(self, x):
         return ops.sigmoid(x)
 

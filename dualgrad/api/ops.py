@@ -15,7 +15,7 @@ import numpy as np
 from . import device, tape
 from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                      bad_value)
-from .tensor import MAX_RANK, Tensor, host_array, is_number
+from .tensor import MAX_RANK, Tensor, ag_tensor, host_array, is_number
 
 
 # ---------------------------------------------------------------------------------------------
@@ -27,7 +27,6 @@ def _tensor(fn: str, name: str, x, like: Tensor | None = None) -> Tensor:
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        from .tensor import ag_tensor
         value = host_array(fn, name, x, like.dtype if like is not None else None)
         if value.ndim > MAX_RANK:
             raise bad_shape(fn, name, value.shape, f"at most {MAX_RANK} dimensions")

@@ -101,6 +101,7 @@ class Optimizer:
         return backend, todo
 
     def hyperparameters(self) -> dict:
+        """The current hyperparameters by name (as state_dict() saves them)."""
         return {name: getattr(self, name) for name in self._hyper_names}
 
     # -- state dict -----------------------------------------------------------------------------
@@ -358,19 +359,24 @@ class LRScheduler:
         optimizer.lr = self.lr_at(0)
 
     def lr_at(self, step: int) -> float:
+        """The learning rate at ``step`` (0 at construction)."""
         raise NotImplementedError
 
     def step(self) -> None:
+        """Advance one step and set the optimizer's learning rate."""
         self.last_step += 1
         self.optimizer.lr = self.lr_at(self.last_step)
 
     def get_last_lr(self) -> float:
+        """The learning rate the schedule last set."""
         return self.optimizer.lr
 
     def state_dict(self) -> dict:
+        """The schedule's position, for checkpoints."""
         return {"base_lr": self.base_lr, "last_step": self.last_step}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the position saved by ``state_dict()`` and set the learning rate."""
         self.base_lr, self.last_step = float(state["base_lr"]), int(state["last_step"])
         self.optimizer.lr = self.lr_at(self.last_step)
 
