@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from . import ops, random
-from .errors import InvalidValueError, bad_shape, bad_type, bad_value
+from . import checks, ops, random
+from .errors import InvalidValueError, bad_shape, bad_type
 from .residency import store_weight
-from .tensor import Parameter, Tensor, ag_param, host_array, is_number
+from .tensor import Parameter, Tensor, ag_param, host_array
 
 
 class Module:
@@ -142,22 +142,14 @@ class Module:
         return ""
 
 
-def _positive_int(fn: str, name: str, value) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise bad_type(fn, name, value, "a positive integer")
-    if value <= 0:
-        raise bad_value(fn, name, value, "a positive integer")
-    return int(value)
-
-
 class Linear(Module):
     """y = x @ weight.T + bias; weight (out, in) and bias initialised from
     U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__()
-        self.in_features = _positive_int("Linear", "in_features", in_features)
-        self.out_features = _positive_int("Linear", "out_features", out_features)
+        self.in_features = checks.integer("Linear", "in_features", in_features, 1)
+        self.out_features = checks.integer("Linear", "out_features", out_features, 1)
         bound = 1.0 / math.sqrt(self.in_features)
         rng = random.generator()
         self.weight = ag_param(rng.uniform(-bound, bound, (self.out_features,
@@ -231,13 +223,9 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5):
         super().__init__()
-        self.normalized_shape = _positive_int("LayerNorm", "normalized_shape",
-                                              normalized_shape)
-        if not is_number(eps):
-            raise bad_type("LayerNorm", "eps", eps, "a positive number")
-        if not eps > 0:
-            raise bad_value("LayerNorm", "eps", eps, "a positive number")
-        self.eps = float(eps)
+        self.normalized_shape = checks.integer("LayerNorm", "normalized_shape",
+                                               normalized_shape, 1)
+        self.eps = checks.number("LayerNorm", "eps", eps, 0.0, lo_open=True)
         self.weight = ag_param(np.ones(self.normalized_shape))
         self.bias = ag_param(np.zeros(self.normalized_shape))
 
@@ -254,8 +242,8 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
         super().__init__()
-        self.num_embeddings = _positive_int("Embedding", "num_embeddings", num_embeddings)
-        self.embedding_dim = _positive_int("Embedding", "embedding_dim", embedding_dim)
+        self.num_embeddings = checks.integer("Embedding", "num_embeddings", num_embeddings, 1)
+        self.embedding_dim = checks.integer("Embedding", "embedding_dim", embedding_dim, 1)
         self.weight = ag_param(random.generator().standard_normal(
             (self.num_embeddings, self.embedding_dim)))
 
@@ -273,11 +261,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not is_number(p):
-            raise bad_type("Dropout", "p", p, "a probability (a number in [0, 1])")
-        if not 0.0 <= p <= 1.0:
-            raise bad_value("Dropout", "p", p, "a probability in [0, 1]")
-        self.p = float(p)
+        self.p = checks.number("Dropout", "p", p, 0.0, 1.0)
         self.seed = int(random.generator().integers(0, 2 ** 63))
         self.step = 0
 

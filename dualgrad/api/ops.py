@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 
-from . import device, tape
+from . import checks, device, tape
 from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                      bad_value)
-from .tensor import MAX_RANK, Tensor, ag_tensor, host_array, is_number
+from .checks import is_number
+from .tensor import MAX_RANK, Tensor, ag_tensor, host_array
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,8 +257,7 @@ def minimum(a, b) -> Tensor:
 def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     x = _tensor(op, "x", x)
     axes = _axes(op, x, axis)
-    if not isinstance(keepdims, (bool, np.bool_)):
-        raise bad_type(op, "keepdims", keepdims, "True or False")
+    checks.flag(op, "keepdims", keepdims)
     if op == "max" and any(x.shape[a] == 0 for a in axes):
         raise bad_shape("max", "x", x.shape, f"no zero-length axis among the reduced {axes}")
     backend = device.active()
@@ -525,8 +525,7 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
         _same_dtype("layer_norm", x, t)
         if t.shape != (x.shape[-1],):
             raise bad_shape("layer_norm", name, t.shape, f"({x.shape[-1]},) to match x")
-    if not is_number(eps) or not eps > 0:
-        raise bad_value("layer_norm", "eps", eps, "a positive number")
+    eps = checks.number("layer_norm", "eps", eps, 0.0, lo_open=True)
     backend = device.active()
     hx, hw = backend.handle(x), backend.handle(weight)
     hy, hmean, hrstd = backend.layer_norm(hx, hw, backend.handle(bias), float(eps))
@@ -560,15 +559,9 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
     function of (seed, step, element index) alone (Philox), so both backends draw the same
     one and backward regenerates it."""
     x = _tensor("dropout", "x", x)
-    if not is_number(p):
-        raise bad_type("dropout", "p", p, "a probability (a number in [0, 1])")
-    if not 0.0 <= p <= 1.0:
-        raise bad_value("dropout", "p", p, "a probability in [0, 1]")
-    for name, v in (("seed", seed), ("step", step)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-            raise bad_type("dropout", name, v, "an integer in [0, 2**64)")
-        if not 0 <= v < 2 ** 64:
-            raise bad_value("dropout", name, v, "an integer in [0, 2**64)")
+    p = checks.number("dropout", "p", p, 0.0, 1.0)
+    seed = checks.integer("dropout", "seed", seed, 0, 2 ** 64)
+    step = checks.integer("dropout", "step", step, 0, 2 ** 64)
     if p == 0.0:
         return x
     backend = device.active()

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from . import device
+from . import checks, device
 from .errors import InvalidValueError, bad_shape, bad_type, bad_value
-from .tensor import Tensor, host_array, is_number
+from .tensor import Tensor, host_array
 
 
 def _params(fn: str, params):
@@ -39,19 +39,6 @@ def _params(fn: str, params):
                             "each parameter once (it appears twice)")
         seen.add(id(p))
     return names, items
-
-
-def _number(fn: str, name: str, value, lo: float, hi: float = math.inf,
-            lo_open: bool = False, hi_open: bool = False) -> float:
-    if not is_number(value):
-        raise bad_type(fn, name, value, "a finite number")
-    if not math.isfinite(value):
-        raise bad_value(fn, name, value, "a finite number")
-    ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
-    if not ok:
-        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-        raise bad_value(fn, name, value, f"a number in {left}{lo}, {hi}{right}")
-    return float(value)
 
 
 def _state_tensor(backend, p: Tensor) -> Tensor:
@@ -187,12 +174,11 @@ class SGD(Optimizer):
             setattr(self, name, value)
 
     def _check_hyper(self, h: dict) -> None:
-        _number("SGD", "lr", h["lr"], 0.0)
-        _number("SGD", "momentum", h["momentum"], 0.0)
-        _number("SGD", "dampening", h["dampening"], 0.0, 1.0)
-        _number("SGD", "weight_decay", h["weight_decay"], 0.0)
-        if not isinstance(h["nesterov"], (bool, np.bool_)):
-            raise bad_type("SGD", "nesterov", h["nesterov"], "True or False")
+        checks.number("SGD", "lr", h["lr"], 0.0)
+        checks.number("SGD", "momentum", h["momentum"], 0.0)
+        checks.number("SGD", "dampening", h["dampening"], 0.0, 1.0)
+        checks.number("SGD", "weight_decay", h["weight_decay"], 0.0)
+        checks.flag("SGD", "nesterov", h["nesterov"])
         if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
             raise InvalidValueError("SGD: nesterov=True needs momentum > 0 and dampening 0")
 
@@ -233,14 +219,14 @@ class Adam(Optimizer):
         self.betas = (float(betas[0]), float(betas[1]))
 
     def _check_hyper(self, h: dict) -> None:
-        _number(self._fn, "lr", h["lr"], 0.0)
-        _number(self._fn, "eps", h["eps"], 0.0)
-        _number(self._fn, "weight_decay", h["weight_decay"], 0.0)
+        checks.number(self._fn, "lr", h["lr"], 0.0)
+        checks.number(self._fn, "eps", h["eps"], 0.0)
+        checks.number(self._fn, "weight_decay", h["weight_decay"], 0.0)
         betas = h["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise bad_value(self._fn, "betas", betas, "a pair (beta1, beta2)")
         for k, b in enumerate(betas):
-            _number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
+            checks.number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
 
     def step(self) -> None:
         """One update of every parameter that has a gradient (others are skipped: their
@@ -320,7 +306,7 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     for k, p in enumerate(params):
         if not isinstance(p, Tensor):
             raise bad_type("clip_grad_norm", f"params[{k}]", p, "a Parameter")
-    max_norm = _number("clip_grad_norm", "max_norm", max_norm, 0.0, lo_open=True)
+    max_norm = checks.number("clip_grad_norm", "max_norm", max_norm, 0.0, lo_open=True)
     backend = device.active()
     grads = [p.grad for p in params if p.grad is not None]
     total_sq = None
@@ -381,20 +367,12 @@ class LRScheduler:
         self.optimizer.lr = self.lr_at(self.last_step)
 
 
-def _count(fn: str, name: str, value, minimum: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise bad_type(fn, name, value, f"an integer >= {minimum}")
-    if value < minimum:
-        raise bad_value(fn, name, value, f"an integer >= {minimum}")
-    return int(value)
-
-
 class StepLR(LRScheduler):
     """lr = base_lr * gamma ** (step // step_size)."""
 
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
-        self.step_size = _count("StepLR", "step_size", step_size)
-        self.gamma = _number("StepLR", "gamma", gamma, 0.0, lo_open=True)
+        self.step_size = checks.integer("StepLR", "step_size", step_size, 1)
+        self.gamma = checks.number("StepLR", "gamma", gamma, 0.0, lo_open=True)
         super().__init__(optimizer)
 
     def lr_at(self, step: int) -> float:
@@ -406,8 +384,8 @@ class CosineAnnealingLR(LRScheduler):
     once step passes T_max."""
 
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803
-        self.T_max = _count("CosineAnnealingLR", "T_max", T_max)
-        self.eta_min = _number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
+        self.T_max = checks.integer("CosineAnnealingLR", "T_max", T_max, 1)
+        self.eta_min = checks.number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
         super().__init__(optimizer)
 
     def lr_at(self, step: int) -> float:
@@ -420,12 +398,12 @@ class WarmupCosineLR(LRScheduler):
     warmup_steps), then cosine decay to ``min_lr`` at ``total_steps``."""
 
     def __init__(self, optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0):
-        self.warmup_steps = _count("WarmupCosineLR", "warmup_steps", warmup_steps, 0)
-        self.total_steps = _count("WarmupCosineLR", "total_steps", total_steps, 1)
+        self.warmup_steps = checks.integer("WarmupCosineLR", "warmup_steps", warmup_steps, 0)
+        self.total_steps = checks.integer("WarmupCosineLR", "total_steps", total_steps, 1)
         if self.total_steps <= self.warmup_steps:
             raise bad_value("WarmupCosineLR", "total_steps", total_steps,
                             f"more than warmup_steps ({warmup_steps})")
-        self.min_lr = _number("WarmupCosineLR", "min_lr", min_lr, 0.0)
+        self.min_lr = checks.number("WarmupCosineLR", "min_lr", min_lr, 0.0)
         super().__init__(optimizer)
 
     def lr_at(self, step: int) -> float:

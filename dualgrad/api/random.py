@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import bad_type, bad_value
+from . import checks
 
 _generator = np.random.default_rng()
 
@@ -11,11 +11,7 @@ _generator = np.random.default_rng()
 def manual_seed(seed: int) -> None:
     """Seed the generator, so model initialisation and dropout masks repeat exactly."""
     global _generator
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise bad_type("manual_seed", "seed", seed, "a non-negative integer")
-    if seed < 0:
-        raise bad_value("manual_seed", "seed", seed, "a non-negative integer")
-    _generator = np.random.default_rng(int(seed))
+    _generator = np.random.default_rng(checks.integer("manual_seed", "seed", seed, 0))
 
 
 def generator() -> np.random.Generator:

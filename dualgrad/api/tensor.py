@@ -11,11 +11,9 @@ Storage follows the residency rules:
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from . import device
+from . import checks, device
 from .errors import ArgumentTypeError, bad_shape, bad_type
 
 DEFAULT_DTYPE = np.dtype(np.float32)
@@ -166,14 +164,13 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     supported by the cpu backend only). The tensor is a leaf; with ``requires_grad=True``
     autograd accumulates its gradient in ``.grad``.
     """
-    if not isinstance(requires_grad, (bool, np.bool_)):
-        raise bad_type("ag_tensor", "requires_grad", requires_grad, "True or False")
+    requires_grad = checks.flag("ag_tensor", "requires_grad", requires_grad)
     dtype = resolve_dtype("ag_tensor", dtype)
     value = host_array("ag_tensor", "array", array, dtype)
     _check_rank("ag_tensor", value)
     backend = device.active()
     _check_dtype(backend, "ag_tensor", dtype)
-    t = Tensor(value.shape, dtype, bool(requires_grad))
+    t = Tensor(value.shape, dtype, requires_grad)
     backend.adopt(t, backend.upload(value))
     return t
 
@@ -212,6 +209,3 @@ def _check_dtype(backend, fn: str, dtype) -> None:
         raise ArgumentTypeError(f"{fn}: dtype {dtype} is not supported by the "
                                 f"{backend.name} backend; use float32")
 
-
-def is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))

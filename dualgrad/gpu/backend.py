@@ -55,8 +55,10 @@ def _memory_types(ctx) -> tuple:
     types = [(i, props.memoryTypes[i].propertyFlags,
               props.memoryHeaps[props.memoryTypes[i].heapIndex].size)
              for i in range(props.memoryTypeCount)]
-    local, visible = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
-    coherent, cached = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+    local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+    visible = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+    coherent = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+    cached = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
     pool = [t for t in types if t[1] & local]
     pool.sort(key=lambda t: (bool(t[1] & visible), -t[2]))
     staging = [t for t in types if t[1] & visible and t[1] & coherent]
