@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from ..api.errors import ArgumentTypeError, DeadTensorError
+from ..api.errors import ArgumentTypeError, DeadTensorError, DeviceUnavailable
 from ..backend import ADAM_HYPER, SGD_HYPER, Backend
 from ..cpu.dropout import threshold as dropout_threshold
 from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
@@ -64,7 +64,6 @@ def _memory_types(ctx) -> tuple:
     staging = [t for t in types if t[1] & visible and t[1] & coherent]
     staging.sort(key=lambda t: (not t[1] & cached, -t[2]))
     if not pool or not staging:
-        from ..api.errors import DeviceUnavailable
         raise DeviceUnavailable(f"{ctx.name} has no device-local or no host-visible memory")
     return pool[0][0], staging[0][0]
 

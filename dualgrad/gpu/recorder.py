@@ -15,6 +15,9 @@ import collections
 
 import numpy as np
 
+from ..api.errors import DeviceError
+from .memory import Block
+
 STAGING_BYTES = 32 << 20
 MAX_IN_FLIGHT = 4
 MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
@@ -38,7 +41,6 @@ class Counters:
 
 class Recorder:
     def __init__(self, ctx, pipelines, staging_type: int):
-        from .memory import Block
         vk = self.vk = ctx.vk
         self.ctx, self.pipelines, self.lib, self.ffi = ctx, pipelines, vk.lib, vk.ffi
         self.counters = Counters()
@@ -190,7 +192,6 @@ class Recorder:
         result = self.lib.vkWaitForFences(self.ctx.device, 1, self.ffi.new("VkFence*", fence),
                                           vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
         if result != vk.VK_SUCCESS:
-            from ..api.errors import DeviceError
             raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the device "
                               "may have been lost")
         vk.vkResetFences(self.ctx.device, 1, [fence])
