@@ -13,22 +13,22 @@ import math
 import numpy as np
 
 from . import checks, device, tape
+from .checks import is_number
 from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                      bad_value)
-from .checks import is_number
 from .tensor import MAX_RANK, Tensor, ag_tensor, host_array
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
-def _tensor(fn: str, name: str, x, like: Tensor | None = None) -> Tensor:
+def _tensor(fn: str, name: str, x, like=None) -> Tensor:
     """A Tensor argument; a NumPy array or nested list becomes a constant tensor (of the
-    dtype of ``like`` when given)."""
+    dtype of ``like`` when that is a Tensor, else float32)."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        value = host_array(fn, name, x, like.dtype if like is not None else None)
+        value = host_array(fn, name, x, like.dtype if isinstance(like, Tensor) else None)
         if value.ndim > MAX_RANK:
             raise bad_shape(fn, name, value.shape, f"at most {MAX_RANK} dimensions")
         return ag_tensor(value, dtype=value.dtype)
@@ -185,7 +185,7 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
     if is_number(a) and not is_number(b) and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][1]
         return _unary(form, fn, b, transform(a))
-    a = _tensor(fn, "a", a, b if isinstance(b, Tensor) else None)
+    a = _tensor(fn, "a", a, b)
     b = _tensor(fn, "b", b, a)
     _same_dtype(fn, a, b)
     _broadcast(fn, a.shape, b.shape)
@@ -367,7 +367,7 @@ def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> 
 def matmul(a, b) -> Tensor:
     """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
     shared across the batch). Full float32 arithmetic on both backends."""
-    a = _tensor("matmul", "a", a, b if isinstance(b, Tensor) else None)
+    a = _tensor("matmul", "a", a, b)
     b = _tensor("matmul", "b", b, a)
     _same_dtype("matmul", a, b)
     _check_matmul("matmul", a, b, -1, -2)
@@ -395,7 +395,7 @@ def matmul(a, b) -> Tensor:
 def linear(x, weight, bias=None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out, in) as in PyTorch; x is 2-D or 3-D.
     The transposed weight is read in place, never copied."""
-    x = _tensor("linear", "x", x, weight if isinstance(weight, Tensor) else None)
+    x = _tensor("linear", "x", x, weight)
     weight = _tensor("linear", "weight", weight, x)
     _same_dtype("linear", x, weight)
     if x.ndim not in (2, 3):
@@ -503,7 +503,7 @@ def softmax_cross_entropy(logits, targets) -> Tensor:
 def mse_loss(pred, target) -> Tensor:
     """Mean of (pred - target)**2 over all elements, as PyTorch's ``mse_loss``; ``target``
     (a Tensor or an array) must have pred's shape."""
-    pred = _tensor("mse_loss", "pred", pred, target if isinstance(target, Tensor) else None)
+    pred = _tensor("mse_loss", "pred", pred, target)
     target = _tensor("mse_loss", "target", target, pred)
     if target.shape != pred.shape:
         raise bad_shape("mse_loss", "target", target.shape, f"pred's shape {pred.shape}")
@@ -516,7 +516,7 @@ def mse_loss(pred, target) -> Tensor:
 
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
-    x = _tensor("layer_norm", "x", x, weight if isinstance(weight, Tensor) else None)
+    x = _tensor("layer_norm", "x", x, weight)
     weight = _tensor("layer_norm", "weight", weight, x)
     bias = _tensor("layer_norm", "bias", bias, x)
     if x.ndim == 0:
@@ -528,7 +528,7 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     eps = checks.number("layer_norm", "eps", eps, 0.0, lo_open=True)
     backend = device.active()
     hx, hw = backend.handle(x), backend.handle(weight)
-    hy, hmean, hrstd = backend.layer_norm(hx, hw, backend.handle(bias), float(eps))
+    hy, hmean, hrstd = backend.layer_norm(hx, hw, backend.handle(bias), eps)
 
     def backward(g, needs):
         dx, dw, db = backend.layer_norm_backward(hx, hw, hmean, hrstd, g)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 
-
 from . import device
 from .errors import InvalidValueError, bad_shape, bad_type
 from .tensor import Tensor, host_array

@@ -10,6 +10,7 @@ i takes output word i % 4, keeps its top 24 bits u and is kept when u >= round(p
 from __future__ import annotations
 
 import numpy as np
+
 from .jit import kernel, scalar
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)

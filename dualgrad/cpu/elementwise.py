@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .jit import kernel, scalar
 
+from .jit import kernel, scalar
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
              "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",

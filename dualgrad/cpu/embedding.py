@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from .jit import kernel
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .jit import kernel
 
 from ..backend import ADAM_HYPER, SGD_HYPER
+from .jit import kernel
 
 
 @kernel

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .jit import kernel
 
 from .elementwise import pad4
+from .jit import kernel
 
 REDUCE_OPS = ("sum", "mean", "max")
 SUM, MEAN, MAX = range(len(REDUCE_OPS))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from .jit import kernel, scalar
 
 
