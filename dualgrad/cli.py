@@ -1,4 +1,4 @@
-"""The ``dualgrad`` command: ``info``, ``demo``."""
+"""The ``dualgrad`` command: ``info``, ``demo``, ``verify``."""
 from __future__ import annotations
 
 import argparse
@@ -42,11 +42,32 @@ def _demo(args) -> int:
     return 0
 
 
+def _verify(args) -> int:
+    from .api.errors import DualgradError
+    from .verify import verify, write_report
+    name = "gpu" if args.device is None else f"gpu:{args.device}"
+    try:
+        result = verify(name, examples=args.examples, seed=args.seed, only=args.only)
+    except DualgradError as exc:
+        print(f"dualgrad verify: {exc}", file=sys.stderr)
+        return 2
+    if args.report:
+        write_report(result, args.report)
+        print(f"report written to {args.report}")
+    return 0 if result["ok"] else 1
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
+
+
+def _index(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a device index (0, 1, ...), got {text}")
+    return int(text)
 
 
 def main(argv=None) -> int:
@@ -60,6 +81,18 @@ def main(argv=None) -> int:
     demo.add_argument("--hidden", type=_positive, default=128)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(run=_demo)
+    check = sub.add_parser("verify", help="check this machine's Vulkan device against the cpu "
+                           "reference (exit status 1 on any disagreement)")
+    check.add_argument("--device", type=_index, default=None,
+                       help="Vulkan device index (see 'dualgrad info'; default: the best)")
+    check.add_argument("--examples", type=_positive, default=25,
+                       help="examples per check (default 25)")
+    check.add_argument("--report", metavar="FILE", help="also write the results as JSON")
+    check.add_argument("--seed", type=int, default=None,
+                       help="draw different examples (default: the same every run)")
+    check.add_argument("--only", metavar="TEXT", help="run only checks whose name contains "
+                       "TEXT (and skip the lockstep models)")
+    check.set_defaults(run=_verify)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -29,3 +29,10 @@ def test_the_commands_named_in_the_readme_exist():
     makefile = (README.parent / "Makefile").read_text()
     for target in re.findall(r"^make (\w+)", text, re.M):
         assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+def test_the_lockstep_example_runs(gpu, capsys):
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[1]
+    assert "lockstep(" in code
+    exec(compile(code, str(README), "exec"), {})
+    assert "the backends agree over 50 steps" in capsys.readouterr().out

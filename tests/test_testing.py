@@ -1,5 +1,7 @@
-"""The comparison the differential tests rely on must itself be able to fail."""
+"""The comparison the differential tests rely on must itself be able to fail, and the exported
+strategies must reach the cases they promise."""
 import numpy as np
+import pytest
 
 from dualgrad.testing import TOLERANCES, agreement, gamma, ulp_distance
 
@@ -64,3 +66,84 @@ def test_every_entry_has_a_reason():
     for key, tol in TOLERANCES.items():
         assert len(tol.reason) > 10, key
         assert tol.exact or tol.ulps or tol.atol or tol.gamma or tol.rel, key
+
+
+def test_a_nan_bound_allows_nothing():
+    # growth from a NaN input makes the bound NaN; a wrong result must still fail
+    ref, got = np.array([1.0], F), np.array([2.0], F)
+    assert not agreement("unary:exp", got, ref, x=np.array([np.nan])).ok
+    assert not agreement("unary:exp", np.array([np.nan], F), ref, x=np.array([np.nan])).ok
+
+
+def test_every_entry_describes_its_bound():
+    assert TOLERANCES["binary:add"].describe() == "exact"
+    assert TOLERANCES["unary:exp"].describe() == "3 ULP + 2*|x| ULP"
+    assert "gamma(n)" in TOLERANCES["matmul"].describe()
+    assert all(t.describe() and t.reason for t in TOLERANCES.values())
+
+
+# -- the exported strategies reach the cases they promise -------------------------------------
+from hypothesis import find, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from dualgrad.testing import strategies as dgst  # noqa: E402
+
+
+@pytest.mark.parametrize("name,predicate", [
+    ("0-d", lambda s: s == ()),
+    ("0 elements", lambda s: len(s) > 0 and 0 in s),
+    ("1 element", lambda s: len(s) > 0 and int(np.prod(s)) == 1),
+    ("4-d", lambda s: len(s) == 4 and int(np.prod(s)) > 1),
+    ("a workgroup edge", lambda s: any(d in (255, 257, 4097) for d in s)),
+])
+def test_shapes_reach(name, predicate):
+    assert predicate(find(dgst.shapes(), predicate, settings=settings(max_examples=2000)))
+
+
+def test_shapes_respect_their_limits():
+    @given(dgst.shapes(min_dims=1, max_dims=3, max_size=5000))
+    @settings(max_examples=100)
+    def check(shape):
+        assert 1 <= len(shape) <= 3 and int(np.prod(shape)) <= 5000
+    check()
+
+
+@pytest.mark.parametrize("name,predicate", [
+    ("equal", lambda p: p[0] == p[1] and len(p[0]) > 1),
+    ("0-d against n-d", lambda p: p[0] == () and len(p[1]) >= 2),
+    ("missing leading axes", lambda p: 0 < len(p[0]) < len(p[1])),
+    ("1-sides on both", lambda p: len(p[0]) == len(p[1]) >= 2 and 1 in p[0] and 1 in p[1]
+     and p[0] != p[1]),
+])
+def test_broadcast_pairs_reach(name, predicate):
+    pair = find(dgst.broadcast_pairs(), predicate, settings=settings(max_examples=2000))
+    assert predicate(pair)
+    np.broadcast_shapes(*pair)                       # they do broadcast
+
+
+@pytest.mark.parametrize("value", [-0.0, 1e-40, float("inf"), float("nan"), 3.4028235e38])
+def test_arrays_carry_special_values(value):
+    def has(a):
+        return bool(np.any(np.isnan(a))) if np.isnan(value) else bool(
+            np.any((a == value) & (np.signbit(a) == np.signbit(value))))
+    a = find(dgst.arrays((50,), specials=dgst.ALL_SPECIALS), has,
+             settings=settings(max_examples=2000))
+    assert a.dtype == np.float32 and has(a)
+
+
+def test_arrays_stay_in_range_without_specials():
+    @given(dgst.arrays(dgst.shapes(max_size=3000), -2.0, 0.5))
+    @settings(max_examples=60)
+    def check(a):
+        assert a.dtype == np.float32 and np.all((a >= -2.0) & (a <= 0.5))
+    check()
+
+
+def test_index_arrays_are_in_range():
+    @given(st.integers(1, 20).flatmap(lambda n: st.tuples(st.just(n),
+                                                          dgst.index_arrays((7, 3), n))))
+    @settings(max_examples=40)
+    def check(case):
+        n, idx = case
+        assert idx.shape == (7, 3) and idx.min() >= 0 and idx.max() < n
+    check()

@@ -1,6 +1,7 @@
 """Backend selection: ``ag_device()``, the active backend, device release and rescue."""
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from .errors import DeviceUnavailable, bad_type, bad_value
@@ -9,6 +10,7 @@ _lock = threading.RLock()
 _cpu = None
 _gpu = None            # the gpu backend while selected (one device at a time)
 _active = None
+_local = threading.local()     # a per-thread override of the active backend (``using``)
 
 
 def _cpu_backend():
@@ -21,7 +23,29 @@ def _cpu_backend():
 
 def active():
     """The backend ops run on."""
+    override = getattr(_local, "backend", None)
+    if override is not None:
+        return override
     return _active if _active is not None else _cpu_backend()
+
+
+@contextlib.contextmanager
+def using(backend):
+    """Run ops on ``backend`` in this thread for the ``with`` block, without selecting it:
+    nothing is released or rescued on entry or exit. Tensors made inside must be used only
+    inside such blocks for the same backend (the lockstep harness keeps one model per
+    backend this way)."""
+    previous = getattr(_local, "backend", None)
+    _local.backend = backend
+    try:
+        yield backend
+    finally:
+        _local.backend = previous
+
+
+def cpu_backend():
+    """The cpu backend (always available)."""
+    return _cpu_backend()
 
 
 def _parse(name: str):

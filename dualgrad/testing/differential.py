@@ -1,0 +1,514 @@
+"""The differential suite: every backend primitive run on both backends with the same inputs,
+compared under the tolerance table. ``pytest`` and ``dualgrad verify`` run the same checks.
+
+A check draws its inputs from Hypothesis strategies (``dualgrad.testing.strategies``), runs
+the primitive (and its backward twin) on the cpu reference and on the gpu, and returns one
+``Agreement`` per compared result. ``run_check`` drives a check for a number of examples and
+collects the worst figures per tolerance-table entry.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import strategies as st
+
+from . import strategies as dgst
+from .tolerances import TOLERANCES, Agreement, agreement
+
+F32 = np.float32
+
+
+class Pair:
+    """The two backends a check compares: ``ref`` (the cpu reference) and ``dut`` (the
+    backend under test, normally the gpu)."""
+
+    def __init__(self, dut, ref=None):
+        if ref is None:
+            from ..cpu import CpuBackend
+            ref = CpuBackend()
+        self.ref, self.dut = ref, dut
+        ctx = getattr(dut, "ctx", None)
+        # Vulkan lets a device without DenormPreserve flush subnormal inputs and results.
+        self.flushes = bool(ctx is not None and not ctx.info.get("preserves_denormals", True))
+
+    def specials(self, *kinds) -> tuple:
+        """The special values for the kinds given, without subnormals on a device that
+        flushes them (it may treat a subnormal input as zero, by the specification)."""
+        values = tuple(v for kind in kinds for v in kind)
+        return tuple(v for v in values if not (self.flushes and v in dgst.SUBNORMALS))
+
+    def twin(self, name: str, *args, **kwargs):
+        """Run primitive ``name`` on both backends: float arrays become each backend's
+        storage, integer arrays its index storage, other arguments pass through. Returns
+        (reference, under test) results as host arrays (tuples for several outputs)."""
+        results = []
+        for backend in (self.ref, self.dut):
+            out = getattr(backend, name)(*[_prepare(backend, a) for a in args], **kwargs)
+            results.append(_fetch(backend, out))
+        return results
+
+    def agree(self, key: str, got, ref, **context) -> Agreement:
+        return agreement(key, got, ref, flushes_subnormals=self.flushes, **context)
+
+
+def _prepare(backend, a):
+    if isinstance(a, np.generic):
+        a = np.asarray(a)
+    if isinstance(a, np.ndarray):
+        return backend.indices(a) if a.dtype.kind in "iu" else backend.upload(a)
+    return a
+
+
+def _fetch(backend, out):
+    if isinstance(out, tuple):
+        return tuple(_fetch(backend, o) for o in out)
+    return np.array(backend.download(out), copy=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One primitive's differential check: ``run(data, pair)`` draws inputs with
+    Hypothesis's ``data.draw`` and returns the agreements of every compared result."""
+    name: str
+    run: Callable
+
+
+CHECKS: list = []
+
+
+def check(name: str):
+    def register(fn):
+        CHECKS.append(Check(name, fn))
+        return fn
+    return register
+
+
+# -- elementwise ----------------------------------------------------------------------------
+from ..cpu.elementwise import BINARY_OPS, UNARY_OPS  # noqa: E402  (the op lists)
+
+# Where each unary op is drawn (its domain) and which special values it gets. pow's are
+# none: GLSL defines pow only for x > 0 (and x = 0 with y > 0).
+_UNARY_RANGE = {"log": (0.01, 50.0), "sqrt": (0.0, 50.0), "pow_scalar": (0.05, 4.0),
+                "rdiv_scalar": (0.2, 5.0), "exp": (-20.0, 20.0), "tanh": (-6.0, 6.0),
+                "sigmoid": (-30.0, 30.0), "gelu": (-9.0, 9.0)}
+_NO_SPECIALS = {"pow_scalar", "rpow_scalar"}
+# The scalar parameters (a, b) of each op.
+_UNARY_PARAMS = {
+    "add_scalar": st.tuples(st.floats(-4, 4, width=32), st.just(0.0)),
+    "mul_scalar": st.tuples(st.floats(-4, 4, width=32), st.just(0.0)),
+    "rsub_scalar": st.tuples(st.floats(-4, 4, width=32), st.just(0.0)),
+    "div_scalar": st.tuples(st.sampled_from([-3.0, -0.7, 0.3, 1.0, 3.0, 1e3]), st.just(0.0)),
+    "rdiv_scalar": st.tuples(st.sampled_from([-2.0, 0.5, 1.5, 7.0]), st.just(0.0)),
+    "pow_scalar": st.tuples(st.sampled_from([-2.0, -0.5, 0.5, 2.0, 2.7, 3.0]), st.just(0.0)),
+    "rpow_scalar": st.tuples(st.sampled_from([0.5, 1.7, 2.0, 10.0]), st.just(0.0)),
+    "clamp": st.tuples(st.floats(-2, 0, width=32), st.floats(0, 2, width=32)),
+}
+# What each op's error grows with (the table's arg(x)): for pow, t = a log2 x, the argument
+# of the exp2 that computes it.
+_UNARY_GROWTH = {"pow_scalar": lambda x, a: a * np.log2(np.abs(x)),
+                 "rpow_scalar": lambda x, a: x * np.log2(a)}
+# Division is within 2.5 ULP only for denominators in [2^-126, 2^126] (Vulkan's precision
+# table), so rdiv_scalar (a / x, and -g a / x^2 backward) gets none either.
+_NO_SPECIALS = _NO_SPECIALS | {"rdiv_scalar"}
+
+
+def _unary_specials(pair, op):
+    if op in _NO_SPECIALS:
+        return ()
+    return pair.specials(dgst.FINITE_SPECIALS, dgst.NONFINITE)
+
+
+def _unary_check(op):
+    def run(data, pair):
+        lo, hi = _UNARY_RANGE.get(op, (-4.0, 4.0))
+        x = data.draw(dgst.arrays(dgst.shapes(max_dims=2, max_size=1 << 14), lo, hi,
+                                  specials=_unary_specials(pair, op)), label="x")
+        a, b = data.draw(_UNARY_PARAMS.get(op, st.just((0.0, 0.0))), label="a, b")
+        with np.errstate(all="ignore"):
+            growth = _UNARY_GROWTH.get(op, lambda x, a: x)(x.astype(np.float64), a)
+            growth = np.nan_to_num(growth, nan=0.0)
+        cy, gy = pair.twin("unary", op, x, a, b)
+        g = data.draw(dgst.arrays(x.shape), label="g")
+        cg, gg = pair.twin("unary_backward", op, x, cy, g, a, b)
+        with np.errstate(all="ignore"):
+            scale = np.abs(g.astype(np.float64) * cy)
+        return [pair.agree(f"unary:{op}", gy, cy, x=growth),
+                pair.agree(f"unary_backward:{op}", gg, cg, x=growth, scale=scale)]
+    return run
+
+
+for _op in UNARY_OPS:
+    check(f"unary:{_op}")(_unary_check(_op))
+
+
+def _binary_check(op):
+    def run(data, pair):
+        sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
+        if op == "pow":          # GLSL's pow: x > 0
+            x = data.draw(dgst.arrays(sa, 0.1, 4.0), label="x")
+            y = data.draw(dgst.arrays(sb, -3.0, 3.0), label="y")
+        else:
+            # div's gradient -g x / y^2 is formed in float32 on the gpu, float64 on the cpu:
+            # for |x| near float32's max only the float32 intermediate overflows, and for
+            # tiny x it is subnormal, with an absolute error that / y^2 magnifies.
+            kinds = (dgst.ZEROS,) if op == "div" else (dgst.FINITE_SPECIALS,)
+            x = data.draw(dgst.arrays(sa, specials=pair.specials(*kinds, dgst.NONFINITE)),
+                          label="x")
+            low = 0.1 if op == "div" else -4.0        # a denominator away from 0
+            y = data.draw(dgst.arrays(sb, low, 4.0, specials=() if op == "div" else
+                                      pair.specials(dgst.FINITE_SPECIALS, dgst.NONFINITE)),
+                          label="y")
+            if op == "div":
+                y = np.asarray(y * data.draw(st.sampled_from([1, -1]), label="sign"), F32)
+        cz, gz = pair.twin("binary", op, x, y)
+        with np.errstate(all="ignore"):
+            growth = np.broadcast_to(np.nan_to_num(np.abs(y.astype(np.float64)) * 4), cz.shape)
+        g = data.draw(dgst.arrays(cz.shape), label="g")
+        (cgx, cgy), (ggx, ggy) = pair.twin("binary_backward", op, x, y, g)
+        with np.errstate(all="ignore"):
+            scale = np.abs(g.astype(np.float64) * cz)
+        key = f"binary_backward:{op}"
+        return [pair.agree(f"binary:{op}", gz, cz, x=growth),
+                pair.agree(key, ggx, cgx, x=growth),
+                pair.agree(key, ggy, cgy, x=growth, scale=scale)]
+    return run
+
+
+for _op in BINARY_OPS:
+    check(f"binary:{_op}")(_binary_check(_op))
+
+
+@check("copy_and_fill")
+def _copy_and_fill(data, pair):
+    x = data.draw(dgst.arrays(dgst.shapes(), specials=pair.specials(dgst.ALL_SPECIALS)),
+                  label="x")
+    value = data.draw(st.floats(width=32, allow_nan=False), label="value")
+    out = []
+    for backend in (pair.ref, pair.dut):
+        dst = backend.empty(x.shape, np.dtype(F32))
+        backend.copy(dst, backend.upload(x))
+        filled = backend.empty(x.shape, np.dtype(F32))
+        backend.fill(filled, value)
+        out.append((_fetch(backend, dst), _fetch(backend, filled)))
+    (c_copy, c_fill), (g_copy, g_fill) = out
+    return [pair.agree("copy", g_copy, c_copy), pair.agree("fill", g_fill, c_fill)]
+
+
+# -- reductions and data movement -------------------------------------------------------------
+def _axes(data, ndim):
+    if ndim == 0:
+        return ()
+    axes = data.draw(st.lists(st.integers(0, ndim - 1), min_size=1, unique=True), label="axes")
+    return tuple(sorted(axes))
+
+
+def _reduce_check(op):
+    def run(data, pair):
+        x = data.draw(dgst.arrays(dgst.shapes(min_dims=1, max_size=1 << 17)), label="x")
+        axes = _axes(data, x.ndim)
+        if op == "max" and x.size:
+            x.reshape(-1)[:: data.draw(st.integers(2, 7), label="tie stride")] = F32(2.5)
+        cy, gy = pair.twin("reduce", op, x, axes, True)
+        n = int(np.prod([x.shape[a] for a in axes]))
+        scale = np.sum(np.abs(x.astype(np.float64)), axis=axes, keepdims=True)
+        if op == "mean":
+            scale = scale / max(n, 1)
+        g = data.draw(dgst.arrays(cy.shape), label="g")
+        cg, gg = pair.twin("reduce_backward", op, x, cy, g, axes)
+        return [pair.agree(f"reduce:{op}", gy, cy, scale=scale, length=n),
+                pair.agree(f"reduce_backward:{op}", gg, cg)]
+    return run
+
+
+for _op in ("sum", "mean", "max"):
+    check(f"reduce:{_op}")(_reduce_check(_op))
+
+
+@check("permute")
+def _permute(data, pair):
+    x = data.draw(dgst.arrays(dgst.shapes(), specials=pair.specials(dgst.ALL_SPECIALS)),
+                  label="x")
+    axes = tuple(data.draw(st.permutations(range(x.ndim)), label="axes"))
+    cy, gy = pair.twin("permute", x, axes)
+    return [pair.agree("permute", gy, cy)]
+
+
+@check("matmul")
+def _matmul(data, pair):
+    dims = st.one_of(st.integers(0, 70), st.sampled_from(dgst.EDGE_SIZES[:9]))
+    m, k, n = (data.draw(dims, label=name) for name in "mkn")
+    batch_a, batch_b = data.draw(st.sampled_from([((), ()), ((3,), (3,)), ((3,), ()),
+                                                  ((), (3,))]), label="batches")
+    trans_a, trans_b = data.draw(st.booleans(), label="trans_a"), data.draw(st.booleans(),
+                                                                             label="trans_b")
+    a = data.draw(dgst.arrays(batch_a + (m, k)), label="a")
+    b = data.draw(dgst.arrays(batch_b + (k, n)), label="b")
+    # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
+    a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
+    b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
+    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
+    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    return [pair.agree("matmul", gc, cc, scale=scale, length=k)]
+
+
+# -- softmax family -----------------------------------------------------------------------------
+def _rows(data, max_n=600):
+    rows = data.draw(st.one_of(st.integers(1, 40), st.sampled_from([255, 257, 1000])),
+                     label="rows")
+    n = data.draw(st.one_of(st.integers(1, 40), st.sampled_from([255, 256, 257, max_n])),
+                  label="n")
+    return rows, n
+
+
+def _softmax_check(kind):
+    def run(data, pair):
+        rows, n = _rows(data)
+        x = data.draw(dgst.arrays((rows, n), -8.0, 8.0), label="x")
+        g = data.draw(dgst.arrays((rows, n)), label="g")
+        spread = x.astype(np.float64) - x.max(axis=1, keepdims=True)
+        cy, gy = pair.twin(kind, x)
+        if kind == "softmax":
+            scale = np.abs(cy.astype(np.float64))
+        else:
+            scale = np.broadcast_to(np.abs(np.log(np.exp(spread).sum(axis=1, keepdims=True))),
+                                    cy.shape)
+        cg, gg = pair.twin(f"{kind}_backward", cy, g)
+        y = cy.astype(np.float64)
+        if kind == "log_softmax":      # the table's S for g - exp(y) sum(g)
+            mag = np.exp(y) * np.sum(np.abs(g), axis=1, keepdims=True) * (1 + np.abs(y))
+        else:                          # y (g - sum(g y))
+            mag = np.abs(y) * np.sum(np.abs(g * y), axis=1, keepdims=True)
+        mag = mag + np.abs(g)
+        return [pair.agree(kind, gy, cy, x=spread, scale=scale, length=n),
+                pair.agree(f"{kind}_backward", gg, cg, scale=mag, length=n)]
+    return run
+
+
+for _kind in ("softmax", "log_softmax"):
+    check(_kind)(_softmax_check(_kind))
+
+
+@check("softmax_cross_entropy")
+def _softmax_cross_entropy(data, pair):
+    rows, n = _rows(data, max_n=1000)
+    x = data.draw(dgst.arrays((rows, n), -6.0, 6.0), label="logits")
+    t = data.draw(dgst.index_arrays((rows,), n), label="targets")
+    (cl, clse), (gl, glse) = pair.twin("softmax_cross_entropy", x, t)
+    per_row = np.abs(clse) + np.abs(x[np.arange(rows), t])
+    g = np.array(data.draw(st.floats(-4, 4, width=32), label="g"), F32)
+    cd, gd = pair.twin("softmax_cross_entropy_backward", x, t, clse, g)
+    return [pair.agree("softmax_cross_entropy", glse, clse, scale=np.abs(clse), length=n),
+            pair.agree("softmax_cross_entropy", gl, cl, scale=per_row.mean(), length=n + rows),
+            pair.agree("softmax_cross_entropy_backward", gd, cd,
+                       x=x.astype(np.float64) - clse[:, None])]
+
+
+# -- layers ---------------------------------------------------------------------------------------
+@check("layer_norm")
+def _layer_norm(data, pair):
+    rows, n = _rows(data)
+    shift = data.draw(st.sampled_from([0.0, 1.5, 100.0]), label="shift")
+    x = data.draw(dgst.arrays((rows, n)), label="x") + F32(shift)
+    gamma, beta = (data.draw(dgst.arrays((n,)), label=name) for name in ("gamma", "beta"))
+    g = data.draw(dgst.arrays((rows, n)), label="g")
+    (cy, cm, cr), (gy, gm, gr) = pair.twin("layer_norm", x, gamma, beta, 1e-5)
+    xhat = np.abs((x - cm[:, None]) * cr[:, None]).astype(np.float64)
+    # the mean errs by gamma(n) mean|x|, which shifts every xhat by that times rstd
+    shift = (np.abs(x).mean(axis=1) * cr)[:, None].astype(np.float64)
+    scale = (xhat * n + shift) * np.abs(gamma) + np.abs(beta)
+    (cdx, cdg, cdb), (gdx, gdg, gdb) = pair.twin("layer_norm_backward", x, gamma, cm, cr, g)
+    row = np.sum(np.abs(g * gamma), axis=1, keepdims=True) * cr[:, None] * (1 + xhat + shift)
+    col = np.sum(np.abs(g) * (1 + xhat + shift), axis=0)
+    return [pair.agree("layer_norm", gy, cy, scale=scale, length=n),
+            pair.agree("layer_norm", gm, cm, scale=np.abs(x).mean(axis=1), length=n),
+            pair.agree("layer_norm", gr, cr, scale=cr * n, length=n),
+            pair.agree("layer_norm_backward", gdx, cdx, scale=row, length=n),
+            pair.agree("layer_norm_backward", gdg, cdg, scale=col, length=rows),
+            pair.agree("layer_norm_backward", gdb, cdb, scale=col, length=rows)]
+
+
+@check("embedding")
+def _embedding(data, pair):
+    num, dim = data.draw(st.integers(1, 300), label="rows"), data.draw(st.integers(1, 70),
+                                                                        label="dim")
+    table = data.draw(dgst.arrays((num, dim), specials=pair.specials(dgst.ALL_SPECIALS)),
+                      label="table")
+    idx = data.draw(dgst.index_arrays(dgst.shapes(1, 2, max_side=30), num), label="indices")
+    cy, gy = pair.twin("embedding", table, idx)
+    g = data.draw(dgst.arrays(idx.shape + (dim,)), label="g")
+    cg, gg = pair.twin("embedding_backward", idx, g, num)
+    counts = np.bincount(idx.reshape(-1), minlength=num)[:, None]
+    scale = np.zeros((num, dim))
+    np.add.at(scale, idx.reshape(-1), np.abs(g.reshape(-1, dim)))
+    return [pair.agree("embedding", gy, cy),
+            pair.agree("embedding_backward", gg, cg, scale=scale,
+                       length=np.maximum(counts, 1))]
+
+
+@check("dropout")
+def _dropout(data, pair):
+    x = data.draw(dgst.arrays(dgst.shapes(max_size=1 << 16),
+                              specials=pair.specials(dgst.ALL_SPECIALS)), label="x")
+    p = data.draw(st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]), label="p")
+    seed = data.draw(st.integers(0, 2 ** 64 - 1), label="seed")
+    step = data.draw(st.integers(0, 2 ** 40), label="step")
+    cy, gy = pair.twin("dropout", x, p, seed, step)
+    return [pair.agree("dropout", gy, cy)]
+
+
+# -- optimizers -------------------------------------------------------------------------------------
+@check("adam_step")
+def _adam_step(data, pair):
+    from ..api.optim import adam_hyper
+    n = data.draw(dgst.sizes(1 << 14), label="size")
+    w, m, g = (data.draw(dgst.arrays((n,)), label=name) for name in ("w", "m", "g"))
+    v = np.abs(data.draw(dgst.arrays((n,), 0.0, 4.0), label="v"))
+    lr = data.draw(st.sampled_from([1e-4, 1e-3, 1e-2, 0.1]), label="lr")
+    beta1 = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="beta1")
+    beta2 = data.draw(st.sampled_from([0.9, 0.999, 0.99999]), label="beta2")
+    eps = data.draw(st.sampled_from([1e-8, 1e-3]), label="eps")
+    wd = data.draw(st.sampled_from([0.0, 0.01, 0.5]), label="weight_decay")
+    decoupled = data.draw(st.booleans(), label="decoupled")
+    step = data.draw(st.integers(1, 10 ** 6), label="step")
+    hyper = adam_hyper(lr, (beta1, beta2), eps, wd, step, decoupled)
+    results = []
+    for backend in (pair.ref, pair.dut):
+        handles = [backend.upload(a) for a in (w, g, m, v)]
+        backend.adam_step(handles[0], handles[1], handles[2], handles[3], hyper)
+        results.append([_fetch(backend, handles[i]) for i in (0, 2, 3)])
+    (cw, cm, cv), (gw, gm, gv) = results
+    # m is updated as m + (1 - beta1) (grad - m): the difference errs relative to |grad| +
+    # |m|. grad includes Adam's L2 term.
+    # The new m carries that error into the weight, times step_size / (sqrt(v)/bc2 + eps).
+    grad = np.abs(g.astype(np.float64)) + hyper["l2"] * np.abs(w)
+    m_scale = np.abs(m) + (1 - beta1) * (grad + np.abs(m))
+    den = np.sqrt(cv.astype(np.float64)) / hyper["bc2_sqrt"] + eps
+    scales = (np.abs(w) + np.abs(cw - w) * 2 + hyper["step_size"] / den * m_scale,
+              m_scale, beta2 * v + (1 - beta2) * np.square(grad))
+    return [pair.agree("adam_step", got, ref, scale=scale, length=12)
+            for got, ref, scale in zip((gw, gm, gv), (cw, cm, cv), scales)]
+
+
+@check("sgd_step")
+def _sgd_step(data, pair):
+    n = data.draw(dgst.sizes(1 << 14), label="size")
+    w, g, buf = (data.draw(dgst.arrays((n,)), label=name) for name in ("w", "g", "buf"))
+    momentum = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="momentum")
+    hyper = dict(lr=data.draw(st.sampled_from([1e-3, 0.05, 1.0]), label="lr"),
+                 momentum=momentum,
+                 dampening=data.draw(st.sampled_from([0.0, 0.1]), label="dampening"),
+                 wd=data.draw(st.sampled_from([0.0, 0.01]), label="wd"),
+                 nesterov=bool(momentum) and data.draw(st.booleans(), label="nesterov"),
+                 first=data.draw(st.booleans(), label="first"))
+    results = []
+    for backend in (pair.ref, pair.dut):
+        hw, hg, hb = (backend.upload(a) for a in (w, g, buf))
+        backend.sgd_step(hw, hg, hb if momentum else None, hyper)
+        results.append((_fetch(backend, hw), _fetch(backend, hb)))
+    (cw, cb), (gw, gb) = results
+    d = np.abs(g) + hyper["wd"] * np.abs(w) + momentum * (np.abs(buf) + np.abs(cb))
+    out = [pair.agree("sgd_step", gw, cw, scale=np.abs(w) + hyper["lr"] * d, length=6)]
+    if momentum:
+        out.append(pair.agree("sgd_step", gb, cb, scale=momentum * np.abs(buf) + d, length=6))
+    return out
+
+
+# -- running ----------------------------------------------------------------------------------------
+class Disagreement(AssertionError):
+    """A result out of its bound; carries the ``Agreement``."""
+
+    def __init__(self, result: Agreement, check: str):
+        super().__init__(f"{check}: {result}")
+        self.result = result
+
+
+@dataclasses.dataclass
+class EntryStats:
+    """The worst figures seen for one tolerance-table entry."""
+    key: str
+    cases: int = 0
+    elements: int = 0
+    max_abs: float = 0.0
+    max_ulp: float = 0.0
+    max_rel: float = 0.0
+    worst: float = 0.0        # the largest error / bound ratio (<= 1 passes)
+    failed: bool = False
+
+    def add(self, result: Agreement) -> None:
+        self.cases += 1
+        self.elements += result.count
+        self.max_abs = max(self.max_abs, result.max_abs)
+        self.max_ulp = max(self.max_ulp, result.max_ulp)
+        self.max_rel = max(self.max_rel, result.max_rel)
+        self.worst = max(self.worst, result.worst)
+        self.failed |= not result.ok
+
+    def merge(self, other: "EntryStats") -> None:
+        """Fold in the figures of ``other`` (the same entry, from another check)."""
+        self.cases += other.cases
+        self.elements += other.elements
+        for name in ("max_abs", "max_ulp", "max_rel", "worst"):
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        self.failed |= other.failed
+
+    @property
+    def bound(self) -> str:
+        return TOLERANCES[self.key].describe()
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["bound"] = self.bound
+        d["ok"] = not self.failed
+        return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
+                for k, v in d.items()}
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """The outcome of one check over its examples."""
+    name: str
+    examples: int
+    entries: dict
+    failure: str = ""          # the failing (shrunk) example and its disagreement
+
+    @property
+    def ok(self) -> bool:
+        return not self.failure
+
+
+def run_check(chk: Check, pair: Pair, examples: int = 25, seed: int | None = None,
+              shrink: bool = True) -> CheckReport:
+    """Run ``chk`` for ``examples`` Hypothesis examples (derandomized unless ``seed`` is
+    given). On the first disagreement Hypothesis shrinks the inputs to a small failing
+    example, which the report's ``failure`` describes."""
+    report = CheckReport(chk.name, 0, {})
+
+    def body(data):
+        report.examples += 1
+        for result in chk.run(data, pair):
+            report.entries.setdefault(result.key, EntryStats(result.key)).add(result)
+            if not result.ok:
+                raise Disagreement(result, chk.name)
+
+    phases = None if shrink else [p for p in settings.default.phases if p.name != "shrink"]
+    config = settings(max_examples=examples, deadline=None, database=None,
+                      report_multiple_bugs=False,
+                      derandomize=seed is None, verbosity=Verbosity.normal,
+                      suppress_health_check=list(HealthCheck),
+                      **({"phases": phases} if phases else {}))
+    test = config(given(st.data())(body))
+    if seed is not None:
+        from hypothesis import seed as hypothesis_seed
+        test = hypothesis_seed(seed)(test)
+    try:
+        test()
+    except Disagreement as exc:
+        # Hypothesis notes the shrunk example's draws; long arrays are cut to a line each.
+        notes = [" ".join(str(n).split()) for n in getattr(exc, "__notes__", [])]
+        notes = [n if len(n) <= 200 else n[:197] + "..." for n in notes]
+        report.failure = "\n".join([str(exc), *notes])
+    return report

@@ -1,0 +1,127 @@
+"""``dualgrad verify``: run the differential suite on this machine's Vulkan device.
+
+Every primitive runs on the cpu reference and on the device with the same Hypothesis-drawn
+inputs and is compared under the tolerance table; then three small models train in lockstep
+on both backends. Prints a table per tolerance-table entry, optionally writes the same as JSON,
+and returns a non-zero exit status on any disagreement. Needs no pytest.
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+
+from . import __version__
+from .api import device
+from .testing import CHECKS, Pair, run_check
+from .testing.differential import EntryStats
+from .testing.lockstep import lockstep
+from .testing.models import MODELS
+
+LOCKSTEP_STEPS = 20
+LOCKSTEP_TOLERANCE = 1e-4
+
+
+def _lockstep_runs(steps: int) -> dict:
+    """The three reference models in lockstep with Adam for ``steps`` steps."""
+    from .api.optim import optimizer_adam
+    results = {}
+    for name, (factory, batches) in MODELS.items():
+        results[name] = lockstep(factory, lambda p: optimizer_adam(p, lr=1e-2),
+                                 batches(steps), tolerance=LOCKSTEP_TOLERANCE,
+                                 device=device.ag_device())
+    return results
+
+
+def verify(device_name: str = "gpu", examples: int = 25, seed: int | None = None,
+           only: str | None = None, out=None) -> dict:
+    """Run every check (whose name contains ``only``, if given) for ``examples`` examples
+    on ``device_name`` against the cpu, then the lockstep models; print progress and the
+    tables to ``out`` (default stdout) and return the report (``report["ok"]`` says whether
+    all agreed)."""
+    out = out if out is not None else sys.stdout
+    previous = device.ag_device(device_name)
+    try:
+        gpu = device.active()
+        info = gpu.ctx.info
+        print(f"dualgrad {__version__} verify: {info['name']} (Vulkan {info['api_version']}, "
+              f"driver {info['driver']}), {examples} examples per check", file=out, flush=True)
+        pair = Pair(gpu)
+        checks = [c for c in CHECKS if not only or only in c.name]
+        reports, started = [], time.perf_counter()
+        for i, chk in enumerate(checks, start=1):
+            t0 = time.perf_counter()
+            print(f"[{i:>2}/{len(checks)}] {chk.name:<26}", end=" ", file=out, flush=True)
+            report = run_check(chk, pair, examples=examples, seed=seed)
+            reports.append(report)
+            print(f"{'ok' if report.ok else 'DISAGREE'}  ({report.examples} examples, "
+                  f"{time.perf_counter() - t0:.1f} s)", file=out, flush=True)
+        lock = {}
+        if not only:
+            print(f"lockstep: 3 models, {LOCKSTEP_STEPS} Adam steps each ...", end=" ",
+                  file=out, flush=True)
+            lock = _lockstep_runs(LOCKSTEP_STEPS)
+            print("ok" if all(r.ok for r in lock.values()) else "DIVERGED", file=out,
+                  flush=True)
+        result = _report(info, examples, reports, lock, time.perf_counter() - started)
+        _print_tables(result, out)
+        return result
+    finally:
+        device.ag_device(previous)
+
+
+def _report(info, examples, reports, lock, seconds) -> dict:
+    entries = {}
+    for report in reports:
+        for key, stats in report.entries.items():
+            entries.setdefault(key, EntryStats(key)).merge(stats)
+    failures = {r.name: r.failure for r in reports if not r.ok}
+    lockstep_rows = {name: {"steps": len(r.steps) - 1,
+                            "max_divergence": _finite_or_text(r.max_divergence),
+                            "bound": LOCKSTEP_TOLERANCE, "ok": r.ok, "message": r.message}
+                     for name, r in lock.items()}
+    ok = not failures and all(r["ok"] for r in lockstep_rows.values())
+    return {"ok": ok, "dualgrad": __version__, "python": platform.python_version(),
+            "device": {k: info[k] for k in ("name", "type", "api_version", "driver",
+                                             "preserves_nan", "preserves_denormals")
+                       if k in info},
+            "examples_per_check": examples, "seconds": round(seconds, 1),
+            "entries": {k: v.as_dict() for k, v in sorted(entries.items())},
+            "failures": failures, "lockstep": lockstep_rows}
+
+
+def _finite_or_text(value: float):
+    return value if math.isfinite(value) else str(value)     # JSON has no inf
+
+
+def _print_tables(result: dict, out) -> None:
+    print(f"\n{'op':<34} {'cases':>6} {'max |err|':>10} {'max rel':>9} {'max ULP':>8} "
+          f"{'of bound':>8}  {'':4}  bound", file=out)
+    for key, e in result["entries"].items():
+        print(f"{key:<34} {e['cases']:>6} {float(e['max_abs']):>10.3g} "
+              f"{float(e['max_rel']):>9.3g} {float(e['max_ulp']):>8.0f} "
+              f"{float(e['worst']):>8.3f}  {'ok' if e['ok'] else 'FAIL':4}  {e['bound']}",
+              file=out)
+    for name, r in result["lockstep"].items():
+        print(f"{'lockstep:' + name:<34} {r['steps']:>6} {'':>10} "
+              f"{float(r['max_divergence']):>9.3g} {'':>8} "
+              f"{float(r['max_divergence']) / r['bound']:>8.3f}  "
+              f"{'ok' if r['ok'] else 'FAIL':4}  {r['bound']:g} (2-norm, relative)", file=out)
+    for name, text in result["failures"].items():
+        print(f"\n{name} disagrees:\n  " + text.replace("\n", "\n  "), file=out)
+    for name, r in result["lockstep"].items():
+        if not r["ok"]:
+            print(f"\nlockstep:{name}: {r['message']}", file=out)
+    n_bad = sum(not e["ok"] for e in result["entries"].values()) + sum(
+        not r["ok"] for r in result["lockstep"].values())
+    print(f"\n{'all agree' if result['ok'] else f'{n_bad} disagreement(s)'} "
+          f"({len(result['entries'])} ops, {result['seconds']} s)", file=out)
+
+
+def write_report(result: dict, path: str) -> None:
+    """Write the report as JSON to ``path``."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")

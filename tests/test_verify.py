@@ -1,0 +1,101 @@
+"""``dualgrad verify`` and the differential checks it runs: they report agreement on a real
+device, and a deliberately perturbed kernel makes them fail, naming the op."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dualgrad import cli
+from dualgrad.api import device
+from dualgrad.gpu import GpuBackend
+from dualgrad.testing import CHECKS, Pair, run_check
+
+pytestmark = pytest.mark.gpu
+CHECK = {c.name: c for c in CHECKS}
+
+
+def _nudged_unary(monkeypatch, target, factor):
+    """Make the gpu's ``target`` unary op return its result times ``factor``."""
+    original = GpuBackend.unary
+
+    def unary(self, op, x, a=0.0, b=0.0, out=None):
+        y = original(self, op, x, a, b, out)
+        if op == target:
+            original(self, "mul_scalar", y, factor, 0.0, out=y)
+        return y
+    monkeypatch.setattr(GpuBackend, "unary", unary)
+
+
+@pytest.mark.parametrize("op,factor", [
+    ("exp", 1 + 2 ** -12),       # ~4000 ULP: far outside exp's 3 + 2|x| ULP
+    ("neg", 1 + 2 ** -23),       # 1 ULP: an exact op may not differ at all
+])
+def test_a_perturbed_kernel_is_caught_and_shrunk(gpu, monkeypatch, op, factor):
+    _nudged_unary(monkeypatch, op, factor)
+    report = run_check(CHECK[f"unary:{op}"], Pair(device.active()), examples=25)
+    assert not report.ok
+    assert report.failure.startswith(f"unary:{op}: unary:{op}: DISAGREE")
+    assert "Draw 1 (x)" in report.failure            # the shrunk inputs are shown
+    assert report.entries[f"unary:{op}"].failed
+
+
+def test_an_unperturbed_check_passes_and_counts(gpu):
+    report = run_check(CHECK["unary:exp"], Pair(device.active()), examples=7)
+    assert report.ok and report.examples == 7
+    entry = report.entries["unary:exp"]
+    assert entry.cases == 7 and entry.worst <= 1.0 and not entry.failed
+    assert report.entries["unary_backward:exp"].cases == 7
+
+
+def test_verify_prints_progress_and_a_table_and_writes_json(gpu, tmp_path, capsys):
+    path = tmp_path / "report.json"
+    status = cli.main(["verify", "--examples", "3", "--report", str(path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"[ 1/{len(CHECKS)}]" in out and "lockstep: 3 models" in out
+    assert "matmul" in out and "all agree" in out
+    report = json.loads(path.read_text())
+    assert report["ok"] and report["examples_per_check"] == 3
+    assert set(report["lockstep"]) == {"mlp_classifier", "regression", "sequence_classifier"}
+    assert report["entries"]["binary:add"]["bound"] == "exact"
+    assert all(e["ok"] and e["cases"] >= 3 for e in report["entries"].values())
+    assert device.ag_device() == "gpu"                   # the selection is restored
+
+
+def test_verify_exits_nonzero_on_a_disagreement(gpu, monkeypatch, tmp_path, capsys):
+    _nudged_unary(monkeypatch, "tanh", 1.001)
+    path = tmp_path / "report.json"
+    status = cli.main(["verify", "--only", "unary:tanh", "--examples", "5",
+                       "--report", str(path)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "DISAGREE" in out and "unary:tanh disagrees" in out and "FAIL" in out
+    report = json.loads(path.read_text())
+    assert not report["ok"] and "unary:tanh" in report["failures"]
+    assert not report["entries"]["unary:tanh"]["ok"]
+
+
+def test_verify_runs_without_pytest(gpu):
+    code = ("import sys, dualgrad.cli as c; s = c.main(['verify', '--only', 'permute', "
+            "'--examples', '2']); assert 'pytest' not in sys.modules; sys.exit(s)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "permute" in done.stdout and "all agree" in done.stdout
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["verify", "--examples", "0"], "positive"),
+    (["verify", "--device", "x"], "device index"),
+])
+def test_verify_rejects_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_verify_reports_a_missing_device(capsys):
+    status = cli.main(["verify", "--device", "99"])
+    assert status == 2
+    assert "dualgrad verify:" in capsys.readouterr().err
