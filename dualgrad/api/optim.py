@@ -13,7 +13,7 @@ import numpy as np
 
 from . import checks, device
 from .errors import InvalidValueError, bad_shape, bad_type, bad_value
-from .tensor import Tensor, host_array
+from .tensor import Parameter, Tensor, host_array
 
 
 def _params(fn: str, params):
@@ -32,8 +32,11 @@ def _params(fn: str, params):
         raise bad_value(fn, "params", params, "at least one parameter")
     seen = set()
     for name, p in zip(names, items):
-        if not isinstance(p, Tensor) or not p.requires_grad:
-            raise bad_type(fn, f"params[{name}]", p, "a Parameter (a tensor requiring grad)")
+        # A frozen Parameter (requires_grad False) is accepted, as in PyTorch: it gets no
+        # gradient, so steps skip it until it is unfrozen.
+        if not isinstance(p, Parameter) and not (isinstance(p, Tensor) and p.requires_grad):
+            raise bad_type(fn, f"params[{name}]", p,
+                           "a Parameter (or a tensor requiring grad)")
         if id(p) in seen:
             raise bad_value(fn, "params", f"params[{name}]",
                             "each parameter once (it appears twice)")
