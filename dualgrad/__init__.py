@@ -7,7 +7,7 @@ with ``ag_device()``; the same training code runs on both.
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
 from .api.errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
                          DeviceOutOfMemory, DeviceUnavailable, DualgradError,
-                         InvalidValueError, ShapeError)
+                         InvalidValueError, ShapeError, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api.ops import (abs, add, clamp, div, dropout, embedding, exp, gelu, layer_norm,
                       linear, log, log_softmax, matmul, max, maximum, mean, minimum,
@@ -33,5 +33,5 @@ __all__ = [
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "DeviceError", "DeviceOutOfMemory",
-    "CheckpointError", "nn", "optim", "residency",
+    "CheckpointError", "ValidationError", "nn", "optim", "residency",
 ]

@@ -1,9 +1,15 @@
-"""Checkpoints: exact round trips and resumption, refusal of files that do not fit or are
-damaged, and atomic writes that never leave a partial file at the target.
+"""Checkpoints: exact round trips and resumption (in the same and in a fresh process),
+refusal of files that do not fit or are damaged, and atomic writes that never leave a
+partial file at the target, even when the saving process is killed midway.
 """
 import json
 import os
+import pathlib
+import signal
 import struct
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +17,7 @@ import pytest
 import dualgrad as dg
 
 VOCAB, BATCH = 10, 12
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 class Net(dg.nn.Module):
@@ -311,3 +318,127 @@ def test_save_replaces_target_only_by_rename(saved, monkeypatch):
     fresh, opt2, sched2 = setup(seed=4)
     dg.load_checkpoint(path, fresh, opt2, sched2)
     assert_same_params(fresh, params_of(model))
+
+
+# ---------------------------------------------------------------------------------------------
+# Crashes and fresh processes
+
+SAVER = """
+import os, sys, time
+import numpy as np
+import dualgrad as dg
+
+path, stop = sys.argv[1], sys.argv[2]
+model = dg.nn.Linear(1024, 2048)           # 8 MiB of weights: a save takes a while
+
+
+def halt(*args, **kwargs):
+    print("inside", flush=True)
+    time.sleep(600)                          # killed here
+
+
+for n in range(1, 10 ** 6):
+    dg.residency.write_resident(model.weight, np.full((2048, 1024), n, np.float32))
+    if n == 2 and stop == "fsync":           # the data is written, not yet flushed or renamed
+        os.fsync = halt
+    if n == 2 and stop == "write":           # half of the data is written
+        real_fdopen = os.fdopen
+
+        def fdopen(fd, mode):
+            f = real_fdopen(fd, mode)
+            real_write = f.write
+            f.write = lambda blob: (real_write(blob[:len(blob) // 2]), f.flush(), halt())
+            return f
+
+        os.fdopen = fdopen
+    dg.save_checkpoint(path, model, extra={"n": n})
+    print(n, flush=True)
+"""
+
+
+def start_saver(path, stop):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen([sys.executable, "-c", SAVER, str(path), stop], env=env,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def assert_complete_checkpoint(path):
+    """The file verifies, loads, and holds one save's values throughout; returns its n."""
+    dg.api.io.read_checkpoint(path)
+    model = dg.nn.Linear(1024, 2048)
+    n = dg.load_checkpoint(path, model)["n"]
+    np.testing.assert_array_equal(model.weight.numpy(), np.full((2048, 1024), n, np.float32))
+    return n
+
+
+@pytest.mark.parametrize("stop", ["write", "fsync"])
+def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, stop):
+    path = tmp_path / "ck.safetensors"
+    child = start_saver(path, stop)
+    try:
+        assert child.stdout.readline().strip() == "1"        # the first save is complete
+        assert child.stdout.readline().strip() == "inside"   # the second one is stopped in it
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    leftovers = [p for p in tmp_path.iterdir() if p != path]
+    assert len(leftovers) == 1 and leftovers[0].name.startswith(".tmp-")   # the cut-off file
+    assert assert_complete_checkpoint(path) == 1             # the target is the first save
+    if stop == "write":
+        with pytest.raises(dg.CheckpointError):
+            dg.api.io.read_checkpoint(leftovers[0])          # the half-written second save
+    else:
+        assert assert_complete_checkpoint(leftovers[0]) == 2  # whole, but never renamed
+
+
+def test_saves_killed_at_random_moments_leave_a_complete_checkpoint(tmp_path):
+    path = tmp_path / "ck.safetensors"
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        child = start_saver(path, "none")
+        try:
+            child.stdout.readline()                             # at least one save is done
+            time.sleep(rng.uniform(0.0, 0.3))
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.kill()
+            child.wait()
+        assert assert_complete_checkpoint(path) >= 1
+
+
+RESUMER = """
+import sys
+import dualgrad as dg
+sys.path.insert(0, "tests")
+import test_checkpoint as tc
+
+saved, out, device = sys.argv[1:]
+dg.ag_device(device)
+model, opt, sched = tc.setup(seed=5)         # other initial values: all must come from the file
+dg.load_checkpoint(saved, model, opt, sched)
+tc.train(model, opt, sched, 4, 3)
+dg.save_checkpoint(out, model, opt, sched)
+"""
+
+
+def test_resume_in_a_fresh_process_continues_exactly(tmp_path, device):
+    # Adam with weight decay, a warm-up cosine schedule and dropout: every piece of state a
+    # resumed run needs comes through the file.
+    model, opt, sched = setup()
+    train(model, opt, sched, 3, 0)
+    saved, out = tmp_path / "at3.safetensors", tmp_path / "at7.safetensors"
+    dg.save_checkpoint(saved, model, opt, sched)
+    train(model, opt, sched, 4, 3)                    # the run that never stopped
+    child = subprocess.run([sys.executable, "-c", RESUMER, str(saved), str(out), device],
+                           cwd=str(ROOT), capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert child.returncode == 0, child.stderr
+    resumed, opt2, sched2 = setup(seed=6)
+    dg.load_checkpoint(out, resumed, opt2, sched2)
+    assert dropout_state(resumed) == dropout_state(model)
+    assert sched2.state_dict() == sched.state_dict() and opt2.lr == opt.lr
+    # the same kernels on the same device: bit for bit on the gpu too
+    assert_same_params(resumed, params_of(model))
+    assert_same_opt_state(opt2.state_dict(), opt.state_dict())

@@ -20,7 +20,8 @@ from dualgrad.api import random as dg_random
 # The built-in each error class must also be, so ``except ValueError`` / ``except TypeError``
 # callers catch it.
 BUILTIN = {dg.ShapeError: ValueError, dg.InvalidValueError: ValueError,
-           dg.CheckpointError: ValueError, dg.ArgumentTypeError: TypeError}
+           dg.CheckpointError: ValueError, dg.ArgumentTypeError: TypeError,
+           dg.DeadTensorError: RuntimeError}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,6 +105,13 @@ class _Fixed(dg.nn.Module):
 def _recorded_output(w: World) -> dg.Tensor:
     with dg.with_grad_tape():
         return w.model(dg.ag_tensor(w.x))
+
+
+def _read_dead_tensor(w: World):
+    out = _recorded_output(w)
+    with dg.with_grad_tape():      # frees the pass pool the output lived in
+        pass
+    out.numpy()
 
 
 def _backward_outside_tape(w: World):
@@ -211,6 +219,7 @@ class Case(NamedTuple):
     exc: type
     match: str               # regex the message must match: the function and the argument
     cpu_only: bool = False   # float64 lives on the cpu backend only
+    gpu_only: bool = False   # pools (and so dead tensors) exist on the gpu backend only
 
 
 Shape, Value, Type = dg.ShapeError, dg.InvalidValueError, dg.ArgumentTypeError
@@ -224,6 +233,8 @@ CASES = [
          r"^matmul: argument 'a'"),
     Case("matmul-4d-operand", lambda w: dg.matmul(_t(2, 3), _t(1, 1, 3, 2)), Shape,
          r"^matmul: argument 'b'"),
+    Case("matmul-0d-operand", lambda w: dg.matmul(dg.ag_tensor(1.0), _t(2, 2)), Shape,
+         r"^matmul: argument 'a'"),
     Case("matmul-batch-mismatch", lambda w: dg.matmul(_t(2, 3, 4), _t(3, 4, 5)), Shape,
          r"^matmul: batch sizes differ"),
     Case("matmul-mixed-dtypes", lambda w: dg.matmul(_t(2, 3), _t(3, 2, dtype="float64")),
@@ -242,6 +253,14 @@ CASES = [
     Case("add-mixed-dtypes", lambda w: dg.add(_t(2, 3), _t(2, 3, dtype="float64")), Type,
          r"^add: operands have dtypes", cpu_only=True),
     Case("mul-bool-operand", lambda w: dg.mul(_t(2), True), Type, r"^mul: argument 'b'"),
+    Case("add-complex-operand", lambda w: dg.add(_t(2), np.array([1j, 2j])), Type,
+         r"^add: argument 'b' has dtype complex128"),
+    Case("mul-string-operand", lambda w: dg.mul(_t(2), "2"), Type, r"^mul: argument 'b'"),
+    Case("layer_norm-complex-input",
+         lambda w: dg.layer_norm(np.ones((2, 4)) * 1j, _t(4), _t(4)), Type,
+         r"^layer_norm: argument 'x'"),
+    Case("mse-string-target", lambda w: dg.mse_loss(_t(2), np.array(["a", "b"])), Type,
+         r"^mse_loss: argument 'target'"),
     # ag_tensor
     Case("ag_tensor-5d", lambda w: dg.ag_tensor(np.zeros((1, 1, 1, 1, 2))), Shape,
          r"^ag_tensor: argument 'array'"),
@@ -258,6 +277,10 @@ CASES = [
          r"^ag_tensor: argument 'array'"),
     Case("ag_tensor-ragged-list", lambda w: dg.ag_tensor([[1.0, 2.0], [3.0]]), Type,
          r"^ag_tensor: argument 'array'"),
+    Case("ag_param-complex-array", lambda w: dg.ag_param(np.array([1j])), Type,
+         r"^ag_param: argument 'array'"),
+    Case("ag_tensor-float64-on-gpu", lambda w: dg.ag_tensor([1.0], dtype="float64"), Type,
+         r"^ag_tensor: dtype float64 is not supported by the gpu backend", gpu_only=True),
     Case("ag_tensor-dtype-int32", lambda w: dg.ag_tensor([1.0], dtype="int32"), Type,
          r"^ag_tensor: argument 'dtype'"),
     Case("ag_tensor-dtype-float16", lambda w: dg.ag_tensor([1.0], dtype="float16"), Type,
@@ -281,12 +304,16 @@ CASES = [
          r"^sum: argument 'axis'"),
     Case("max-zero-length-axis", lambda w: dg.max(_t(0, 3), axis=0), Shape,
          r"^max: argument 'x'"),
+    Case("max-empty-tensor", lambda w: dg.max(dg.ag_tensor(np.zeros(0))), Shape,
+         r"^max: argument 'x'"),
     Case("sum-keepdims-not-bool", lambda w: dg.sum(_t(2, 3), keepdims="yes"), Type,
          r"^sum: argument 'keepdims'"),
     Case("softmax-axis-out-of-range", lambda w: dg.softmax(_t(2, 3), axis=2), Value,
          r"^softmax: argument 'axis'"),
     # reshape and transpose
     Case("reshape-wrong-size", lambda w: dg.reshape(_t(2, 3), (4, 2)), Value,
+         r"^reshape: argument 'shape'"),
+    Case("reshape-past-4d", lambda w: dg.reshape(_t(2, 2), (1, 1, 1, 2, 2)), Value,
          r"^reshape: argument 'shape'"),
     Case("reshape-two-unknowns", lambda w: _t(2, 3).reshape(-1, -1), Value,
          r"^reshape: argument 'shape'"),
@@ -308,6 +335,14 @@ CASES = [
          r"^softmax_cross_entropy: argument 'logits'"),
     Case("sce-float-targets",
          lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([0.0, 1.0])), Type,
+         r"^softmax_cross_entropy: argument 'targets'"),
+    Case("sce-3d-logits", lambda w: dg.softmax_cross_entropy(_t(2, 3, 4), np.array([0, 1])),
+         Shape, r"^softmax_cross_entropy: argument 'logits'"),
+    Case("sce-fractional-targets",
+         lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([0.5, 1.0])), Type,
+         r"^softmax_cross_entropy: argument 'targets'"),
+    Case("sce-object-targets",
+         lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([0, None], dtype=object)), Type,
          r"^softmax_cross_entropy: argument 'targets'"),
     Case("sce-bool-targets",
          lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([True, False])), Type,
@@ -336,6 +371,11 @@ CASES = [
          Value, r"^embedding: argument 'indices'"),
     Case("embedding-float-indices", lambda w: dg.embedding(_t(5, 2), np.array([0.0, 1.0])),
          Type, r"^embedding: argument 'indices'"),
+    Case("embedding-string-indices", lambda w: dg.embedding(_t(5, 2), np.array(["a"])), Type,
+         r"^embedding: argument 'indices'"),
+    Case("embedding-empty-table",
+         lambda w: dg.embedding(dg.ag_tensor(np.zeros((0, 2))), np.array([0])), Value,
+         r"^embedding: argument 'indices'"),
     Case("embedding-1d-table", lambda w: dg.embedding(_t(5), np.array([0, 1])), Shape,
          r"^embedding: argument 'table'"),
     Case("layer_norm-weight-mismatch",
@@ -387,6 +427,18 @@ CASES = [
     Case("adam-betas-wrong-length",
          lambda w: dg.optimizer_adam(w.params(), betas=(0.9, 0.99, 0.999)), Value,
          r"^Adam: argument 'betas'"),
+    Case("adam-nan-beta1",
+         lambda w: dg.optimizer_adam(w.params(), betas=(NAN, 0.999)), Value,
+         r"^Adam: argument 'betas\[0\]'"),
+    Case("adam-inf-eps", lambda w: dg.optimizer_adam(w.params(), eps=INF), Value,
+         r"^Adam: argument 'eps'"),
+    Case("adam-bool-lr", lambda w: dg.optimizer_adam(w.params(), lr=True), Type,
+         r"^Adam: argument 'lr'"),
+    Case("sgd-negative-weight-decay",
+         lambda w: dg.optimizer_sgd(w.params(), lr=0.1, weight_decay=-1.0), Value,
+         r"^SGD: argument 'weight_decay'"),
+    Case("sgd-empty-param-dict", lambda w: dg.optimizer_sgd({}, lr=0.1), Value,
+         r"^SGD: argument 'params'"),
     Case("adam-negative-eps", lambda w: dg.optimizer_adam(w.params(), eps=-1e-8), Value,
          r"^Adam: argument 'eps'"),
     Case("adamw-negative-weight-decay",
@@ -411,12 +463,19 @@ CASES = [
     Case("sgd-single-tensor-params", lambda w: dg.optimizer_sgd(w.model[0].weight, lr=0.1),
          Type, r"^SGD: argument 'params'"),
     Case("grad-wrong-shape", _set_wrong_grad, Shape, r"^grad: argument 'grad'"),
+    Case("grad-tensor-wrong-shape",
+         lambda w: setattr(w.model[0].weight, "grad", dg.ag_tensor(np.ones(3))), Shape,
+         r"^grad: argument 'grad'"),
     Case("step-after-negative-lr", _step_with_negative_lr, Value, r"^Adam: argument 'lr'"),
     Case("clip-zero-max-norm", lambda w: dg.clip_grad_norm(w.params(), 0.0), Value,
          r"^clip_grad_norm: argument 'max_norm'"),
     Case("clip-negative-max-norm", lambda w: dg.clip_grad_norm(w.params(), -1.0), Value,
          r"^clip_grad_norm: argument 'max_norm'"),
     Case("clip-nan-max-norm", lambda w: dg.clip_grad_norm(w.params(), NAN), Value,
+         r"^clip_grad_norm: argument 'max_norm'"),
+    Case("clip-inf-max-norm", lambda w: dg.clip_grad_norm(w.params(), INF), Value,
+         r"^clip_grad_norm: argument 'max_norm'"),
+    Case("clip-string-max-norm", lambda w: dg.clip_grad_norm(w.params(), "1"), Type,
          r"^clip_grad_norm: argument 'max_norm'"),
     Case("clip-non-tensor-param",
          lambda w: dg.clip_grad_norm([w.model[0].weight, "bias"], 1.0), Type,
@@ -478,8 +537,13 @@ CASES = [
     Case("set_host_data-shape-change",
          lambda w: dg.residency.set_host_data(w.model[0].bias, np.zeros((2, 4))), Shape,
          r"^set_host_data: cannot change a tensor's shape"),
+    Case("store_weight-shape-change",
+         lambda w: dg.residency.store_weight(w.model[0].bias, np.zeros(9)), Shape,
+         r"^store_weight: cannot change a tensor's shape"),
     Case("store_weight-non-tensor", lambda w: dg.residency.store_weight(np.zeros(8), 0.0),
          Type, r"^store_weight: argument 't'"),
+    Case("read-dead-tensor", _read_dead_tensor, dg.DeadTensorError,
+         r"^this pass tensor of shape \(5, 3\) was freed", gpu_only=True),
     Case("item-multi-element", lambda w: _t(2, 3).item(), Shape, r"^item: argument 'self'"),
     # schedules
     Case("steplr-zero-step-size", lambda w: dg.optim.StepLR(w.opt, step_size=0), Value,
@@ -525,8 +589,9 @@ def test_catalogue_is_large_and_ids_are_unique():
     assert all(c.exc in BUILTIN for c in CASES)
 
 
-BOTH = [c for c in CASES if not c.cpu_only]
+BOTH = [c for c in CASES if not c.cpu_only and not c.gpu_only]
 CPU_ONLY = [c for c in CASES if c.cpu_only]
+GPU_ONLY = [c for c in CASES if c.gpu_only]
 
 
 @pytest.mark.parametrize("case", BOTH, ids=[c.id for c in BOTH])
@@ -537,6 +602,12 @@ def test_bad_input_raises_typed_error_before_any_change(device, world, case):
 @pytest.mark.parametrize("case", CPU_ONLY, ids=[c.id for c in CPU_ONLY])
 def test_bad_float64_input_raises_on_cpu(tmp_path, case):
     # float64 tensors exist only on the cpu backend, so these cases have no gpu form
+    _check_case(World(tmp_path), case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", GPU_ONLY, ids=[c.id for c in GPU_ONLY])
+def test_bad_input_raises_on_gpu(gpu, tmp_path, case):
     _check_case(World(tmp_path), case)
 
 

@@ -35,6 +35,15 @@ class DeviceError(DualgradError, RuntimeError):
     """The device reported a failure while running work."""
 
 
+class ValidationError(DeviceError):
+    """The Vulkan validation layer (``DUALGRAD_VK_VALIDATION=1``) reported a warning or an
+    error; ``messages`` holds each message's text."""
+
+    def __init__(self, text: str, messages=()):
+        super().__init__(text)
+        self.messages = list(messages)
+
+
 class DeviceOutOfMemory(DualgradError, MemoryError):
     """Device memory (or the configured budget) is exhausted."""
 

@@ -37,11 +37,11 @@ def _value(fn: str, t: Tensor, value):
     return array
 
 
-def write_resident(t, value) -> None:
+def write_resident(t, value, fn: str = "write_resident") -> None:
     """Write new numbers into ``t``'s existing storage (the same device buffer on gpu) and
-    drop its host cache. The shape cannot change."""
-    t = _tensor("write_resident", t)
-    array = _value("write_resident", t, value)
+    drop its host cache. The shape cannot change. (``fn`` names the caller in errors.)"""
+    t = _tensor(fn, t)
+    array = _value(fn, t, value)
     backend = device.active()
     backend.write(backend.handle(t), array)
     t.written()
@@ -51,13 +51,14 @@ def store_weight(t, value) -> None:
     """Set ``t``'s value, keeping it resident when its device buffer is live."""
     t = _tensor("store_weight", t)
     if ptr_is_live(t):
-        write_resident(t, value)
+        write_resident(t, value, "store_weight")
     else:
-        set_host_data(t, value)
+        set_host_data(t, value, "store_weight")
 
 
-def set_host_data(t, value) -> None:
-    """Give ``t`` a host value and drop its device pointer."""
-    t = _tensor("set_host_data", t)
-    t.data = _value("set_host_data", t, value).copy()
+def set_host_data(t, value, fn: str = "set_host_data") -> None:
+    """Give ``t`` a host value and drop its device pointer. (``fn`` names the caller in
+    errors.)"""
+    t = _tensor(fn, t)
+    t.data = _value(fn, t, value).copy()
     t.ptr = None

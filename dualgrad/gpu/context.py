@@ -6,13 +6,22 @@ backend's pools) but not the device, so switching back is cheap and drivers are 
 to create and destroy devices over and over. Device choice: discrete > integrated > virtual
 > cpu-type (lavapipe), or the device ``DUALGRAD_VK_DEVICE`` names (an index or a substring
 of the name).
+
+With ``DUALGRAD_VK_VALIDATION=1`` the instance enables the Khronos validation layer and a
+debug messenger. A Python exception cannot cross the C callback, so the callback only
+records each warning or error; the recorder raises them as ``ValidationError`` at its next
+safe point (after recording a command, after a submit or a wait), and any still pending at
+exit are printed rather than lost.
 """
 from __future__ import annotations
 
+import atexit
+import collections
 import os
+import sys
 import threading
 
-from ..api.errors import DeviceUnavailable
+from ..api.errors import DeviceUnavailable, InvalidValueError, ValidationError
 
 _INSTALL_HINT = ("install a Vulkan loader and driver (on Debian: apt-get install libvulkan1 "
                  "mesa-vulkan-drivers; the latter gives lavapipe, a software device)")
@@ -35,6 +44,119 @@ def load_vulkan():
 
 def _version(v: int) -> str:
     return f"{v >> 22}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+VALIDATION_ENV = "DUALGRAD_VK_VALIDATION"
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+DEBUG_UTILS = "VK_EXT_debug_utils"
+# VkDebugUtilsMessageSeverityFlagBitsEXT / TypeFlagBitsEXT values from the specification.
+_WARNING, _ERROR = 0x100, 0x1000
+_GENERAL, _VALIDATION, _PERFORMANCE = 0x1, 0x2, 0x4
+
+# Live Vulkan objects by kind ("buffer", "memory", "command_buffer", ...), counted where they
+# are made and destroyed, so that a leak shows as growth (see live_objects()).
+LIVE = collections.Counter()
+
+
+def live_objects() -> dict:
+    """How many Vulkan objects of each kind dualgrad holds now (blocks of memory, buffers,
+    command buffers, fences, command pools)."""
+    return {kind: n for kind, n in LIVE.items()}
+
+
+def validation_requested() -> bool:
+    """Whether DUALGRAD_VK_VALIDATION asks for the validation layer ("1"; "0" or unset: no)."""
+    value = os.environ.get(VALIDATION_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise InvalidValueError(f"environment variable {VALIDATION_ENV} is {value!r}; "
+                                "expected 1 (validation on) or 0 (off)")
+    return value == "1"
+
+
+class ValidationLog:
+    """Messages from the validation layer: recorded by the C callback (which must not
+    raise), raised by ``raise_pending()`` at the next safe point."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.pending: list = []
+        self.seen = 0
+
+    def record(self, text: str) -> None:
+        with self.lock:
+            self.pending.append(text)
+            self.seen += 1
+
+    def raise_pending(self) -> None:
+        """Raise every recorded, not yet raised message as one ValidationError."""
+        if not self.pending:
+            return
+        with self.lock:
+            messages, self.pending = self.pending, []
+        if messages:
+            raise ValidationError(f"Vulkan validation reported {len(messages)} message(s):\n" +
+                                  "\n".join(messages), messages)
+
+    def report_unraised(self) -> None:
+        """At exit: messages nobody raised go to stderr instead of vanishing."""
+        with self.lock:
+            messages, self.pending = self.pending, []
+        for text in messages:
+            print(f"dualgrad: unraised Vulkan validation message: {text}", file=sys.stderr)
+
+
+VALIDATION = ValidationLog()
+atexit.register(VALIDATION.report_unraised)
+
+
+def validation_messages() -> int:
+    """How many validation warnings and errors have been reported in this process."""
+    return VALIDATION.seen
+
+
+def _on_message(vk, severity, types, data, user_data) -> int:
+    try:
+        kind = "error" if severity & _ERROR else "warning"
+        name = vk.ffi.string(data.pMessageIdName).decode(errors="replace") \
+            if data.pMessageIdName else "?"
+        text = vk.ffi.string(data.pMessage).decode(errors="replace") if data.pMessage else ""
+        VALIDATION.record(f"[{kind}] {name}: {text}")
+    except BaseException as exc:  # noqa: BLE001 - nothing may escape into C
+        VALIDATION.record(f"[error] (message unreadable: {exc!r})")
+    return 0                      # VK_FALSE: the call that triggered it goes ahead
+
+
+def _messenger_info(vk):
+    """A VkDebugUtilsMessengerCreateInfoEXT for warnings and errors of every type. Built by
+    hand: the package's constructor would route the callback through a module global."""
+    callback = vk.ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT",
+                               lambda *args: _on_message(vk, *args))
+    info = vk.ffi.new("VkDebugUtilsMessengerCreateInfoEXT*")
+    info.sType = vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT
+    info.messageSeverity = _WARNING | _ERROR
+    info.messageType = _GENERAL | _VALIDATION | _PERFORMANCE
+    info.pfnUserCallback = callback
+    return info, callback
+
+
+def _check_layer(vk) -> None:
+    names = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
+    if VALIDATION_LAYER not in names:
+        raise DeviceUnavailable(
+            f"{VALIDATION_ENV}=1 asks for the Vulkan validation layer, but "
+            f"{VALIDATION_LAYER} is not installed (on Debian: apt-get install "
+            f"vulkan-validationlayers); unset {VALIDATION_ENV} to run without it")
+
+
+def _create_validated_instance(vk):
+    """An instance with the validation layer and a debug messenger that covers its own
+    creation and destruction (chained in pNext) and everything after (created on it)."""
+    _check_layer(vk)
+    info, callback = _messenger_info(vk)
+    handle = _create_instance(vk, [VALIDATION_LAYER], [DEBUG_UTILS], info)
+    create = vk.vkGetInstanceProcAddr(handle, "vkCreateDebugUtilsMessengerEXT")
+    messenger = create(handle, info, None)
+    return handle, (info, callback, messenger)       # kept alive for the process
 
 
 def _create_instance(vk, layers=(), extensions=(), pnext=None):
@@ -83,18 +205,30 @@ def _describe(vk, index: int, pd) -> dict:
 
 _lock = threading.Lock()
 _instance = None
+_messenger = None
 _found = None
 _contexts: dict = {}
 
 
 def instance():
-    """(vulkan module, the process's VkInstance), made at first call."""
-    global _instance
+    """(vulkan module, the process's VkInstance), made at first call; with validation when
+    DUALGRAD_VK_VALIDATION=1."""
+    global _instance, _messenger
     with _lock:
         if _instance is None:
+            validate = validation_requested()
             vk = load_vulkan()
-            _instance = (vk, _create_instance(vk))
+            if validate:
+                handle, _messenger = _create_validated_instance(vk)
+            else:
+                handle = _create_instance(vk)
+            _instance = (vk, handle)
         return _instance
+
+
+def validating() -> bool:
+    """Whether this process's instance runs under the validation layer."""
+    return _messenger is not None
 
 
 def list_devices() -> list:
@@ -164,6 +298,7 @@ class Context:
         self.device = self._create_device()
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pipelines = Pipelines(self)
+        VALIDATION.raise_pending()
 
     def _create_device(self):
         vk = self.vk

@@ -8,15 +8,24 @@
 Drivers cap the number of ``vkAllocateMemory`` calls (often near 4096), so tensors never get
 their own: a block is one VkDeviceMemory bound to one VkBuffer, and kernels address
 sub-allocations by buffer device address (block address + offset).
+
+The pools of a device share a ``Budget``: the bytes they may reserve together
+(``DUALGRAD_GPU_MEMORY_LIMIT``, unlimited by default). When a new block would exceed it, or
+the driver refuses one, the budget first reclaims blocks that hold nothing live and retries
+once; then the allocation raises ``DeviceOutOfMemory`` and no pool has changed.
 """
 from __future__ import annotations
 
 import bisect
+import math
+import os
+import re
 import threading
 
 import numpy as np
 
-from ..api.errors import DeviceOutOfMemory
+from ..api.errors import DeviceOutOfMemory, InvalidValueError
+from .context import LIVE
 
 # Core Vulkan 1.2 flags the `vulkan` package leaves undefined (None); values from the spec.
 BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
@@ -24,10 +33,31 @@ MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x00000002
 
 ALIGN = 256                       # bytes; keeps every allocation 16-byte-vector aligned
 BLOCK = 64 << 20                  # default block size
+MIB = 1 << 20
+LIMIT_ENV = "DUALGRAD_GPU_MEMORY_LIMIT"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def _round_up(n: int, to: int) -> int:
     return (n + to - 1) // to * to
+
+
+def parse_limit(text: str | None) -> int | None:
+    """Bytes from DUALGRAD_GPU_MEMORY_LIMIT's syntax: an integer with an optional K, M or G
+    suffix (powers of 1024); empty or None means no limit."""
+    if text is None or not text.strip():
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text, re.IGNORECASE)
+    if match is None or int(match[1]) == 0:
+        raise InvalidValueError(f"environment variable {LIMIT_ENV} is {text!r}; expected a "
+                                "positive number of bytes, optionally with a K, M or G suffix "
+                                "(e.g. 512M)")
+    return int(match[1]) * _UNITS[match[2].upper()]
+
+
+def limit_from_env() -> int | None:
+    """The memory budget DUALGRAD_GPU_MEMORY_LIMIT asks for, in bytes (None: unlimited)."""
+    return parse_limit(os.environ.get(LIMIT_ENV))
 
 
 class Block:
@@ -40,10 +70,12 @@ class Block:
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                  vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT |
                  BUFFER_USAGE_SHADER_DEVICE_ADDRESS)
-        self.buffer = vk.vkCreateBuffer(ctx.device, vk.VkBufferCreateInfo(
-            size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
-        self.memory = None
+        self.buffer = self.memory = self.view = None
+        self.counted = False       # whether LIVE counts it (once fully made)
         try:
+            # A driver may refuse the buffer itself (lavapipe does past 4 GiB) or its memory.
+            self.buffer = vk.vkCreateBuffer(ctx.device, vk.VkBufferCreateInfo(
+                size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
             reqs = vk.vkGetBufferMemoryRequirements(ctx.device, self.buffer)
             flags = vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS)
             self.memory = vk.vkAllocateMemory(ctx.device, vk.VkMemoryAllocateInfo(
@@ -54,6 +86,9 @@ class Block:
             self.address = int(vk.lib.vkGetBufferDeviceAddress(ctx.device,
                                                                vk.ffi.addressof(info)))
             self.view = vk.vkMapMemory(ctx.device, self.memory, 0, size, 0) if mapped else None
+            LIVE["buffer"] += 1
+            LIVE["memory"] += 1
+            self.counted = True
         except BaseException as exc:
             self.destroy()
             if type(exc).__name__ in ("VkErrorOutOfDeviceMemory", "VkErrorOutOfHostMemory"):
@@ -62,7 +97,7 @@ class Block:
 
     def destroy(self) -> None:
         vk, device = self.ctx.vk, self.ctx.device
-        if getattr(self, "view", None) is not None:
+        if self.view is not None:
             vk.vkUnmapMemory(device, self.memory)
             self.view = None
         if self.buffer is not None:
@@ -71,6 +106,10 @@ class Block:
         if self.memory is not None:
             vk.vkFreeMemory(device, self.memory, None)
             self.memory = None
+        if self.counted:
+            LIVE["buffer"] -= 1
+            LIVE["memory"] -= 1
+            self.counted = False
 
 
 class Allocation:
@@ -105,7 +144,7 @@ class DeviceArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))    # not np.prod: it is on every dispatch's path
 
     @property
     def nbytes(self) -> int:
@@ -132,34 +171,94 @@ class DeviceArray:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, scope={self.scope})"
 
 
+class Budget:
+    """The bytes the pools of one device may reserve from the driver together (None: no
+    limit), and ``reclaim``, what to try before an allocation fails: by default returning
+    blocks that hold nothing live; the backend first waits for the queue, since submitted
+    work may still use a block."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit = limit
+        self.pools: list = []
+        self.reclaim = self.trim_pools
+        # Smaller blocks under a small budget, so that one pool cannot take all of it.
+        self.block_size = BLOCK if limit is None else min(BLOCK, max(MIB, limit // 8))
+
+    def reserved(self) -> int:
+        return sum(p.reserved_bytes for p in self.pools)
+
+    def block_size_for(self, need: int, preferred: int):
+        """The size of a new block for ``need`` bytes within the budget (None: no room)."""
+        size = max(preferred, _round_up(need, MIB))
+        if self.limit is None:
+            return size
+        room = self.limit - self.reserved()
+        return None if need > room else min(size, max(need, room))
+
+    def trim_pools(self) -> int:
+        """Give every block that holds nothing live back to the driver; the bytes freed."""
+        return sum(pool.trim() for pool in list(self.pools))
+
+    def describe(self) -> str:
+        totals: dict = {}
+        for pool in self.pools:
+            reserved, used, n = totals.get(pool.scope, (0, 0, 0))
+            totals[pool.scope] = (reserved + pool.reserved_bytes, used + pool.used_bytes, n + 1)
+        text = "; ".join(f"{scope} pool{'s' if n > 1 else ''} {reserved} bytes reserved, "
+                         f"{used} in use" for scope, (reserved, used, n) in totals.items())
+        limit = "no limit" if self.limit is None else f"{LIMIT_ENV}={self.limit} bytes"
+        return f"{text or 'no pools'} ({limit})"
+
+
 class Pool:
     """Common bookkeeping: blocks from the driver, bytes and counts in use."""
 
     scope = "?"
 
-    def __init__(self, ctx, memory_type: int, block_size: int = BLOCK):
-        self.ctx, self.memory_type, self.block_size = ctx, memory_type, block_size
+    def __init__(self, ctx, memory_type: int, block_size: int | None = None,
+                 budget: Budget | None = None):
+        self.budget = budget if budget is not None else Budget()
+        self.ctx, self.memory_type = ctx, memory_type
+        self.block_size = block_size or self.budget.block_size
         self.blocks: list = []
         self.used_bytes = 0
         self.count = 0
         self.released = False
         self.lock = threading.RLock()
+        self.budget.pools.append(self)
 
     @property
     def reserved_bytes(self) -> int:
         return sum(b.size for b in self.blocks)
 
-    def _new_block(self, nbytes: int) -> Block:
-        size = max(self.block_size, _round_up(nbytes, 1 << 20))
-        try:
-            block = Block(self.ctx, size, self.memory_type)
-        except MemoryError as exc:
-            raise DeviceOutOfMemory(
-                f"device out of memory: a {size}-byte block was refused by the driver "
-                f"({exc}) for a {nbytes}-byte {self.scope} allocation; the {self.scope} pool "
-                f"holds {self.reserved_bytes} bytes in {len(self.blocks)} blocks") from None
-        self.blocks.append(block)
-        return block
+    def _new_block(self, need: int) -> Block:
+        """A new block of at least ``need`` bytes, or DeviceOutOfMemory with no change."""
+        for retry in (False, True):
+            size = self.budget.block_size_for(need, self.block_size)
+            if size is None:
+                reason = f"no room is left under {LIMIT_ENV}"
+            else:
+                try:
+                    block = Block(self.ctx, size, self.memory_type)
+                except MemoryError as exc:
+                    reason = f"the driver refused a {size}-byte block ({exc})"
+                else:
+                    self.blocks.append(block)
+                    return block
+            if retry or not self.budget.reclaim():
+                break
+        raise DeviceOutOfMemory(f"device out of memory: a {need}-byte {self.scope} allocation "
+                                f"needs a new block and {reason}; {self.budget.describe()}")
+
+    def trim(self) -> int:
+        """Destroy the blocks that hold nothing live; the bytes given back."""
+        return 0
+
+    def _drop_blocks(self, blocks: list) -> int:
+        for block in blocks:
+            self.blocks.remove(block)
+            block.destroy()
+        return sum(b.size for b in blocks)
 
     def release(self) -> None:
         """Free every block; every allocation becomes dead."""
@@ -169,6 +268,8 @@ class Pool:
                 block.destroy()
             self.blocks.clear()
             self.used_bytes = self.count = 0
+            if self in self.budget.pools:
+                self.budget.pools.remove(self)
 
     def dropped(self, alloc: Allocation) -> None:
         """An allocation's last reference went away."""
@@ -179,8 +280,9 @@ class ArenaPool(Pool):
 
     scope = "pass"
 
-    def __init__(self, ctx, memory_type: int, block_size: int = BLOCK):
-        super().__init__(ctx, memory_type, block_size)
+    def __init__(self, ctx, memory_type: int, block_size: int | None = None,
+                 budget: Budget | None = None):
+        super().__init__(ctx, memory_type, block_size, budget)
         self.generation = 0
         self._block = 0            # index of the block being filled
         self._offset = 0
@@ -209,6 +311,11 @@ class ArenaPool(Pool):
             self._block = self._offset = 0
             self.used_bytes = self.count = 0
 
+    def trim(self) -> int:
+        # Blocks past the one being filled hold nothing of the current generation.
+        with self.lock:
+            return self._drop_blocks(self.blocks[self._block + 1:])
+
     def is_live(self, alloc: Allocation) -> bool:
         return not self.released and alloc.generation == self.generation
 
@@ -220,8 +327,9 @@ class FreeListPool(Pool):
 
     scope = "persistent"
 
-    def __init__(self, ctx, memory_type: int, block_size: int = BLOCK):
-        super().__init__(ctx, memory_type, block_size)
+    def __init__(self, ctx, memory_type: int, block_size: int | None = None,
+                 budget: Budget | None = None):
+        super().__init__(ctx, memory_type, block_size, budget)
         self._free: dict = {}      # block -> sorted list of [offset, size]
         self._pending: list = []
 
@@ -271,6 +379,14 @@ class FreeListPool(Pool):
                 spans[i][1] += spans.pop(i + 1)[1]
             if i > 0 and spans[i - 1][0] + spans[i - 1][1] == offset:      # merge left
                 spans[i - 1][1] += spans.pop(i)[1]
+
+    def trim(self) -> int:
+        with self.lock:
+            self._apply_frees()
+            empty = [b for b in self.blocks if self._free[b] == [[0, b.size]]]
+            for block in empty:
+                del self._free[block]
+            return self._drop_blocks(empty)
 
     def stats(self) -> tuple:
         """(bytes in use, live allocations) after applying queued frees."""

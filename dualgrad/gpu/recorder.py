@@ -8,6 +8,9 @@ barrier too, which orders it after everything submitted before it.
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
 released, or when it grows long; at most ``MAX_IN_FLIGHT`` batches are in flight.
+
+Under validation, every recorded command and every submit or wait is a safe point: the
+messages the layer reported during it are raised there (``ValidationLog.raise_pending``).
 """
 from __future__ import annotations
 
@@ -16,11 +19,14 @@ import collections
 import numpy as np
 
 from ..api.errors import DeviceError
+from .context import LIVE, VALIDATION
 from .memory import Block
 
 STAGING_BYTES = 32 << 20
 MAX_IN_FLIGHT = 4
 MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
+SUBMIT_BYTES = 256 << 20          # bytes touched by a batch's kernels before it is submitted,
+                                  # so the device starts on big work while more is recorded
 MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
@@ -47,6 +53,7 @@ class Recorder:
         self.pool = vk.vkCreateCommandPool(ctx.device, vk.VkCommandPoolCreateInfo(
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
             queueFamilyIndex=ctx.queue_family), None)
+        LIVE["command_pool"] += 1
         self.staging = Block(ctx, STAGING_BYTES, staging_type, mapped=True)
         self._staging_head = 0
         self._idle: list = []                      # (command buffer, fence) ready for reuse
@@ -54,7 +61,7 @@ class Recorder:
         self._made: list = []                      # every (command buffer, fence) made
         self.cmd = None
         self._fence = None
-        self._batch = 0
+        self._batch = self._touched = 0
         self._written: list = []
         self._read: list = []
         self._bound = None
@@ -88,11 +95,13 @@ class Recorder:
                 commandBufferCount=1))[0]
             self._fence = vk.vkCreateFence(self.ctx.device, vk.VkFenceCreateInfo(), None)
             self._made.append((self.cmd, self._fence))
+            LIVE["command_buffer"] += 1
+            LIVE["fence"] += 1
         vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
         self._emit_barrier()              # order after every earlier submission
         self._bound = None
-        self._batch = 0
+        self._batch = self._touched = 0
 
     def _emit_barrier(self) -> None:
         self.lib.vkCmdPipelineBarrier(self.cmd, self._stages, self._stages, 0, 1, self._barrier,
@@ -140,8 +149,13 @@ class Recorder:
         lib.vkCmdDispatch(self.cmd, groups[0], groups[1], groups[2])
         self.counters.dispatches += 1
         self._batch += 1
-        if self._batch >= MAX_BATCH:
+        for s, e in reads:
+            self._touched += e - s
+        for s, e in writes:
+            self._touched += e - s
+        if self._batch >= MAX_BATCH or self._touched >= SUBMIT_BYTES:
             self.flush()
+        VALIDATION.raise_pending()
 
     def copy(self, src, src_offset: int, dst, dst_offset: int, size: int, reads=(),
              writes=()) -> None:
@@ -151,12 +165,14 @@ class Recorder:
         r = self._region
         r.srcOffset, r.dstOffset, r.size = src_offset, dst_offset, size
         self.lib.vkCmdCopyBuffer(self.cmd, src, dst, 1, r)
+        VALIDATION.raise_pending()
 
     def fill(self, buffer, offset: int, size: int, word: int, writes) -> None:
         """Record vkCmdFillBuffer: every 4-byte word of the range set to ``word``."""
         self._begin()
         self._sync((), writes)
         self.lib.vkCmdFillBuffer(self.cmd, buffer, offset, size, word)
+        VALIDATION.raise_pending()
 
     # -- submission --------------------------------------------------------------------------
     def flush(self, wait: bool = False) -> None:
@@ -181,6 +197,7 @@ class Recorder:
         else:
             while self._flight and (len(self._flight) > MAX_IN_FLIGHT or self._done_oldest()):
                 self._retire_oldest()
+        VALIDATION.raise_pending()
 
     def _done_oldest(self) -> bool:
         return self.lib.vkGetFenceStatus(self.ctx.device, self._flight[0][1]) == \
@@ -245,7 +262,11 @@ class Recorder:
         self.flush(wait=True)
         for cmd, fence in self._made:
             vk.vkDestroyFence(device, fence, None)
-        vk.vkDestroyCommandPool(device, self.pool, None)
+        vk.vkDestroyCommandPool(device, self.pool, None)   # frees its command buffers
+        LIVE["fence"] -= len(self._made)
+        LIVE["command_buffer"] -= len(self._made)
+        LIVE["command_pool"] -= 1
         self.staging.destroy()
         self._made.clear()
         self._idle.clear()
+        VALIDATION.raise_pending()
