@@ -52,7 +52,7 @@ float normal_cdf(float x) {
     float az = abs(x) * 0.70710678118654752;
     float t = 1.0 / (1.0 + 0.5 * az);
     float sq = x * x;
-    float sq_lo = fma(x, x, -sq);
+    float sq_lo = isinf(sq) ? 0.0 : fma(x, x, -sq);     // inf - inf would be NaN
     float poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
            + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
            + t * (-0.82215223 + t * 0.17087277))))))));

@@ -1,62 +1,179 @@
 #version 460
-// C = op(A) @ op(B), batched over gl_WorkGroupID.z, full float32. Operands are read
-// through element strides (a_sm, a_sk), (b_sk, b_sn), so a transposed operand is read in
-// place; a batch stride of 0 shares a 2-D operand across the batch.
-// A 16x16 workgroup computes a 64x64 tile of C, each thread a 4x4 block, stepping K by 16
-// through shared memory.
+// C = op(A) @ op(B), batched, full float32 (every product and sum is an f32 fma). Operands
+// are read through element strides (a_sm, a_sk), (b_sk, b_sn), so a transposed operand is
+// read in place; a batch stride of 0 shares a 2-D operand across the batch.
+//
+// A workgroup computes a BM x BN tile of C, each thread a TM x TN block of it held in
+// registers (register tiling: each value read from shared memory feeds TM or TN fmas).
+// K is walked in steps of BK through two shared-memory buffers: while the threads multiply
+// out one step, they have already fetched the next one from global memory into registers,
+// so one barrier per step suffices (double buffering). Tile shapes are specialization
+// constants: the backend picks them per problem (big squares, skinny M or N).
+//
+// Split K: workgroup z = batch * SPLITS + s sums only k in [s * kc, (s + 1) * kc) and writes
+// its partial product to slice z of C (stride c_bs); the backend then sums the slices.
+//
+// Loads come in quads: 4 elements consecutive along the operand's contiguous dimension,
+// neighbouring threads taking neighbouring quads (whole 32-byte sectors of a row).
+// Where the backend has checked that every quad is 16-byte aligned and lies wholly inside
+// or wholly outside the matrix (A_VEC / B_VEC), a quad is one vec4 load; otherwise it is 4
+// bounds-checked scalar loads. Out-of-range elements read as 0, so edge tiles are exact.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x = 16, local_size_y = 16) in;
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
+
+layout(constant_id = 0) const uint BM = 64;     // tile rows
+layout(constant_id = 1) const uint BN = 64;     // tile columns
+layout(constant_id = 2) const uint BK = 16;     // K step (multiple of 4)
+layout(constant_id = 3) const uint TM = 4;      // rows per thread (multiple of 4)
+layout(constant_id = 4) const uint TN = 4;      // columns per thread (multiple of 4)
+layout(constant_id = 5) const uint A_T = 0;     // 1: A's contiguous dimension is m, else k
+layout(constant_id = 6) const uint B_T = 0;     // 1: B's contiguous dimension is k, else n
+layout(constant_id = 7) const uint A_VEC = 0;
+layout(constant_id = 8) const uint B_VEC = 0;
+layout(constant_id = 9) const uint C_VEC = 0;   // N and c_bs multiples of 4: vec4 stores
+layout(constant_id = 10) const uint SPLITS = 1;
+layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
 
 layout(push_constant) uniform Push {
     Floats a; Floats b; Floats c;
     uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
-    uint a_bs; uint b_bs; uint c_bs;
+    uint a_bs; uint b_bs; uint c_bs; uint kc;
 } p;
 
-const uint TM = 64, TN = 64, TK = 16;
-shared float As[TK][TM + 1];
-shared float Bs[TK][TN + 1];
+const uint WX = BN / TN, WY = BM / TM;          // threads along n and along m
+const uint THREADS = WX * WY;
+const uint LA = BM * BK / 4 / THREADS;          // A quads each thread loads per K step
+const uint LB = BK * BN / 4 / THREADS;
+
+// Shared tiles, k-major: As holds A[m][k] at (k, m), Bs holds B[k][n] at (k, n), so the
+// inner loop reads both as vec4 rows. Two buffers each for double buffering.
+shared vec4 As[2 * BK * BM / 4];
+shared vec4 Bs[2 * BK * BN / 4];
+
+// A quad at element offset `off` of `f` with elements `step` apart, of which the first
+// `valid` (0..4) are inside the matrix.
+vec4 quad(Floats f, uint off, uint step, uint valid, bool vec) {
+    if (vec) return valid >= 4 ? Vec4s(f).v[off >> 2] : vec4(0.0);
+    vec4 q = vec4(0.0);
+    [[unroll]] for (uint c = 0; c < 4; ++c)
+        if (c < valid) q[c] = f.v[off + c * step];
+    return q;
+}
+
+uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
+
+// The e-th A quad of the tile at (m0, k0), and where it goes in shared memory.
+vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base) {
+    if (A_T == 0) {                             // quads along k, k fastest across threads
+        uint m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
+        return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sk,
+                    m < p.M ? valid4(k, kend) : 0u, A_VEC != 0);
+    }
+    uint m = m0 + (e % (BM / 4)) * 4, k = k0 + e / (BM / 4);   // quads along m
+    return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sm,
+                k < kend ? valid4(m, p.M) : 0u, A_VEC != 0);
+}
+
+void store_a(uint e, uint buf, vec4 q) {
+    if (A_T == 0) {
+        uint mm = e / (BK / 4), k = (e % (BK / 4)) * 4;
+        [[unroll]] for (uint c = 0; c < 4; ++c)
+            As[((buf * BK + k + c) * BM + mm) / 4][mm % 4] = q[c];
+    } else {
+        As[(buf * BK + e / (BM / 4)) * (BM / 4) + e % (BM / 4)] = q;
+    }
+}
+
+vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base) {
+    if (B_T == 0) {                             // quads along n
+        uint n = n0 + (e % (BN / 4)) * 4, k = k0 + e / (BN / 4);
+        return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sn,
+                    k < kend ? valid4(n, p.N) : 0u, B_VEC != 0);
+    }
+    uint n = n0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;    // quads along k
+    return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sk,
+                n < p.N ? valid4(k, kend) : 0u, B_VEC != 0);
+}
+
+void store_b(uint e, uint buf, vec4 q) {
+    if (B_T == 0) {
+        Bs[(buf * BK + e / (BN / 4)) * (BN / 4) + e % (BN / 4)] = q;
+    } else {
+        uint nn = e / (BK / 4), k = (e % (BK / 4)) * 4;
+        [[unroll]] for (uint c = 0; c < 4; ++c)
+            Bs[((buf * BK + k + c) * BN + nn) / 4][nn % 4] = q[c];
+    }
+}
 
 void main() {
-    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-    uint tid = ty * 16 + tx;
-    uint m0 = gl_WorkGroupID.y * TM, n0 = gl_WorkGroupID.x * TN;
-    uint batch = gl_WorkGroupID.z;
+    uint lid = gl_LocalInvocationID.x;
+    uint tx = lid % WX, ty = lid / WX;
+    uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    uint z = gl_WorkGroupID.z, batch = z / SPLITS, split = z % SPLITS;
     uint a_base = batch * p.a_bs, b_base = batch * p.b_bs;
-    float acc[4][4];
-    for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
+    uint kbeg = split * p.kc, kend = min(p.K, kbeg + p.kc);
+    uint steps = kend > kbeg ? (kend - kbeg + BK - 1) / BK : 0;
 
-    for (uint k0 = 0; k0 < p.K; k0 += TK) {
-        for (uint e = tid; e < TM * TK; e += 256) {      // A tile: TM x TK
-            uint mm = e / TK, kk = e % TK;
-            uint m = m0 + mm, k = k0 + kk;
-            As[kk][mm] = (m < p.M && k < p.K) ? p.a.v[a_base + m * p.a_sm + k * p.a_sk] : 0.0;
+    // Thread (tx, ty) owns rows ty*4 + r*4*WY + (0..3) and columns tx*4 + s*4*WX + (0..3):
+    // quads spread over the tile, so a warp's shared-memory reads are broadcasts or
+    // consecutive vec4s.
+    vec4 acc[TM][TN / 4];
+    [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint s = 0; s < TN / 4; ++s) acc[i][s] = vec4(0.0);
+
+    vec4 ra[LA], rb[LB];
+    if (steps > 0) {
+        [[unroll]] for (uint i = 0; i < LA; ++i)
+            store_a(lid + i * THREADS, 0, load_a(lid + i * THREADS, m0, kbeg, kend, a_base));
+        [[unroll]] for (uint i = 0; i < LB; ++i)
+            store_b(lid + i * THREADS, 0, load_b(lid + i * THREADS, n0, kbeg, kend, b_base));
+    }
+    barrier();
+    for (uint t = 0; t < steps; ++t) {
+        uint cur = t & 1u;
+        bool more = t + 1 < steps;
+        if (more) {                             // fetch the next step while this one runs
+            uint k0 = kbeg + (t + 1) * BK;
+            [[unroll]] for (uint i = 0; i < LA; ++i)
+                ra[i] = load_a(lid + i * THREADS, m0, k0, kend, a_base);
+            [[unroll]] for (uint i = 0; i < LB; ++i)
+                rb[i] = load_b(lid + i * THREADS, n0, k0, kend, b_base);
         }
-        for (uint e = tid; e < TK * TN; e += 256) {      // B tile: TK x TN
-            uint kk = e / TN, nn = e % TN;
-            uint k = k0 + kk, n = n0 + nn;
-            Bs[kk][nn] = (k < p.K && n < p.N) ? p.b.v[b_base + k * p.b_sk + n * p.b_sn] : 0.0;
+        [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
+            vec4 av[TM / 4], bv[TN / 4];
+            uint row = cur * BK + kk;
+            [[unroll]] for (uint r = 0; r < TM / 4; ++r) av[r] = As[row * (BM / 4) + ty + r * WY];
+            [[unroll]] for (uint s = 0; s < TN / 4; ++s) bv[s] = Bs[row * (BN / 4) + tx + s * WX];
+            [[unroll]] for (uint r = 0; r < TM / 4; ++r)
+                [[unroll]] for (uint i = 0; i < 4; ++i)
+                    [[unroll]] for (uint s = 0; s < TN / 4; ++s)
+                        acc[r * 4 + i][s] = fma(vec4(av[r][i]), bv[s], acc[r * 4 + i][s]);
         }
-        barrier();
-        for (uint kk = 0; kk < TK; ++kk) {
-            float av[4], bv[4];
-            for (int i = 0; i < 4; ++i) av[i] = As[kk][ty * 4 + i];
-            for (int j = 0; j < 4; ++j) bv[j] = Bs[kk][tx * 4 + j];
-            for (int i = 0; i < 4; ++i)
-                for (int j = 0; j < 4; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        if (more) {
+            [[unroll]] for (uint i = 0; i < LA; ++i) store_a(lid + i * THREADS, cur ^ 1u, ra[i]);
+            [[unroll]] for (uint i = 0; i < LB; ++i) store_b(lid + i * THREADS, cur ^ 1u, rb[i]);
         }
         barrier();
     }
-    uint c_base = batch * p.c_bs;
-    for (int i = 0; i < 4; ++i) {
-        uint m = m0 + ty * 4 + i;
-        if (m >= p.M) continue;
-        for (int j = 0; j < 4; ++j) {
-            uint n = n0 + tx * 4 + j;
-            if (n < p.N) p.c.v[c_base + m * p.N + n] = acc[i][j];
+
+    uint c_base = z * p.c_bs;
+    [[unroll]] for (uint r = 0; r < TM / 4; ++r)
+        [[unroll]] for (uint i = 0; i < 4; ++i) {
+            uint m = m0 + (ty + r * WY) * 4 + i;
+            if (m >= p.M) continue;
+            [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
+                uint n = n0 + (tx + s * WX) * 4;
+                uint off = c_base + m * p.N + n;
+                vec4 v = acc[r * 4 + i][s];
+                if (C_VEC != 0) {
+                    if (n < p.N) Vec4s(p.c).v[off >> 2] = v;
+                } else {
+                    [[unroll]] for (uint j = 0; j < 4; ++j)
+                        if (n + j < p.N) p.c.v[off + j] = v[j];
+                }
+            }
         }
-    }
 }

@@ -1,19 +1,38 @@
 #version 460
 // Reductions: sum, mean, max over any axes, and COUNT_EQ (how many elements equal the
-// maximum y, for max's backward); the twin of dualgrad/cpu/reduce.py. One workgroup per
-// output element: each thread accumulates a strided share of the reduced elements, then a
-// tree in shared memory combines the shares. Index maps: an output element's coordinates
-// over the kept dims kd (reduced dims are 1) with input strides ks, a reduced element's
-// coordinates over rd (kept dims are 1) with strides rs.
+// maximum y, for max's backward); the twin of dualgrad/cpu/reduce.py.
+//
+// The work is split into items: output element o, share s of its reduced elements (the
+// s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
+// SPLITS > 1 this pass leaves partial results, shape (SPLITS, n_out), that the backend
+// reduces again in a second small pass (a sum of partial sums is still a float32 sum of the
+// same terms, within the same gamma(n) bound). Two ways to run an item:
+//   GROUP_ITEMS = 1  one workgroup per item: its threads take strided shares of the run
+//                    (coalesced when the reduced elements are contiguous), then a tree in
+//                    shared memory combines the shares;
+//   GROUP_ITEMS = 0  one thread per item: it walks the run alone (coalesced across
+//                    neighbouring threads when the kept elements are the contiguous ones).
+// Index maps: with LAYOUT = 1 the input is [outer][count][inner] (kept, reduced, kept), so
+// an element is at (o / inner * count + r) * inner + o % inner; otherwise an output's
+// coordinates run over the kept dims kd (reduced dims 1) with input strides ks, and a
+// reduced element's over rd (kept dims 1) with strides rs. VEC (LAYOUT 1, inner 1, count
+// and chunk multiples of 4) reads the run as vec4s.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint GROUP_ITEMS = 1;
+layout(constant_id = 2) const uint LAYOUT = 0;
+layout(constant_id = 3) const uint VEC = 0;
 
 layout(push_constant) uniform Push {
     Floats x; Floats y; Floats out_;
-    uint n_out; uint count; uint kd[4]; uint ks[4]; uint rd[4]; uint rs[4];
+    uint n_out; uint count; uint splits; uint chunk; uint total; uint inner;
+    uint kd[4]; uint ks[4]; uint rd[4]; uint rs[4];
 } p;
 
 shared float part[WG];
@@ -23,32 +42,74 @@ float combine(float acc, float v) {
     return acc + v;
 }
 
+float identity() { return OP == MAX ? -f_inf() : 0.0; }
+
+float term(float v, float target) {
+    return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : v;
+}
+
+uint base_of(uint o) {
+    if (LAYOUT == 1) return (o / p.inner) * p.count * p.inner + o % p.inner;
+    uint base = 0, rem = o;
+    for (int d = 3; d >= 0; --d) {
+        base += (rem % p.kd[d]) * p.ks[d];
+        rem /= p.kd[d];
+    }
+    return base;
+}
+
+uint offset_of(uint base, uint r) {
+    if (LAYOUT == 1) return base + r * p.inner;
+    uint off = base, rr = r;
+    for (int d = 3; d >= 0; --d) {
+        off += (rr % p.rd[d]) * p.rs[d];
+        rr /= p.rd[d];
+    }
+    return off;
+}
+
+// Elements [r0, r1) of output o's run, every `step`-th one from r0 + first.
+float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
+    float acc = identity();
+    if (VEC != 0) {
+        for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {
+            vec4 q = Vec4s(p.x).v[(base + r) >> 2];
+            float t01 = combine(term(q.x, target), term(q.y, target));
+            float t23 = combine(term(q.z, target), term(q.w, target));
+            acc = combine(acc, combine(t01, t23));
+        }
+    } else {
+        for (uint r = r0 + first; r < r1; r += step)
+            acc = combine(acc, term(p.x.v[offset_of(base, r)], target));
+    }
+    return acc;
+}
+
+float finish(float acc) { return OP == MEAN ? acc / float(p.total) : acc; }
+
 void main() {
+    uint items = p.n_out * p.splits;
+    if (GROUP_ITEMS == 0) {
+        uint lanes = gl_NumWorkGroups.x * WG;
+        for (uint it = gl_GlobalInvocationID.x; it < items; it += lanes) {
+            uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
+            float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
+            float acc = walk(base_of(o), r0, min(p.count, r0 + p.chunk), 0, 1, target);
+            p.out_.v[it] = finish(acc);
+        }
+        return;
+    }
     uint lid = gl_LocalInvocationID.x;
-    for (uint o = gl_WorkGroupID.x; o < p.n_out; o += gl_NumWorkGroups.x) {
-        uint base = 0, rem = o;
-        for (int d = 3; d >= 0; --d) {
-            base += (rem % p.kd[d]) * p.ks[d];
-            rem /= p.kd[d];
-        }
+    for (uint it = gl_WorkGroupID.x; it < items; it += gl_NumWorkGroups.x) {
+        uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
         float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
-        float acc = OP == MAX ? -f_inf() : 0.0;
-        for (uint r = lid; r < p.count; r += WG) {
-            uint off = base, rr = r;
-            for (int d = 3; d >= 0; --d) {
-                off += (rr % p.rd[d]) * p.rs[d];
-                rr /= p.rd[d];
-            }
-            float v = p.x.v[off];
-            acc = combine(acc, OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : v);
-        }
-        part[lid] = acc;
+        part[lid] = walk(base_of(o), r0, min(p.count, r0 + p.chunk), lid, WG, target);
         barrier();
-        for (uint s = WG / 2; s > 0; s >>= 1) {
+        [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
             if (lid < s) part[lid] = combine(part[lid], part[lid + s]);
             barrier();
         }
-        if (lid == 0) p.out_.v[o] = OP == MEAN ? part[0] / float(p.count) : part[0];
+        if (lid == 0) p.out_.v[it] = finish(part[0]);
         barrier();
     }
 }

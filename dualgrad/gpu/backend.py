@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+import threading
 import weakref
 
 import numpy as np
@@ -19,8 +20,9 @@ from ..backend import ADAM_HYPER, SGD_HYPER, Backend
 from ..cpu.dropout import threshold as dropout_threshold
 from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
 from ..cpu.reduce import REDUCE_OPS, keepdims_shape
+from . import plans
 from .context import Context
-from .memory import ArenaPool, DeviceArray, FreeListPool
+from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
 from .recorder import Recorder
 
 F32 = np.dtype(np.float32)
@@ -80,8 +82,14 @@ class GpuBackend(Backend):
         self.ctx = ctx
         self.device_index = ctx.info["index"]
         pool_type, staging_type = _memory_types(ctx)
-        self.pass_pool = ArenaPool(ctx, pool_type)
-        self.persistent_pool = FreeListPool(ctx, pool_type)
+        self.budget = Budget(limit_from_env())
+        self.budget.reclaim = self._reclaim
+        self._pool_type = pool_type
+        # One pass arena per thread: a tape opened in one thread frees only that thread's
+        # activations. (thread, arena) pairs; a dead thread's arena is handed on.
+        self._arenas: list = []
+        self._local = threading.local()
+        self.persistent_pool = FreeListPool(ctx, pool_type, budget=self.budget)
         self.pipelines = ctx.pipelines
         self.rec = Recorder(ctx, self.pipelines, staging_type)
         self._resident = weakref.WeakSet()       # tensors whose storage is here
@@ -92,10 +100,38 @@ class GpuBackend(Backend):
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) == F32
 
+    # -- pools -------------------------------------------------------------------------------
+    @property
+    def pass_pool(self) -> ArenaPool:
+        """The calling thread's pass arena."""
+        arena = getattr(self._local, "arena", None)
+        if arena is None:
+            self._local.arena = arena = self._claim_arena()
+        return arena
+
+    def _claim_arena(self) -> ArenaPool:
+        me = threading.current_thread()
+        with self.ctx.lock:
+            for pair in self._arenas:
+                if not pair[0].is_alive():
+                    pair[0] = me                 # its old tensors die at this thread's reset
+                    return pair[1]
+            arena = ArenaPool(self.ctx, self._pool_type, budget=self.budget)
+            self._arenas.append([me, arena])
+            return arena
+
+    def _reclaim(self) -> int:
+        """Before an allocation fails: wait for submitted work (it may use any block), then
+        give back the blocks that hold nothing live. The bytes freed."""
+        with self.ctx.lock:
+            self.rec.flush(wait=True)
+            return self.budget.trim_pools()
+
     # -- residency ---------------------------------------------------------------------------
     def _ours(self, h) -> bool:
         pool = h.alloc.pool
-        return pool is self.pass_pool or pool is self.persistent_pool
+        return pool is self.persistent_pool or (not pool.released and
+                                                any(pool is a for _, a in self._arenas))
 
     def handle(self, t):
         ptr = t.ptr
@@ -113,12 +149,14 @@ class GpuBackend(Backend):
         t.ptr = h
         if t.persistent:
             t.data = None                        # the device copy is now the value
-        self._resident.add(t)
+        with self.ctx.lock:
+            self._resident.add(t)
         return h
 
     def adopt(self, t, h) -> None:
         t.ptr, t.data = h, None
-        self._resident.add(t)
+        with self.ctx.lock:
+            self._resident.add(t)
 
     def host_value(self, t) -> np.ndarray:
         if t.data is None:
@@ -146,14 +184,18 @@ class GpuBackend(Backend):
                     t.ptr = None
             self._resident = weakref.WeakSet()
             self.rec.destroy()
-            self.pass_pool.release()
+            for _, arena in self._arenas:
+                arena.release()
+            self._arenas.clear()
             self.persistent_pool.release()
 
     def memory(self) -> dict:
+        """Pool statistics; the pass pool is the calling thread's arena."""
         p_bytes, p_count = self.persistent_pool.stats()
-        return dict(buffer_bytes=self.pass_pool.used_bytes, n_buffers=self.pass_pool.count,
+        arena = self.pass_pool
+        return dict(buffer_bytes=arena.used_bytes, n_buffers=arena.count,
                     p_buffer_bytes=p_bytes, p_n_buffers=p_count,
-                    reserved_bytes=self.pass_pool.reserved_bytes,
+                    reserved_bytes=arena.reserved_bytes,
                     p_reserved_bytes=self.persistent_pool.reserved_bytes)
 
     def transfers(self) -> dict:
@@ -165,7 +207,7 @@ class GpuBackend(Backend):
     # -- storage ----------------------------------------------------------------------------
     def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = int(math.prod(shape)) * dtype.itemsize     # math.prod: a hot path
         pool = self.persistent_pool if persistent else self.pass_pool
         with self.ctx.lock:
             return DeviceArray(pool.alloc(nbytes), shape, dtype)
@@ -281,9 +323,32 @@ class GpuBackend(Backend):
         kd, st, rd = self._reduce_maps(x.shape, axes)
         n_out, count = math.prod(kd), math.prod(rd)
         if n_out:
-            self._run("reduce", (code,), _push((x.address, y.address if y is not None else 0,
-                                                out.address), (n_out, count, *kd, *st, *rd, *st)),
-                      (min(n_out, MAX_GROUPS), 1, 1), [x, y], [out])
+            lead = 4 - len(x.shape)
+            inner = plans.reduce_layout(pad4(x.shape), frozenset(a + lead for a in axes))
+            self._reduce_pass(code, x, y, out, n_out, count, count, inner,
+                              (*kd, *st, *rd, *st))
+
+    def _reduce_pass(self, code, x, y, out, n_out, count, total, inner, maps):
+        """Reduce ``count`` elements of x into each of ``n_out`` outputs (``total``: the
+        count a mean divides by). ``inner``: x is [outer][count][inner], or None to index
+        x through the 4-D ``maps``. A split reduction writes (splits, n_out) partial
+        results, then reduces them in a second pass (a mean divides only there; max's tie
+        counts are summed there)."""
+        plan = plans.reduce_plan(n_out, count, inner == 1)
+        final = plan.splits == 1
+        dest = out if final else self.empty((plan.splits, n_out))
+        first = self._rops["sum"] if code == self._rops["mean"] and not final else code
+        vec = inner == 1 and count % 4 == 0
+        items = plan.splits * n_out
+        groups = min(items, MAX_GROUPS) if plan.group_items else _groups(items)[0]
+        self._run("reduce", (first, int(plan.group_items), int(inner is not None), int(vec)),
+                  _push((x.address, y.address if y is not None else 0, dest.address),
+                        (n_out, count, plan.splits, plan.chunk, total, inner or 1,
+                         *(maps if inner is None else (1,) * 16))),
+                  (groups, 1, 1), [x, y], [dest])
+        if not final:
+            second = self._rops["sum"] if code == COUNT_EQ else code
+            self._reduce_pass(second, dest, None, out, n_out, plan.splits, total, n_out, None)
 
     def reduce(self, op, x, axes, keepdims=False):
         kshape = keepdims_shape(x.shape, axes)
@@ -332,18 +397,42 @@ class GpuBackend(Backend):
         rb, cb = b.shape[-2:]
         m, k = (ca, ra) if trans_a else (ra, ca)
         n = rb if trans_b else cb
-        a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
-        b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
         batched = len(a.shape) == 3 or len(b.shape) == 3
         batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
         out = self.empty((batch, m, n) if batched else (m, n))
         if out.size:
-            a_bs = ra * ca if len(a.shape) == 3 else 0
-            b_bs = rb * cb if len(b.shape) == 3 else 0
-            self._run("matmul", (), _push((a.address, b.address, out.address),
-                                          (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n)),
-                      (-(-n // 64), -(-m // 64), batch), [a, b], [out])
+            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch)
         return out
+
+    def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch):
+        """Dispatch matmul.comp with the tile plans.matmul_plan picks; a split-K plan
+        writes (batch, splits, m*n) partial products and sums them with reduce.comp."""
+        ca, cb = a.shape[-1], b.shape[-1]
+        a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
+        b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
+        a_bs = a.size // batch if len(a.shape) == 3 else 0
+        b_bs = b.size // batch if len(b.shape) == 3 else 0
+        limits = self.ctx.limits
+        plan = plans.matmul_plan(m, n, k, batch, limits.maxComputeSharedMemorySize,
+                                 limits.maxComputeWorkGroupInvocations)
+        t = plan.tile
+        # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the
+        # matrix: the contiguous extent and every other stride a multiple of 4 (the pools
+        # align every allocation to 256 bytes).
+        a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
+        b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
+        split = plan.splits > 1
+        dest = self.empty((batch * plan.splits, m, n)) if split else out
+        spec = (t.bm, t.bn, t.bk, t.tm, t.tn, int(trans_a), int(trans_b), int(a_vec),
+                int(b_vec), int(n % 4 == 0), plan.splits,
+                t.threads)
+        self._run("matmul", spec,
+                  _push((a.address, b.address, dest.address),
+                        (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)),
+                  (-(-n // t.bn), -(-m // t.bm), batch * plan.splits), [a, b], [dest])
+        if split:
+            self._reduce_pass(self._rops["sum"], dest, None, out, batch * m * n, plan.splits,
+                              plan.splits, m * n, None)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):

@@ -1,0 +1,292 @@
+"""GPU backend speed against PyTorch CUDA: f32 matmul (big squares and the products of an
+MLP's forward and backward), elementwise ops and reductions over 16M elements, and an Adam
+training step.
+
+    python3 bench/bench_gpu.py                    # the recorded figures (bench/RESULTS.md)
+    python3 bench/bench_gpu.py --tiny             # small sizes, e.g. on lavapipe (smoke)
+    python3 bench/bench_gpu.py --sweep            # time every matmul tile and split K
+
+Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
+way: a number of calls queued, then a wait for the device (our queue's fence, or
+torch.cuda.synchronize), divided by the number of calls. PyTorch runs with TF32 off, so
+both compute full float32 products. Without PyTorch or CUDA the peer prints "n/a".
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import dualgrad as dg  # noqa: E402
+from bench_cpu import _mlp_data, _sizes, dualgrad_step  # noqa: E402
+from dualgrad.api import device  # noqa: E402
+from dualgrad.gpu import plans  # noqa: E402
+from timing import interleaved, report, torch_or_none  # noqa: E402
+
+
+def cuda_torch():
+    """PyTorch with a CUDA device and TF32 off, or None."""
+    torch = torch_or_none()
+    if torch is None or not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+class Ours:
+    """The gpu backend, with a wait that also frees the pass pool the calls filled."""
+
+    def __init__(self):
+        self.backend = device.active()
+
+    def wait(self) -> None:
+        with self.backend.ctx.lock:
+            self.backend.rec.flush(wait=True)
+
+    def sync(self) -> None:
+        self.wait()
+        self.backend.reset_pass()
+
+    def put(self, array):
+        return self.backend.upload(np.ascontiguousarray(array), persistent=True)
+
+
+def timed(args, ours, peer, sync_ours, sync_peer, calls: int):
+    """(ours, peer) seconds per call, ``calls`` calls queued per wait."""
+    def many(fn):
+        def run():
+            for _ in range(calls):
+                fn()
+        return run
+    for fn, sync in ((ours, sync_ours), (peer, sync_peer)):   # compile, allocate, warm up
+        if fn is not None:
+            fn()
+            sync()
+    t_ours, t_peer = interleaved(many(ours), many(peer) if peer else None, args.repeats,
+                                 args.rounds, sync_ours, sync_peer)
+    return t_ours / calls, (t_peer / calls if t_peer else None)
+
+
+def host_share(fn, ours, calls: int, repeats: int = 5) -> tuple:
+    """Our seconds per call spent recording (host: Python, Vulkan calls, and submits made
+    along the way) and then waiting for the device, as medians over ``repeats`` batches."""
+    host, wait = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        mid = time.perf_counter()
+        ours.sync()
+        host.append(mid - start)
+        wait.append(time.perf_counter() - mid)
+    return statistics.median(host) / calls, statistics.median(wait) / calls
+
+
+# -- matmul ---------------------------------------------------------------------------------
+def matmul_cases(args) -> list:
+    """(name, m, n, k, trans_a, trans_b): squares, then each product of an MLP 784-H-H-10
+    step as Linear computes it (forward x W^T, backward g W and g^T x)."""
+    cases = [(f"{s}^3", s, s, s, False, False) for s in args.squares]
+    for hidden, batch in args.mlp_shapes:
+        tag = f"H{hidden}B{batch}"
+        for name, m, n, k, ta, tb in [
+                ("fwd1 x W1^T", batch, hidden, 784, False, True),
+                ("fwd2 h W2^T", batch, hidden, hidden, False, True),
+                ("fwd3 h W3^T", batch, 10, hidden, False, True),
+                ("bwd g3 W3", batch, hidden, 10, False, False),
+                ("bwd g3^T h", 10, hidden, batch, True, False),
+                ("bwd g2 W2", batch, hidden, hidden, False, False),
+                ("bwd g2^T h", hidden, hidden, batch, True, False),
+                ("bwd g1^T x", hidden, 784, batch, True, False)]:
+            cases.append((f"{tag} {name}", m, n, k, ta, tb))
+    return cases
+
+
+def _operands(m, n, k, ta, tb):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    return a, b
+
+
+def _calls(flops: float) -> int:
+    """Calls per wait: enough that queueing and waiting are a small part of the time."""
+    return int(min(50, max(1, 2e11 // max(flops, 1.0))))
+
+
+def bench_matmul(args, ours, torch) -> list:
+    rows = []
+    for name, m, n, k, ta, tb in matmul_cases(args):
+        a, b = _operands(m, n, k, ta, tb)
+        ha, hb = ours.put(a), ours.put(b)
+        mine = lambda: ours.backend.matmul(ha, hb, ta, tb)      # noqa: E731
+        peer = sync_peer = None
+        if torch:
+            da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+            oa, ob = (da.t() if ta else da), (db.t() if tb else db)
+            peer, sync_peer = (lambda: torch.matmul(oa, ob)), torch.cuda.synchronize
+        flops = 2.0 * m * n * k
+        t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
+        speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
+                                                  else "")
+        rows.append((f"matmul {name} [{speed} TF/s]", t_ours, t_peer, "<= 1.1"))
+    return rows
+
+
+SWEEP_TILES = dict(plans.TILES, **{
+    "128x128 k16": plans.Tile(128, 128, 16, 8, 8),
+    "64x256": plans.Tile(64, 256, 16, 8, 8),
+    "256x64": plans.Tile(256, 64, 16, 8, 8),
+    "128x64": plans.Tile(128, 64, 16, 8, 4),
+    "64x128": plans.Tile(64, 128, 16, 4, 8),
+    "256x128": plans.Tile(256, 128, 16, 8, 8),
+    "32x64": plans.Tile(32, 64, 16, 4, 4)})
+
+
+def sweep_matmul(args, ours) -> None:
+    """Every tile (and split K where the grid is small) on every case, ours only."""
+    chosen = plans.matmul_plan
+    print("matmul sweep: ms per call [TFLOP/s] for tile (splits); * = the plan's choice")
+    try:
+        for name, m, n, k, ta, tb in matmul_cases(args):
+            a, b = _operands(m, n, k, ta, tb)
+            ha, hb = ours.put(a), ours.put(b)
+            flops = 2.0 * m * n * k
+            best = chosen(m, n, k, 1)
+            results = []
+            for label, tile in SWEEP_TILES.items():
+                if not tile.fits():
+                    continue
+                natural = plans.split_k(tile, m, n, k, 1).splits
+                for plan in {plans.sliced(tile, k, s) for s in (1, natural, 2 * natural)}:
+                    plans.matmul_plan = lambda *_: plan
+                    t, _ = timed(args, lambda: ours.backend.matmul(ha, hb, ta, tb), None,
+                                 ours.sync, None, _calls(flops))
+                    mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
+                    results.append((t, f"{label}({plan.splits}){mark}"))
+            results.sort()
+            cells = "  ".join(f"{lab} {t * 1e3:.3f} [{flops / t / 1e12:.1f}]"
+                              for t, lab in results[:6])
+            print(f"  {name:<24} {cells}", flush=True)
+    finally:
+        plans.matmul_plan = chosen
+
+
+# -- elementwise and reductions ---------------------------------------------------------------
+def bench_memory(args, ours, torch) -> list:
+    """Bandwidth-bound kernels over ``args.elements`` float32 elements."""
+    n = args.elements
+    side = int(round(n ** 0.5))
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    a2 = a[:side * side].reshape(side, side)
+    ha, hb, ha2 = ours.put(a), ours.put(b), ours.put(a2)
+    be = ours.backend
+    out = be.empty((n,), persistent=True)
+    cases = [   # name, bytes moved, ours, peer(ta, tb, ta2)
+        ("add", 12 * n, lambda: be.binary("add", ha, hb, out=out), lambda x, y, x2: x + y),
+        ("relu", 8 * n, lambda: be.unary("relu", ha, out=out), lambda x, y, x2: x.relu()),
+        ("sum (all)", 4 * n, lambda: be.reduce("sum", ha, (0,)), lambda x, y, x2: x.sum()),
+        ("max (all)", 4 * n, lambda: be.reduce("max", ha, (0,)), lambda x, y, x2: x.amax()),
+        (f"sum axis 0 of {side}^2", 4 * side * side, lambda: be.reduce("sum", ha2, (0,)),
+         lambda x, y, x2: x2.sum(0)),
+        (f"sum axis 1 of {side}^2", 4 * side * side, lambda: be.reduce("sum", ha2, (1,)),
+         lambda x, y, x2: x2.sum(1)),
+    ]
+    if torch:
+        ta, tb, ta2 = (torch.from_numpy(v).cuda() for v in (a, b, np.ascontiguousarray(a2)))
+    rows = []
+    for name, nbytes, mine, theirs in cases:
+        peer = (lambda f=theirs: f(ta, tb, ta2)) if torch else None
+        t_ours, t_peer = timed(args, mine, peer, ours.sync,
+                               torch.cuda.synchronize if torch else None, 20)
+        speed = f"{nbytes / t_ours / 1e9:.0f}" + (f"/{nbytes / t_peer / 1e9:.0f}" if t_peer
+                                                  else "")
+        host, wait = host_share(mine, ours, 20)
+        rows.append((f"{name} [{speed} GB/s; host {host * 1e6:.0f}us wait {wait * 1e6:.0f}us]",
+                     t_ours, t_peer, "<= 1.25"))
+    return rows
+
+
+# -- training step ----------------------------------------------------------------------------
+def torch_cuda_step(torch, hidden: int, batch: int):
+    """PyTorch eager on CUDA: the batch goes from NumPy to the device each step, as ours."""
+    x, y = _mlp_data(hidden, batch)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 10)).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    targets = torch.from_numpy(y).cuda()
+
+    def step():
+        loss = nn.functional.cross_entropy(model(torch.from_numpy(x).cuda()), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def bench_training(args, ours, torch) -> list:
+    rows = []
+    for hidden, batch in args.train:
+        mine = dualgrad_step(hidden, batch)
+        peer = torch_cuda_step(torch, hidden, batch) if torch else None
+        t_ours, t_peer = timed(args, mine, peer, ours.wait,     # each step opens a tape
+                               torch.cuda.synchronize if torch else None, 10)
+        target = "<= 1.0" if hidden >= 4096 else "<= 0.5"
+        host, wait = host_share(mine, ours, 10)
+        rows.append((f"Adam step MLP H={hidden} batch={batch} [host {host * 1e6:.0f}us wait "
+                     f"{wait * 1e6:.0f}us]", t_ours, t_peer, target))
+    return rows
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--sweep", action="store_true", help="time every matmul tile instead")
+    p.add_argument("--sections", default="matmul,memory,train")
+    p.add_argument("--squares", default="1024,4096,8192")
+    p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
+    p.add_argument("--elements", type=int, default=1 << 24)
+    p.add_argument("--train", default="256:128,1024:256,4096:1024", help="H:batch,...")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.squares, args.mlp_shapes, args.elements = "64", "32:16", 4096
+        args.train, args.repeats, args.rounds = "32:16", 2, 1
+    args.squares = [int(s) for s in args.squares.split(",") if s]
+    args.mlp_shapes, args.train = _sizes(args.mlp_shapes), _sizes(args.train)
+    args.sections = args.sections.split(",")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    dg.ag_device("gpu")
+    ours, torch = Ours(), cuda_torch()
+    peer = f"{torch.cuda.get_device_name()} (PyTorch {torch.__version__})" if torch else "n/a"
+    print(f"ours: {ours.backend.ctx.name}; peer: {peer}")
+    if args.sweep:
+        sweep_matmul(args, ours)
+        return 0
+    rows = []
+    for section, fn in (("matmul", bench_matmul), ("memory", bench_memory),
+                        ("train", bench_training)):
+        if section in args.sections:
+            rows += fn(args, ours, torch)
+    report(rows, "GPU backend vs PyTorch CUDA (f32, TF32 off); ratio = ours / peer time")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""How the matmul and reduce shaders are cut into dispatches: tile shapes, split K, and
+multi-pass reductions. Arithmetic on sizes only, so it is testable without a device.
+
+A big GPU needs a few hundred workgroups in flight to be busy; a problem that yields fewer
+(a skinny matmul, a full reduction) is split along its summed dimension, and a small
+second pass sums the partial results. A float32 sum of partial sums is still a sum of the
+same terms in some order, so the gamma(n) bounds of the tolerance table hold unchanged.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+WG = 256                          # threads per workgroup of reduce.comp
+
+
+class Tile(NamedTuple):
+    """A matmul.comp tile: bm x bn outputs per workgroup, K in steps of bk, and tm x tn
+    outputs per thread (tm and tn multiples of 4)."""
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def shared_bytes(self) -> int:
+        return 2 * 4 * self.bk * (self.bm + self.bn)        # two buffers of each operand
+
+    def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
+        """Whether matmul.comp can run it on a device with these limits: every thread
+        loads whole quads of both tiles each K step, and the tiles fit in shared memory."""
+        t = self.threads
+        return (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0
+                and self.bm * self.bk // 4 % t == 0 and self.bk * self.bn // 4 % t == 0
+                and self.bm * self.bk >= 4 * t and self.bk * self.bn >= 4 * t
+                and self.shared_bytes <= shared and t <= threads)
+
+
+# Measured on an H200 (bench/bench_gpu.py --sweep): the widest tile wins once it yields
+# about one workgroup per SM, 128x128 with K steps of 8 below that.
+TILES = {
+    "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
+    "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
+    "medium": Tile(64, 64, 16, 4, 4),      # small ones: 4x the workgroups of "square"
+    "rows": Tile(16, 64, 16, 4, 4),        # M <= 16 (a weight gradient of a small layer)
+    "cols": Tile(64, 16, 16, 4, 4),        # N <= 16 (a small layer's forward)
+}
+WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
+SQUARE_GROUPS = 16
+# Split K costs a second dispatch and a scratch buffer: worth it only for a deep K on a
+# grid far too small for the GPU.
+BUSY_GROUPS = 64
+MIN_SPLIT_K = 512                 # the fewest K a split-K workgroup walks
+
+
+class MatmulPlan(NamedTuple):
+    tile: Tile
+    splits: int                   # K is cut into this many slices of kc, summed afterwards
+    kc: int
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_k(tile: Tile, m: int, n: int, k: int, batch: int) -> MatmulPlan:
+    """Cut K in slices (multiples of the tile's K step) until the grid fills the GPU."""
+    groups = _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
+    splits = 1
+    while groups * splits < BUSY_GROUPS and k >= 2 * splits * MIN_SPLIT_K:
+        splits *= 2
+    return sliced(tile, k, splits)
+
+
+def sliced(tile: Tile, k: int, splits: int) -> MatmulPlan:
+    """K cut in about ``splits`` slices, each a whole number of the tile's K steps."""
+    kc = max(tile.bk, _cdiv(_cdiv(k, splits), tile.bk) * tile.bk)
+    return MatmulPlan(tile, max(1, _cdiv(k, kc)), kc)
+
+
+@functools.lru_cache(maxsize=4096)     # called on every dispatch
+def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
+                threads: int = 1024) -> MatmulPlan:
+    """The tile and split for C (m x n) = A (m x k) @ B (k x n), batch times, on a device
+    with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup."""
+    wide, square = TILES["wide"], TILES["square"]
+
+    def groups(tile):
+        return _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
+    if m <= 16:
+        tile = TILES["rows"]
+    elif n <= 16:
+        tile = TILES["cols"]
+    elif (groups(wide) >= WIDE_GROUPS and wide.fits(shared, threads)
+          and _cdiv(n, wide.bn) * wide.bn == _cdiv(n, square.bn) * square.bn):
+        tile = wide                       # (only where its columns pad N no more than 128's)
+    elif groups(square) >= SQUARE_GROUPS and square.fits(shared, threads):
+        tile = square
+    else:
+        tile = TILES["medium"]            # 16 KiB, 256 threads: what every device allows
+    return split_k(tile, m, n, k, batch)
+
+
+# Reductions ------------------------------------------------------------------------------
+BUSY_ITEM_GROUPS = 1024           # workgroups a pass aims for when a workgroup runs an item
+BUSY_ITEM_THREADS = 1 << 17       # threads a pass aims for when a thread runs an item
+MIN_GROUP_RUN = 8 * WG            # the fewest elements a workgroup item sums
+MIN_THREAD_RUN = 32               # the fewest elements a thread item sums
+
+
+class ReducePlan(NamedTuple):
+    group_items: bool             # one workgroup per item (else one thread per item)
+    splits: int                   # items per output element
+    chunk: int                    # reduced elements per item (a multiple of 4)
+
+
+@functools.lru_cache(maxsize=4096)     # called on every dispatch
+def reduce_plan(n_out: int, count: int, contiguous: bool) -> ReducePlan:
+    """How to reduce ``count`` elements into each of ``n_out`` outputs; ``contiguous``:
+    each output's elements are one contiguous run of the input."""
+    group = contiguous and count >= WG
+    if group:
+        splits = min(_cdiv(BUSY_ITEM_GROUPS, n_out), count // MIN_GROUP_RUN)
+    else:
+        splits = min(_cdiv(BUSY_ITEM_THREADS, n_out), count // MIN_THREAD_RUN)
+    chunk = max(4, _cdiv(_cdiv(count, max(1, splits)), 4) * 4)
+    return ReducePlan(group, max(1, _cdiv(count, chunk)), chunk)
+
+
+@functools.lru_cache(maxsize=4096)     # called on every dispatch
+def reduce_layout(shape4: tuple, reduced: frozenset) -> int | None:
+    """When the reduced axes (a frozenset) of a 4-D shape form one block (size-1 axes
+    aside), the input is [outer][count][inner]: return inner, the product of the kept axes
+    after the block. None when kept axes sit between reduced ones."""
+    kinds = [d in reduced for d in range(4) if shape4[d] != 1]
+    block = [i for i, r in enumerate(kinds) if r]
+    if block and block[-1] - block[0] + 1 != len(block):
+        return None
+    inner = 1
+    for d in range(3, -1, -1):
+        if d in reduced and shape4[d] != 1:
+            break
+        inner *= int(shape4[d])
+    return inner if block else 1

@@ -1,0 +1,196 @@
+"""matmul and reduce on the gpu against the cpu reference under every way plans.py cuts them
+into dispatches: each matmul tile at its edges (sizes one past a tile, K not a whole step),
+with and without vec4 loads, transposed operands, split K; reductions run by workgroups or
+by threads, in one pass or several, over every index layout. Plus the plans' arithmetic."""
+import numpy as np
+import pytest
+
+from dualgrad import testing
+from dualgrad.api import device
+from dualgrad.gpu import plans
+
+
+def f32(rng, *shape):
+    return np.asarray(rng.uniform(-3.0, 3.0, shape), dtype=np.float32)
+
+
+@pytest.fixture
+def pair(gpu):
+    return testing.Pair(device.active())
+
+
+def check_matmul(pair, rng, sa, sb, trans_a, trans_b):
+    a, b = f32(rng, *sa), f32(rng, *sb)
+    a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
+    b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
+    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
+    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    result = pair.agree("matmul", got, ref, scale=scale, length=sa[-1])
+    assert result.ok, result
+
+
+def device_limits():
+    limits = device.active().ctx.limits
+    return limits.maxComputeSharedMemorySize, limits.maxComputeWorkGroupInvocations
+
+
+def require_fits(tile):
+    """Skip, saying why, a tile this device cannot run (lavapipe has 32 KiB of shared
+    memory, "wide" needs 48): test_plans_respect_the_device shows it is never chosen here."""
+    if not tile.fits(*device_limits()):
+        pytest.skip(f"{tile} needs {tile.shared_bytes} bytes of shared memory; this device "
+                    f"has {device_limits()[0]}")
+
+
+def forced(tile, splits):
+    """A matmul_plan that always answers ``tile`` with K cut in about ``splits`` slices."""
+    return lambda m, n, k, batch, *limits: plans.sliced(tile, k, splits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("vec", [True, False], ids=["vec4", "scalar"])
+@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+def test_matmul_tile_edges(pair, rng, monkeypatch, name, vec, split, trans_a, trans_b):
+    tile = plans.TILES[name]
+    require_fits(tile)
+    # One past a tile in M and N (a second, nearly empty tile), K a few steps and a part;
+    # all multiples of 4 for the vec4 path, none for the scalar one.
+    m, n = tile.bm + (4 if vec else 3), tile.bn + (8 if vec else 5)
+    k = 2 * tile.bk + (4 if vec else 7)
+    monkeypatch.setattr(plans, "matmul_plan", forced(tile, 3 if split else 1))
+    check_matmul(pair, rng, (m, k), (k, n), trans_a, trans_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("shapes", [((3, 21, 37), (37, 18)), ((2, 20, 36), (2, 36, 24))],
+                         ids=str)
+def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
+    tile = plans.TILES[name]
+    require_fits(tile)
+    monkeypatch.setattr(plans, "matmul_plan", forced(tile, 2))
+    check_matmul(pair, rng, *shapes, False, False)
+    check_matmul(pair, rng, *shapes, True, True)
+
+
+# Shapes whose natural plans are each tile, with and without split K.
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,batch,tile,splits", [
+    (10, 70, 1100, 1, "rows", 2), (10, 33, 5, 1, "rows", 1), (300, 10, 2100, 1, "cols", 4),
+    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (64, 64, 2000, 1, "medium", 2),
+    (520, 400, 20, 1, "square", 1), (1030, 1000, 12, 4, "wide", 1)], ids=str)
+def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):
+    plan = plans.matmul_plan(m, n, k, batch)
+    assert (plan.tile, plan.splits) == (plans.TILES[tile], splits)
+    lead = (batch,) if batch > 1 else ()
+    check_matmul(pair, rng, lead + (m, k), (k, n), False, False)
+    check_matmul(pair, rng, (m, k), lead + (k, n), True, True)
+
+
+@pytest.mark.gpu
+def test_plans_respect_the_device(pair, rng):
+    """On any device, every shape gets a tile it can run, the big ones included."""
+    shared, threads = device_limits()
+    for m, n, k, batch in [(1030, 1000, 12, 4), (4096, 4096, 8, 1), (520, 400, 20, 1),
+                           (10, 70, 1100, 1), (300, 10, 21, 1), (130, 129, 40, 1)]:
+        plan = plans.matmul_plan(m, n, k, batch, shared, threads)
+        assert plan.tile.fits(shared, threads), (m, n, k, plan)
+    check_matmul(pair, rng, (4, 1030, 12), (12, 1000), False, False)
+
+
+# -- reductions ------------------------------------------------------------------------------
+REDUCE_LAYOUTS = [((7, 40), (1,)), ((7, 41), (1,)), ((40, 7), (0,)), ((2, 30, 3), (1,)),
+                  ((3, 4, 5, 6), (1, 3)), ((5, 9), (0, 1)), ((6, 0), (1,)), ((3, 1, 8), (2,))]
+
+
+def check_reduce(pair, rng, op, shape, axes):
+    x = f32(rng, *shape)
+    if op == "max" and x.size:
+        x.reshape(-1)[1::5] = 2.5                 # tied maxima, counted in max's backward
+    ref, got = pair.twin("reduce", op, x, axes, True)
+    n = int(np.prod([shape[a] for a in axes]))
+    scale = np.sum(np.abs(x.astype(np.float64)), axis=axes, keepdims=True)
+    if op == "mean":
+        scale = scale / max(n, 1)
+    result = pair.agree(f"reduce:{op}", got, ref, scale=scale, length=n)
+    assert result.ok, result
+    if x.size:
+        g = f32(rng, *ref.shape)
+        gref, ggot = pair.twin("reduce_backward", op, x, ref, g, axes)
+        result = pair.agree(f"reduce_backward:{op}", ggot, gref)
+        assert result.ok, result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@pytest.mark.parametrize("group_items", [True, False], ids=["by-workgroup", "by-thread"])
+@pytest.mark.parametrize("chunk", [4, 12, 1 << 20], ids=["chunk4", "chunk12", "one-pass"])
+@pytest.mark.parametrize("shape,axes", REDUCE_LAYOUTS, ids=str)
+def test_reduce_plans(pair, rng, monkeypatch, op, group_items, chunk, shape, axes):
+    def choose(n_out, count, contiguous):
+        return plans.ReducePlan(group_items, max(1, -(-count // chunk)), chunk)
+    monkeypatch.setattr(plans, "reduce_plan", choose)
+    check_reduce(pair, rng, op, shape, axes)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@pytest.mark.parametrize("shape,axes", [((3, 5000), (1,)), ((2, 4100), (1,)), ((300, 7), (0,)),
+                                        ((20000,), (0,))], ids=str)
+def test_reduce_natural_splits(pair, rng, op, shape, axes):
+    x4 = (1,) * (4 - len(shape)) + shape
+    reduced = frozenset(a + 4 - len(shape) for a in axes)
+    n = int(np.prod([shape[a] for a in axes]))
+    assert plans.reduce_plan(np.prod(shape) // n, n,
+                             plans.reduce_layout(x4, reduced) == 1).splits > 1
+    check_reduce(pair, rng, op, shape, axes)
+
+
+@pytest.mark.gpu
+def test_reduce_nan_survives_every_pass(pair, monkeypatch):
+    monkeypatch.setattr(plans, "reduce_plan",
+                        lambda n_out, count, contiguous: plans.ReducePlan(True, -(-count // 4), 4))
+    x = np.arange(64, dtype=np.float32)
+    x[37] = np.nan
+    for op in ("sum", "max"):
+        ref, got = pair.twin("reduce", op, x, (0,), False)
+        assert np.isnan(ref) and np.isnan(got)
+
+
+# -- the plans' arithmetic (no device) -------------------------------------------------------
+def test_every_tile_fits_the_shader():
+    for tile in plans.TILES.values():
+        assert tile.fits(), tile
+    assert not plans.Tile(128, 128, 32, 8, 8).fits()           # 64 KiB of shared memory
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(10, 4096, 1024, 1), (1024, 10, 4096, 1),
+                                         (4096, 4096, 4096, 1), (256, 1024, 784, 1),
+                                         (1, 1, 1, 1), (5, 7, 0, 1), (64, 64, 100000, 2)])
+def test_split_k_slices_cover_k(m, n, k, batch):
+    plan = plans.matmul_plan(m, n, k, batch)
+    assert plan.kc % plan.tile.bk == 0
+    assert (plan.splits - 1) * plan.kc < max(k, 1) <= plan.splits * plan.kc
+    if plan.splits > 1:
+        assert plan.kc >= plans.MIN_SPLIT_K
+
+
+def test_reduce_plan_covers_every_element():
+    for n_out, count, contiguous in [(1, 1 << 24, True), (4096, 4096, False), (1, 0, True),
+                                     (70000, 2, True), (3, 300, False), (1, 1024, True)]:
+        plan = plans.reduce_plan(n_out, count, contiguous)
+        assert plan.chunk % 4 == 0 and plan.chunk > 0
+        assert (plan.splits - 1) * plan.chunk < max(count, 1) <= plan.splits * plan.chunk
+    assert plans.reduce_plan(1, 1 << 24, True).group_items
+    assert plans.reduce_plan(1, 1 << 24, True).splits > 100          # a full sum spreads out
+
+
+@pytest.mark.parametrize("shape4,reduced,inner", [
+    ((1, 1, 7, 40), {3}, 1), ((1, 1, 40, 7), {2}, 7), ((1, 2, 30, 3), {2}, 3),
+    ((3, 4, 5, 6), {1, 3}, None), ((3, 4, 1, 6), {1, 2}, 6), ((1, 1, 5, 9), {2, 3}, 1),
+    ((2, 1, 3, 1), {1}, 1)])
+def test_reduce_layout(shape4, reduced, inner):
+    assert plans.reduce_layout(shape4, frozenset(reduced)) == inner
