@@ -11,6 +11,8 @@ Storage follows the residency rules:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import checks, device
@@ -53,7 +55,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def __len__(self) -> int:
         if not self.shape:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import prange
 
-from .jit import kernel, scalar
+from .jit import kernel, pick, scalar, threadable
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
              "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
@@ -164,21 +165,25 @@ def binary_grad_scalar(op, x, y, g):
 
 # ---------------------------------------------------------------------------------------------
 # Kernel factories: one compiled (and cached) kernel per op. Arrays arrive flattened; a
-# broadcast operand comes with 4-D element strides (0 along a broadcast axis).
+# broadcast operand comes with 4-D element strides (0 along a broadcast axis), read into
+# locals before the loops so the compiler can vectorise the inner one. Unary kernels come as
+# a serial and threaded pair; threads pay only for the ops that compute a transcendental
+# function per element (_THREADED): the others, like the binary ops, are memory-bound, gain
+# little from a second core and lose much when another process holds it.
 
 def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
-        for i in range(x.size):
+        for i in prange(x.size):
             out[i] = unary_scalar(op, np.float64(x[i]), a, b)
-    return kernel(unary_kernel)
+    return threadable(unary_kernel)
 
 
 def _unary_grad_kernel(op):
     def unary_grad_kernel(x, y, g, out, a, b):
-        for i in range(g.size):
+        for i in prange(g.size):
             out[i] = unary_grad_scalar(op, np.float64(x[i]), np.float64(y[i]),
                                        np.float64(g[i]), a, b)
-    return kernel(unary_grad_kernel)
+    return threadable(unary_grad_kernel)
 
 
 def _binary_kernels(op):
@@ -188,36 +193,44 @@ def _binary_kernels(op):
 
     def binary_strided(x, y, out, shape, sx, sy):
         n1, n2, n3 = shape[1], shape[2], shape[3]
-        for i0 in range(shape[0]):
-            for i1 in range(n1):
-                for i2 in range(n2):
-                    bx = i0 * sx[0] + i1 * sx[1] + i2 * sx[2]
-                    by = i0 * sy[0] + i1 * sy[1] + i2 * sy[2]
-                    o = ((i0 * n1 + i1) * n2 + i2) * n3
-                    for i3 in range(n3):
-                        out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * sx[3]]),
-                                                    np.float64(y[by + i3 * sy[3]]))
+        x0, x1, x2, x3 = sx[0], sx[1], sx[2], sx[3]
+        y0, y1, y2, y3 = sy[0], sy[1], sy[2], sy[3]
+        for row in range(shape[0] * n1 * n2):         # one row = one run along the last axis
+            i0, i1, i2 = row // (n1 * n2), (row // n2) % n1, row % n2
+            bx = i0 * x0 + i1 * x1 + i2 * x2
+            by = i0 * y0 + i1 * y1 + i2 * y2
+            o = row * n3
+            if x3 == 1 and y3 == 1:       # contiguous runs (e.g. adding a bias row): slices
+                xs, ys, os = x[bx:bx + n3], y[by:by + n3], out[o:o + n3]    # vectorise
+                for i3 in range(n3):
+                    os[i3] = binary_scalar(op, np.float64(xs[i3]), np.float64(ys[i3]))
+                continue
+            for i3 in range(n3):
+                out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * x3]),
+                                            np.float64(y[by + i3 * y3]))
     return kernel(binary_flat), kernel(binary_strided)
 
 
 def _binary_grad_kernel(op):
     def binary_grad_kernel(x, y, g, gx, gy, shape, sx, sy):
         n1, n2, n3 = shape[1], shape[2], shape[3]
-        for i0 in range(shape[0]):
-            for i1 in range(n1):
-                for i2 in range(n2):
-                    bx = i0 * sx[0] + i1 * sx[1] + i2 * sx[2]
-                    by = i0 * sy[0] + i1 * sy[1] + i2 * sy[2]
-                    o = ((i0 * n1 + i1) * n2 + i2) * n3
-                    for i3 in range(n3):
-                        da, db = binary_grad_scalar(op, np.float64(x[bx + i3 * sx[3]]),
-                                                    np.float64(y[by + i3 * sy[3]]),
-                                                    np.float64(g[o + i3]))
-                        gx[o + i3] = da
-                        gy[o + i3] = db
+        x0, x1, x2, x3 = sx[0], sx[1], sx[2], sx[3]
+        y0, y1, y2, y3 = sy[0], sy[1], sy[2], sy[3]
+        for row in range(shape[0] * n1 * n2):
+            i0, i1, i2 = row // (n1 * n2), (row // n2) % n1, row % n2
+            bx = i0 * x0 + i1 * x1 + i2 * x2
+            by = i0 * y0 + i1 * y1 + i2 * y2
+            o = row * n3
+            for i3 in range(n3):
+                da, db = binary_grad_scalar(op, np.float64(x[bx + i3 * x3]),
+                                            np.float64(y[by + i3 * y3]),
+                                            np.float64(g[o + i3]))
+                gx[o + i3] = da
+                gy[o + i3] = db
     return kernel(binary_grad_kernel)
 
 
+_THREADED = frozenset(("exp", "log", "gelu", "sigmoid", "tanh", "pow_scalar", "rpow_scalar"))
 _UNARY = [_unary_kernel(op) for op in range(len(UNARY_OPS))]
 _UNARY_GRAD = [_unary_grad_kernel(op) for op in range(len(UNARY_OPS))]
 _BINARY = [_binary_kernels(op) for op in range(len(BINARY_OPS))]
@@ -227,27 +240,28 @@ _BINARY_GRAD = [_binary_grad_kernel(op) for op in range(len(BINARY_OPS))]
 # ---------------------------------------------------------------------------------------------
 # Entry points: the CPU twins of shaders/unary.comp and shaders/binary.comp.
 
-def pad4(shape) -> np.ndarray:
+def pad4(shape) -> tuple:
     """`shape` left-padded with ones to 4-D."""
-    return np.array((1,) * (4 - len(shape)) + tuple(shape), dtype=np.int64)
+    return (1,) * (4 - len(shape)) + tuple(shape)
 
 
-def broadcast_strides(shape, out4) -> np.ndarray:
+def broadcast_strides(shape, out4) -> tuple:
     """Element strides of a C-contiguous array of `shape` read as the 4-D shape `out4`
     (0 along broadcast axes); shapes are right-aligned as in NumPy."""
     shape4 = pad4(shape)
-    strides, step = np.zeros(4, np.int64), 1
+    strides, step = [0, 0, 0, 0], 1
     for axis in range(3, -1, -1):
         strides[axis] = 0 if shape4[axis] == 1 and out4[axis] != 1 else step
-        step *= int(shape4[axis])
-    return strides
+        step *= shape4[axis]
+    return tuple(strides)
 
 
 def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
-    _UNARY[UNARY_OPS.index(op)](x.reshape(-1), out.reshape(-1), a, b)
+    size = x.size if op in _THREADED else 0
+    pick(_UNARY[UNARY_OPS.index(op)], size)(x.reshape(-1), out.reshape(-1), a, b)
     return out
 
 
@@ -255,8 +269,9 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0) -> np.ndarr
     """dL/dx of y = op(x), given dL/dy = g."""
     out = np.empty_like(g)
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
-    _UNARY_GRAD[UNARY_OPS.index(op)](x.reshape(-1), y.reshape(-1), g.reshape(-1),
-                                     out.reshape(-1), a, b)
+    size = g.size if op in _THREADED else 0
+    pick(_UNARY_GRAD[UNARY_OPS.index(op)], size)(x.reshape(-1), y.reshape(-1), g.reshape(-1),
+                                                 out.reshape(-1), a, b)
     return out
 
 

@@ -1,14 +1,16 @@
 """Softmax, log-softmax and the fused softmax cross-entropy, over the last axis of a 2-D view.
 
 Row statistics (max, sum of exponentials) are taken in float64; each output is rounded once.
+Rows are independent: big inputs split them across the cores (the same bits either way).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from numba import prange
 
-from .jit import kernel, scalar
+from .jit import kernel, pick, scalar, threadable
 
 
 @scalar
@@ -23,10 +25,9 @@ def _row_max_sumexp(x, r):
     return m, s
 
 
-@kernel
 def _softmax_rows(x, out, log):
     rows, n = x.shape
-    for r in range(rows):
+    for r in prange(rows):
         m, s = _row_max_sumexp(x, r)
         if log:
             lse = m + math.log(s)
@@ -37,10 +38,9 @@ def _softmax_rows(x, out, log):
                 out[r, j] = math.exp(np.float64(x[r, j]) - m) / s
 
 
-@kernel
 def _softmax_grad_rows(y, g, out, log):
     rows, n = y.shape
-    for r in range(rows):
+    for r in prange(rows):
         s = 0.0
         for j in range(n):
             s += np.float64(g[r, j]) if log else np.float64(g[r, j]) * np.float64(y[r, j])
@@ -63,14 +63,17 @@ def _xent_forward(x, targets, lse):
     return total
 
 
-@kernel
 def _xent_backward(x, targets, lse, g, out):
     rows, n = x.shape
     scale = g / rows
-    for r in range(rows):
+    for r in prange(rows):
         for j in range(n):
             p = math.exp(np.float64(x[r, j]) - np.float64(lse[r]))
             out[r, j] = (p - (1.0 if j == targets[r] else 0.0)) * scale
+
+
+_SOFTMAX, _SOFTMAX_GRAD, _XENT_GRAD = (threadable(_softmax_rows), threadable(_softmax_grad_rows),
+                                      threadable(_xent_backward))
 
 
 def _rows(x):
@@ -80,28 +83,28 @@ def _rows(x):
 def softmax(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     if x.size:
-        _softmax_rows(_rows(x), _rows(out), False)
+        pick(_SOFTMAX, x.size)(_rows(x), _rows(out), False)
     return out
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     if x.size:
-        _softmax_rows(_rows(x), _rows(out), True)
+        pick(_SOFTMAX, x.size)(_rows(x), _rows(out), True)
     return out
 
 
 def softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.empty_like(g)
     if g.size:
-        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), False)
+        pick(_SOFTMAX_GRAD, g.size)(_rows(y), _rows(g), _rows(out), False)
     return out
 
 
 def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.empty_like(g)
     if g.size:
-        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), True)
+        pick(_SOFTMAX_GRAD, g.size)(_rows(y), _rows(g), _rows(out), True)
     return out
 
 
@@ -119,5 +122,5 @@ def softmax_cross_entropy_backward(logits, targets, lse, g) -> np.ndarray:
     """dL/dlogits = (softmax(logits) - onehot(targets)) * g / rows, g = dL/dloss (shape ())."""
     out = np.empty_like(logits)
     if logits.size:
-        _xent_backward(logits, targets, lse, float(g), out)
+        pick(_XENT_GRAD, logits.size)(logits, targets, lse, float(g), out)
     return out

@@ -1,0 +1,191 @@
+"""CPU backend speed: a training step against PyTorch CPU, big elementwise ops, reductions
+and softmax against NumPy, and the time to import dualgrad and run a first step.
+
+    python3 bench/bench_cpu.py                   # the recorded figures (bench/RESULTS.md)
+    python3 bench/bench_cpu.py --mlp 16:8 --elements 4096 --repeats 2 --rounds 1   # smoke
+
+Ratios are ours / peer in time (below 1: we are faster). PyTorch is a benchmark-only peer:
+without it the training-step rows print "n/a". It runs on as many threads as we do.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import dualgrad as dg  # noqa: E402
+from timing import interleaved, report, torch_or_none  # noqa: E402
+
+
+def _sizes(text: str) -> list:
+    """'256:128,1024:256' -> [(256, 128), (1024, 256)] (hidden width, batch)."""
+    return [tuple(int(n) for n in pair.split(":")) for pair in text.split(",") if pair]
+
+
+def _mlp_data(hidden: int, batch: int):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, 784)).astype(np.float32)
+    return x, rng.integers(0, 10, batch)
+
+
+def dualgrad_step(hidden: int, batch: int):
+    """One Adam step of the MLP 784-H-H-10 with softmax cross-entropy, as a closure."""
+    x, y = _mlp_data(hidden, batch)
+    nn = dg.nn
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 10))
+    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+
+    def step():
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def torch_step(torch, hidden: int, batch: int):
+    """The same step in PyTorch (the batch is converted from NumPy each step, as ours is)."""
+    x, y = _mlp_data(hidden, batch)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    targets = torch.from_numpy(y)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def bench_training(args, torch) -> list:
+    rows = []
+    for hidden, batch in _sizes(args.mlp):
+        ours = dualgrad_step(hidden, batch)
+        peer = torch_step(torch, hidden, batch) if torch else None
+        for fn in (ours, peer):          # compile, allocate, warm the caches
+            for _ in range(3 if fn else 0):
+                fn()
+        target = "<= 1.0" if hidden * batch <= 256 * 128 else "<= 1.2"
+        rows.append((f"Adam step MLP H={hidden} batch={batch}",
+                     *interleaved(ours, peer, args.repeats, args.rounds), target))
+    return rows
+
+
+def _softmax_numpy(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def bench_elementwise(args) -> list:
+    """Ops over `args.elements` float32 elements through the public API (no tape) against
+    the same computation in NumPy."""
+    n = args.elements
+    cols = 1024 if n >= 1024 * 16 else 16
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    a2 = a.reshape(-1, cols)
+    bias = rng.standard_normal(cols).astype(np.float32)
+    ta, tb, ta2, tbias = (dg.ag_tensor(v) for v in (a, b, a2, bias))
+    cases = [
+        ("add", lambda: dg.add(ta, tb), lambda: np.add(a, b)),
+        ("mul", lambda: dg.mul(ta, tb), lambda: np.multiply(a, b)),
+        ("add bias (broadcast rows)", lambda: dg.add(ta2, tbias), lambda: a2 + bias),
+        ("relu", lambda: dg.relu(ta), lambda: np.maximum(a, 0)),
+        ("exp", lambda: dg.exp(ta), lambda: np.exp(a)),
+        ("tanh", lambda: dg.tanh(ta), lambda: np.tanh(a)),
+        ("sum (all)", lambda: dg.sum(ta), lambda: a.sum()),
+        ("sum axis 0", lambda: dg.sum(ta2, 0), lambda: a2.sum(axis=0)),
+        ("max axis 1", lambda: dg.max(ta2, 1), lambda: a2.max(axis=1)),
+        ("softmax rows", lambda: dg.softmax(ta2), lambda: _softmax_numpy(a2)),
+    ]
+    rows = []
+    for name, ours, peer in cases:
+        ours()
+        rows.append((f"{name} ({n} el.)", *interleaved(ours, peer, args.repeats, args.rounds),
+                     "<= 1.0"))
+    return rows
+
+
+_FIRST_STEP = """
+import time
+start = time.perf_counter()
+import numpy as np
+import dualgrad as dg
+model = dg.nn.Sequential(dg.nn.Linear(784, 64), dg.nn.ReLU(), dg.nn.Linear(64, 10))
+opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+with dg.with_grad_tape():
+    loss = dg.softmax_cross_entropy(model(dg.ag_tensor(np.ones((8, 784)))), np.arange(8))
+    loss.backward()
+opt.step()
+loss.item()
+print(time.perf_counter() - start)
+"""
+
+
+def first_step_seconds(cache_dir=None) -> float:
+    """Wall time of `import dualgrad` plus a first training step in a new process: with
+    Numba's on-disk cache as it is, or with an empty cache in `cache_dir` (cold)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(HERE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                              if p]))
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    done = subprocess.run([sys.executable, "-c", _FIRST_STEP], env=env, check=True,
+                          capture_output=True, text=True)
+    return float(done.stdout.split()[-1])
+
+
+def bench_startup(args) -> None:
+    first_step_seconds()                 # fills the cache if this checkout never ran
+    warm = first_step_seconds()
+    print("Start-up (new process: import dualgrad + one training step)")
+    print(f"  warm Numba cache {warm:9.3f}s  target < 3 s")
+    if args.cold:
+        with tempfile.TemporaryDirectory() as empty:
+            print(f"  cold (empty cache) {first_step_seconds(empty):7.3f}s  "
+                  "(once per install; a notice on stderr says kernels are compiling)")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mlp", default="256:128,1024:256",
+                        help="hidden:batch pairs for the training step (default %(default)s)")
+    parser.add_argument("--elements", type=int, default=1 << 22,
+                        help="elements for the elementwise rows (default %(default)s)")
+    parser.add_argument("--repeats", type=int, default=20, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="PyTorch's thread count (default: the cores, as ours use)")
+    parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
+    parser.add_argument("--cold", action="store_true",
+                        help="also time a first step with an empty Numba cache (slow)")
+    args = parser.parse_args(argv)
+
+    print(f"{os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.2f}")
+    torch = None if args.no_peer else torch_or_none()
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    peer = f"PyTorch {torch.__version__} CPU, {args.threads} threads" if torch else "n/a"
+    report(bench_training(args, torch), f"Training step: ours vs {peer}")
+    report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
+    bench_startup(args)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

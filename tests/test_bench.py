@@ -1,0 +1,30 @@
+"""The cpu benchmark script keeps working: run at tiny sizes, it exits 0 and prints its tables
+(PyTorch is left out, as in CI, so the peer column reads n/a)."""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_bench_cpu_prints_its_tables_at_tiny_sizes():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get(
+        "PYTHONPATH", "").split(os.pathsep) if p])
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_cpu.py"), "--mlp", "16:8,32:4",
+         "--elements", "4096", "--repeats", "2", "--rounds", "1", "--no-peer"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Training step: ours vs n/a" in out
+    steps = re.findall(r"Adam step MLP H=(\d+) batch=(\d+) +([\d.]+)ms +n/a +n/a", out)
+    assert steps == [("16", "8", steps[0][2]), ("32", "4", steps[1][2])]
+    assert all(float(ms) > 0 for _, _, ms in steps)
+    # Every big-array row has NumPy as its peer, so it prints a ratio.
+    ratios = re.findall(r"\(4096 el\.\) +[\d.]+ms +[\d.]+ms +([\d.]+)", out)
+    assert len(ratios) == 10 and all(float(r) > 0 for r in ratios)
+    warm = re.search(r"warm Numba cache +([\d.]+)s", out)
+    assert warm and float(warm.group(1)) > 0
