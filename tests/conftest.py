@@ -4,6 +4,7 @@ GPU tests skip when no Vulkan device exists, except under DUALGRAD_REQUIRE_GPU=1
 them), where a missing device fails the test instead: a GPU test never passes by not running.
 """
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -17,6 +18,22 @@ settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REQUIRE_GPU = os.environ.get("DUALGRAD_REQUIRE_GPU") == "1"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def child_env(*paths, **env) -> dict:
+    """The environment for a fresh interpreter that imports this checkout: ``paths`` and the
+    project's root in front of the inherited PYTHONPATH (kept, for packages installed there),
+    plus ``env`` (a value of None unsets the variable)."""
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    merged = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (*map(str, paths), str(ROOT), *inherited) if p))
+    for key, value in env.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 def require_gpu():

@@ -1,18 +1,17 @@
 """The cpu benchmark script keeps working: run at tiny sizes, it exits 0 and prints its tables
 (PyTorch is left out, as in CI, so the peer column reads n/a)."""
-import os
 import pathlib
 import re
 import subprocess
 import sys
 
+from conftest import child_env
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_bench_cpu_prints_its_tables_at_tiny_sizes():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get(
-        "PYTHONPATH", "").split(os.pathsep) if p])
+    env = child_env()
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_cpu.py"), "--mlp", "16:8,32:4",
          "--elements", "4096", "--repeats", "2", "--rounds", "1", "--no-peer"],

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from conftest import child_env
 
 VOCAB, BATCH = 10, 12
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -357,9 +358,7 @@ for n in range(1, 10 ** 6):
 
 
 def start_saver(path, stop):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen([sys.executable, "-c", SAVER, str(path), stop], env=env,
+    return subprocess.Popen([sys.executable, "-c", SAVER, str(path), stop], env=child_env(),
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -433,7 +432,7 @@ def test_resume_in_a_fresh_process_continues_exactly(tmp_path, device):
     train(model, opt, sched, 4, 3)                    # the run that never stopped
     child = subprocess.run([sys.executable, "-c", RESUMER, str(saved), str(out), device],
                            cwd=str(ROOT), capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           env=child_env())
     assert child.returncode == 0, child.stderr
     resumed, opt2, sched2 = setup(seed=6)
     dg.load_checkpoint(out, resumed, opt2, sched2)

@@ -1,9 +1,10 @@
 """The cpu backend says on stderr, once, that it is compiling kernels, and only when it is:
 a kernel loaded from Numba's disk cache says nothing."""
-import os
 import pathlib
 import subprocess
 import sys
+
+from conftest import child_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTICE = "dualgrad: compiling cpu kernels"
@@ -13,9 +14,7 @@ USE_TWO_KERNELS = ("import numpy as np, dualgrad as dg\n"
 
 
 def _run(cache_dir) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get(
-        "PYTHONPATH", "").split(os.pathsep) if p])
+    env = child_env(NUMBA_CACHE_DIR=str(cache_dir))
     done = subprocess.run([sys.executable, "-c", USE_TWO_KERNELS], capture_output=True,
                           text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr

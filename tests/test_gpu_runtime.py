@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from conftest import child_env
 from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
 from dualgrad.cpu.reduce import REDUCE_OPS
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
@@ -215,10 +216,8 @@ def test_device_choice_ranks_by_type():
 
 def _run(code: str, env: dict, path: str = "") -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter; ``path`` goes in front of the inherited PYTHONPATH."""
-    inherited = os.environ.get("PYTHONPATH", "")
-    pythonpath = os.pathsep.join(p for p in (path, str(ROOT), inherited) if p)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env={**os.environ, **env, "PYTHONPATH": pythonpath},
+                          text=True, env=child_env(path, **env),
                           cwd=str(ROOT), timeout=300)
 
 

@@ -75,6 +75,16 @@ def test_a_nan_bound_allows_nothing():
     assert not agreement("unary:exp", np.array([np.nan], F), ref, x=np.array([np.nan])).ok
 
 
+def test_an_infinite_scale_keeps_the_ulp_bound():
+    # g / a with x = inf: the scale |g * y| is inf; an entry without a relative term must
+    # still allow its ULPs (a 1-ULP division difference, as NVIDIA's driver gives), not 0
+    ref = np.array([1.1049356], F)
+    got = np.nextafter(ref, F(2))
+    scale = np.array([np.inf])
+    assert agreement("unary_backward:div_scalar", got, ref, scale=scale).ok
+    assert not agreement("unary_backward:div_scalar", ref + F(1e-5), ref, scale=scale).ok
+
+
 def test_every_entry_describes_its_bound():
     assert TOLERANCES["binary:add"].describe() == "exact"
     assert TOLERANCES["unary:exp"].describe() == "3 ULP + 2*|x| ULP"

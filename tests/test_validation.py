@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 import dualgrad as dg
+from conftest import child_env
 from dualgrad.gpu import context
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -21,15 +22,8 @@ pytestmark = pytest.mark.gpu
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with extra environment variables (None: unset)."""
-    merged = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    for key, value in env.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=merged, cwd=str(ROOT), timeout=300)
+                          text=True, env=child_env(**env), cwd=str(ROOT), timeout=300)
 
 
 def test_an_invalid_call_is_reported_raised_once_and_never_dropped(gpu):

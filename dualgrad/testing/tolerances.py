@@ -289,9 +289,11 @@ def _agreement(key, got, ref, x, scale, length, flushes_subnormals) -> Agreement
             allowed = allowed + tol.ulps_per_x * growth * ulp_of(ref)
         if scale is not None:
             scale = np.abs(np.asarray(scale, np.float64))
+            # Only terms the entry has: 0 * an infinite scale would be NaN, allowing nothing.
             if tol.gamma and length is not None:
                 allowed = allowed + tol.gamma * gamma(length) * scale
-            allowed = allowed + tol.rel * scale
+            if tol.rel:
+                allowed = allowed + tol.rel * scale
         allowed = np.nan_to_num(allowed, nan=0.0)       # a NaN bound allows nothing
         ratio = np.where(diff == 0, 0.0, diff / np.maximum(allowed, 1e-300))
         bad = ~(ratio <= 1.0)
