@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 
-from .jit import kernel, pick, scalar, threadable
+from .jit import kernel, scalar
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
              "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
@@ -166,24 +165,21 @@ def binary_grad_scalar(op, x, y, g):
 # ---------------------------------------------------------------------------------------------
 # Kernel factories: one compiled (and cached) kernel per op. Arrays arrive flattened; a
 # broadcast operand comes with 4-D element strides (0 along a broadcast axis), read into
-# locals before the loops so the compiler can vectorise the inner one. Unary kernels come as
-# a serial and threaded pair; threads pay only for the ops that compute a transcendental
-# function per element (_THREADED): the others, like the binary ops, are memory-bound, gain
-# little from a second core and lose much when another process holds it.
+# locals before the loops so the compiler can vectorise the inner one.
 
 def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
-        for i in prange(x.size):
+        for i in range(x.size):
             out[i] = unary_scalar(op, np.float64(x[i]), a, b)
-    return threadable(unary_kernel)
+    return kernel(unary_kernel)
 
 
 def _unary_grad_kernel(op):
     def unary_grad_kernel(x, y, g, out, a, b):
-        for i in prange(g.size):
+        for i in range(g.size):
             out[i] = unary_grad_scalar(op, np.float64(x[i]), np.float64(y[i]),
                                        np.float64(g[i]), a, b)
-    return threadable(unary_grad_kernel)
+    return kernel(unary_grad_kernel)
 
 
 def _binary_kernels(op):
@@ -230,7 +226,6 @@ def _binary_grad_kernel(op):
     return kernel(binary_grad_kernel)
 
 
-_THREADED = frozenset(("exp", "log", "gelu", "sigmoid", "tanh", "pow_scalar", "rpow_scalar"))
 _UNARY = [_unary_kernel(op) for op in range(len(UNARY_OPS))]
 _UNARY_GRAD = [_unary_grad_kernel(op) for op in range(len(UNARY_OPS))]
 _BINARY = [_binary_kernels(op) for op in range(len(BINARY_OPS))]
@@ -260,8 +255,7 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
-    size = x.size if op in _THREADED else 0
-    pick(_UNARY[UNARY_OPS.index(op)], size)(x.reshape(-1), out.reshape(-1), a, b)
+    _UNARY[UNARY_OPS.index(op)](x.reshape(-1), out.reshape(-1), a, b)
     return out
 
 
@@ -269,9 +263,8 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0) -> np.ndarr
     """dL/dx of y = op(x), given dL/dy = g."""
     out = np.empty_like(g)
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
-    size = g.size if op in _THREADED else 0
-    pick(_UNARY_GRAD[UNARY_OPS.index(op)], size)(x.reshape(-1), y.reshape(-1), g.reshape(-1),
-                                                 out.reshape(-1), a, b)
+    _UNARY_GRAD[UNARY_OPS.index(op)](x.reshape(-1), y.reshape(-1), g.reshape(-1),
+                                     out.reshape(-1), a, b)
     return out
 
 

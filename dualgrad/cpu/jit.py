@@ -2,25 +2,19 @@
 model, so x / 0 gives inf or NaN (as IEEE arithmetic and the GPU do) instead of raising
 ZeroDivisionError.
 
-A kernel over many independent elements may come in two builds of one source
-(``threadable``): a serial one for small arrays, where starting threads would cost more than
-the work, and a threaded one whose ``prange`` loops are split across the cores. Each element
-is computed the same way in both, so they give the same bits.
+Kernels run on the calling thread. NumPy's BLAS already spreads each matrix product over the
+cores; Numba worker threads next to BLAS's oversubscribed them (on 2 cores, an MLP step with
+threaded Adam and softmax kernels took 60 to 200 ms instead of 36), and the kernels between
+the products are memory-bound or small.
 
 Compiling takes seconds and happens once per install (Numba caches the machine code on
 disk); the first compilation in a process prints one line on stderr so the pause is not
 silent.
 """
 import sys
-import types
 
 from numba import njit
 from numba.core import event
-
-# Below this many elements a kernel runs serially. Waking the worker threads costs about as
-# much as adding tens of thousands of numbers, and threads that wait on each other lose
-# badly when another process holds a core (BLAS runs its own threads between our kernels).
-PARALLEL_MIN = 1 << 18
 
 
 def kernel(fn):
@@ -31,21 +25,6 @@ def kernel(fn):
 def scalar(fn):
     """A per-element helper, inlined into the kernels that call it."""
     return njit(inline="always", error_model="numpy")(fn)
-
-
-def threadable(fn) -> tuple:
-    """(serial, threaded) builds of a kernel whose element loops use ``numba.prange``."""
-    # Numba's cache is keyed by the function's qualified name and bytecode, not by the
-    # parallel flag: the threaded build gets a name of its own so the two never collide.
-    threaded = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                                  fn.__closure__)
-    threaded.__qualname__ = fn.__qualname__ + "_threaded"
-    return kernel(fn), njit(cache=True, error_model="numpy", parallel=True)(threaded)
-
-
-def pick(builds: tuple, size: int):
-    """The build of a ``threadable`` kernel worth running over ``size`` elements."""
-    return builds[size >= PARALLEL_MIN]
 
 
 class _CompileNotice(event.Listener):

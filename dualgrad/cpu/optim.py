@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 
 from ..backend import ADAM_HYPER, SGD_HYPER
-from .jit import pick, threadable
+from .jit import kernel
 
 
+@kernel
 def _adam(w, g, m, v, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, l2, decay,
           step_size, bc2_sqrt):
-    for i in prange(w.size):
+    for i in range(w.size):
         p = np.float64(w[i]) * decay                 # AdamW decays the weight itself
         grad = np.float64(g[i]) + l2 * p             # Adam adds an L2 term to the gradient
         mi = np.float64(m[i]) + one_minus_beta1 * (grad - np.float64(m[i]))
@@ -27,8 +27,9 @@ def _adam(w, g, m, v, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, l2, d
         w[i] = p - step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
 
 
+@kernel
 def _sgd(w, g, buf, lr, momentum, dampening, wd, nesterov, first):
-    for i in prange(w.size):
+    for i in range(w.size):
         p = np.float64(w[i])
         d = np.float64(g[i])
         if wd != 0.0:
@@ -41,9 +42,6 @@ def _sgd(w, g, buf, lr, momentum, dampening, wd, nesterov, first):
         w[i] = p - lr * d
 
 
-_ADAM, _SGD = threadable(_adam), threadable(_sgd)
-
-
 def rounded(hyper: dict, names, dtype) -> list:
     """The named hyperparameters rounded to `dtype`, as both backends' kernels receive them."""
     return np.array([hyper[name] for name in names], dtype).tolist()
@@ -51,13 +49,12 @@ def rounded(hyper: dict, names, dtype) -> list:
 
 def adam_step(w, g, m, v, hyper: dict) -> None:
     """One Adam / AdamW update of w, m and v in place."""
-    pick(_ADAM, w.size)(w.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
-                        *rounded(hyper, ADAM_HYPER, w.dtype))
+    _adam(w.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1),
+          *rounded(hyper, ADAM_HYPER, w.dtype))
 
 
 def sgd_step(w, g, buf, hyper: dict) -> None:
     """One SGD update of w (and of the momentum buffer, when momentum is used) in place."""
     flat_buf = buf.reshape(-1) if buf is not None else np.empty(0, w.dtype)
-    pick(_SGD, w.size)(w.reshape(-1), g.reshape(-1), flat_buf,
-                       *rounded(hyper, SGD_HYPER, w.dtype), bool(hyper["nesterov"]),
-                       bool(hyper["first"]))
+    _sgd(w.reshape(-1), g.reshape(-1), flat_buf, *rounded(hyper, SGD_HYPER, w.dtype),
+         bool(hyper["nesterov"]), bool(hyper["first"]))

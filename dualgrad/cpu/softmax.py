@@ -1,46 +1,50 @@
 """Softmax, log-softmax and the fused softmax cross-entropy, over the last axis of a 2-D view.
 
 Row statistics (max, sum of exponentials) are taken in float64; each output is rounded once.
-Rows are independent: big inputs split them across the cores (the same bits either way).
+Each exponential is computed once, kept in a float64 scratch row between the sum and the
+outputs.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import prange
 
-from .jit import kernel, pick, scalar, threadable
+from .jit import kernel, scalar
 
 
 @scalar
-def _row_max_sumexp(x, r):
-    """(max, sum of exp(x - max)) of row r."""
+def _row_max_sumexp(x, r, e):
+    """(max, sum of exp(x - max)) of row r; e (float64, a row long) gets the exponentials."""
     m = -math.inf
     for j in range(x.shape[1]):
         m = max(m, np.float64(x[r, j]))
     s = 0.0
     for j in range(x.shape[1]):
-        s += math.exp(np.float64(x[r, j]) - m)
+        e[j] = math.exp(np.float64(x[r, j]) - m)
+        s += e[j]
     return m, s
 
 
+@kernel
 def _softmax_rows(x, out, log):
     rows, n = x.shape
-    for r in prange(rows):
-        m, s = _row_max_sumexp(x, r)
+    e = np.empty(n)
+    for r in range(rows):
+        m, s = _row_max_sumexp(x, r, e)
         if log:
             lse = m + math.log(s)
             for j in range(n):
                 out[r, j] = np.float64(x[r, j]) - lse
         else:
             for j in range(n):
-                out[r, j] = math.exp(np.float64(x[r, j]) - m) / s
+                out[r, j] = e[j] / s
 
 
+@kernel
 def _softmax_grad_rows(y, g, out, log):
     rows, n = y.shape
-    for r in prange(rows):
+    for r in range(rows):
         s = 0.0
         for j in range(n):
             s += np.float64(g[r, j]) if log else np.float64(g[r, j]) * np.float64(y[r, j])
@@ -55,25 +59,23 @@ def _softmax_grad_rows(y, g, out, log):
 def _xent_forward(x, targets, lse):
     rows, n = x.shape
     total = 0.0
+    e = np.empty(n)
     for r in range(rows):
-        m, s = _row_max_sumexp(x, r)
+        m, s = _row_max_sumexp(x, r, e)
         row_lse = m + math.log(s)
         lse[r] = row_lse
         total += row_lse - np.float64(x[r, targets[r]])
     return total
 
 
+@kernel
 def _xent_backward(x, targets, lse, g, out):
     rows, n = x.shape
     scale = g / rows
-    for r in prange(rows):
+    for r in range(rows):
         for j in range(n):
             p = math.exp(np.float64(x[r, j]) - np.float64(lse[r]))
             out[r, j] = (p - (1.0 if j == targets[r] else 0.0)) * scale
-
-
-_SOFTMAX, _SOFTMAX_GRAD, _XENT_GRAD = (threadable(_softmax_rows), threadable(_softmax_grad_rows),
-                                      threadable(_xent_backward))
 
 
 def _rows(x):
@@ -83,28 +85,28 @@ def _rows(x):
 def softmax(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     if x.size:
-        pick(_SOFTMAX, x.size)(_rows(x), _rows(out), False)
+        _softmax_rows(_rows(x), _rows(out), False)
     return out
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     if x.size:
-        pick(_SOFTMAX, x.size)(_rows(x), _rows(out), True)
+        _softmax_rows(_rows(x), _rows(out), True)
     return out
 
 
 def softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.empty_like(g)
     if g.size:
-        pick(_SOFTMAX_GRAD, g.size)(_rows(y), _rows(g), _rows(out), False)
+        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), False)
     return out
 
 
 def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.empty_like(g)
     if g.size:
-        pick(_SOFTMAX_GRAD, g.size)(_rows(y), _rows(g), _rows(out), True)
+        _softmax_grad_rows(_rows(y), _rows(g), _rows(out), True)
     return out
 
 
@@ -122,5 +124,5 @@ def softmax_cross_entropy_backward(logits, targets, lse, g) -> np.ndarray:
     """dL/dlogits = (softmax(logits) - onehot(targets)) * g / rows, g = dL/dloss (shape ())."""
     out = np.empty_like(logits)
     if logits.size:
-        pick(_XENT_GRAD, logits.size)(logits, targets, lse, float(g), out)
+        _xent_backward(logits, targets, lse, float(g), out)
     return out
