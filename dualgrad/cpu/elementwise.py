@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from .jit import kernel, scalar
+from .vmath import vexp, vtanh
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
              "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
@@ -38,7 +39,7 @@ def unary_scalar(op, x, a, b):
     if op == NEG:
         return -x
     if op == EXP:
-        return math.exp(x)
+        return vexp(x)
     if op == LOG:
         return math.log(x)
     if op == SQRT:
@@ -50,12 +51,10 @@ def unary_scalar(op, x, a, b):
     if op == GELU:       # Phi(x) = erfc(-x / sqrt 2) / 2 keeps its accuracy for x << 0
         return 0.5 * x * math.erfc(-x * _SQRT1_2)
     if op == SIGMOID:
-        if x >= 0.0:
-            return 1.0 / (1.0 + math.exp(-x))
-        e = math.exp(x)
-        return e / (1.0 + e)
+        e = vexp(-abs(x))                 # at most 1: no overflow on either side
+        return 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
     if op == TANH:
-        return math.tanh(x)
+        return vtanh(x)
     if op == ADD_S:
         return x + a
     if op == MUL_S:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .jit import kernel, scalar
+from .vmath import vexp
 
 
 @scalar
@@ -19,9 +20,10 @@ def _row_max_sumexp(x, r, e):
     m = -math.inf
     for j in range(x.shape[1]):
         m = max(m, np.float64(x[r, j]))
-    s = 0.0
     for j in range(x.shape[1]):
-        e[j] = math.exp(np.float64(x[r, j]) - m)
+        e[j] = vexp(np.float64(x[r, j]) - m)
+    s = 0.0
+    for j in range(x.shape[1]):      # apart from the exponentials, which then vectorise
         s += e[j]
     return m, s
 
@@ -50,7 +52,7 @@ def _softmax_grad_rows(y, g, out, log):
             s += np.float64(g[r, j]) if log else np.float64(g[r, j]) * np.float64(y[r, j])
         for j in range(n):
             if log:       # d log_softmax: g - softmax * sum(g)
-                out[r, j] = np.float64(g[r, j]) - math.exp(np.float64(y[r, j])) * s
+                out[r, j] = np.float64(g[r, j]) - vexp(np.float64(y[r, j])) * s
             else:         # d softmax: y * (g - sum(g * y))
                 out[r, j] = np.float64(y[r, j]) * (np.float64(g[r, j]) - s)
 
@@ -74,7 +76,7 @@ def _xent_backward(x, targets, lse, g, out):
     scale = g / rows
     for r in range(rows):
         for j in range(n):
-            p = math.exp(np.float64(x[r, j]) - np.float64(lse[r]))
+            p = vexp(np.float64(x[r, j]) - np.float64(lse[r]))
             out[r, j] = (p - (1.0 if j == targets[r] else 0.0)) * scale
 
 
