@@ -40,16 +40,17 @@ def _start(op):
 def _combine(op, acc, v):
     """acc op v; for max, NaN (in either) wins and stays."""
     if op == MAX:
-        return v if (acc == acc and (v > acc or v != v)) else acc
+        return np.maximum(acc, v)        # NaN-propagating, the earlier on a tie
     return acc + v
 
 
 @scalar
 def _lane(op, acc, v):
-    """One step of a lane: a sum adds, a max keeps the larger, or the first NaN it meets
-    (then nothing is larger). Written without branches, so the loop vectorises."""
+    """One step of a lane: a sum adds, a max keeps the larger (the earlier on a tie, so
+    -0 and +0 keep their order) or a NaN. Numba compiles np.maximum to selects, which
+    vectorise; a conditional expression here kept the loop scalar."""
     if op == MAX:
-        return v if (v > acc) | (v != v) else acc
+        return np.maximum(acc, v)
     return acc + v
 
 
