@@ -96,18 +96,23 @@ def _finite_or_text(value: float):
     return value if math.isfinite(value) else str(value)     # JSON has no inf
 
 
+def _figure(ratio: float) -> str:
+    """A worst-error-to-bound ratio: three decimals where it matters, else 3 digits."""
+    return f"{ratio:.3f}" if ratio < 1000 else f"{ratio:.3g}"
+
+
 def _print_tables(result: dict, out) -> None:
     print(f"\n{'op':<34} {'cases':>6} {'max |err|':>10} {'max rel':>9} {'max ULP':>8} "
           f"{'of bound':>8}  {'':4}  bound", file=out)
     for key, e in result["entries"].items():
         print(f"{key:<34} {e['cases']:>6} {float(e['max_abs']):>10.3g} "
               f"{float(e['max_rel']):>9.3g} {float(e['max_ulp']):>8.0f} "
-              f"{float(e['worst']):>8.3f}  {'ok' if e['ok'] else 'FAIL':4}  {e['bound']}",
+              f"{_figure(float(e['worst'])):>8}  {'ok' if e['ok'] else 'FAIL':4}  {e['bound']}",
               file=out)
     for name, r in result["lockstep"].items():
         print(f"{'lockstep:' + name:<34} {r['steps']:>6} {'':>10} "
               f"{float(r['max_divergence']):>9.3g} {'':>8} "
-              f"{float(r['max_divergence']) / r['bound']:>8.3f}  "
+              f"{_figure(float(r['max_divergence']) / r['bound']):>8}  "
               f"{'ok' if r['ok'] else 'FAIL':4}  {r['bound']:g} (2-norm, relative)", file=out)
     for name, text in result["failures"].items():
         print(f"\n{name} disagrees:\n  " + text.replace("\n", "\n  "), file=out)
