@@ -31,28 +31,21 @@ _C9, _C8, _C7, _C6 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720
 _C5, _C4, _C3, _C2 = 1 / 120, 1 / 24, 1 / 6, 1 / 2
 
 
-@intrinsic
-def _as_float64(typingctx, bits):
-    """The float64 whose bits are the int64 ``bits``."""
-    if bits != types.int64:
-        return None
+def _bitcast(source, target):
+    """An intrinsic giving the ``target``-typed value whose bits are a ``source`` value."""
+    @intrinsic
+    def cast(typingctx, value):
+        if value != source:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-    return types.float64(types.int64), codegen
-
-
-@intrinsic
-def _as_int64(typingctx, value):
-    """The int64 whose bits are the float64 ``value``."""
-    if value != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-    return types.int64(types.float64), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
+        return target(source), codegen
+    return cast
 
 
+_as_float64 = _bitcast(types.int64, types.float64)
+_as_int64 = _bitcast(types.float64, types.int64)
 _ROUND_BITS = 0x4338000000000000     # the bits of ROUND
 
 
