@@ -4,6 +4,7 @@
 compute shaders with parameters and optimizer state resident in device memory. Select one
 with ``ag_device()``; the same training code runs on both.
 """
+from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
 from .api.errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
                          DeviceOutOfMemory, DeviceUnavailable, DualgradError,
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
-    "with_grad_tape", "no_grad", "backward", "manual_seed",
+    "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     "matmul", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "relu",
     "gelu", "sigmoid", "tanh", "clamp", "maximum", "minimum", "sum", "mean", "max",
     "reshape", "transpose", "softmax", "log_softmax", "softmax_cross_entropy", "mse_loss",

@@ -66,6 +66,18 @@ class Backend(abc.ABC):
     def reset_transfers(self) -> None:
         """Zero the transfer counters."""
 
+    # -- step capture ------------------------------------------------------------------------
+    def capture(self, run, args: list):
+        """Run the training step ``run(args)`` once and return ``(its result, a replay
+        object)`` (see ``EagerReplay`` for the replay interface). This default records
+        nothing: each replay runs the step again, which is what the cpu backend does."""
+        return run(args), EagerReplay(self, run)
+
+    def replay_dropout(self, recorded: tuple, seed: int, step: int) -> None:
+        """Before a replay: the dropout mask recorded with (seed, step) ``recorded`` is
+        drawn with ``seed`` and ``step`` this time. Nothing to do where steps are not
+        recorded."""
+
     # -- storage ----------------------------------------------------------------------------
     @abc.abstractmethod
     def empty(self, shape: tuple, dtype: np.dtype, persistent: bool = False):
@@ -189,3 +201,30 @@ class Backend(abc.ABC):
     def sgd_step(self, w, g, buf, hyper: dict) -> None:
         """One fused SGD update of w (and the momentum buffer ``buf``, or None) in place;
         ``hyper`` has SGD_HYPER's keys and the flags ``nesterov`` and ``first``."""
+
+
+class EagerReplay:
+    """A step that is not recorded: each replay runs it again. ``reason`` says why."""
+
+    replayable = False
+
+    def __init__(self, backend: Backend, run, reason: str = "", capture=None,
+                 once: bool = False):
+        self.backend, self.run, self.reason = backend, run, reason
+        self._capture = capture            # a recording that was given up, to free
+        self.once = once                   # the reason was passing: record the next call
+
+    def usable(self, backend: Backend) -> bool:
+        """Whether a call on ``backend`` can use this object."""
+        return not self.once and backend is self.backend
+
+    def replay(self, args: list, hooks: list):
+        """Run the step for the new arguments (``hooks``: what a recorded replay would
+        redo on the host; running the step does it all itself)."""
+        return self.run(args)
+
+    def close(self) -> None:
+        """Free what the object holds."""
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None

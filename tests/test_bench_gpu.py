@@ -25,10 +25,11 @@ def test_gpu_benchmark_prints_its_table():
     rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)ms\s+(n/a|\d+\.\d+ms)\s+(n/a|\d+\.\d+)\s+<= ",
                       out, re.M)
     names = [r[0] for r in rows]
-    assert len(rows) == 9 + 6 + 1, out            # matmul cases, memory cases, one step
+    assert len(rows) == 9 + 6 + 2, out            # matmul cases, memory cases, two steps
     assert any(n.startswith("matmul 64^3") for n in names)
     assert any(n.startswith("sum (all)") for n in names)
-    assert any(n.startswith("Adam step MLP H=32") for n in names)
+    assert any(n.startswith("Adam step MLP H=32 batch=16 [") for n in names)
+    assert any(n.startswith("Adam step MLP H=32 batch=16 replayed [") for n in names)
     for name, ours, peer, ratio in rows:
         assert float(ours) > 0, name
         assert (peer == "n/a") == (ratio == "n/a"), name

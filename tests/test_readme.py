@@ -31,8 +31,20 @@ def test_the_commands_named_in_the_readme_exist():
         assert re.search(rf"^{target}:", makefile, re.M), target
 
 
+def readme_example(marker: str) -> str:
+    """The README's python block that contains ``marker``."""
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+              if marker in b]
+    assert len(blocks) == 1, marker
+    return blocks[0]
+
+
 def test_the_lockstep_example_runs(gpu, capsys):
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[1]
-    assert "lockstep(" in code
-    exec(compile(code, str(README), "exec"), {})
+    exec(compile(readme_example("lockstep("), str(README), "exec"), {})
     assert "the backends agree over 50 steps" in capsys.readouterr().out
+
+
+def test_the_capture_example_runs_and_replays(gpu, capsys):
+    exec(compile(readme_example("@dg.capture_step"), str(README), "exec"), {})
+    loss, replays = capsys.readouterr().out.split()
+    assert 0 < float(loss) < 2.5 and int(replays) == 48

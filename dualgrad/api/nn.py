@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from . import checks, ops, random
+from . import capture, checks, device, ops, random
 from .errors import InvalidValueError, bad_shape, bad_type
 from .residency import store_weight
 from .tensor import Parameter, Tensor, ag_param, host_array
@@ -267,10 +267,20 @@ class Dropout(Module):
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
+            # A step recorded in eval mode fits only eval mode.
+            capture.on_replay(lambda: (self.training, self.p))
             return x
+        recorded = (self.seed, self.step)
         out = ops.dropout(x, self.p, self.seed, self.step)
         self.step += 1
+        # A replayed step draws the next mask: the recorded kernel reads seed and step
+        # from a slot rewritten here.
+        capture.on_replay(lambda: (self.training, self.p), lambda: self._replayed(recorded))
         return out
+
+    def _replayed(self, recorded: tuple) -> None:
+        device.active().replay_dropout(recorded, self.seed, self.step)
+        self.step += 1
 
     def _own_extra_state(self) -> dict:
         return {"seed": self.seed, "step": self.step}

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import checks, device, tape
+from . import capture, checks, device, tape
 from .checks import is_number
 from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                      bad_value)
@@ -478,6 +478,8 @@ def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarr
         bad = array[(array < 0) | (array >= bound)].reshape(-1)[0]
         raise InvalidValueError(f"{fn}: argument '{name}' holds index {int(bad)}; expected "
                                 f"indices in [0, {bound})")
+    # A recorded step replayed with new indices checks them the same way first.
+    capture.check_input(value, lambda new: class_indices(fn, name, new, count, bound))
     return array
 
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from . import checks, device
+from . import capture, checks, device
 from .errors import InvalidValueError, bad_shape, bad_type, bad_value
 from .tensor import Parameter, Tensor, host_array
 
@@ -89,6 +89,26 @@ class Optimizer:
                                 p.grad.shape, f"the parameter's shape {p.shape}")
             todo.append((i, p, backend.handle(p.grad)))
         return backend, todo
+
+    def step(self) -> None:
+        """One update of every parameter that has a gradient (others are skipped)."""
+        backend, todo = self._ready()
+        self._update(backend, todo)
+        # A recorded step replays the kernels; the step counts and the scalars they read
+        # (learning rate, bias corrections) are redone here before each replay.
+        capture.on_replay(lambda: self._replay_key(todo),
+                          lambda: self._update(device.active(), todo))
+
+    def _update(self, backend, todo: list) -> None:
+        """The update of the parameters in ``todo`` (from ``_ready``)."""
+        raise NotImplementedError
+
+    def _replay_key(self, todo: list) -> tuple:
+        """Check the hyperparameters; return which state tensors exist for ``todo`` (a
+        recorded update fits only the state it was recorded with)."""
+        self._check_hyper(self.hyperparameters())
+        return tuple(tuple(sorted(k for k, v in self.state[i].items() if isinstance(v, Tensor)))
+                     for i, _, _ in todo)
 
     def hyperparameters(self) -> dict:
         """The current hyperparameters by name (as state_dict() saves them)."""
@@ -185,9 +205,10 @@ class SGD(Optimizer):
         if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
             raise InvalidValueError("SGD: nesterov=True needs momentum > 0 and dampening 0")
 
-    def step(self) -> None:
-        """One update of every parameter that has a gradient (others are skipped)."""
-        backend, todo = self._ready()
+    def _replay_key(self, todo: list) -> tuple:
+        return super()._replay_key(todo) + (self.momentum != 0.0,)
+
+    def _update(self, backend, todo: list) -> None:
         for i, p, g in todo:
             state = self.state[i]
             buf, first = None, False
@@ -234,7 +255,9 @@ class Adam(Optimizer):
     def step(self) -> None:
         """One update of every parameter that has a gradient (others are skipped: their
         step count does not advance)."""
-        backend, todo = self._ready()
+        super().step()
+
+    def _update(self, backend, todo: list) -> None:
         for i, p, g in todo:
             state = self.state[i]
             if not state:

@@ -21,6 +21,7 @@ from ..cpu.dropout import threshold as dropout_threshold
 from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
 from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
+from .capture import Capture
 from .context import Context
 from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
 from .recorder import Recorder
@@ -35,6 +36,11 @@ COUNT_EQ = len(REDUCE_OPS)        # reduce.comp's extra op: ties with the maximu
 def _push(addrs, uints=(), floats=()) -> bytes:
     """Push constants as the shaders declare them: addresses, then uints, then floats."""
     return struct.pack(f"<{len(addrs)}Q{len(uints)}I{len(floats)}f", *addrs, *uints, *floats)
+
+
+def _seed_step(seed: int, step: int) -> list:
+    """Dropout's seed and step as the four 32-bit words the shader takes."""
+    return [seed & 0xFFFFFFFF, seed >> 32, step & 0xFFFFFFFF, step >> 32]
 
 
 def _groups(n: int) -> tuple:
@@ -93,6 +99,10 @@ class GpuBackend(Backend):
         self.pipelines = ctx.pipelines
         self.rec = Recorder(ctx, self.pipelines, staging_type)
         self._resident = weakref.WeakSet()       # tensors whose storage is here
+        self._cap = None              # the Capture being recorded (under ctx.lock)
+        self._sink = None             # the Capture whose scalars a replay's hooks write
+        self._captures: list = []     # live Captures
+        self._closing: list = []      # Captures to close once the current recording ends
         self._ops = {name: i for i, name in enumerate(UNARY_OPS)}
         self._bops = {name: i for i, name in enumerate(BINARY_OPS)}
         self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
@@ -124,18 +134,22 @@ class GpuBackend(Backend):
         """Before an allocation fails: wait for submitted work (it may use any block), then
         give back the blocks that hold nothing live. The bytes freed."""
         with self.ctx.lock:
+            self._uncapturable("device memory ran short while it was recorded", once=True)
             self.rec.flush(wait=True)
             return self.budget.trim_pools()
 
     # -- residency ---------------------------------------------------------------------------
     def _ours(self, h) -> bool:
         pool = h.alloc.pool
-        return pool is self.persistent_pool or (not pool.released and
-                                                any(pool is a for _, a in self._arenas))
+        return pool is self.persistent_pool or (not pool.released and (
+            any(pool is a for _, a in self._arenas) or
+            any(pool is c.arena for c in self._captures)))
 
     def handle(self, t):
         ptr = t.ptr
         if ptr is not None and ptr.live and self._ours(ptr):
+            if self._cap is not None:
+                self._cap.note(t)
             return ptr
         if t.data is None:
             raise DeadTensorError(
@@ -145,7 +159,9 @@ class GpuBackend(Backend):
         if not self.supports(t.dtype):
             raise ArgumentTypeError(f"the gpu backend holds float32 tensors only; this tensor "
                                     f"is {t.dtype} (convert it, or use the cpu backend)")
-        h = self.upload(t.data, t.persistent)   # moves here once (rule 8)
+        # Moves here once (rule 8): a step that moves a tensor is recorded at its next call.
+        self._uncapturable("a tensor moved to the device during it", once=True)
+        h = self.upload(t.data, t.persistent)
         t.ptr = h
         if t.persistent:
             t.data = None                        # the device copy is now the value
@@ -154,6 +170,8 @@ class GpuBackend(Backend):
         return h
 
     def adopt(self, t, h) -> None:
+        if self._cap is not None:
+            self._cap.adopted(t, h)
         t.ptr, t.data = h, None
         with self.ctx.lock:
             self._resident.add(t)
@@ -174,6 +192,8 @@ class GpuBackend(Backend):
         (the pools and the staging ring; the device and its compiled pipelines stay for the
         next selection)."""
         with self.ctx.lock:
+            for cap in list(self._captures):
+                cap.stop("the device was released")
             for t in list(self._resident):
                 ptr = t.ptr
                 if ptr is None or not self._ours(ptr):
@@ -183,6 +203,9 @@ class GpuBackend(Backend):
                 if ptr.live or t.data is not None:
                     t.ptr = None
             self._resident = weakref.WeakSet()
+            for cap in list(self._captures):
+                cap.close()
+            self._closing.clear()
             self.rec.destroy()
             for _, arena in self._arenas:
                 arena.release()
@@ -204,15 +227,43 @@ class GpuBackend(Backend):
     def reset_transfers(self) -> None:
         self.rec.counters.reset()
 
+    # -- step capture ------------------------------------------------------------------------
+    def capture(self, run, args):
+        """Record the step ``run(args)`` into a reusable command buffer (see
+        ``dualgrad.gpu.capture``) and run it; returns (result, replay object). The device
+        lock is held throughout: other threads' work waits rather than land in the
+        recording."""
+        with self.ctx.lock:
+            return Capture(self, args).record(run)
+
+    def _uncapturable(self, reason: str, once: bool = False) -> None:
+        """What the step does next cannot be replayed: stop recording it (if it is);
+        ``once``: it will not happen again, so the next call is recorded."""
+        cap = self._cap
+        if cap is not None:
+            with self.ctx.lock:
+                cap.stop(f"the step cannot be replayed: {reason}", once)
+
     # -- storage ----------------------------------------------------------------------------
     def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
         dtype = np.dtype(dtype)
         nbytes = int(math.prod(shape)) * dtype.itemsize     # math.prod: a hot path
         pool = self.persistent_pool if persistent else self.pass_pool
         with self.ctx.lock:
-            return DeviceArray(pool.alloc(nbytes), shape, dtype)
+            alloc = pool.alloc(nbytes)
+            if self._cap is not None:
+                self._cap.owned(alloc)
+            return DeviceArray(alloc, shape, dtype)
 
     def upload(self, array, persistent=False) -> DeviceArray:
+        if self._cap is not None:
+            k = self._cap.input_index(array)
+            if k is not None:         # an argument of a step being recorded: each run
+                h = self.empty(array.shape, array.dtype, persistent)   # uploads it
+                self._cap.inputs.append((k, h.alloc))
+                return h
+            self._uncapturable("it uploads a host array that is not one of its arguments "
+                               "(make tensors from the arguments as they are)")
         array = np.asarray(array, order="C")
         h = self.empty(array.shape, array.dtype, persistent)
         if array.size:
@@ -221,6 +272,7 @@ class GpuBackend(Backend):
         return h
 
     def write(self, h, array) -> None:
+        self._uncapturable("it writes host values into a tensor")
         array = np.asarray(array, dtype=h.dtype, order="C")
         if array.size:
             with self.ctx.lock:
@@ -229,6 +281,7 @@ class GpuBackend(Backend):
     def download(self, h) -> np.ndarray:
         if not h.size:
             return np.empty(h.shape, h.dtype)
+        self._uncapturable("it reads a value from the device")
         with self.ctx.lock:
             raw = self.rec.download(h.alloc, h.nbytes)
         return np.frombuffer(raw, h.dtype).reshape(h.shape).copy()
@@ -246,12 +299,16 @@ class GpuBackend(Backend):
         if h.size:
             word = struct.unpack("<I", struct.pack("<f", value))[0]
             with self.ctx.lock:
+                if self._cap is not None:
+                    self._cap.touch((h,))
                 self.rec.fill(h.alloc.block.buffer, h.alloc.offset, h.nbytes, word,
                               [h.span()])
 
     def copy(self, dst, src) -> None:
         if src.size:
             with self.ctx.lock:
+                if self._cap is not None:
+                    self._cap.touch((src, dst))
                 self.rec.copy(src.alloc.block.buffer, src.alloc.offset, dst.alloc.block.buffer,
                               dst.alloc.offset, src.nbytes, [src.span()], [dst.span()])
 
@@ -260,9 +317,13 @@ class GpuBackend(Backend):
 
     # -- launching ---------------------------------------------------------------------------
     def _run(self, shader: str, spec: tuple, push: bytes, groups: tuple, reads, writes):
+        reads_h, writes_h = reads, writes
         reads = [h.span() for h in reads if h is not None]
         writes = [h.span() for h in writes]
         with self.ctx.lock:
+            if self._cap is not None:
+                self._cap.touch(reads_h)
+                self._cap.touch(writes_h)
             self.rec.dispatch(self.pipelines.get(shader, spec), push, groups, reads, writes)
 
     # -- elementwise --------------------------------------------------------------------------
@@ -523,6 +584,7 @@ class GpuBackend(Backend):
         return self.reshape(out, tuple(idx.shape) + (dim,))
 
     def embedding_backward(self, idx, g, num_rows):
+        self._uncapturable("embedding's gradient groups the indices on the host")
         dim = g.shape[-1]
         out = self.empty((num_rows, dim))
         self.fill(out, 0.0)
@@ -544,26 +606,48 @@ class GpuBackend(Backend):
         out = self.empty(x.shape)
         if x.size:
             scale = float(np.float32(1.0 / (1.0 - p))) if p < 1.0 else 0.0
-            self._run("dropout", (), _push((x.address, out.address),
-                                           (x.size, dropout_threshold(p), seed & 0xFFFFFFFF,
-                                            seed >> 32, step & 0xFFFFFFFF, step >> 32),
-                                           (scale,)),
-                      _groups(-(-x.size // 4)), [x], [out])
+            words = _seed_step(seed, step)
+            if self._cap is None:
+                spec, push = (), _push((x.address, out.address),
+                                       (x.size, dropout_threshold(p), *words), (scale,))
+            else:                     # seed and step from a slot a replay rewrites
+                slot = self._cap.keyed_slot(("dropout", seed, step), words)
+                spec, push = (1,), _push((x.address, out.address),
+                                         (x.size, dropout_threshold(p), 0, 0, 0, 0),
+                                         (scale,)) + struct.pack("<4xQ", slot)
+            self._run("dropout", spec, push, _groups(-(-x.size // 4)), [x], [out])
         return out
+
+    def replay_dropout(self, recorded: tuple, seed: int, step: int) -> None:
+        if self._sink is not None:
+            self._sink.put_keyed(("dropout", *recorded), _seed_step(seed, step))
 
     # -- optimizers ---------------------------------------------------------------------------
     def adam_step(self, w, g, m, v, hyper) -> None:
         if w.size:
-            self._run("optim", (0,), _push((w.address, g.address, m.address, v.address),
-                                           (w.size, 0), [hyper[k] for k in ADAM_HYPER]),
-                      _groups(w.size), [w, g, m, v], [w, m, v])
+            floats = [hyper[k] for k in ADAM_HYPER]
+            self._optim(0, (w, g, m, v), w.size, 0, floats, [w, g, m, v], [w, m, v])
 
     def sgd_step(self, w, g, buf, hyper) -> None:
         if w.size:
             flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
                 (4 if hyper["first"] else 0)
             floats = [hyper[k] for k in SGD_HYPER] + [0.0] * (len(ADAM_HYPER) - len(SGD_HYPER))
-            self._run("optim", (1,), _push((w.address, g.address,
-                                            buf.address if buf is not None else 0, 0),
-                                           (w.size, flags), floats),
-                      _groups(w.size), [w, g, buf], [w] + ([buf] if buf is not None else []))
+            self._optim(1, (w, g, buf, None), w.size, flags, floats, [w, g, buf],
+                        [w] + ([buf] if buf is not None else []))
+
+    def _optim(self, kind, operands, n, flags, floats, reads, writes) -> None:
+        """One optim.comp dispatch. While a step is recorded, the scalars and flags go to
+        a slot of the capture's scalar buffer (rewritten before each replay); while a
+        replay's hooks run, they only fill the next slot."""
+        if self._sink is not None:
+            self._sink.put(floats, flags)
+            return
+        addrs = tuple(h.address if h is not None else 0 for h in operands)
+        if self._cap is None:
+            self._run("optim", (kind,), _push(addrs, (n, flags), floats), _groups(n),
+                      reads, writes)
+            return
+        slot = self._cap.slot(floats, flags)
+        push = _push(addrs, (n, 0), [0.0] * len(floats)) + struct.pack("<4xQ", slot)
+        self._run("optim", (kind, 1), push, _groups(n), reads, writes)

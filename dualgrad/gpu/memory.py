@@ -311,6 +311,13 @@ class ArenaPool(Pool):
             self._block = self._offset = 0
             self.used_bytes = self.count = 0
 
+    def renew(self) -> None:
+        """Start a new generation without freeing anything: handles made so far read as
+        dead while their memory stays in use (a replayed step reuses its recorded
+        addresses)."""
+        with self.lock:
+            self.generation += 1
+
     def trim(self) -> int:
         # Blocks past the one being filled hold nothing of the current generation.
         with self.lock:

@@ -9,6 +9,10 @@ barrier too, which orders it after everything submitted before it.
 The batch is submitted when the host needs a value (a download), when a pool is reset or
 released, or when it grows long; at most ``MAX_IN_FLIGHT`` batches are in flight.
 
+While a step is captured (``begin_capture``), commands go into a reusable command buffer
+that is not submitted until ``end_capture``; ``submit`` then runs it, after whatever the
+ordinary stream holds (the uploads of a replay), as often as it is replayed.
+
 Under validation, every recorded command and every submit or wait is a safe point: the
 messages the layer reported during it are raised there (``ValidationLog.raise_pending``).
 """
@@ -66,6 +70,7 @@ class Recorder:
         self._read: list = []
         self._bound = None
         self._host_reads = False
+        self.capturing = False
         stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         self._stages = stages
         self._barrier = self._memory_barrier(
@@ -174,10 +179,53 @@ class Recorder:
         self.lib.vkCmdFillBuffer(self.cmd, buffer, offset, size, word)
         VALIDATION.raise_pending()
 
-    # -- submission --------------------------------------------------------------------------
-    def flush(self, wait: bool = False) -> None:
-        """Submit what has been recorded; with ``wait``, also wait for all of it."""
+    # -- capture ----------------------------------------------------------------------------
+    def begin_capture(self) -> None:
+        """Submit what is recorded, then record into a fresh reusable command buffer."""
         vk = self.vk
+        self.flush()
+        self.cmd = vk.vkAllocateCommandBuffers(self.ctx.device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            commandBufferCount=1))[0]
+        LIVE["command_buffer"] += 1
+        # Simultaneous use: a replay may be submitted while the previous one still runs
+        # (each begins with a barrier, so they run in order).
+        vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
+            flags=vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT))
+        self.capturing = True
+        self._emit_barrier()
+        self._bound = None
+        self._batch = self._touched = 0
+        VALIDATION.raise_pending()
+
+    def end_capture(self):
+        """Close the captured command buffer and return it (not yet submitted)."""
+        cmd, self.cmd, self.capturing = self.cmd, None, False
+        self.vk.vkEndCommandBuffer(cmd)
+        VALIDATION.raise_pending()
+        return cmd
+
+    def submit(self, captured) -> None:
+        """Submit the ordinary stream's commands, then the captured command buffer."""
+        self._begin()
+        self.flush(then=captured)
+
+    def free_captured(self, captured) -> None:
+        """Free a captured command buffer once no submission uses it."""
+        self.flush(wait=True)
+        self.vk.vkFreeCommandBuffers(self.ctx.device, self.pool, 1, [captured])
+        LIVE["command_buffer"] -= 1
+
+    # -- submission --------------------------------------------------------------------------
+    def flush(self, wait: bool = False, then=None) -> None:
+        """Submit what has been recorded (followed by the captured command buffer
+        ``then``); with ``wait``, also wait for all of it. While capturing, nothing is
+        submitted: the caller ends the capture before it needs the device to run."""
+        vk = self.vk
+        if self.capturing:
+            if wait:
+                raise DeviceError("internal: a wait for the device while a step is captured")
+            return
         if self.cmd is not None:
             if self._host_reads:
                 self.lib.vkCmdPipelineBarrier(
@@ -185,7 +233,8 @@ class Recorder:
                     0, 1, self._host_barrier, 0, self.ffi.NULL, 0, self.ffi.NULL)
                 self._host_reads = False
             vk.vkEndCommandBuffer(self.cmd)
-            submit = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])
+            cmds = [self.cmd] if then is None else [self.cmd, then]
+            submit = vk.VkSubmitInfo(commandBufferCount=len(cmds), pCommandBuffers=cmds)
             vk.vkQueueSubmit(self.ctx.queue, 1, [submit], self._fence)
             self._flight.append((self.cmd, self._fence))
             self.counters.submits += 1

@@ -119,25 +119,40 @@ def default_loss(model, x, y):
 class _Run:
     """One side of the lockstep: a model, its optimizer and schedule on one backend."""
 
-    def __init__(self, backend, model, optimizer, scheduler):
+    def __init__(self, backend, model, optimizer, scheduler, capture=False):
         self.backend, self.model, self.optimizer, self.scheduler = (backend, model, optimizer,
                                                                     scheduler)
+        self.captured = None
+        if capture:
+            from ..api.capture import capture_step
+            self.captured = capture_step(self._captured)
 
-    def step(self, loss_fn, batch, max_norm) -> float:
+    def _train(self, loss_fn, batch, max_norm):
+        """One training step; returns the loss tensor."""
         from ..api.optim import clip_grad_norm
         from ..api.tape import with_grad_tape
+        with with_grad_tape():
+            loss = loss_fn(self.model, *batch)
+            loss.backward()
+        if max_norm is not None:
+            clip_grad_norm(self.optimizer.params, max_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss
+
+    def step(self, loss_fn, batch, max_norm) -> float:
         with _device.using(self.backend):
-            with with_grad_tape():
-                loss = loss_fn(self.model, *batch)
-                loss.backward()
-                value = loss.item()
-            if max_norm is not None:
-                clip_grad_norm(self.optimizer.params, max_norm)
-            self.optimizer.step()
-            self.optimizer.zero_grad()
+            if self.captured is None:
+                value = self._train(loss_fn, batch, max_norm).item()
+            else:
+                self.loss_fn, self.max_norm = loss_fn, max_norm
+                value = self.captured(*batch).item()
             if self.scheduler is not None:
                 self.scheduler.step()
         return value
+
+    def _captured(self, *batch):
+        return self._train(self.loss_fn, batch, self.max_norm)
 
     def snapshot(self) -> dict:
         """Host copies of every parameter and optimizer state entry, by name."""
@@ -167,7 +182,7 @@ def _compare(got: dict, ref: dict, peaks: dict) -> dict:
 def lockstep(model_factory: Callable, optimizer_factory: Callable, batches: Iterable, *,
              loss_fn: Callable = default_loss, scheduler_factory: Callable | None = None,
              max_norm: float | None = None, tolerance=1e-4, device: str = "gpu",
-             seed: int = 0) -> LockstepResult:
+             seed: int = 0, capture: bool = False) -> LockstepResult:
     """Train on the cpu reference and on ``device`` in lockstep and compare after each step.
 
     ``model_factory()`` builds a ``dg.nn.Module`` (called once per backend after
@@ -176,7 +191,8 @@ def lockstep(model_factory: Callable, optimizer_factory: Callable, batches: Iter
     ``scheduler_factory(optimizer)`` an optional LR schedule. Each batch is a tuple passed as
     ``loss_fn(model, *batch)`` (default: ``default_loss(model, x, y)``). ``max_norm`` clips
     gradients before each step. ``tolerance`` bounds every tensor's divergence (a float, or a
-    function of the step number).
+    function of the step number). With ``capture``, each side trains through
+    ``capture_step`` (recorded once and replayed on gpu; run eagerly on cpu).
 
     Returns a ``LockstepResult``: the divergences of step 0 (the initial weights) and of each
     step, stopping at the first step where a tensor (or the loss) is out of bounds and naming
@@ -208,7 +224,7 @@ def lockstep(model_factory: Callable, optimizer_factory: Callable, batches: Iter
                     model.load_extra_state(runs[0].model.extra_state())
                 optimizer = optimizer_factory(model.parameters())
                 scheduler = scheduler_factory(optimizer) if scheduler_factory else None
-            runs.append(_Run(backend, model, optimizer, scheduler))
+            runs.append(_Run(backend, model, optimizer, scheduler, capture))
         ref, dut = runs
         result, peaks = LockstepResult([], bound), {}
         step = StepDivergence(0, 0.0, _compare(dut.snapshot(), ref.snapshot(), peaks))
