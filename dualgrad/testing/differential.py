@@ -114,6 +114,9 @@ _UNARY_GROWTH = {"pow_scalar": lambda x, a: a * np.log2(np.abs(x)),
 # Division is within 2.5 ULP only for denominators in [2^-126, 2^126] (Vulkan's precision
 # table), so rdiv_scalar (a / x, and -g a / x^2 backward) gets none either.
 _NO_SPECIALS = _NO_SPECIALS | {"rdiv_scalar"}
+# log's backward is g / x: for finite |x| > 2^126 NVIDIA's driver returns 0 for a result
+# near FLT_MIN (it multiplies by a reciprocal that flushes), which the table cannot bound.
+_DIVIDES_BY_X = {"log"}
 
 
 def _unary_specials(pair, op):
@@ -134,6 +137,8 @@ def _unary_check(op):
         cy, gy = pair.twin("unary", op, x, a, b)
         g = data.draw(dgst.arrays(x.shape), label="g")
         cg, gg = pair.twin("unary_backward", op, x, cy, g, a, b)
+        if op in _DIVIDES_BY_X:      # elements where Vulkan bounds nothing are not compared
+            gg = np.where(np.isfinite(x) & (np.abs(x) > 2.0 ** 126), cg, gg)
         with np.errstate(all="ignore"):
             scale = np.abs(g.astype(np.float64) * cy)
         return [pair.agree(f"unary:{op}", gy, cy, x=growth),
