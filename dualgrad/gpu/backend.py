@@ -8,6 +8,7 @@ module (``unary``/``binary`` for elementwise.py, ``reduce`` for reduce.py, ...).
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import threading
@@ -45,6 +46,17 @@ def _seed_step(seed: int, step: int) -> list:
 
 def _groups(n: int) -> tuple:
     return (max(1, min(-(-n // WG), MAX_GROUPS)), 1, 1)
+
+
+@functools.lru_cache(maxsize=1024)      # called on every elementwise dispatch
+def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -> tuple:
+    """(output shape, the uints binary.comp takes, FLAT) for operands of these shapes;
+    ``out_shape`` None: the broadcast of the two."""
+    shape = np.broadcast_shapes(a_shape, b_shape) if out_shape is None else out_shape
+    s4 = pad4(shape)
+    uints = (math.prod(shape), *s4, *broadcast_strides(a_shape, s4),
+             *broadcast_strides(b_shape, s4))
+    return tuple(shape), tuple(int(u) for u in uints), int(a_shape == b_shape == tuple(shape))
 
 
 def _strides4(shape4) -> list:
@@ -342,32 +354,22 @@ class GpuBackend(Backend):
                       _groups(g.size), [x, y, g], [out])
         return out
 
-    def _broadcast_push(self, a, b, g, out0, out1, shape):
-        s4 = pad4(shape)
-        uints = (int(np.prod(shape, dtype=np.int64)), *map(int, s4),
-                 *map(int, broadcast_strides(a.shape, s4)),
-                 *map(int, broadcast_strides(b.shape, s4)))
-        addrs = (a.address, b.address, g.address if g is not None else 0, out0.address,
-                 out1.address if out1 is not None else 0)
-        return _push(addrs, uints)
-
     def binary(self, op, a, b, out=None):
-        shape = np.broadcast_shapes(a.shape, b.shape)
+        shape, uints, flat = _broadcast_layout(tuple(a.shape), tuple(b.shape), None)
         out = self.empty(shape) if out is None else out
         if out.size:
-            flat = int(tuple(a.shape) == tuple(b.shape) == tuple(shape))
             self._run("binary", (self._bops[op], 0, flat),
-                      self._broadcast_push(a, b, None, out, None, shape), _groups(out.size),
-                      [a, b], [out])
+                      _push((a.address, b.address, 0, out.address, 0), uints),
+                      _groups(out.size), [a, b], [out])
         return out
 
     def binary_backward(self, op, a, b, g):
         ga, gb = self.empty(g.shape), self.empty(g.shape)
         if g.size:
-            flat = int(tuple(a.shape) == tuple(b.shape) == tuple(g.shape))
+            _, uints, flat = _broadcast_layout(tuple(a.shape), tuple(b.shape), tuple(g.shape))
             self._run("binary", (self._bops[op], 1, flat),
-                      self._broadcast_push(a, b, g, ga, gb, g.shape), _groups(g.size),
-                      [a, b, g], [ga, gb])
+                      _push((a.address, b.address, g.address, ga.address, gb.address), uints),
+                      _groups(g.size), [a, b, g], [ga, gb])
         return ga, gb
 
     # -- reductions ---------------------------------------------------------------------------
