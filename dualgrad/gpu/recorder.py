@@ -34,6 +34,13 @@ SUBMIT_BYTES = 256 << 20          # bytes touched by a batch's kernels before it
 MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
+def _check(result: int, call: str) -> None:
+    """Raise DeviceError for a failed Vulkan call made through the raw function table."""
+    if result != 0:                                  # VK_SUCCESS
+        raise DeviceError(f"{call} failed (VkResult {result}); the device may have been lost "
+                          "or be out of memory")
+
+
 class Counters:
     """What crossed between host and device, and how often the queue was used."""
 
@@ -80,6 +87,17 @@ class Recorder:
         self._host_barrier = self._memory_barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT,
                                                   vk.VK_ACCESS_HOST_READ_BIT)
         self._region = self.ffi.new("VkBufferCopy*")
+        # Built once and reused: the package's struct constructors cost 7 to 20 us a call,
+        # as much as the submission itself.
+        ffi = self.ffi
+        self._begin_info = ffi.new("VkCommandBufferBeginInfo*")
+        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._submit_cmds = ffi.new("VkCommandBuffer[2]")
+        self._submit_info = ffi.new("VkSubmitInfo*")
+        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self._submit_info.pCommandBuffers = self._submit_cmds
+        self._fence_ptr = ffi.new("VkFence*")
 
     def _memory_barrier(self, src: int, dst: int):
         b = self.ffi.new("VkMemoryBarrier*")
@@ -102,8 +120,7 @@ class Recorder:
             self._made.append((self.cmd, self._fence))
             LIVE["command_buffer"] += 1
             LIVE["fence"] += 1
-        vk.vkBeginCommandBuffer(self.cmd, vk.VkCommandBufferBeginInfo(
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT))
+        _check(self.lib.vkBeginCommandBuffer(self.cmd, self._begin_info), "vkBeginCommandBuffer")
         self._emit_barrier()              # order after every earlier submission
         self._bound = None
         self._batch = self._touched = 0
@@ -232,10 +249,13 @@ class Recorder:
                     self.cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
                     0, 1, self._host_barrier, 0, self.ffi.NULL, 0, self.ffi.NULL)
                 self._host_reads = False
-            vk.vkEndCommandBuffer(self.cmd)
-            cmds = [self.cmd] if then is None else [self.cmd, then]
-            submit = vk.VkSubmitInfo(commandBufferCount=len(cmds), pCommandBuffers=cmds)
-            vk.vkQueueSubmit(self.ctx.queue, 1, [submit], self._fence)
+            _check(self.lib.vkEndCommandBuffer(self.cmd), "vkEndCommandBuffer")
+            self._submit_cmds[0] = self.cmd
+            if then is not None:
+                self._submit_cmds[1] = then
+            self._submit_info.commandBufferCount = 1 if then is None else 2
+            _check(self.lib.vkQueueSubmit(self.ctx.queue, 1, self._submit_info, self._fence),
+                   "vkQueueSubmit")
             self._flight.append((self.cmd, self._fence))
             self.counters.submits += 1
             self.cmd = self._fence = None
@@ -255,12 +275,13 @@ class Recorder:
     def _retire_oldest(self) -> None:
         vk = self.vk
         cmd, fence = self._flight.popleft()
-        result = self.lib.vkWaitForFences(self.ctx.device, 1, self.ffi.new("VkFence*", fence),
-                                          vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+        self._fence_ptr[0] = fence
+        result = self.lib.vkWaitForFences(self.ctx.device, 1, self._fence_ptr, vk.VK_TRUE,
+                                          0xFFFFFFFFFFFFFFFF)
         if result != vk.VK_SUCCESS:
             raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the device "
                               "may have been lost")
-        vk.vkResetFences(self.ctx.device, 1, [fence])
+        _check(self.lib.vkResetFences(self.ctx.device, 1, self._fence_ptr), "vkResetFences")
         self.lib.vkResetCommandBuffer(cmd, 0)
         self._idle.append((cmd, fence))
 
