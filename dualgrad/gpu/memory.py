@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from ..api.errors import DeviceOutOfMemory, InvalidValueError
+from ..api.errors import DeviceError, DeviceOutOfMemory, InvalidValueError
 from .context import LIVE
 
 # Core Vulkan 1.2 flags the `vulkan` package leaves undefined (None); values from the spec.
@@ -85,6 +85,9 @@ class Block:
             info = vk.VkBufferDeviceAddressInfo(buffer=self.buffer)
             self.address = int(vk.lib.vkGetBufferDeviceAddress(ctx.device,
                                                                vk.ffi.addressof(info)))
+            if self.address % 16:         # matmul.comp loads four floats at once (vec4)
+                raise DeviceError(f"the driver placed a buffer at {self.address:#x}, not "
+                                  "16-byte aligned; dualgrad's kernels need 16")
             self.view = vk.vkMapMemory(ctx.device, self.memory, 0, size, 0) if mapped else None
             LIVE["buffer"] += 1
             LIVE["memory"] += 1
