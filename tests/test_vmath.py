@@ -17,7 +17,8 @@ SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e-45, -1e-45, 3e
 
 
 def _kernel(fn):
-    @njit(error_model="numpy")
+    # as the library compiles the kernels that use them: multiply-adds may fuse
+    @njit(error_model="numpy", fastmath={"contract"})
     def apply(x, out):
         for i in range(x.size):
             out[i] = fn(np.float64(x[i]))

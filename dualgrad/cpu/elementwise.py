@@ -170,7 +170,7 @@ def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
         for i in range(x.size):
             out[i] = unary_scalar(op, np.float64(x[i]), a, b)
-    return kernel(unary_kernel)
+    return kernel(unary_kernel, fma=True)         # exp, sigmoid, tanh: vmath polynomials
 
 
 def _unary_grad_kernel(op):

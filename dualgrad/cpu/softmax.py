@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .jit import kernel, scalar
+from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp
 
 
@@ -28,7 +28,7 @@ def _row_max_sumexp(x, r, e):
     return m, s
 
 
-@kernel
+@fma_kernel                    # vmath's exp polynomial
 def _softmax_rows(x, out, log):
     rows, n = x.shape
     e = np.empty(n)
@@ -70,7 +70,7 @@ def _xent_forward(x, targets, lse):
     return total
 
 
-@kernel
+@fma_kernel
 def _xent_backward(x, targets, lse, g, out):
     rows, n = x.shape
     scale = g / rows
