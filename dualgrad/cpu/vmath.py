@@ -6,13 +6,18 @@ bit casts, so a loop over them runs four elements per instruction.
 
 Method (Cody and Waite): x = k ln 2 + r with k an integer and |r| <= ln(2)/2, where
 k * LN2_HI is exact (LN2_HI has 32 significant bits and |k| <= 1075 < 2**11); expm1(r) by
-its Taylor series to r**13 / 13!, whose first omitted term is below 5e-18 of the result;
+its Taylor series to r**13 / 13!, economized to degree 11 with Chebyshev polynomials on
+|r| <= ln(2)/2 (the two dropped terms and the series' tail change the result by below 2e-17);
 then exp(x) = 2**k (1 + expm1(r)). In float64 the results are within 1 (exp), 2 (expm1) and
 3 (tanh) ULP of libm's; rounded to float32 they are libm's, bit for bit
 (tests/test_vmath.py), so the cpu reference did not move when these replaced libm's calls.
 The kernels that use them let multiply-adds fuse (``kernel(fn, fma=True)``): on a CPU with
 FMA the polynomial takes half the instructions, and float64 results may differ from a CPU
 without it in the last bit, within the ULPs above; float32 results do not differ.
+
+Numba's disk cache keys a kernel on its own file, not on the helpers it inlines: after
+editing this file, delete dualgrad/cpu/__pycache__ (an install writes fresh files, so users
+are not affected).
 """
 from __future__ import annotations
 
@@ -28,10 +33,14 @@ ROUND = 6755399441055744.0           # 1.5 * 2**52: t + ROUND - ROUND rounds t t
 LIMIT = 745.0                        # exp(-745) is below float64's smallest subnormal
 TINY = 2.0 ** -28                    # below this, tanh(x) = x to float64 precision
 
-# 1/n! for n = 13 down to 2, for Horner's scheme.
-_C13, _C12, _C11, _C10 = 1 / 6227020800, 1 / 479001600, 1 / 39916800, 1 / 3628800
-_C9, _C8, _C7, _C6 = 1 / 362880, 1 / 40320, 1 / 5040, 1 / 720
-_C5, _C4, _C3, _C2 = 1 / 120, 1 / 24, 1 / 6, 1 / 2
+# expm1(r) = r + r**2 * P(r): P's coefficients, r**0 to r**9. The Taylor coefficients 1/n!
+# (n = 2 to 13) with the r**10 and r**11 terms folded into the lower ones through T11 and
+# T10 (exact rational arithmetic, then rounded once).
+_P0, _P1, _P2, _P3, _P4 = (0.5000000000000001, 0.1666666666666667, 0.04166666666662423,
+                           0.008333333333326151, 0.0013888888917152383)
+_P5, _P6, _P7, _P8, _P9 = (0.00019841269874751213, 2.4801521415614273e-05,
+                           2.7557255510077908e-06, 2.7620008604445525e-07,
+                           2.510515324583064e-08)
 
 
 def _bitcast(source, target):
@@ -62,8 +71,8 @@ def _split(x):
     t = ROUND if t != t else t
     kf = t - ROUND
     r = (x - kf * LN2_HI) - kf * LN2_LO
-    p = ((((((((((_C13 * r + _C12) * r + _C11) * r + _C10) * r + _C9) * r + _C8) * r + _C7)
-              * r + _C6) * r + _C5) * r + _C4) * r + _C3) * r + _C2
+    p = ((((((((_P9 * r + _P8) * r + _P7) * r + _P6) * r + _P5) * r + _P4) * r + _P3) * r
+          + _P2) * r + _P1) * r + _P0
     # k read from t's low bits (a float-to-int64 conversion would not vectorise on AVX2);
     # 2**k in two halves, so that k down to -1075 stays within float64's normal exponents
     k = _as_int64(t) - _ROUND_BITS
