@@ -38,7 +38,11 @@ layout(push_constant) uniform Push {
 shared float part[WG];
 
 float combine(float acc, float v) {
-    if (OP == MAX) return (!isnan(acc) && (v > acc || isnan(v))) ? v : acc;
+    if (OP == MAX) {     // NaN wins; -0 against +0 gives +0: the same in any order
+        if (isnan(acc) || isnan(v)) return isnan(acc) ? acc : v;
+        if (acc == v && acc == 0.0) return acc + v;
+        return v > acc ? v : acc;
+    }
     return acc + v;
 }
 

@@ -160,6 +160,29 @@ def test_reduce_nan_survives_every_pass(pair, monkeypatch):
         assert np.isnan(ref) and np.isnan(got)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("chunk", [4, 1 << 20], ids=["multi-pass", "one-pass"])
+def test_max_of_signed_zeros_does_not_depend_on_order(pair, rng, monkeypatch, chunk):
+    # -0 against +0 gives +0 and NaN wins, whatever order the lanes, threads and passes
+    # meet the elements in: cpu and gpu agree bit for bit on every arrangement.
+    monkeypatch.setattr(plans, "reduce_plan",
+                        lambda n_out, count, contiguous: plans.ReducePlan(
+                            True, -(-count // chunk), chunk))
+    pos, neg = np.uint32(0), np.uint32(0x80000000)
+    base = np.array([-0.0] * 150 + [0.0] * 2 + [-1.0] * 100, np.float32)
+    for _ in range(4):
+        x = rng.permutation(base)
+        for data, want in ((x, pos), (-np.abs(x), neg)):
+            ref, got = pair.twin("reduce", "max", data, (0,), False)
+            assert np.float32(ref).view(np.uint32) == np.float32(got).view(np.uint32) == want
+        rows = x.reshape(4, 63)                     # per-row maxima through the lanes
+        ref, got = pair.twin("reduce", "max", rows, (1,), False)
+        assert np.array_equal(ref.view(np.uint32), got.view(np.uint32))
+        x[rng.integers(x.size)] = np.nan
+        ref, got = pair.twin("reduce", "max", x, (0,), False)
+        assert np.isnan(ref) and np.isnan(got)
+
+
 # -- the plans' arithmetic (no device) -------------------------------------------------------
 def test_every_tile_fits_the_shader():
     for tile in plans.TILES.values():

@@ -16,6 +16,9 @@ nothing measurable on a 2-core machine and lost much when another process held a
 
 Other axis sets (e.g. axes 0 and 2 of a 3-D input) read the input as 4-D and add each element
 into the output element its index maps to, in row-major order.
+
+A max does not depend on order (``max_of``): NaN wins, and -0 against +0 gives +0, on both
+backends, so however either splits the work the results agree bit for bit.
 """
 from __future__ import annotations
 
@@ -37,18 +40,27 @@ def _start(op):
 
 
 @scalar
+def max_of(a, b):
+    """The larger of a and b, NaN if either is, and +0 for -0 against +0: a max that does
+    not depend on the order it meets its elements in (both backends' rule). Numba compiles
+    np.maximum and these conditions to selects, which vectorise."""
+    m = np.maximum(a, b)
+    return a + b if (a == b) & (a == 0.0) else m      # -0 + +0 = +0; -0 + -0 = -0
+
+
+@scalar
 def _combine(op, acc, v):
-    """acc op v; for max, NaN (in either) wins and stays."""
+    """acc op v: a sum adds (in the order of the calls), a max takes max_of."""
     if op == MAX:
-        return np.maximum(acc, v)        # NaN-propagating, the earlier on a tie
+        return max_of(acc, v)
     return acc + v
 
 
 @scalar
 def _lane(op, acc, v):
-    """One step of a lane: a sum adds, a max keeps the larger (the earlier on a tie, so
-    -0 and +0 keep their order) or a NaN. Numba compiles np.maximum to selects, which
-    vectorise; a conditional expression here kept the loop scalar."""
+    """One step of a lane: a sum adds; a max takes np.maximum (NaN wins, the earlier of
+    -0 and +0 stays: _lanes settles the sign of a zero maximum afterwards), which is
+    cheaper than max_of in the loop that touches every element."""
     if op == MAX:
         return np.maximum(acc, v)
     return acc + v
@@ -57,18 +69,33 @@ def _lane(op, acc, v):
 @scalar
 def _lanes(op, x, lo, hi, lanes):
     """The reduction of x[lo:hi]: element lo + j goes into lane j % LANES, then the lanes
-    and the leftover tail are combined in order (a max that met a NaN is NaN)."""
+    and the leftover tail are combined (a sum in order, a max in any)."""
     full = lo + (hi - lo) // LANES * LANES
     lanes[:] = _start(op)
     for j in range(lo, full, LANES):
         block = x[j:j + LANES]
         for k in range(LANES):
             lanes[k] = _lane(op, lanes[k], np.float64(block[k]))
-    total = _start(op)
-    for k in range(LANES):
-        total = _combine(op, total, lanes[k])
+    if op != MAX:
+        total = 0.0
+        for k in range(LANES):
+            total += lanes[k]
+        for j in range(full, hi):
+            total += np.float64(x[j])
+        return total
+    half = LANES // 2                     # any order gives the same max: fold in halves
+    while half:
+        for k in range(half):
+            lanes[k] = np.maximum(lanes[k], lanes[k + half])
+        half //= 2
+    total = lanes[0]
     for j in range(full, hi):
-        total = _combine(op, total, np.float64(x[j]))
+        total = np.maximum(total, np.float64(x[j]))
+    if total == 0.0:                      # max_of's rule: +0 if any zero is +0
+        total = -0.0
+        for j in range(lo, hi):
+            if x[j] == 0.0 and math.copysign(1.0, x[j]) > 0.0:
+                return 0.0
     return total
 
 
@@ -106,9 +133,7 @@ def _reduce_kernel(op):
                         o = base + i3 * so[3]
                         v = np.float64(x[i])
                         if op == MAX:
-                            a = acc[o]
-                            if a == a and (v > a or v != v):   # NaN, once seen, stays
-                                acc[o] = v
+                            acc[o] = max_of(acc[o], v)
                         else:
                             acc[o] += v
                         i += 1
