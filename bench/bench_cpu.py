@@ -36,21 +36,29 @@ def _mlp_data(hidden: int, batch: int):
     return x, rng.integers(0, 10, batch)
 
 
-def dualgrad_step(hidden: int, batch: int):
-    """One Adam step of the MLP 784-H-H-10 with softmax cross-entropy, as a closure."""
-    x, y = _mlp_data(hidden, batch)
+def mlp_train_step(hidden: int):
+    """fn(x, y): one Adam step of a new MLP 784-H-H-10 with softmax cross-entropy, returning
+    the loss."""
     nn = dg.nn
     model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                           nn.ReLU(), nn.Linear(hidden, 10))
     opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
 
-    def step():
+    def train_step(x, y):
         with dg.with_grad_tape():
             loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
             loss.backward()
         opt.step()
         opt.zero_grad()
-    return step
+        return loss
+    return train_step
+
+
+def dualgrad_step(hidden: int, batch: int):
+    """That step on fixed data, as a closure of no arguments."""
+    x, y = _mlp_data(hidden, batch)
+    train_step = mlp_train_step(hidden)
+    return lambda: train_step(x, y)
 
 
 def torch_step(torch, hidden: int, batch: int):

@@ -25,7 +25,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
-from bench_cpu import _mlp_data, _sizes, dualgrad_step  # noqa: E402
+from bench_cpu import _mlp_data, _sizes, dualgrad_step, mlp_train_step  # noqa: E402
 from dualgrad.api import device  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
@@ -239,19 +239,7 @@ def replayed_step(hidden: int, batch: int):
     """The same step through ``dg.capture_step``: recorded once, then replayed with the
     batch uploaded each call (warmed up here: one eager call, one recorded)."""
     x, y = _mlp_data(hidden, batch)
-    nn = dg.nn
-    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                          nn.ReLU(), nn.Linear(hidden, 10))
-    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
-
-    @dg.capture_step
-    def captured(xb, yb):
-        with dg.with_grad_tape():
-            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(xb)), yb)
-            loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    captured = dg.capture_step(mlp_train_step(hidden))
 
     def step():
         captured(x, y)

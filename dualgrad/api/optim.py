@@ -252,13 +252,8 @@ class Adam(Optimizer):
         for k, b in enumerate(betas):
             checks.number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
 
-    def step(self) -> None:
-        """One update of every parameter that has a gradient (others are skipped: their
-        step count does not advance)."""
-        super().step()
-
     def _update(self, backend, todo: list) -> None:
-        for i, p, g in todo:
+        for i, p, g in todo:       # a skipped parameter's step count does not advance
             state = self.state[i]
             if not state:
                 state.update(step=0, exp_avg=_state_tensor(backend, p),

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .jit import kernel, scalar
+from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp, vtanh
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
@@ -170,7 +170,7 @@ def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
         for i in range(x.size):
             out[i] = unary_scalar(op, np.float64(x[i]), a, b)
-    return kernel(unary_kernel, fma=True)         # exp, sigmoid, tanh: vmath polynomials
+    return fma_kernel(unary_kernel)               # exp, sigmoid, tanh: vmath polynomials
 
 
 def _unary_grad_kernel(op):

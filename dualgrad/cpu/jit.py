@@ -17,16 +17,16 @@ from numba import njit
 from numba.core import event
 
 
-def kernel(fn, fma: bool = False):
-    """A compiled kernel, cached on disk across processes. With ``fma``, a multiply and an
-    add may be fused (one rounding instead of two) where the CPU has FMA: for the kernels
-    that evaluate vmath's polynomials, whose float32 results do not change by it."""
-    return njit(cache=True, error_model="numpy", fastmath={"contract"} if fma else False)(fn)
+def kernel(fn):
+    """A compiled kernel, cached on disk across processes."""
+    return njit(cache=True, error_model="numpy")(fn)
 
 
 def fma_kernel(fn):
-    """``kernel(fn, fma=True)``, as a decorator."""
-    return kernel(fn, fma=True)
+    """A kernel in which a multiply and an add may fuse (one rounding instead of two) where
+    the CPU has FMA: for the kernels that evaluate vmath's polynomials, whose float32
+    results do not change by it."""
+    return njit(cache=True, error_model="numpy", fastmath={"contract"})(fn)
 
 
 def scalar(fn):

@@ -11,7 +11,7 @@ its Taylor series to r**13 / 13!, economized to degree 11 with Chebyshev polynom
 then exp(x) = 2**k (1 + expm1(r)). In float64 the results are within 1 (exp), 2 (expm1) and
 3 (tanh) ULP of libm's; rounded to float32 they are libm's, bit for bit
 (tests/test_vmath.py), so the cpu reference did not move when these replaced libm's calls.
-The kernels that use them let multiply-adds fuse (``kernel(fn, fma=True)``): on a CPU with
+The kernels that use them let multiply-adds fuse (``jit.fma_kernel``): on a CPU with
 FMA the polynomial takes half the instructions, and float64 results may differ from a CPU
 without it in the last bit, within the ULPs above; float32 results do not differ.
 
