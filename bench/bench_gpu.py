@@ -148,7 +148,8 @@ SWEEP_TILES = dict(plans.TILES, **{
     "128x64": plans.Tile(128, 64, 16, 8, 4),
     "64x128": plans.Tile(64, 128, 16, 4, 8),
     "256x128": plans.Tile(256, 128, 16, 8, 8),
-    "32x64": plans.Tile(32, 64, 16, 4, 4)})
+    "64x64 8x4": plans.Tile(64, 64, 16, 8, 4),
+    "32x128": plans.Tile(32, 128, 16, 4, 8)})
 
 
 def sweep_matmul(args, ours) -> None:
@@ -166,7 +167,8 @@ def sweep_matmul(args, ours) -> None:
                 if not tile.fits():
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
-                for plan in {plans.sliced(tile, k, s) for s in (1, natural, 2 * natural)}:
+                splits = {s for s in (1, 2, 4, 8, natural, 2 * natural) if k >= 4 * s * tile.bk}
+                for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
                     t, _ = timed(args, lambda: ours.backend.matmul(ha, hb, ta, tb), None,
                                  ours.sync, None, _calls(flops))

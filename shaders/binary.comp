@@ -4,6 +4,7 @@
 // (binary_scalar, binary_grad_scalar). Strides are in elements, 0 along broadcast axes;
 // FLAT = 1 when both operands have the output's shape (no index arithmetic).
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -41,26 +42,54 @@ vec2 backward(float x, float y, float g) {
     return x < y ? vec2(g, 0.0) : vec2(0.0, g);  // MINIMUM
 }
 
+void apply(uint i, uint ix, uint iy) {
+    if (BACKWARD == 0) {
+        p.out0.v[i] = forward(p.x.v[ix], p.y.v[iy]);
+    } else {
+        vec2 d = backward(p.x.v[ix], p.y.v[iy], p.g.v[i]);
+        p.out0.v[i] = d.x;
+        p.out1.v[i] = d.y;
+    }
+}
+
+// FLAT: four elements a thread through 16-byte loads and stores, then the n % 4 left over.
+void same_shapes() {
+    uint stride = gl_NumWorkGroups.x * WG, quads = p.n / 4;
+    for (uint q = gl_GlobalInvocationID.x; q < quads; q += stride) {
+        vec4 x = Quads(p.x).v[q], y = Quads(p.y).v[q];
+        if (BACKWARD == 0) {
+            vec4 r;
+            [[unroll]] for (uint c = 0; c < 4; ++c) r[c] = forward(x[c], y[c]);
+            Quads(p.out0).v[q] = r;
+        } else {
+            vec4 g = Quads(p.g).v[q], r0, r1;
+            [[unroll]] for (uint c = 0; c < 4; ++c) {
+                vec2 d = backward(x[c], y[c], g[c]);
+                r0[c] = d.x;
+                r1[c] = d.y;
+            }
+            Quads(p.out0).v[q] = r0;
+            Quads(p.out1).v[q] = r1;
+        }
+    }
+    uint i = quads * 4 + gl_GlobalInvocationID.x;
+    if (i < p.n) apply(i, i, i);
+}
+
 void main() {
+    if (FLAT != 0) {
+        same_shapes();
+        return;
+    }
     uint stride = gl_NumWorkGroups.x * WG;
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-        uint ix = i, iy = i;
-        if (FLAT == 0) {
-            uint rem = i;
-            ix = 0; iy = 0;
-            for (int d = 3; d >= 0; --d) {
-                uint c = rem % p.shape[d];
-                rem /= p.shape[d];
-                ix += c * p.sx[d];
-                iy += c * p.sy[d];
-            }
+        uint rem = i, ix = 0, iy = 0;
+        for (int d = 3; d >= 0; --d) {
+            uint c = rem % p.shape[d];
+            rem /= p.shape[d];
+            ix += c * p.sx[d];
+            iy += c * p.sy[d];
         }
-        if (BACKWARD == 0) {
-            p.out0.v[i] = forward(p.x.v[ix], p.y.v[iy]);
-        } else {
-            vec2 d = backward(p.x.v[ix], p.y.v[iy], p.g.v[i]);
-            p.out0.v[i] = d.x;
-            p.out1.v[i] = d.y;
-        }
+        apply(i, ix, iy);
     }
 }

@@ -6,6 +6,9 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Floats { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v[]; };
+// The same storage read four floats at a time (one 16-byte load); every buffer address is
+// 16-byte aligned (the pools allocate in 256-byte units), so element 4q starts quad q.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { vec4 v[]; };
 
 const uint WG = 256;             // threads per workgroup of the 1-D kernels
 

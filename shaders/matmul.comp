@@ -22,8 +22,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
-
 layout(constant_id = 0) const uint BM = 64;     // tile rows
 layout(constant_id = 1) const uint BN = 64;     // tile columns
 layout(constant_id = 2) const uint BK = 16;     // K step (multiple of 4)
@@ -50,18 +48,31 @@ const uint LB = BK * BN / 4 / THREADS;
 
 // Shared tiles, k-major: As holds A[m][k] at (k, m), Bs holds B[k][n] at (k, n), so the
 // inner loop reads both as vec4 rows. Two buffers each for double buffering.
+//
+// An operand whose contiguous dimension is k is transposed on its way in: a warp's 32
+// threads store one element each of 32 / (BK / 4) rows of the tile at BK / 4 values of k.
+// Row k's quads are stored XOR-swizzled by swizzle(k), which spreads those stores over all
+// 32 banks (unswizzled, the BK / 4 values of k would land in the same banks); the reads XOR
+// back, with a constant, since k is unrolled there.
 shared vec4 As[2 * BK * BM / 4];
 shared vec4 Bs[2 * BK * BN / 4];
 
 // A quad at element offset `off` of `f` with elements `step` apart, of which the first
 // `valid` (0..4) are inside the matrix.
 vec4 quad(Floats f, uint off, uint step, uint valid, bool vec) {
-    if (vec) return valid >= 4 ? Vec4s(f).v[off >> 2] : vec4(0.0);
+    if (vec) return valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
     vec4 q = vec4(0.0);
     [[unroll]] for (uint c = 0; c < 4; ++c)
         if (c < valid) q[c] = f.v[off + c * step];
     return q;
 }
+
+// The quad swizzle of row k of a tile with `quads` quads per row (a power of two).
+uint swizzle(uint k, uint quads) {
+    return ((k >> 2) * max(1u, 32u / BK)) & (min(8u, quads) - 1u);
+}
+uint swizzle_a(uint k) { return A_T == 0 ? swizzle(k, BM / 4) : 0u; }
+uint swizzle_b(uint k) { return B_T == 1 ? swizzle(k, BN / 4) : 0u; }
 
 uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
 
@@ -79,9 +90,9 @@ vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base) {
 
 void store_a(uint e, uint buf, vec4 q) {
     if (A_T == 0) {
-        uint mm = e / (BK / 4), k = (e % (BK / 4)) * 4;
+        uint mm = e / (BK / 4), k = (e % (BK / 4)) * 4, quad = (mm / 4) ^ swizzle_a(k);
         [[unroll]] for (uint c = 0; c < 4; ++c)
-            As[((buf * BK + k + c) * BM + mm) / 4][mm % 4] = q[c];
+            As[(buf * BK + k + c) * (BM / 4) + quad][mm % 4] = q[c];
     } else {
         As[(buf * BK + e / (BM / 4)) * (BM / 4) + e % (BM / 4)] = q;
     }
@@ -102,15 +113,20 @@ void store_b(uint e, uint buf, vec4 q) {
     if (B_T == 0) {
         Bs[(buf * BK + e / (BN / 4)) * (BN / 4) + e % (BN / 4)] = q;
     } else {
-        uint nn = e / (BK / 4), k = (e % (BK / 4)) * 4;
+        uint nn = e / (BK / 4), k = (e % (BK / 4)) * 4, quad = (nn / 4) ^ swizzle_b(k);
         [[unroll]] for (uint c = 0; c < 4; ++c)
-            Bs[((buf * BK + k + c) * BN + nn) / 4][nn % 4] = q[c];
+            Bs[(buf * BK + k + c) * (BN / 4) + quad][nn % 4] = q[c];
     }
 }
 
 void main() {
+    // A warp's 32 threads cover lx x ly threads of the WX x WY grid, not one 32-wide row:
+    // each K step, its shared-memory reads are then 4 A quads and 8 B quads (one wavefront
+    // each) instead of 1 and 32 (four wavefronts).
     uint lid = gl_LocalInvocationID.x;
-    uint tx = lid % WX, ty = lid / WX;
+    uint lx = min(8u, WX), ly = min(32u / lx, WY);
+    uint blk = lid / (lx * ly), lane = lid % (lx * ly);
+    uint tx = (blk % (WX / lx)) * lx + lane % lx, ty = (blk / (WX / lx)) * ly + lane / lx;
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     uint z = gl_WorkGroupID.z, batch = z / SPLITS, split = z % SPLITS;
     uint a_base = batch * p.a_bs, b_base = batch * p.b_bs;
@@ -145,8 +161,10 @@ void main() {
         [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
             vec4 av[TM / 4], bv[TN / 4];
             uint row = cur * BK + kk;
-            [[unroll]] for (uint r = 0; r < TM / 4; ++r) av[r] = As[row * (BM / 4) + ty + r * WY];
-            [[unroll]] for (uint s = 0; s < TN / 4; ++s) bv[s] = Bs[row * (BN / 4) + tx + s * WX];
+            [[unroll]] for (uint r = 0; r < TM / 4; ++r)
+                av[r] = As[row * (BM / 4) + ((ty + r * WY) ^ swizzle_a(kk))];
+            [[unroll]] for (uint s = 0; s < TN / 4; ++s)
+                bv[s] = Bs[row * (BN / 4) + ((tx + s * WX) ^ swizzle_b(kk))];
             [[unroll]] for (uint r = 0; r < TM / 4; ++r)
                 [[unroll]] for (uint i = 0; i < 4; ++i)
                     [[unroll]] for (uint s = 0; s < TN / 4; ++s)
@@ -169,7 +187,7 @@ void main() {
                 uint off = c_base + m * p.N + n;
                 vec4 v = acc[r * 4 + i][s];
                 if (C_VEC != 0) {
-                    if (n < p.N) Vec4s(p.c).v[off >> 2] = v;
+                    if (n < p.N) Quads(p.c).v[off >> 2] = v;
                 } else {
                     [[unroll]] for (uint j = 0; j < 4; ++j)
                         if (n + j < p.N) p.c.v[off + j] = v[j];

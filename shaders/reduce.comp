@@ -21,8 +21,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer Vec4s { vec4 v[]; };
-
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint GROUP_ITEMS = 1;
@@ -77,7 +75,7 @@ float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
     float acc = identity();
     if (VEC != 0) {
         for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {
-            vec4 q = Vec4s(p.x).v[(base + r) >> 2];
+            vec4 q = Quads(p.x).v[(base + r) >> 2];
             float t01 = combine(term(q.x, target), term(q.y, target));
             float t23 = combine(term(q.z, target), term(q.w, target));
             acc = combine(acc, combine(t01, t23));

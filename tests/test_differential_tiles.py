@@ -79,8 +79,8 @@ def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
 # Shapes whose natural plans are each tile, with and without split K.
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,batch,tile,splits", [
-    (10, 70, 1100, 1, "rows", 2), (10, 33, 5, 1, "rows", 1), (300, 10, 2100, 1, "cols", 4),
-    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (64, 64, 2000, 1, "medium", 2),
+    (10, 70, 4500, 1, "rows", 2), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 4),
+    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (64, 64, 5000, 1, "medium", 2),
     (520, 400, 20, 1, "square", 1), (1030, 1000, 12, 4, "wide", 1)], ids=str)
 def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):
     plan = plans.matmul_plan(m, n, k, batch)

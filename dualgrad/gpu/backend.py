@@ -13,6 +13,7 @@ import math
 import struct
 import threading
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,12 +32,18 @@ F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 WG = 256
 MAX_GROUPS = 65535
+SUM, MEAN = REDUCE_OPS.index("sum"), REDUCE_OPS.index("mean")
 COUNT_EQ = len(REDUCE_OPS)        # reduce.comp's extra op: ties with the maximum
+
+
+@functools.lru_cache(maxsize=64)
+def _packer(addrs: int, uints: int, floats: int) -> struct.Struct:
+    return struct.Struct(f"<{addrs}Q{uints}I{floats}f")
 
 
 def _push(addrs, uints=(), floats=()) -> bytes:
     """Push constants as the shaders declare them: addresses, then uints, then floats."""
-    return struct.pack(f"<{len(addrs)}Q{len(uints)}I{len(floats)}f", *addrs, *uints, *floats)
+    return _packer(len(addrs), len(uints), len(floats)).pack(*addrs, *uints, *floats)
 
 
 def _seed_step(seed: int, step: int) -> list:
@@ -48,6 +55,12 @@ def _groups(n: int) -> tuple:
     return (max(1, min(-(-n // WG), MAX_GROUPS)), 1, 1)
 
 
+def _quad_groups(n: int) -> tuple:
+    """The grid of a kernel whose threads take four elements each (unary.comp, binary.comp
+    on same-shaped operands)."""
+    return _groups(-(-n // 4))
+
+
 @functools.lru_cache(maxsize=1024)      # called on every elementwise dispatch
 def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -> tuple:
     """(output shape, the uints binary.comp takes, FLAT) for operands of these shapes;
@@ -57,6 +70,95 @@ def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -
     uints = (math.prod(shape), *s4, *broadcast_strides(a_shape, s4),
              *broadcast_strides(b_shape, s4))
     return tuple(shape), tuple(int(u) for u in uints), int(a_shape == b_shape == tuple(shape))
+
+
+class ReducePass(NamedTuple):
+    """One dispatch of reduce.comp, all but its addresses."""
+    spec: tuple                   # specialization constants
+    uints: tuple                  # push constants after the three addresses
+    groups: tuple
+    partials: tuple | None        # the shape of the partial results it writes; None: the output
+
+
+# The recipes below are cached per planner (plans.reduce_plan, plans.matmul_plan): one
+# put in their place (a test's, the benchmark's sweep) gets recipes of its own.
+@functools.lru_cache(maxsize=4096)      # called on every reduction
+def _reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | None,
+                   maps: tuple | None, planner) -> tuple:
+    """Reduce ``count`` elements into each of ``n_out`` outputs (``total``: the count a mean
+    divides by). ``inner``: the input is [outer][count][inner], or None to index it through
+    the 4-D ``maps``. A split reduction writes (splits, n_out) partial results, then reduces
+    them in a second pass (a mean divides only there; max's tie counts are summed there)."""
+    plan = planner(n_out, count, inner == 1)
+    final = plan.splits == 1
+    first = SUM if code == MEAN and not final else code
+    vec = inner == 1 and count % 4 == 0
+    items = plan.splits * n_out
+    groups = min(items, MAX_GROUPS) if plan.group_items else _groups(items)[0]
+    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec)),
+                      (n_out, count, plan.splits, plan.chunk, total, inner or 1,
+                       *(maps if inner is None else (1,) * 16)),
+                      (groups, 1, 1), None if final else (plan.splits, n_out))
+    if final:
+        return (this,)
+    second = SUM if code == COUNT_EQ else code
+    return (this,) + _reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
+
+
+@functools.lru_cache(maxsize=4096)      # called on every reduction
+def _reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
+    """The passes that reduce an array of ``shape`` over ``axes`` (none when the result
+    is empty)."""
+    x4 = pad4(shape)
+    lead = 4 - len(shape)
+    reduced = frozenset(a + lead for a in axes)
+    st = _strides4(x4)
+    kd = [1 if d in reduced else int(x4[d]) for d in range(4)]
+    rd = [int(x4[d]) if d in reduced else 1 for d in range(4)]
+    n_out, count = math.prod(kd), math.prod(rd)
+    if not n_out:
+        return ()
+    return _reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
+                          (*kd, *st, *rd, *st), planner)
+
+
+class MatmulRecipe(NamedTuple):
+    """One matmul.comp dispatch, all but its addresses, and the reduction of its split K."""
+    spec: tuple
+    uints: tuple
+    groups: tuple
+    partials: tuple | None        # the shape of the split-K partial products, if any
+    passes: tuple                 # the reduce.comp passes that sum them
+
+
+@functools.lru_cache(maxsize=4096)      # called on every matmul
+def _matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
+                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
+                   planner, reduce_planner) -> MatmulRecipe:
+    """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
+    split-K plan writes (batch, splits, m*n) partial products that reduce.comp sums."""
+    ca, cb = a_shape[-1], b_shape[-1]
+    a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
+    b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
+    a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
+    b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
+    plan = planner(m, n, k, batch, shared, threads)
+    t = plan.tile
+    # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
+    # the contiguous extent and every other stride a multiple of 4 (the pools align every
+    # allocation to 256 bytes).
+    a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
+    b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
+    split = plan.splits > 1
+    spec = (t.bm, t.bn, t.bk, t.tm, t.tn, int(trans_a), int(trans_b), int(a_vec),
+            int(b_vec), int(n % 4 == 0), plan.splits, t.threads)
+    uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
+    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
+    if not split:
+        return MatmulRecipe(spec, uints, groups, None, ())
+    return MatmulRecipe(spec, uints, groups, (batch * plan.splits, m, n),
+                        _reduce_passes(SUM, batch * m * n, plan.splits, plan.splits, m * n,
+                                       None, reduce_planner))
 
 
 def _strides4(shape4) -> list:
@@ -343,7 +445,7 @@ class GpuBackend(Backend):
         out = self.empty(x.shape) if out is None else out
         if x.size:
             self._run("unary", (self._ops[op], 0), _push((x.address, 0, 0, out.address),
-                      (x.size,), (a, b)), _groups(x.size), [x], [out])
+                      (x.size,), (a, b)), _quad_groups(x.size), [x], [out])
         return out
 
     def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
@@ -351,7 +453,7 @@ class GpuBackend(Backend):
         if g.size:
             self._run("unary", (self._ops[op], 1),
                       _push((x.address, y.address, g.address, out.address), (g.size,), (a, b)),
-                      _groups(g.size), [x, y, g], [out])
+                      _quad_groups(g.size), [x, y, g], [out])
         return out
 
     def binary(self, op, a, b, out=None):
@@ -360,7 +462,7 @@ class GpuBackend(Backend):
         if out.size:
             self._run("binary", (self._bops[op], 0, flat),
                       _push((a.address, b.address, 0, out.address, 0), uints),
-                      _groups(out.size), [a, b], [out])
+                      (_quad_groups if flat else _groups)(out.size), [a, b], [out])
         return out
 
     def binary_backward(self, op, a, b, g):
@@ -369,49 +471,22 @@ class GpuBackend(Backend):
             _, uints, flat = _broadcast_layout(tuple(a.shape), tuple(b.shape), tuple(g.shape))
             self._run("binary", (self._bops[op], 1, flat),
                       _push((a.address, b.address, g.address, ga.address, gb.address), uints),
-                      _groups(g.size), [a, b, g], [ga, gb])
+                      (_quad_groups if flat else _groups)(g.size), [a, b, g], [ga, gb])
         return ga, gb
 
     # -- reductions ---------------------------------------------------------------------------
-    def _reduce_maps(self, shape, axes):
-        x4 = pad4(shape)
-        lead = 4 - len(shape)
-        reduced = {a + lead for a in axes}
-        st = _strides4(x4)
-        kd = [1 if d in reduced else int(x4[d]) for d in range(4)]
-        rd = [int(x4[d]) if d in reduced else 1 for d in range(4)]
-        return kd, st, rd
-
     def _reduce_into(self, code, x, y, out, axes):
-        kd, st, rd = self._reduce_maps(x.shape, axes)
-        n_out, count = math.prod(kd), math.prod(rd)
-        if n_out:
-            lead = 4 - len(x.shape)
-            inner = plans.reduce_layout(pad4(x.shape), frozenset(a + lead for a in axes))
-            self._reduce_pass(code, x, y, out, n_out, count, count, inner,
-                              (*kd, *st, *rd, *st))
+        self._reduce_run(_reduce_recipe(code, tuple(x.shape), tuple(axes), plans.reduce_plan),
+                         x, y, out)
 
-    def _reduce_pass(self, code, x, y, out, n_out, count, total, inner, maps):
-        """Reduce ``count`` elements of x into each of ``n_out`` outputs (``total``: the
-        count a mean divides by). ``inner``: x is [outer][count][inner], or None to index
-        x through the 4-D ``maps``. A split reduction writes (splits, n_out) partial
-        results, then reduces them in a second pass (a mean divides only there; max's tie
-        counts are summed there)."""
-        plan = plans.reduce_plan(n_out, count, inner == 1)
-        final = plan.splits == 1
-        dest = out if final else self.empty((plan.splits, n_out))
-        first = self._rops["sum"] if code == self._rops["mean"] and not final else code
-        vec = inner == 1 and count % 4 == 0
-        items = plan.splits * n_out
-        groups = min(items, MAX_GROUPS) if plan.group_items else _groups(items)[0]
-        self._run("reduce", (first, int(plan.group_items), int(inner is not None), int(vec)),
-                  _push((x.address, y.address if y is not None else 0, dest.address),
-                        (n_out, count, plan.splits, plan.chunk, total, inner or 1,
-                         *(maps if inner is None else (1,) * 16))),
-                  (groups, 1, 1), [x, y], [dest])
-        if not final:
-            second = self._rops["sum"] if code == COUNT_EQ else code
-            self._reduce_pass(second, dest, None, out, n_out, plan.splits, total, n_out, None)
+    def _reduce_run(self, passes, x, y, out):
+        """Dispatch reduce.comp ``passes`` from x (and y, for tie counts) into out."""
+        for p in passes:
+            dest = out if p.partials is None else self.empty(p.partials)
+            self._run("reduce", p.spec, _push((x.address, y.address if y is not None else 0,
+                                               dest.address), p.uints),
+                      p.groups, [x, y], [dest])
+            x, y = dest, None
 
     def reduce(self, op, x, axes, keepdims=False):
         kshape = keepdims_shape(x.shape, axes)
@@ -468,34 +543,15 @@ class GpuBackend(Backend):
         return out
 
     def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch):
-        """Dispatch matmul.comp with the tile plans.matmul_plan picks; a split-K plan
-        writes (batch, splits, m*n) partial products and sums them with reduce.comp."""
-        ca, cb = a.shape[-1], b.shape[-1]
-        a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
-        b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
-        a_bs = a.size // batch if len(a.shape) == 3 else 0
-        b_bs = b.size // batch if len(b.shape) == 3 else 0
         limits = self.ctx.limits
-        plan = plans.matmul_plan(m, n, k, batch, limits.maxComputeSharedMemorySize,
-                                 limits.maxComputeWorkGroupInvocations)
-        t = plan.tile
-        # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the
-        # matrix: the contiguous extent and every other stride a multiple of 4 (the pools
-        # align every allocation to 256 bytes).
-        a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
-        b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
-        split = plan.splits > 1
-        dest = self.empty((batch * plan.splits, m, n)) if split else out
-        spec = (t.bm, t.bn, t.bk, t.tm, t.tn, int(trans_a), int(trans_b), int(a_vec),
-                int(b_vec), int(n % 4 == 0), plan.splits,
-                t.threads)
-        self._run("matmul", spec,
-                  _push((a.address, b.address, dest.address),
-                        (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)),
-                  (-(-n // t.bn), -(-m // t.bm), batch * plan.splits), [a, b], [dest])
-        if split:
-            self._reduce_pass(self._rops["sum"], dest, None, out, batch * m * n, plan.splits,
-                              plan.splits, m * n, None)
+        r = _matmul_recipe(tuple(a.shape), tuple(b.shape), trans_a, trans_b, m, n, k, batch,
+                           limits.maxComputeSharedMemorySize,
+                           limits.maxComputeWorkGroupInvocations, plans.matmul_plan,
+                           plans.reduce_plan)
+        dest = out if r.partials is None else self.empty(r.partials)
+        self._run("matmul", r.spec, _push((a.address, b.address, dest.address), r.uints),
+                  r.groups, [a, b], [dest])
+        self._reduce_run(r.passes, dest, None, out)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):

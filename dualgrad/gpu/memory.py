@@ -139,19 +139,14 @@ class DeviceArray:
     """The gpu backend's storage handle: an allocation read with a shape and dtype.
     Reshaped views share the allocation."""
 
-    __slots__ = ("alloc", "shape", "dtype", "host")
+    __slots__ = ("alloc", "shape", "dtype", "host", "size", "nbytes")
 
     def __init__(self, alloc: Allocation, shape: tuple, dtype, host=None):
         self.alloc, self.shape, self.dtype = alloc, tuple(shape), np.dtype(dtype)
         self.host = host           # host copy of index arrays (the embedding backward uses it)
-
-    @property
-    def size(self) -> int:
-        return int(math.prod(self.shape))    # not np.prod: it is on every dispatch's path
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        # Computed once: every dispatch reads them (math.prod, not np.prod: a hot path).
+        self.size = int(math.prod(self.shape))
+        self.nbytes = self.size * self.dtype.itemsize
 
     @property
     def address(self) -> int:
@@ -168,7 +163,7 @@ class DeviceArray:
     def span(self) -> tuple:
         """Device address range [start, end) it occupies (for hazard tracking)."""
         start = self.alloc.address
-        return start, start + max(self.nbytes, 1)
+        return start, start + (self.nbytes or 1)
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, scope={self.scope})"

@@ -33,29 +33,38 @@ class Tile(NamedTuple):
 
     def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
         """Whether matmul.comp can run it on a device with these limits: every thread
-        loads whole quads of both tiles each K step, and the tiles fit in shared memory."""
+        loads whole quads of both tiles each K step, the lanes of a warp tile the grid of
+        threads, tile sides are powers of two, and the tiles fit in shared memory."""
         t = self.threads
-        return (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0
+        wx, wy = self.bn // self.tn, self.bm // self.tm     # the grid of threads
+        lx = min(8, wx)                                     # a warp's lanes: lx x ly
+        ly = min(32 // lx, wy)
+        pow2 = all(v & (v - 1) == 0 for v in (self.bm, self.bn))   # quad swizzles: XOR
+        return (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0 and pow2
+                and wx % lx == 0 and wy % ly == 0
                 and self.bm * self.bk // 4 % t == 0 and self.bk * self.bn // 4 % t == 0
                 and self.bm * self.bk >= 4 * t and self.bk * self.bn >= 4 * t
                 and self.shared_bytes <= shared and t <= threads)
 
 
 # Measured on an H200 (bench/bench_gpu.py --sweep): the widest tile wins once it yields
-# about one workgroup per SM, 128x128 with K steps of 8 below that.
+# about one workgroup per SM, 128x128 with K steps of 8 below that; for a layer of 10
+# outputs, 32 x 64 beats 16 x 64 (twice the threads on the same loads).
 TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
     "medium": Tile(64, 64, 16, 4, 4),      # small ones: 4x the workgroups of "square"
-    "rows": Tile(16, 64, 16, 4, 4),        # M <= 16 (a weight gradient of a small layer)
+    "rows": Tile(32, 64, 16, 4, 4),        # M <= 16 (a weight gradient of a small layer)
     "cols": Tile(64, 16, 16, 4, 4),        # N <= 16 (a small layer's forward)
 }
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 16
 # Split K costs a second dispatch and a scratch buffer: worth it only for a deep K on a
-# grid far too small for the GPU.
-BUSY_GROUPS = 64
-MIN_SPLIT_K = 512                 # the fewest K a split-K workgroup walks
+# grid far too small for the GPU. On an H200, K of 1024 on 4 to 32 workgroups ran 1.7 to
+# 2.7 times slower split than whole (the second dispatch's host time outweighs the
+# parallelism), and the big squares gained at most 3%.
+BUSY_GROUPS = 16
+MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
 
 
 class MatmulPlan(NamedTuple):
