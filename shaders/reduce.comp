@@ -4,9 +4,13 @@
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
-// SPLITS > 1 this pass leaves partial results, shape (SPLITS, n_out), that the backend
-// reduces again in a second small pass (a sum of partial sums is still a float32 sum of the
-// same terms, within the same gamma(n) bound). Two ways to run an item:
+// SPLITS > 1 this pass leaves partial results, shape (SPLITS, n_out), that are reduced
+// again (a sum of partial sums is still a float32 sum of the same terms, within the same
+// gamma(n) bound): by a second small pass, or, with FINISH = 1, in this one: each item
+// counts itself in at counters[o] once its partial result is written, and the item that
+// counts last combines the SPLITS partial results of o, in order of s whichever item that
+// is, writes final[o] and puts counters[o] back to 0 for the next dispatch. Two ways to
+// run an item:
 //   GROUP_ITEMS = 1  one workgroup per item: its threads take strided shares of the run
 //                    (coalesced when the reduced elements are contiguous), then a tree in
 //                    shared memory combines the shares;
@@ -26,14 +30,23 @@ layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint GROUP_ITEMS = 1;
 layout(constant_id = 2) const uint LAYOUT = 0;
 layout(constant_id = 3) const uint VEC = 0;
+layout(constant_id = 4) const uint FINISH = 0;
+
+// Partial results another workgroup reads back within the dispatch: coherent, so neither
+// their stores nor those loads stay in a cache the other workgroup does not see.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Partials {
+    float v[];
+};
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
 
 layout(push_constant) uniform Push {
-    Floats x; Floats y; Floats out_;
+    Floats x; Floats y; Partials out_; Floats final_; Counters counters;
     uint n_out; uint count; uint splits; uint chunk; uint total; uint inner;
     uint kd[4]; uint ks[4]; uint rd[4]; uint rs[4];
 } p;
 
 shared float part[WG];
+shared bool last_item;
 
 float combine(float acc, float v) {
     if (OP == MAX) {     // NaN wins; -0 against +0 gives +0: the same in any order
@@ -89,6 +102,36 @@ float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
 
 float finish(float acc) { return OP == MEAN ? acc / float(p.total) : acc; }
 
+// FINISH: count item `it` of output o in; true for the last of o's SPLITS items. Its
+// partial result, stored before, is visible to whoever then reads it.
+bool count_in(uint o) {
+    memoryBarrierBuffer();
+    return atomicAdd(p.counters.v[o], 1u) == p.splits - 1;
+}
+
+// FINISH: the SPLITS partial results of o, every `step`-th from s = first, combined.
+float gather(uint o, uint first, uint step) {
+    memoryBarrierBuffer();
+    float acc = identity();
+    for (uint s = first; s < p.splits; s += step)
+        acc = combine(acc, p.out_.v[s * p.n_out + o]);
+    return acc;
+}
+
+// The WG values of the workgroup's threads combined by a tree; every thread gets it.
+float combine_group(float v) {
+    uint lid = gl_LocalInvocationID.x;
+    part[lid] = v;
+    barrier();
+    [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) part[lid] = combine(part[lid], part[lid + s]);
+        barrier();
+    }
+    float all = part[0];
+    barrier();                        // part is free again
+    return all;
+}
+
 void main() {
     uint items = p.n_out * p.splits;
     if (GROUP_ITEMS == 0) {
@@ -97,7 +140,15 @@ void main() {
             uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
             float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
             float acc = walk(base_of(o), r0, min(p.count, r0 + p.chunk), 0, 1, target);
-            p.out_.v[it] = finish(acc);
+            if (FINISH == 0) {
+                p.out_.v[it] = finish(acc);
+            } else {
+                p.out_.v[it] = acc;
+                if (count_in(o)) {
+                    p.final_.v[o] = finish(gather(o, 0, 1));
+                    p.counters.v[o] = 0;
+                }
+            }
         }
         return;
     }
@@ -105,13 +156,24 @@ void main() {
     for (uint it = gl_WorkGroupID.x; it < items; it += gl_NumWorkGroups.x) {
         uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
         float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
-        part[lid] = walk(base_of(o), r0, min(p.count, r0 + p.chunk), lid, WG, target);
-        barrier();
-        [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
-            if (lid < s) part[lid] = combine(part[lid], part[lid + s]);
-            barrier();
+        float acc = combine_group(walk(base_of(o), r0, min(p.count, r0 + p.chunk), lid, WG,
+                                       target));
+        if (FINISH == 0) {
+            if (lid == 0) p.out_.v[it] = finish(acc);
+            continue;
         }
-        if (lid == 0) p.out_.v[it] = finish(part[0]);
+        if (lid == 0) {
+            p.out_.v[it] = acc;
+            last_item = count_in(o);
+        }
         barrier();
+        if (last_item) {              // the workgroup combines o's partial results
+            float all = combine_group(gather(o, lid, WG));
+            if (lid == 0) {
+                p.final_.v[o] = finish(all);
+                p.counters.v[o] = 0;
+            }
+        }
+        barrier();                    // last_item is read before the next item sets it
     }
 }

@@ -183,6 +183,47 @@ def test_max_of_signed_zeros_does_not_depend_on_order(pair, rng, monkeypatch, ch
         assert np.isnan(ref) and np.isnan(got)
 
 
+def reduce_dispatches(backend, op, x, axes) -> int:
+    """How many dispatches the gpu's reduction of x takes."""
+    h = backend.upload(x)
+    before = backend.rec.counters.dispatches
+    backend.reduce(op, h, axes)
+    return backend.rec.counters.dispatches - before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+@pytest.mark.parametrize("group_items,chunk,dispatches", [
+    (True, 4, 1), (False, 4, 2), (False, 32, 1)], ids=["by-workgroup", "by-thread-many",
+                                                     "by-thread-few"])
+def test_split_reductions_finish_in_one_dispatch_where_they_can(
+        pair, rng, monkeypatch, op, group_items, chunk, dispatches):
+    # 1000 elements an output: by workgroup, or by thread with at most FINISH_SPLITS
+    # partial results, the last item combines them; 250 partial results a thread would
+    # combine alone take a second pass instead. Either way, and for max's tie counts, the
+    # cpu reference agrees.
+    monkeypatch.setattr(plans, "reduce_plan", lambda n_out, count, contiguous:
+                        plans.ReducePlan(group_items, -(-count // chunk), chunk))
+    x = f32(rng, 3, 1000)
+    assert reduce_dispatches(device.active(), op, x, (1,)) == dispatches
+    check_reduce(pair, rng, op, (3, 1000), (1,))
+    check_reduce(pair, rng, op, (1000, 5), (0,))
+
+
+@pytest.mark.gpu
+def test_finishing_reductions_leave_their_counters_at_zero(pair, rng):
+    # Each output's counter must be back at 0 for the next reduction that uses it: many in
+    # a row over the same and over other outputs, no wait in between, all agree.
+    be = device.active()
+    xs = [f32(rng, 4, 3000), f32(rng, 9, 5000), f32(rng, 3000, 4), f32(rng, 20000)]
+    axes = [(1,), (1,), (0,), (0,)]
+    handles = [be.upload(x) for x in xs] * 3
+    outs = [be.reduce("sum", h, a) for h, a in zip(handles, axes * 3)]
+    for x, a, got in zip(xs * 3, axes * 3, outs):
+        want = np.sum(x.astype(np.float64), axis=a)
+        np.testing.assert_allclose(be.download(got), want, rtol=1e-4, atol=1e-3)
+
+
 # -- the plans' arithmetic (no device) -------------------------------------------------------
 def test_every_tile_fits_the_shader():
     for tile in plans.TILES.values():

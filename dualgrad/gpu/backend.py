@@ -72,12 +72,21 @@ def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -
     return tuple(shape), tuple(int(u) for u in uints), int(a_shape == b_shape == tuple(shape))
 
 
+# A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
+# an output combines the partial results) where a counter per output fits in COUNTERS and,
+# when one thread runs an item, that thread has at most FINISH_SPLITS partial results to
+# combine alone; otherwise a second pass combines them.
+COUNTERS = 1 << 16
+FINISH_SPLITS = 64
+
+
 class ReducePass(NamedTuple):
     """One dispatch of reduce.comp, all but its addresses."""
     spec: tuple                   # specialization constants
-    uints: tuple                  # push constants after the three addresses
+    uints: tuple                  # push constants after the five addresses
     groups: tuple
     partials: tuple | None        # the shape of the partial results it writes; None: the output
+    finish: bool = False          # it also combines them into the output
 
 
 # The recipes below are cached per planner (plans.reduce_plan, plans.matmul_plan): one
@@ -95,10 +104,14 @@ def _reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | N
     vec = inner == 1 and count % 4 == 0
     items = plan.splits * n_out
     groups = min(items, MAX_GROUPS) if plan.group_items else _groups(items)[0]
-    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec)),
-                      (n_out, count, plan.splits, plan.chunk, total, inner or 1,
-                       *(maps if inner is None else (1,) * 16)),
-                      (groups, 1, 1), None if final else (plan.splits, n_out))
+    uints = (n_out, count, plan.splits, plan.chunk, total, inner or 1,
+             *(maps if inner is None else (1,) * 16))
+    if not final and n_out <= COUNTERS and (plan.group_items or
+                                            plan.splits <= FINISH_SPLITS):
+        return (ReducePass((code, int(plan.group_items), int(inner is not None), int(vec), 1),
+                           uints, (groups, 1, 1), (plan.splits, n_out), True),)
+    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec), 0),
+                      uints, (groups, 1, 1), None if final else (plan.splits, n_out))
     if final:
         return (this,)
     second = SUM if code == COUNT_EQ else code
@@ -220,6 +233,7 @@ class GpuBackend(Backend):
         self._ops = {name: i for i, name in enumerate(UNARY_OPS)}
         self._bops = {name: i for i, name in enumerate(BINARY_OPS)}
         self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
+        self._counter_array = None
 
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) == F32
@@ -325,6 +339,7 @@ class GpuBackend(Backend):
                 arena.release()
             self._arenas.clear()
             self.persistent_pool.release()
+            self._counter_array = None
 
     def memory(self) -> dict:
         """Pool statistics; the pass pool is the calling thread's arena."""
@@ -348,6 +363,7 @@ class GpuBackend(Backend):
         lock is held throughout: other threads' work waits rather than land in the
         recording."""
         with self.ctx.lock:
+            self._counters()          # made (and zeroed) outside the recording
             return Capture(self, args).record(run)
 
     def _uncapturable(self, reason: str, once: bool = False) -> None:
@@ -483,10 +499,28 @@ class GpuBackend(Backend):
         """Dispatch reduce.comp ``passes`` from x (and y, for tie counts) into out."""
         for p in passes:
             dest = out if p.partials is None else self.empty(p.partials)
-            self._run("reduce", p.spec, _push((x.address, y.address if y is not None else 0,
-                                               dest.address), p.uints),
-                      p.groups, [x, y], [dest])
+            y_address = y.address if y is not None else 0
+            if p.finish:
+                counters = self._counters()
+                self._run("reduce", p.spec, _push((x.address, y_address, dest.address,
+                                                   out.address, counters.address), p.uints),
+                          p.groups, [x, y], [dest, out, counters])
+                return
+            self._run("reduce", p.spec, _push((x.address, y_address, dest.address, 0, 0),
+                                              p.uints), p.groups, [x, y], [dest])
             x, y = dest, None
+
+    def _counters(self) -> DeviceArray:
+        """reduce.comp's counters (uint32, zero between dispatches), made on first use.
+        Every finishing reduction writes them, so the recorder puts a barrier between two
+        of them."""
+        if self._counter_array is None:
+            with self.ctx.lock:
+                c = DeviceArray(self.persistent_pool.alloc(4 * COUNTERS), (COUNTERS,),
+                                np.uint32)
+                self.rec.fill(c.alloc.block.buffer, c.alloc.offset, c.nbytes, 0, [c.span()])
+                self._counter_array = c
+        return self._counter_array
 
     def reduce(self, op, x, axes, keepdims=False):
         kshape = keepdims_shape(x.shape, axes)

@@ -2,13 +2,15 @@
 
 Every kernel takes its arguments as push constants (buffer device addresses and scalars),
 so all pipelines share one layout with no descriptor sets; a pipeline is identified by its
-shader name and its specialization constants (op codes, flags).
+shader name and its specialization constants (op codes, flags). Compiled pipelines are kept
+on disk between processes (``pipeline_cache``).
 """
 from __future__ import annotations
 
+import atexit
 import struct
 
-from . import float_controls
+from . import float_controls, pipeline_cache
 from .shader_sources import SPIRV
 
 PUSH_BYTES = 128                  # the minimum every Vulkan device guarantees
@@ -26,7 +28,35 @@ class Pipelines:
                                       size=PUSH_BYTES)
         self.layout = vk.vkCreatePipelineLayout(ctx.device, vk.VkPipelineLayoutCreateInfo(
             setLayoutCount=0, pushConstantRangeCount=1, pPushConstantRanges=[push]), None)
-        self.cache = vk.vkCreatePipelineCache(ctx.device, vk.VkPipelineCacheCreateInfo(), None)
+        self.cache_file = pipeline_cache.file_for(ctx.properties)
+        initial = pipeline_cache.load(self.cache_file)
+        self.loaded_bytes = len(initial)
+        self.created = 0              # pipelines made by this process
+        self.cache = vk.vkCreatePipelineCache(ctx.device, vk.VkPipelineCacheCreateInfo(
+            initialDataSize=len(initial),
+            pInitialData=vk.ffi.from_buffer(initial) if initial else vk.ffi.NULL), None)
+        atexit.register(self.save_cache)
+
+    def cache_data(self) -> bytes:
+        """The driver's pipeline cache data as it stands."""
+        vk, lib = self.ctx.vk, self.ctx.vk.lib
+        size = vk.ffi.new("size_t*")
+        lib.vkGetPipelineCacheData(self.ctx.device, self.cache, size, vk.ffi.NULL)
+        buf = vk.ffi.new("char[]", size[0])
+        if lib.vkGetPipelineCacheData(self.ctx.device, self.cache, size, buf) < 0:
+            return b""
+        return bytes(vk.ffi.buffer(buf, size[0]))
+
+    def save_cache(self) -> bool:
+        """Write the cache file if this process made pipelines (at exit, or when called)."""
+        if not self.created or self.cache_file is None:
+            return False
+        with self.ctx.lock:
+            data = self.cache_data()
+        saved = pipeline_cache.save(self.cache_file, data)
+        if saved:
+            self.created = 0
+        return saved
 
     def _module(self, name: str):
         module = self._modules.get(name)
@@ -58,4 +88,6 @@ class Pipelines:
             pSpecializationInfo=info if spec else vk.ffi.NULL)
         create = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
         self._keep.extend((entries, data, info, stage))
-        return vk.vkCreateComputePipelines(self.ctx.device, self.cache, 1, [create], None)[0]
+        pipeline = vk.vkCreateComputePipelines(self.ctx.device, self.cache, 1, [create], None)[0]
+        self.created += 1
+        return pipeline
