@@ -133,6 +133,7 @@ import time
 start = time.perf_counter()
 import numpy as np
 import dualgrad as dg
+dg.ag_device(DEVICE)
 model = dg.nn.Sequential(dg.nn.Linear(784, 64), dg.nn.ReLU(), dg.nn.Linear(64, 10))
 opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
 with dg.with_grad_tape():
@@ -144,15 +145,18 @@ print(time.perf_counter() - start)
 """
 
 
-def first_step_seconds(cache_dir=None) -> float:
-    """Wall time of `import dualgrad` plus a first training step in a new process: with
-    Numba's on-disk cache as it is, or with an empty cache in `cache_dir` (cold)."""
+def first_step_seconds(cache_dir=None, device: str = "cpu", **extra_env) -> float:
+    """Wall time of `import dualgrad` plus a first training step on ``device`` in a new
+    process: with Numba's on-disk cache as it is, or with an empty cache in `cache_dir`
+    (cold); ``extra_env``: more environment variables."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                               if p]))
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
-    done = subprocess.run([sys.executable, "-c", _FIRST_STEP], env=env, check=True,
+    env.update(extra_env)
+    code = _FIRST_STEP.replace("DEVICE", repr(device))
+    done = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                           capture_output=True, text=True)
     return float(done.stdout.split()[-1])
 

@@ -17,6 +17,7 @@ import argparse
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -25,7 +26,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
-from bench_cpu import _mlp_data, _sizes, dualgrad_step, mlp_train_step  # noqa: E402
+from bench_cpu import (_mlp_data, _sizes, dualgrad_step, first_step_seconds,  # noqa: E402
+                       mlp_train_step)
 from dualgrad.api import device  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
@@ -268,11 +270,30 @@ def bench_training(args, ours, torch) -> list:
     return rows
 
 
+def bench_startup(args, ours, torch) -> list:
+    """A new process's import and first training step on the gpu, with an empty pipeline
+    cache and then with the one that run left (the driver's own shader cache is turned off
+    where it can be: NVIDIA's through __GL_SHADER_DISK_CACHE, Mesa's through
+    MESA_SHADER_CACHE_DISABLE), so the difference is what our cache saves."""
+    no_driver_cache = {"__GL_SHADER_DISK_CACHE": "0", "MESA_SHADER_CACHE_DISABLE": "true"}
+    with tempfile.TemporaryDirectory() as cache:
+        first_step_seconds(None, "gpu", DUALGRAD_CACHE_DIR="")      # Numba's cache warm
+        cold = [first_step_seconds(None, "gpu", DUALGRAD_CACHE_DIR="", **no_driver_cache)
+                for _ in range(3)]
+        first_step_seconds(None, "gpu", DUALGRAD_CACHE_DIR=cache, **no_driver_cache)
+        warm = [first_step_seconds(None, "gpu", DUALGRAD_CACHE_DIR=cache, **no_driver_cache)
+                for _ in range(3)]
+    print(f"Start-up on the gpu (new process: import dualgrad + one training step), medians "
+          f"of 3: no pipeline cache {statistics.median(cold):.3f}s, with the one a first run "
+          f"left {statistics.median(warm):.3f}s")
+    return []
+
+
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--sweep", action="store_true", help="time every matmul tile instead")
-    p.add_argument("--sections", default="matmul,memory,train")
+    p.add_argument("--sections", default="matmul,memory,train,startup")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)
@@ -300,7 +321,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for section, fn in (("matmul", bench_matmul), ("memory", bench_memory),
-                        ("train", bench_training)):
+                        ("train", bench_training), ("startup", bench_startup)):
         if section in args.sections:
             rows += fn(args, ours, torch)
     report(rows, "GPU backend vs PyTorch CUDA (f32, TF32 off); ratio = ours / peer time")

@@ -68,6 +68,15 @@ def gpu():
         dg.ag_device("cpu")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_pipeline_cache(tmp_path_factory):
+    """The suite keeps its compiled pipelines in a directory of its own, not the user's
+    cache (the device is opened after this, on the first gpu test)."""
+    if "DUALGRAD_CACHE_DIR" not in os.environ:
+        os.environ["DUALGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("pipeline-cache"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _cpu_between_tests():
     """Every test starts on cpu with a seeded generator."""

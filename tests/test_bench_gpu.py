@@ -22,6 +22,8 @@ def test_gpu_benchmark_prints_its_table():
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "GPU backend vs PyTorch CUDA" in out
+    assert re.search(r"no pipeline cache \d+\.\d+s, with the one a first run left \d+\.\d+s",
+                     out), out
     rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)ms\s+(n/a|\d+\.\d+ms)\s+(n/a|\d+\.\d+)\s+<= ",
                       out, re.M)
     names = [r[0] for r in rows]
