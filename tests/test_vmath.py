@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dualgrad.cpu import vmath
+from dualgrad.cpu import elementwise, vmath
 from dualgrad.testing import ulp_distance
 
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e-45, -1e-45, 3e38, -3e38,
@@ -66,3 +66,46 @@ def test_ulp_distance_sees_a_one_ulp_change():
     # the helper the checks above lean on, for float32
     a = np.array([1.0, -2.5], np.float32)
     assert ulp_distance(np.nextafter(a, np.float32(np.inf)), a).tolist() == [1, 1]
+
+
+def _float32_range(lo, hi, step=1):
+    """Every ``step``-th float32 from lo to hi (both positive)."""
+    a, b = (np.array(v, np.float32).view(np.uint32) for v in (lo, hi))
+    return np.arange(a, b + 1, step, dtype=np.uint32).view(np.float32)
+
+
+def tanh_f32_inputs():
+    """Random values, the specials, NaNs of both signs and several payloads, and dense runs
+    of float32 where the shortcut's branches meet: tiny values (tanh(x) = x), the first
+    change of exponent k (|x| = ln(2)/4), the saturation to 1 near 9.011 and the cap at 10."""
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345, 0x7FFFFFFF],
+                    np.uint32).view(np.float32)
+    runs = [_float32_range(2.0 ** -29, 2.0 ** -27, 97), _float32_range(0.17, 0.18),
+            _float32_range(8.95, 9.1), _float32_range(9.99, 10.01),
+            _float32_range(1e-45, 1e-38, 4099)]
+    x = np.concatenate([inputs(np.float32), nans, *runs])
+    return np.concatenate([x, -x])
+
+
+def test_float32_tanh_shortcut_gives_the_general_kernels_bits():
+    # the float32 path (vtanh_f32) against the general TANH kernel (vtanh): same bits,
+    # NaN payloads and signed zeros included
+    x = tanh_f32_inputs()
+    general = elementwise._UNARY[elementwise.UNARY_OPS.index("tanh")]
+    want = np.empty_like(x)
+    general(x, want, 0.0, 0.0)
+    got = elementwise.unary("tanh", x)
+    same = got.view(np.uint32) == want.view(np.uint32)
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+def test_float32_tanh_shortcut_is_libms_rounding():
+    x = tanh_f32_inputs()
+    want = np.empty_like(x)
+    _kernel(math.tanh)(x, want)
+    got = elementwise.unary("tanh", x)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+    ones = np.abs(x) > 13 * math.log(2)      # where 1 - tanh(x) < 2**-25: float32 +-1
+    assert (got[ones] == np.sign(x[ones])).all()
+    assert (np.abs(got[~ones & ~np.isnan(x)]) < 1).all()

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .jit import fma_kernel, kernel, scalar
-from .vmath import vexp, vtanh
+from .vmath import vexp, vtanh, vtanh_f32
 
 UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
              "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
@@ -173,6 +173,14 @@ def _unary_kernel(op):
     return fma_kernel(unary_kernel)               # exp, sigmoid, tanh: vmath polynomials
 
 
+@fma_kernel
+def _tanh_f32_kernel(x, out):
+    """out = tanh(x) for float32 arrays: vtanh_f32's shortcut, the same bits as the TANH
+    unary kernel."""
+    for i in range(x.size):
+        out[i] = vtanh_f32(np.float64(x[i]))
+
+
 def _unary_grad_kernel(op):
     def unary_grad_kernel(x, y, g, out, a, b):
         for i in range(g.size):
@@ -254,6 +262,9 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
+    if op == "tanh" and x.dtype == out.dtype == np.float32:
+        _tanh_f32_kernel(x.reshape(-1), out.reshape(-1))
+        return out
     _UNARY[UNARY_OPS.index(op)](x.reshape(-1), out.reshape(-1), a, b)
     return out
 

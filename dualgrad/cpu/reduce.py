@@ -18,20 +18,28 @@ Other axis sets (e.g. axes 0 and 2 of a 3-D input) read the input as 4-D and add
 into the output element its index maps to, in row-major order.
 
 A max does not depend on order (``max_of``): NaN wins, and -0 against +0 gives +0, on both
-backends, so however either splits the work the results agree bit for bit.
+backends, so however either splits the work the results agree bit for bit. A float32 max over
+contiguous runs compares the elements' bits as integers (``_max_runs_f32``): integer max
+reductions vectorise eight elements to an instruction with no float64 conversion.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from numba import types
 
 from .elementwise import pad4
 from .jit import kernel, scalar
+from .vmath import bitcast
 
 REDUCE_OPS = ("sum", "mean", "max")
 SUM, MEAN, MAX = range(len(REDUCE_OPS))
 LANES = 64      # interleaved partial results along a contiguous run
+_INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
+_NEG_INF_BITS = 0xFF800000      # -inf's; above them (as uint32): negative NaNs
+_as_float32 = bitcast(types.int32, types.float32)
+_as_float32_u = bitcast(types.uint32, types.float32)
 
 
 @scalar
@@ -97,6 +105,40 @@ def _lanes(op, x, lo, hi, lanes):
             if x[j] == 0.0 and math.copysign(1.0, x[j]) > 0.0:
                 return 0.0
     return total
+
+
+@scalar
+def _max_f32_from_bits(top, utop, bottom):
+    """max_of over a non-empty float32 run, from its bits' signed max ``top``, unsigned max
+    ``utop`` and (needed only when ``top`` < 0) signed min ``bottom``. As int32,
+    non-negative floats (+0 = 0, positive NaNs above +inf) order as their bits and lie above
+    every negative one; negative floats order the other way (-0 is the smallest int32), and
+    negative NaNs are the largest bits as uint32. None of this depends on element order."""
+    if top > _INF_BITS:                   # a positive NaN
+        return np.float64(_as_float32(top))
+    if utop > _NEG_INF_BITS:              # a negative NaN
+        return np.float64(_as_float32_u(utop))
+    # the largest non-negative element (+0 beats -0), else the negative of least magnitude
+    return np.float64(_as_float32(top if top >= 0 else bottom))
+
+
+@kernel
+def _max_runs_f32(x, acc, n):
+    """acc[r] = the max of x[r * n:(r + 1) * n] for a contiguous float32 x (-inf if n = 0):
+    one pass of a signed and an unsigned integer max over the bits, and a second pass for
+    the signed min only when every element is negative. The loops stay in this body over
+    slices: so they vectorise and the rows cost no calls."""
+    s, u = x.view(np.int32), x.view(np.uint32)
+    for r in range(acc.size):
+        row, urow = s[r * n:(r + 1) * n], u[r * n:(r + 1) * n]
+        top, utop, bottom = np.int32(-2 ** 31), np.uint32(0), np.int32(2 ** 31 - 1)
+        for j in range(n):
+            top = max(top, row[j])
+            utop = max(utop, urow[j])
+        if top < 0:
+            for j in range(n):
+                bottom = min(bottom, row[j])
+        acc[r] = _max_f32_from_bits(top, utop, bottom) if n else -math.inf
 
 
 def keepdims_shape(shape, axes):
@@ -214,6 +256,8 @@ def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple) -> None
     if split is None:
         _REDUCE[code](x.reshape(-1), acc.reshape(-1), pad4(x.shape),
                       _out_strides(x.shape, axes))
+    elif split[2] == 1 and code == MAX and x.dtype == np.float32:
+        _max_runs_f32(np.ascontiguousarray(x).reshape(-1), acc.reshape(-1), split[1])
     elif split[2] == 1:
         _RUNS[code](x.reshape(-1), acc.reshape(-1), split[1])
     else:

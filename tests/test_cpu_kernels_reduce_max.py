@@ -1,0 +1,103 @@
+"""The cpu max reduction of float32 runs (reduce.py's integer-bit path) against a plain
+NumPy statement of its rule: NaN anywhere gives NaN, +0 beats -0 in either order, and
+otherwise the largest element; an empty run gives -inf."""
+import numpy as np
+import pytest
+
+from dualgrad.cpu.reduce import reduce
+
+POOL = np.array([0.0, -0.0, np.inf, -np.inf, 1.5, -1.5, 1e-45, -1e-45, 3e38, -3e38,
+                 2.0, -2.0], np.float32)
+NANS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345], np.uint32).view(np.float32)
+
+
+def reference_max(rows: np.ndarray) -> np.ndarray:
+    """max_of over each row of a 2-D float32 array, one row at a time in NumPy."""
+    out = np.empty(rows.shape[0], np.float32)
+    for i, row in enumerate(rows):
+        if row.size == 0:
+            out[i] = -np.inf
+        elif np.isnan(row).any():
+            out[i] = np.nan
+        else:
+            top = row.max()
+            positive_zero = ((row == 0) & ~np.signbit(row)).any()
+            out[i] = np.float32(0.0) if top == 0 and positive_zero else top
+    return out
+
+
+def assert_same(got, want):
+    """Equal bits, or both NaN (of any payload): a sign of zero must match."""
+    got, want = got.reshape(-1), want.reshape(-1)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), (got[~same][:5], want[~same][:5])
+
+
+def _rows(rng, count, length, pool):
+    return rng.choice(pool, size=(count, length)).astype(np.float32)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 5, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1027])
+def test_max_of_rows_of_specials_matches_the_rule(length):
+    rng = np.random.default_rng(length)
+    with_nans = np.concatenate([POOL, NANS[:1]])
+    for pool in (POOL, with_nans, POOL[:2], POOL[[1, 3]], POOL[[0, 1, 3]]):
+        x = _rows(rng, 300, length, pool)
+        assert_same(reduce("max", x, (1,)), reference_max(x))
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 17, 40, 1024])
+def test_a_nan_anywhere_in_a_row_gives_nan(length):
+    rng = np.random.default_rng(7)
+    for nan in NANS:                       # either sign, quiet or signalling
+        x = rng.standard_normal((length, length)).astype(np.float32)
+        np.fill_diagonal(x, nan)           # one NaN per row, at every position in turn
+        x[0, :] = np.inf
+        x[0, -1] = nan
+        assert np.isnan(reduce("max", x, (1,))).all()
+
+
+@pytest.mark.parametrize("row, want", [
+    ([-0.0, 0.0], 0.0), ([0.0, -0.0], 0.0), ([-0.0, -0.0], -0.0), ([-0.0], -0.0),
+    ([-1.0, -0.0, -2.0], -0.0), ([-np.inf, -0.0], -0.0), ([-np.inf] * 5, -np.inf),
+    ([-np.inf, -3e38], -3e38), ([-1e-45, -2.0], -1e-45), ([np.inf, -np.inf], np.inf),
+    ([-0.0] * 40 + [0.0], 0.0), ([0.0] + [-0.0] * 40, 0.0), ([-5.0, -0.5, -7.0], -0.5),
+])
+def test_signed_zeros_infinities_and_negative_rows(row, want):
+    got = reduce("max", np.array([row], np.float32), (1,))
+    assert_same(got, np.array([want], np.float32))
+
+
+def test_every_order_of_a_row_gives_the_same_bits():
+    rng = np.random.default_rng(3)
+    row = np.array([-0.0, 0.0, -1.0, -0.0, -np.inf, -2.0, 0.0], np.float32)
+    for _ in range(50):
+        assert_same(reduce("max", rng.permutation(row)[None], (1,)), np.float32([0.0]))
+
+
+def test_empty_runs_give_minus_infinity():
+    assert_same(reduce("max", np.zeros((3, 0), np.float32), (1,)), np.full(3, -np.inf,
+                                                                            np.float32))
+    assert_same(reduce("max", np.zeros(0, np.float32), (0,)), np.float32(-np.inf))
+
+
+@pytest.mark.parametrize("shape, axes", [((6, 37), (1,)), ((6, 37), (0, 1)),
+                                         ((4, 5, 33), (2,)), ((4, 5, 33), (1, 2)),
+                                         ((6, 37), (0,)), ((4, 5, 33), (0, 2))])
+def test_other_layouts_agree_with_the_float64_kernels(shape, axes):
+    # the float64 input takes the general lane kernels; rounded, the float32 path matches
+    rng = np.random.default_rng(5)
+    x = rng.choice(np.concatenate([POOL, rng.standard_normal(20).astype(np.float32)]),
+                   size=shape).astype(np.float32)
+    got = reduce("max", x, axes, keepdims=True)
+    assert got.dtype == np.float32
+    assert_same(got, reduce("max", x.astype(np.float64), axes, keepdims=True)
+                .astype(np.float32))
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))   # reduced axes last
+    count = int(np.prod([shape[a] for a in axes]))
+    assert_same(got, reference_max(moved.reshape(-1, count)).reshape(got.shape))
+
+def test_a_non_contiguous_input_is_read_correctly():
+    x = np.random.default_rng(2).standard_normal((8, 50)).astype(np.float32)
+    view = x[:, ::2]
+    assert_same(reduce("max", view, (1,)), reference_max(np.ascontiguousarray(view)))
