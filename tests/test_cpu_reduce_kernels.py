@@ -1,6 +1,7 @@
-"""The cpu max reduction of float32 runs (reduce.py's integer-bit path) against a plain
-NumPy statement of its rule: NaN anywhere gives NaN, +0 beats -0 in either order, and
-otherwise the largest element; an empty run gives -inf."""
+"""The cpu reduction kernels' definitions. The max of float32 runs (reduce.py's integer-bit
+path) against a plain NumPy statement of its rule: NaN anywhere gives NaN, +0 beats -0 in
+either order, and otherwise the largest element; an empty run gives -inf. A sum over
+leading axes adds the rows in order."""
 import numpy as np
 import pytest
 
@@ -101,3 +102,16 @@ def test_a_non_contiguous_input_is_read_correctly():
     x = np.random.default_rng(2).standard_normal((8, 50)).astype(np.float32)
     view = x[:, ::2]
     assert_same(reduce("max", view, (1,)), reference_max(np.ascontiguousarray(view)))
+
+
+@pytest.mark.parametrize("rows", [5, 6, 9], ids=lambda n: f"{n}-rows")
+@pytest.mark.parametrize("columns", [1, 7, 64])
+def test_sums_over_leading_axes_add_the_rows_in_order(rows, columns):
+    # In float64, 2**53 + 1 rounds back to 2**53: added in order, the column
+    # [2**53, 1, 1, -2**53, 1, (1, 1, 1, 1)] sums to 1 plus the ones after the fifth row;
+    # grouped as (2**53 + 1) + (1 - 2**53) + 1, the first five would give 2.
+    col = np.array([2.0 ** 53, 1, 1, -(2.0 ** 53), 1, 1, 1, 1, 1], np.float32)[:rows]
+    x = np.repeat(col[:, None], columns, axis=1)
+    want = 1.0 + max(0, rows - 5)
+    assert np.all(reduce("sum", x, (0,)) == want)
+    assert np.all(reduce("sum", x.reshape(1, rows, columns), (1,)) == want)
