@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from . import split
 from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp, vtanh, vtanh_f32
 
@@ -263,9 +264,9 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
     if op == "tanh" and x.dtype == out.dtype == np.float32:
-        _tanh_f32_kernel(x.reshape(-1), out.reshape(-1))
+        split.run(_tanh_f32_kernel, (x.reshape(-1), out.reshape(-1)))
         return out
-    _UNARY[UNARY_OPS.index(op)](x.reshape(-1), out.reshape(-1), a, b)
+    split.run(_UNARY[UNARY_OPS.index(op)], (x.reshape(-1), out.reshape(-1)), a, b)
     return out
 
 
@@ -273,8 +274,8 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0) -> np.ndarr
     """dL/dx of y = op(x), given dL/dy = g."""
     out = np.empty_like(g)
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
-    _UNARY_GRAD[UNARY_OPS.index(op)](x.reshape(-1), y.reshape(-1), g.reshape(-1),
-                                     out.reshape(-1), a, b)
+    split.run(_UNARY_GRAD[UNARY_OPS.index(op)],
+              (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1)), a, b)
     return out
 
 
@@ -284,7 +285,7 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
     flat, strided = _BINARY[BINARY_OPS.index(op)]
     if x.shape == y.shape:
-        flat(x.reshape(-1), y.reshape(-1), out.reshape(-1))
+        split.run(flat, (x.reshape(-1), y.reshape(-1), out.reshape(-1)))
     elif out.size:
         s4 = pad4(shape)
         strided(x.reshape(-1), y.reshape(-1), out.reshape(-1), s4,

@@ -5,7 +5,9 @@ ZeroDivisionError.
 Kernels run on the calling thread. NumPy's BLAS already spreads each matrix product over the
 cores; Numba worker threads next to BLAS's oversubscribed them (on 2 cores, an MLP step with
 threaded Adam and softmax kernels took 60 to 200 ms instead of 36), and the kernels between
-the products are memory-bound or small.
+the products are memory-bound or small. Only an elementwise op over a million elements or
+more is cut into slices that run on every core (``split.py``); kernels release the GIL
+for that.
 
 Compiling takes seconds and happens once per install (Numba caches the machine code on
 disk); the first compilation in a process prints one line on stderr so the pause is not
@@ -19,14 +21,14 @@ from numba.core import event
 
 def kernel(fn):
     """A compiled kernel, cached on disk across processes."""
-    return njit(cache=True, error_model="numpy")(fn)
+    return njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
 def fma_kernel(fn):
     """A kernel in which a multiply and an add may fuse (one rounding instead of two) where
     the CPU has FMA: for the kernels that evaluate vmath's polynomials, whose float32
     results do not change by it."""
-    return njit(cache=True, error_model="numpy", fastmath={"contract"})(fn)
+    return njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})(fn)
 
 
 def scalar(fn):

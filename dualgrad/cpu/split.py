@@ -1,0 +1,57 @@
+"""Big elementwise kernels on every core: the arrays cut into one slice per core, each slice
+run by the same compiled kernel (which releases the GIL), one on the calling thread.
+
+Only flat elementwise kernels are split: each element is computed alone, so the results
+are the same bits however the arrays are cut. Below SPLIT_MIN elements, handing a slice to
+another thread (tens of microseconds) costs more than it saves; the activations of a small
+model's step stay on the calling thread, out of the way of BLAS's threads (see jit.py).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+SPLIT_MIN = 1 << 20               # elements
+MAX_PARTS = 8
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0                     # a forked child has the pool but not its threads
+_pool_lock = threading.Lock()
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:        # not on Linux
+        return os.cpu_count() or 1
+
+
+def _workers(parts: int) -> ThreadPoolExecutor:
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=max(1, cores() - 1),
+                                       thread_name_prefix="dualgrad-cpu")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+def run(kernel, arrays, *scalars) -> None:
+    """kernel(*slices of ``arrays``, *scalars) over every part of the flat, equally long
+    ``arrays``; one call when they are small or there is one core."""
+    n = arrays[0].size
+    parts = min(cores(), MAX_PARTS, n // (SPLIT_MIN // 2) or 1)
+    if n < SPLIT_MIN or parts < 2:
+        kernel(*arrays, *scalars)
+        return
+    cut = [n * k // parts for k in range(parts + 1)]
+    pool = _workers(parts)
+    pending = [pool.submit(kernel, *(a[cut[k]:cut[k + 1]] for a in arrays), *scalars)
+               for k in range(1, parts)]
+    try:
+        kernel(*(a[:cut[1]] for a in arrays), *scalars)
+    finally:
+        for job in pending:
+            job.result()

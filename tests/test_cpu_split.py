@@ -1,0 +1,88 @@
+"""Big elementwise kernels cut across the cores (dualgrad/cpu/split.py): the parts cover
+the arrays exactly once, errors come back to the caller, and the results are the bits of
+one uncut call."""
+import threading
+
+import numpy as np
+import pytest
+
+from dualgrad.cpu import elementwise, split
+
+
+def record_parts(monkeypatch, n, cores):
+    monkeypatch.setattr(split, "cores", lambda: cores)
+    seen, lock = [], threading.Lock()
+
+    def kernel(x, out, scale):
+        with lock:
+            seen.append((int(x[0]), x.size, threading.get_ident()))
+        out[:] = x * scale
+    x = np.arange(n, dtype=np.float64)
+    out = np.empty_like(x)
+    split.run(kernel, (x, out), 2.0)
+    return x, out, sorted(seen)
+
+
+@pytest.mark.parametrize("n,cores,parts", [(split.SPLIT_MIN - 1, 4, 1), (split.SPLIT_MIN, 1, 1),
+                                           (split.SPLIT_MIN, 4, 2), (3 * split.SPLIT_MIN + 7, 4, 4),
+                                           (40 * split.SPLIT_MIN, 64, split.MAX_PARTS)])
+def test_parts_cover_the_arrays_once(monkeypatch, n, cores, parts):
+    x, out, seen = record_parts(monkeypatch, n, cores)
+    assert len(seen) == parts
+    starts = [s for s, _, _ in seen]
+    assert starts[0] == 0 and sum(size for _, size, _ in seen) == n
+    assert all(a + size == b for (a, size, _), b in zip(seen, starts[1:]))
+    np.testing.assert_array_equal(out, 2.0 * x)
+    if parts > 1:
+        assert threading.get_ident() in {t for _, _, t in seen}      # the caller works too
+
+
+def test_an_error_in_any_part_reaches_the_caller(monkeypatch):
+    monkeypatch.setattr(split, "cores", lambda: 2)
+
+    def kernel(x):
+        if x[0] != 0:
+            raise FloatingPointError("second part")
+    with pytest.raises(FloatingPointError, match="second part"):
+        split.run(kernel, (np.arange(2 * split.SPLIT_MIN, dtype=np.float64),))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cut_kernels_give_the_bits_of_one_call(monkeypatch, dtype):
+    monkeypatch.setattr(split, "cores", lambda: 3)
+    rng = np.random.default_rng(0)
+    n = split.SPLIT_MIN + 5
+    x = (rng.standard_normal(n) * 4).astype(dtype)
+    y = (rng.standard_normal(n) * 4).astype(dtype)
+    g = rng.standard_normal(n).astype(dtype)
+    for op in ("exp", "tanh", "gelu", "relu"):
+        whole = np.empty_like(x)
+        elementwise._UNARY[elementwise.UNARY_OPS.index(op)](x, whole, 0.0, 0.0)
+        if op == "tanh" and dtype == np.float32:
+            elementwise._tanh_f32_kernel(x, whole)
+        got = elementwise.unary(op, x)
+        assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
+        grad = np.empty_like(x)
+        elementwise._UNARY_GRAD[elementwise.UNARY_OPS.index(op)](x, got, g, grad, 0.0, 0.0)
+        assert np.array_equal(elementwise.unary_backward(op, x, got, g).view(np.uint8),
+                              grad.view(np.uint8)), op
+    for op in ("add", "mul", "div", "pow"):
+        whole = np.empty_like(x)
+        elementwise._BINARY[elementwise.BINARY_OPS.index(op)][0](x, y, whole)
+        got = elementwise.binary(op, x, y)
+        assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
+
+
+def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):
+    import multiprocessing
+    monkeypatch.setattr(split, "cores", lambda: 2)
+    x = np.ones(2 * split.SPLIT_MIN, np.float32)
+    elementwise.unary("exp", x)                   # the parent's pool exists
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        total = pool.apply_async(_child_sum_of_exp, (x,)).get(timeout=120)
+    assert total == pytest.approx(np.e * x.size, rel=1e-6)
+
+
+def _child_sum_of_exp(x):
+    return float(np.sum(elementwise.unary("exp", x), dtype=np.float64))
