@@ -73,6 +73,8 @@ def test_cut_kernels_give_the_bits_of_one_call(monkeypatch, dtype):
         assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
 
 
+# Forking a process that has threads is the case under test (Python 3.12 warns about it).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):
     import multiprocessing
     monkeypatch.setattr(split, "cores", lambda: 2)
