@@ -2,9 +2,10 @@
 multi-pass reductions. Arithmetic on sizes only, so it is testable without a device.
 
 A big GPU needs a few hundred workgroups in flight to be busy; a problem that yields fewer
-(a skinny matmul, a full reduction) is split along its summed dimension, and a small
-second pass sums the partial results. A float32 sum of partial sums is still a sum of the
-same terms in some order, so the gamma(n) bounds of the tolerance table hold unchanged.
+(a skinny matmul, a full reduction) is split along its summed dimension, and the partial
+results are summed afterwards (by a small second pass, or within a reduction's own dispatch:
+see reduce.comp's FINISH). A float32 sum of partial sums is still a sum of the same terms in
+some order, so the gamma(n) bounds of the tolerance table hold unchanged.
 """
 from __future__ import annotations
 
