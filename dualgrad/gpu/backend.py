@@ -516,10 +516,12 @@ class GpuBackend(Backend):
         of them."""
         if self._counter_array is None:
             with self.ctx.lock:
-                c = DeviceArray(self.persistent_pool.alloc(4 * COUNTERS), (COUNTERS,),
-                                np.uint32)
-                self.rec.fill(c.alloc.block.buffer, c.alloc.offset, c.nbytes, 0, [c.span()])
-                self._counter_array = c
+                if self._counter_array is None:       # (another thread may have made them)
+                    c = DeviceArray(self.persistent_pool.alloc(4 * COUNTERS), (COUNTERS,),
+                                    np.uint32)
+                    self.rec.fill(c.alloc.block.buffer, c.alloc.offset, c.nbytes, 0,
+                                  [c.span()])
+                    self._counter_array = c
         return self._counter_array
 
     def reduce(self, op, x, axes, keepdims=False):
