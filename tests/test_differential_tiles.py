@@ -211,6 +211,17 @@ def test_split_reductions_finish_in_one_dispatch_where_they_can(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("scratch", [1 << 16, 4], ids=["workspace", "allocated"])
+def test_finishing_reductions_keep_partials_in_the_workspace_or_their_own(pair, rng,
+                                                                          monkeypatch, scratch):
+    from dualgrad.gpu import backend
+    monkeypatch.setattr(backend, "SCRATCH", scratch)
+    for op in ("sum", "mean", "max"):
+        check_reduce(pair, rng, op, (3, 5000), (1,))
+        check_reduce(pair, rng, op, (700, 9), (0,))
+
+
+@pytest.mark.gpu
 def test_finishing_reductions_leave_their_counters_at_zero(pair, rng):
     # Each output's counter must be back at 0 for the next reduction that uses it: many in
     # a row over the same and over other outputs, no wait in between, all agree.

@@ -78,6 +78,7 @@ def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -
 # combine alone; otherwise a second pass combines them.
 COUNTERS = 1 << 16
 FINISH_SPLITS = 64
+SCRATCH = 1 << 16                 # partial results kept in the workspace (more: allocated)
 
 
 class ReducePass(NamedTuple):
@@ -133,6 +134,13 @@ def _reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
         return ()
     return _reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
                           (*kd, *st, *rd, *st), planner)
+
+
+@functools.lru_cache(maxsize=4096)      # called on every reduction
+def _reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+    if keepdims:
+        return keepdims_shape(shape, axes)
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
 class MatmulRecipe(NamedTuple):
@@ -233,7 +241,7 @@ class GpuBackend(Backend):
         self._ops = {name: i for i, name in enumerate(UNARY_OPS)}
         self._bops = {name: i for i, name in enumerate(BINARY_OPS)}
         self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
-        self._counter_array = None
+        self._workspace_arrays = None
 
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) == F32
@@ -339,7 +347,7 @@ class GpuBackend(Backend):
                 arena.release()
             self._arenas.clear()
             self.persistent_pool.release()
-            self._counter_array = None
+            self._workspace_arrays = None
 
     def memory(self) -> dict:
         """Pool statistics; the pass pool is the calling thread's arena."""
@@ -363,7 +371,7 @@ class GpuBackend(Backend):
         lock is held throughout: other threads' work waits rather than land in the
         recording."""
         with self.ctx.lock:
-            self._counters()          # made (and zeroed) outside the recording
+            self._workspace()         # made (and zeroed) outside the recording
             return Capture(self, args).record(run)
 
     def _uncapturable(self, reason: str, once: bool = False) -> None:
@@ -498,39 +506,39 @@ class GpuBackend(Backend):
     def _reduce_run(self, passes, x, y, out):
         """Dispatch reduce.comp ``passes`` from x (and y, for tie counts) into out."""
         for p in passes:
-            dest = out if p.partials is None else self.empty(p.partials)
             y_address = y.address if y is not None else 0
             if p.finish:
-                counters = self._counters()
-                self._run("reduce", p.spec, _push((x.address, y_address, dest.address,
+                counters, partials = self._workspace()
+                if p.partials[0] * p.partials[1] > SCRATCH:
+                    partials = self.empty(p.partials)
+                self._run("reduce", p.spec, _push((x.address, y_address, partials.address,
                                                    out.address, counters.address), p.uints),
-                          p.groups, [x, y], [dest, out, counters])
+                          p.groups, [x, y], [partials, out, counters])
                 return
+            dest = out if p.partials is None else self.empty(p.partials)
             self._run("reduce", p.spec, _push((x.address, y_address, dest.address, 0, 0),
                                               p.uints), p.groups, [x, y], [dest])
             x, y = dest, None
 
-    def _counters(self) -> DeviceArray:
-        """reduce.comp's counters (uint32, zero between dispatches), made on first use.
-        Every finishing reduction writes them, so the recorder puts a barrier between two
-        of them."""
-        if self._counter_array is None:
+    def _workspace(self) -> tuple:
+        """(counters, partials) of finishing reductions, made on first use: uint32
+        counters, zero between dispatches, and room for SCRATCH partial results. Every
+        finishing reduction writes both, so the recorder puts a barrier between two."""
+        if self._workspace_arrays is None:
             with self.ctx.lock:
-                if self._counter_array is None:       # (another thread may have made them)
-                    c = DeviceArray(self.persistent_pool.alloc(4 * COUNTERS), (COUNTERS,),
-                                    np.uint32)
-                    self.rec.fill(c.alloc.block.buffer, c.alloc.offset, c.nbytes, 0,
-                                  [c.span()])
-                    self._counter_array = c
-        return self._counter_array
+                if self._workspace_arrays is None:    # (another thread may have made them)
+                    pool = self.persistent_pool
+                    counters = DeviceArray(pool.alloc(4 * COUNTERS), (COUNTERS,), np.uint32)
+                    partials = DeviceArray(pool.alloc(4 * SCRATCH), (SCRATCH,), F32)
+                    self.rec.fill(counters.alloc.block.buffer, counters.alloc.offset,
+                                  counters.nbytes, 0, [counters.span()])
+                    self._workspace_arrays = counters, partials
+        return self._workspace_arrays
 
     def reduce(self, op, x, axes, keepdims=False):
-        kshape = keepdims_shape(x.shape, axes)
-        out = self.empty(kshape)
+        out = self.empty(_reduced_shape(tuple(x.shape), tuple(axes), keepdims))
         self._reduce_into(self._rops[op], x, None, out, axes)
-        if keepdims:
-            return out
-        return self.reshape(out, tuple(n for i, n in enumerate(kshape) if i not in axes))
+        return out
 
     def reduce_backward(self, op, x, y, g, axes):
         out = self.empty(x.shape)

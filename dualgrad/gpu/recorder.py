@@ -7,8 +7,8 @@ was read or written, gets one global memory barrier first. Each command buffer o
 barrier too, which orders it after everything submitted before it.
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
-released, when it grows long, or once it holds some work while the device has finished all
-before it; at most ``MAX_IN_FLIGHT`` batches are in flight.
+released, when it grows long, or once it holds some work while the device is down to its
+last submitted batch; at most ``MAX_IN_FLIGHT`` batches are in flight.
 
 While a step is captured (``begin_capture``), commands go into a reusable command buffer
 that is not submitted until ``end_capture``; ``submit`` then runs it, after whatever the
@@ -32,9 +32,10 @@ MAX_IN_FLIGHT = 4
 MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
 SUBMIT_BYTES = 256 << 20          # bytes touched by a batch's kernels before it is submitted,
                                   # so the device starts on big work while more is recorded
-IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device that has
-                                  # finished everything: the GPU is not left waiting while
-                                  # the host records, and small batches stay in one submit
+IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device that is down
+                                  # to its last submitted batch: the next one then waits in
+                                  # the queue instead of the GPU waiting for it, and small
+                                  # batches stay in one submit
 MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
@@ -180,7 +181,7 @@ class Recorder:
         for s, e in writes:
             self._touched += e - s
         if self._batch >= MAX_BATCH or self._touched >= SUBMIT_BYTES or (
-                self._touched >= IDLE_SUBMIT_BYTES and self._device_idle()):
+                self._touched >= IDLE_SUBMIT_BYTES and self._device_short_of_work()):
             self.flush()
         VALIDATION.raise_pending()
 
@@ -273,10 +274,11 @@ class Recorder:
                 self._retire_oldest()
         VALIDATION.raise_pending()
 
-    def _device_idle(self) -> bool:
-        """Whether every submitted batch has finished."""
-        return not self._flight or self.lib.vkGetFenceStatus(
-            self.ctx.device, self._flight[-1][1]) == self.vk.VK_SUCCESS
+    def _device_short_of_work(self) -> bool:
+        """Whether at most one submitted batch is unfinished (the one the device may be
+        running)."""
+        return len(self._flight) < 2 or self.lib.vkGetFenceStatus(
+            self.ctx.device, self._flight[-2][1]) == self.vk.VK_SUCCESS
 
     def _done_oldest(self) -> bool:
         return self.lib.vkGetFenceStatus(self.ctx.device, self._flight[0][1]) == \
