@@ -8,187 +8,42 @@ module (``unary``/``binary`` for elementwise.py, ``reduce`` for reduce.py, ...).
 """
 from __future__ import annotations
 
-import functools
 import math
 import struct
 import threading
 import weakref
-from typing import NamedTuple
 
 import numpy as np
 
 from ..api.errors import ArgumentTypeError, DeadTensorError, DeviceUnavailable
 from ..backend import ADAM_HYPER, SGD_HYPER, Backend
 from ..cpu.dropout import threshold as dropout_threshold
-from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, broadcast_strides, pad4
+from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, pad4
 from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
 from .capture import Capture
 from .context import Context
+from .dispatch import COUNT_EQ, COUNTERS, MAX_GROUPS
+from .dispatch import broadcast_layout as _broadcast_layout
+from .dispatch import grid as _groups
+from .dispatch import matmul_recipe as _matmul_recipe
+from .dispatch import push_constants as _push
+from .dispatch import quad_grid as _quad_groups
+from .dispatch import reduce_recipe as _reduce_recipe
+from .dispatch import reduced_shape as _reduced_shape
+from .dispatch import strides4 as _strides4
 from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
 from .recorder import Recorder
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
-WG = 256
-MAX_GROUPS = 65535
-SUM, MEAN = REDUCE_OPS.index("sum"), REDUCE_OPS.index("mean")
-COUNT_EQ = len(REDUCE_OPS)        # reduce.comp's extra op: ties with the maximum
-
-
-@functools.lru_cache(maxsize=64)
-def _packer(addrs: int, uints: int, floats: int) -> struct.Struct:
-    return struct.Struct(f"<{addrs}Q{uints}I{floats}f")
-
-
-def _push(addrs, uints=(), floats=()) -> bytes:
-    """Push constants as the shaders declare them: addresses, then uints, then floats."""
-    return _packer(len(addrs), len(uints), len(floats)).pack(*addrs, *uints, *floats)
+SCRATCH = 1 << 16                 # partial results kept in the reduction workspace (more:
+                                  # allocated)
 
 
 def _seed_step(seed: int, step: int) -> list:
     """Dropout's seed and step as the four 32-bit words the shader takes."""
     return [seed & 0xFFFFFFFF, seed >> 32, step & 0xFFFFFFFF, step >> 32]
-
-
-def _groups(n: int) -> tuple:
-    return (max(1, min(-(-n // WG), MAX_GROUPS)), 1, 1)
-
-
-def _quad_groups(n: int) -> tuple:
-    """The grid of a kernel whose threads take four elements each (unary.comp, binary.comp
-    on same-shaped operands)."""
-    return _groups(-(-n // 4))
-
-
-@functools.lru_cache(maxsize=1024)      # called on every elementwise dispatch
-def _broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -> tuple:
-    """(output shape, the uints binary.comp takes, FLAT) for operands of these shapes;
-    ``out_shape`` None: the broadcast of the two."""
-    shape = np.broadcast_shapes(a_shape, b_shape) if out_shape is None else out_shape
-    s4 = pad4(shape)
-    uints = (math.prod(shape), *s4, *broadcast_strides(a_shape, s4),
-             *broadcast_strides(b_shape, s4))
-    return tuple(shape), tuple(int(u) for u in uints), int(a_shape == b_shape == tuple(shape))
-
-
-# A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
-# an output combines the partial results) where a counter per output fits in COUNTERS and,
-# when one thread runs an item, that thread has at most FINISH_SPLITS partial results to
-# combine alone; otherwise a second pass combines them.
-COUNTERS = 1 << 16
-FINISH_SPLITS = 64
-SCRATCH = 1 << 16                 # partial results kept in the workspace (more: allocated)
-
-
-class ReducePass(NamedTuple):
-    """One dispatch of reduce.comp, all but its addresses."""
-    spec: tuple                   # specialization constants
-    uints: tuple                  # push constants after the five addresses
-    groups: tuple
-    partials: tuple | None        # the shape of the partial results it writes; None: the output
-    finish: bool = False          # it also combines them into the output
-
-
-# The recipes below are cached per planner (plans.reduce_plan, plans.matmul_plan): one
-# put in their place (a test's, the benchmark's sweep) gets recipes of its own.
-@functools.lru_cache(maxsize=4096)      # called on every reduction
-def _reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | None,
-                   maps: tuple | None, planner) -> tuple:
-    """Reduce ``count`` elements into each of ``n_out`` outputs (``total``: the count a mean
-    divides by). ``inner``: the input is [outer][count][inner], or None to index it through
-    the 4-D ``maps``. A split reduction writes (splits, n_out) partial results, then reduces
-    them in a second pass (a mean divides only there; max's tie counts are summed there)."""
-    plan = planner(n_out, count, inner == 1)
-    final = plan.splits == 1
-    first = SUM if code == MEAN and not final else code
-    vec = inner == 1 and count % 4 == 0
-    items = plan.splits * n_out
-    groups = min(items, MAX_GROUPS) if plan.group_items else _groups(items)[0]
-    uints = (n_out, count, plan.splits, plan.chunk, total, inner or 1,
-             *(maps if inner is None else (1,) * 16))
-    if not final and n_out <= COUNTERS and (plan.group_items or
-                                            plan.splits <= FINISH_SPLITS):
-        return (ReducePass((code, int(plan.group_items), int(inner is not None), int(vec), 1),
-                           uints, (groups, 1, 1), (plan.splits, n_out), True),)
-    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec), 0),
-                      uints, (groups, 1, 1), None if final else (plan.splits, n_out))
-    if final:
-        return (this,)
-    second = SUM if code == COUNT_EQ else code
-    return (this,) + _reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
-
-
-@functools.lru_cache(maxsize=4096)      # called on every reduction
-def _reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
-    """The passes that reduce an array of ``shape`` over ``axes`` (none when the result
-    is empty)."""
-    x4 = pad4(shape)
-    lead = 4 - len(shape)
-    reduced = frozenset(a + lead for a in axes)
-    st = _strides4(x4)
-    kd = [1 if d in reduced else int(x4[d]) for d in range(4)]
-    rd = [int(x4[d]) if d in reduced else 1 for d in range(4)]
-    n_out, count = math.prod(kd), math.prod(rd)
-    if not n_out:
-        return ()
-    return _reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
-                          (*kd, *st, *rd, *st), planner)
-
-
-@functools.lru_cache(maxsize=4096)      # called on every reduction
-def _reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
-    if keepdims:
-        return keepdims_shape(shape, axes)
-    return tuple(n for i, n in enumerate(shape) if i not in axes)
-
-
-class MatmulRecipe(NamedTuple):
-    """One matmul.comp dispatch, all but its addresses, and the reduction of its split K."""
-    spec: tuple
-    uints: tuple
-    groups: tuple
-    partials: tuple | None        # the shape of the split-K partial products, if any
-    passes: tuple                 # the reduce.comp passes that sum them
-
-
-@functools.lru_cache(maxsize=4096)      # called on every matmul
-def _matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
-                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
-                   planner, reduce_planner) -> MatmulRecipe:
-    """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
-    split-K plan writes (batch, splits, m*n) partial products that reduce.comp sums."""
-    ca, cb = a_shape[-1], b_shape[-1]
-    a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
-    b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
-    a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
-    b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
-    plan = planner(m, n, k, batch, shared, threads)
-    t = plan.tile
-    # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
-    # the contiguous extent and every other stride a multiple of 4 (the pools align every
-    # allocation to 256 bytes).
-    a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
-    b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
-    split = plan.splits > 1
-    spec = (t.bm, t.bn, t.bk, t.tm, t.tn, int(trans_a), int(trans_b), int(a_vec),
-            int(b_vec), int(n % 4 == 0), plan.splits, t.threads)
-    uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
-    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
-    if not split:
-        return MatmulRecipe(spec, uints, groups, None, ())
-    return MatmulRecipe(spec, uints, groups, (batch * plan.splits, m, n),
-                        _reduce_passes(SUM, batch * m * n, plan.splits, plan.splits, m * n,
-                                       None, reduce_planner))
-
-
-def _strides4(shape4) -> list:
-    """Row-major element strides of a 4-D shape."""
-    s, step = [0, 0, 0, 0], 1
-    for d in range(3, -1, -1):
-        s[d] = step
-        step *= int(shape4[d])
-    return s
 
 
 def _memory_types(ctx) -> tuple:
