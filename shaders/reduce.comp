@@ -102,7 +102,7 @@ float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
 
 float finish(float acc) { return OP == MEAN ? acc / float(p.total) : acc; }
 
-// FINISH: count item `it` of output o in; true for the last of o's SPLITS items. Its
+// FINISH: count an item of output o in; true for the last of o's SPLITS items. The item's
 // partial result, stored before, is visible to whoever then reads it.
 bool count_in(uint o) {
     memoryBarrierBuffer();

@@ -36,6 +36,17 @@ def child_env(*paths, **env) -> dict:
     return merged
 
 
+def train_step(model, opt, x, y):
+    """One training step of a classifier: softmax cross-entropy, backward, optimizer step,
+    gradients cleared; returns the loss."""
+    with dg.with_grad_tape():
+        loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
 def require_gpu():
     """Skip (or, under DUALGRAD_REQUIRE_GPU=1, fail) when there is no Vulkan device."""
     found, reason = dg.api.device.gpu_status()

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from conftest import train_step
 from dualgrad.api.errors import ArgumentTypeError, DeadTensorError, InvalidValueError
 from dualgrad.gpu.capture import SLOT_WORDS
 from dualgrad.gpu.context import live_objects
@@ -38,14 +39,7 @@ def make(opt_kind="adam", schedule=False):
 
 
 def step_fn(model, opt):
-    def fn(x, y):
-        with dg.with_grad_tape():
-            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-            loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-    return fn
+    return lambda x, y: train_step(model, opt, x, y)
 
 
 def state(model, opt) -> dict:

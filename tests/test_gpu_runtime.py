@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
-from conftest import child_env
+from conftest import child_env, train_step
 from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
 from dualgrad.cpu.reduce import REDUCE_OPS
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
@@ -22,15 +22,6 @@ ROOT = SHADERS.parent
 
 def mlp():
     return dg.nn.Sequential(dg.nn.Linear(12, 32), dg.nn.ReLU(), dg.nn.Linear(32, 5))
-
-
-def train_step(model, opt, x, y):
-    with dg.with_grad_tape():
-        loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-        loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
 
 
 @pytest.mark.gpu

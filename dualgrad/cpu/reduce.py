@@ -5,7 +5,7 @@ no float32 rounding until the end, in a fixed order of accumulation. When the re
 are consecutive the input is read as (outer, reduced, inner):
 
 - inner > 1 (e.g. a bias gradient, the sum over the batch axis): each output adds its
-  inputs one after another in row-major order; whole rows are added at a time.
+  inputs one after another in row-major order; four whole rows are added a pass.
 - inner == 1 (the reduced elements of an output are contiguous, e.g. a sum of everything):
   the run is summed in ``LANES`` interleaved partial sums (element j into lane j % LANES),
   which are then added in a fixed order; independent lanes let the loop use vector

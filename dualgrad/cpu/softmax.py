@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .jit import fma_kernel, kernel, scalar
+from .jit import fma_kernel, scalar
 from .vmath import vexp
 
 
@@ -43,7 +43,7 @@ def _softmax_rows(x, out, log):
                 out[r, j] = e[j] / s
 
 
-@kernel
+@fma_kernel
 def _softmax_grad_rows(y, g, out, log):
     rows, n = y.shape
     for r in range(rows):
@@ -57,7 +57,7 @@ def _softmax_grad_rows(y, g, out, log):
                 out[r, j] = np.float64(y[r, j]) * (np.float64(g[r, j]) - s)
 
 
-@kernel
+@fma_kernel
 def _xent_forward(x, targets, lse):
     rows, n = x.shape
     total = 0.0

@@ -67,6 +67,14 @@ _ROUND_BITS = 0x4338000000000000     # the bits of ROUND
 
 
 @scalar
+def _expm1_reduced(r):
+    """expm1(r) for |r| <= ln(2)/2: r + r**2 P(r), P by Horner's rule."""
+    p = ((((((((_P9 * r + _P8) * r + _P7) * r + _P6) * r + _P5) * r + _P4) * r + _P3) * r
+          + _P2) * r + _P1) * r + _P0
+    return r + r * r * p
+
+
+@scalar
 def _split(x):
     """(k, 2**j, 2**(k - j), expm1(r)) with x = k ln 2 + r and j = floor(k / 2): two
     factors, each within float64's normal exponents for any k from -1075 to 1075. A NaN x
@@ -76,14 +84,12 @@ def _split(x):
     t = ROUND if t != t else t
     kf = t - ROUND
     r = (x - kf * LN2_HI) - kf * LN2_LO
-    p = ((((((((_P9 * r + _P8) * r + _P7) * r + _P6) * r + _P5) * r + _P4) * r + _P3) * r
-          + _P2) * r + _P1) * r + _P0
     # k read from t's low bits (a float-to-int64 conversion would not vectorise on AVX2);
     # 2**k in two halves, so that k down to -1075 stays within float64's normal exponents
     k = _as_int64(t) - _ROUND_BITS
     half = k >> 1
     return (kf, _as_float64((half + 1023) << 52), _as_float64((k - half + 1023) << 52),
-            r + r * r * p)
+            _expm1_reduced(r))
 
 
 @scalar
@@ -121,11 +127,9 @@ def _expm1_neg(z):
     t = z * -LOG2E + ROUND
     kf = t - ROUND
     r = (kf * -LN2_HI - z) - kf * LN2_LO
-    p = ((((((((_P9 * r + _P8) * r + _P7) * r + _P6) * r + _P5) * r + _P4) * r + _P3) * r
-          + _P2) * r + _P1) * r + _P0
     scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
-    # scale - 1 is exact; for k = 0 this is r + r**2 p itself, so small z keeps its digits
-    return scale * (r + r * r * p) + (scale - 1.0)
+    # scale - 1 is exact; for k = 0 this is expm1(r) itself, so small z keeps its digits
+    return scale * _expm1_reduced(r) + (scale - 1.0)
 
 
 @scalar

@@ -76,26 +76,26 @@ class ReducePass(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
 def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | None,
-                   maps: tuple | None, planner) -> tuple:
+                  maps: tuple | None, planner) -> tuple:
     """Reduce ``count`` elements into each of ``n_out`` outputs (``total``: the count a mean
     divides by). ``inner``: the input is [outer][count][inner], or None to index it through
-    the 4-D ``maps``. A split reduction writes (splits, n_out) partial results, then reduces
-    them in a second pass (a mean divides only there; max's tie counts are summed there)."""
+    the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
+    them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
+    only there; max's tie counts are summed there)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
-    first = SUM if code == MEAN and not final else code
+    finish = not final and n_out <= COUNTERS and (plan.group_items or
+                                                  plan.splits <= FINISH_SPLITS)
+    first = SUM if code == MEAN and not (final or finish) else code
     vec = inner == 1 and count % 4 == 0
     items = plan.splits * n_out
     groups = min(items, MAX_GROUPS) if plan.group_items else grid(items)[0]
     uints = (n_out, count, plan.splits, plan.chunk, total, inner or 1,
              *(maps if inner is None else (1,) * 16))
-    if not final and n_out <= COUNTERS and (plan.group_items or
-                                            plan.splits <= FINISH_SPLITS):
-        return (ReducePass((code, int(plan.group_items), int(inner is not None), int(vec), 1),
-                           uints, (groups, 1, 1), (plan.splits, n_out), True),)
-    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec), 0),
-                      uints, (groups, 1, 1), None if final else (plan.splits, n_out))
-    if final:
+    this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec),
+                       int(finish)), uints, (groups, 1, 1),
+                      None if final else (plan.splits, n_out), finish)
+    if final or finish:
         return (this,)
     second = SUM if code == COUNT_EQ else code
     return (this,) + reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
@@ -115,7 +115,7 @@ def reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
     if not n_out:
         return ()
     return reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
-                          (*kd, *st, *rd, *st), planner)
+                         (*kd, *st, *rd, *st), planner)
 
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
@@ -136,8 +136,8 @@ class MatmulRecipe(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
-                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
-                   planner, reduce_planner) -> MatmulRecipe:
+                  m: int, n: int, k: int, batch: int, shared: int, threads: int,
+                  planner, reduce_planner) -> MatmulRecipe:
     """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
     split-K plan writes (batch, splits, m*n) partial products that reduce.comp sums."""
     ca, cb = a_shape[-1], b_shape[-1]
@@ -161,7 +161,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
         return MatmulRecipe(spec, uints, groups, None, ())
     return MatmulRecipe(spec, uints, groups, (batch * plan.splits, m, n),
                         reduce_passes(SUM, batch * m * n, plan.splits, plan.splits, m * n,
-                                       None, reduce_planner))
+                                      None, reduce_planner))
 
 
 def strides4(shape4) -> list:
