@@ -1,6 +1,6 @@
 # make demo     install the package and train the demo classifier on the cpu backend
 # make test     install system and Python test dependencies, then run the test suite
-# make shaders  recompile shaders/*.comp into dualgrad/gpu/spirv/*.spv (needs glslc)
+# make shaders  recompile changed shaders/*.comp into dualgrad/gpu/spirv/*.spv (glslc, or GLSLC=path)
 # make bench    run the benchmarks (PyTorch as the peer where installed; bench/RESULTS.md)
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip

@@ -151,7 +151,23 @@ SWEEP_TILES = dict(plans.TILES, **{
     "64x128": plans.Tile(64, 128, 16, 4, 8),
     "256x128": plans.Tile(256, 128, 16, 8, 8),
     "64x64 8x4": plans.Tile(64, 64, 16, 8, 4),
-    "32x128": plans.Tile(32, 128, 16, 4, 8)})
+    "32x128": plans.Tile(32, 128, 16, 4, 8),
+    "tc 128x64": plans.TensorTile(128, 64, 16, 64, 32),
+    "tc 128x64 k32": plans.TensorTile(128, 64, 32, 64, 32),
+    "tc 128x128": plans.TensorTile(128, 128, 16, 64, 32),
+    "tc 64x128": plans.TensorTile(64, 128, 16, 32, 64),
+    "tc 64x64": plans.TensorTile(64, 64, 16, 32, 32),
+    "tc 256x64": plans.TensorTile(256, 64, 16, 64, 32)})
+
+
+def sweepable(tile, m: int, n: int, k: int, tensor_cores: bool) -> bool:
+    """Whether the sweep times ``tile`` on this product (tensor tiles: where the device has
+    tensor cores and the product is whole 16 x 16 blocks)."""
+    if not tile.fits():
+        return False
+    if isinstance(tile, plans.TensorTile):
+        return tensor_cores and m % 16 == 0 and n % 16 == 0
+    return True
 
 
 def sweep_matmul(args, ours) -> None:
@@ -163,13 +179,15 @@ def sweep_matmul(args, ours) -> None:
             a, b = _operands(m, n, k, ta, tb)
             ha, hb = ours.put(a), ours.put(b)
             flops = 2.0 * m * n * k
-            best = chosen(m, n, k, 1)
+            best = chosen(m, n, k, 1, tensor_cores=ours.backend.ctx.tensor_cores)
             results = []
             for label, tile in SWEEP_TILES.items():
-                if not tile.fits():
+                if not sweepable(tile, m, n, k, ours.backend.ctx.tensor_cores):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
                 splits = {s for s in (1, 2, 4, 8, natural, 2 * natural) if k >= 4 * s * tile.bk}
+                if isinstance(tile, plans.TensorTile):
+                    splits = {1}
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
                     t, _ = timed(args, lambda: ours.backend.matmul(ha, hb, ta, tb), None,

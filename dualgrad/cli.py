@@ -22,7 +22,8 @@ def _info(args) -> int:
     print("Vulkan devices:")
     for d in found:
         ieee = ", ".join(name for name, key in (("NaN/inf/-0 preserved", "preserves_nan"),
-                                                ("subnormals preserved", "preserves_denormals"))
+                                                ("subnormals preserved", "preserves_denormals"),
+                                                ("bf16 tensor cores", "tensor_cores"))
                          if d.get(key)) or "no float controls"
         usable = "" if d["usable"] else "  [not usable: needs Vulkan 1.2 + buffer addresses]"
         print(f"  [{d['index']}] {d['name']}  ({d['type']}, {d['memory_mib']} MiB, "

@@ -85,7 +85,8 @@ def _report(info, examples, reports, lock, seconds) -> dict:
     ok = not failures and all(r["ok"] for r in lockstep_rows.values())
     return {"ok": ok, "dualgrad": __version__, "python": platform.python_version(),
             "device": {k: info[k] for k in ("name", "type", "api_version", "driver",
-                                             "preserves_nan", "preserves_denormals")
+                                             "preserves_nan", "preserves_denormals",
+                                             "tensor_cores")
                        if k in info},
             "examples_per_check": examples, "seconds": round(seconds, 1),
             "entries": {k: v.as_dict() for k, v in sorted(entries.items())},

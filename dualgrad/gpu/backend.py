@@ -445,10 +445,10 @@ class GpuBackend(Backend):
         limits = self.ctx.limits
         r = _matmul_recipe(tuple(a.shape), tuple(b.shape), trans_a, trans_b, m, n, k, batch,
                            limits.maxComputeSharedMemorySize,
-                           limits.maxComputeWorkGroupInvocations, plans.matmul_plan,
-                           plans.reduce_plan)
+                           limits.maxComputeWorkGroupInvocations, self.ctx.tensor_cores,
+                           plans.matmul_plan, plans.reduce_plan)
         dest = out if r.partials is None else self.empty(r.partials)
-        self._run("matmul", r.spec, _push((a.address, b.address, dest.address), r.uints),
+        self._run(r.shader, r.spec, _push((a.address, b.address, dest.address), r.uints),
                   r.groups, [a, b], [dest])
         self._reduce_run(r.passes, dest, None, out)
 

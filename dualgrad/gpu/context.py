@@ -22,6 +22,7 @@ import sys
 import threading
 
 from ..api.errors import DeviceUnavailable, InvalidValueError, ValidationError
+from . import features
 
 _INSTALL_HINT = ("install a Vulkan loader and driver (on Debian: apt-get install libvulkan1 "
                  "mesa-vulkan-drivers; the latter gives lavapipe, a software device)")
@@ -176,7 +177,7 @@ def _create_instance(vk, layers=(), extensions=(), pnext=None):
                                 f"{exc}); {_INSTALL_HINT}") from None
 
 
-def _describe(vk, index: int, pd) -> dict:
+def _describe(vk, instance, index: int, pd) -> dict:
     props = vk.vkGetPhysicalDeviceProperties(pd)
     mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
     local = sum(mem.memoryHeaps[i].size for i in range(mem.memoryHeapCount)
@@ -200,7 +201,8 @@ def _describe(vk, index: int, pd) -> dict:
                        vk.ffi.string(driver.driverInfo).decode()).strip(),
             "usable": usable, "queue_family": compute[0] if compute else None,
             "preserves_nan": bool(floats.shaderSignedZeroInfNanPreserveFloat32),
-            "preserves_denormals": bool(floats.shaderDenormPreserveFloat32)}
+            "preserves_denormals": bool(floats.shaderDenormPreserveFloat32),
+            "tensor_cores": usable and features.bf16_tensor_cores(vk, instance, pd)}
 
 
 _lock = threading.Lock()
@@ -238,7 +240,7 @@ def list_devices() -> list:
     with _lock:
         if _found is None:
             physical = vk.vkEnumeratePhysicalDevices(handle)
-            _found = [(_describe(vk, i, pd), pd) for i, pd in enumerate(physical)]
+            _found = [(_describe(vk, handle, i, pd), pd) for i, pd in enumerate(physical)]
         return [dict(info) for info, _ in _found]
 
 
@@ -295,6 +297,9 @@ class Context:
         self.limits = self.properties.limits
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.queue_family = info["queue_family"]
+        # bfloat16 tensor cores for big matrix products, where the device has them and
+        # DUALGRAD_VK_TENSOR_CORES does not turn them off (features.py)
+        self.tensor_cores = bool(info["tensor_cores"]) and features.requested()
         self.device = self._create_device()
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pipelines = Pipelines(self)
@@ -302,13 +307,18 @@ class Context:
 
     def _create_device(self):
         vk = self.vk
-        features = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=vk.VK_TRUE)
-        features2 = vk.VkPhysicalDeviceFeatures2(pNext=features)
+        head = vk.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=vk.VK_TRUE)
+        extensions, chain = [], []    # chain: structs only pointers refer to, kept alive here
+        if self.tensor_cores:
+            extensions, head, chain = features.device_chain(vk, head)
+        features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
         priorities = vk.ffi.new("float[]", [1.0])
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family,
                                                 queueCount=1, pQueuePriorities=priorities)
         info = vk.VkDeviceCreateInfo(pNext=features2, queueCreateInfoCount=1,
-                                     pQueueCreateInfos=[queue_info])
+                                     pQueueCreateInfos=[queue_info],
+                                     enabledExtensionCount=len(extensions),
+                                     ppEnabledExtensionNames=extensions or vk.ffi.NULL)
         try:
             return vk.vkCreateDevice(self.physical, info, None)
         except Exception as exc:  # noqa: BLE001

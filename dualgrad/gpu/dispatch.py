@@ -126,7 +126,9 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 
 
 class MatmulRecipe(NamedTuple):
-    """One matmul.comp dispatch, all but its addresses, and the reduction of its split K."""
+    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, and
+    the reduction of its split K."""
+    shader: str
     spec: tuple
     uints: tuple
     groups: tuple
@@ -137,7 +139,7 @@ class MatmulRecipe(NamedTuple):
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
-                  planner, reduce_planner) -> MatmulRecipe:
+                  tensor_cores: bool, planner, reduce_planner) -> MatmulRecipe:
     """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
     split-K plan writes (batch, splits, m*n) partial products that reduce.comp sums."""
     ca, cb = a_shape[-1], b_shape[-1]
@@ -145,7 +147,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
     a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
-    plan = planner(m, n, k, batch, shared, threads)
+    plan = planner(m, n, k, batch, shared, threads, tensor_cores)
     t = plan.tile
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
@@ -153,13 +155,13 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
     b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
     split = plan.splits > 1
-    spec = (t.bm, t.bn, t.bk, t.tm, t.tn, int(trans_a), int(trans_b), int(a_vec),
-            int(b_vec), int(n % 4 == 0), plan.splits, t.threads)
+    spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
+            plan.splits, t.threads)
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if not split:
-        return MatmulRecipe(spec, uints, groups, None, ())
-    return MatmulRecipe(spec, uints, groups, (batch * plan.splits, m, n),
+        return MatmulRecipe(t.shader, spec, uints, groups, None, ())
+    return MatmulRecipe(t.shader, spec, uints, groups, (batch * plan.splits, m, n),
                         reduce_passes(SUM, batch * m * n, plan.splits, plan.splits, m * n,
                                       None, reduce_planner))
 

@@ -24,6 +24,8 @@ class Tile(NamedTuple):
     tm: int
     tn: int
 
+    shader = "matmul"
+
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
@@ -48,6 +50,40 @@ class Tile(NamedTuple):
                 and self.shared_bytes <= shared and t <= threads)
 
 
+class TensorTile(NamedTuple):
+    """A matmul_bf16x6.comp tile: bm x bn outputs per workgroup, K in steps of bk (a
+    multiple of 16), each warp (a subgroup of 32) wm x wn of them in 16 x 16 blocks."""
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+
+    shader = "matmul_bf16x6"
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn) * 32
+
+    @property
+    def shared_bytes(self) -> int:
+        """Three bfloat16 pieces of each operand's tile, rows padded by 8 values (the
+        larger of the two layouts), and a flag."""
+        def tile(rows):
+            return 3 * 2 * max(rows * (self.bk + 8), self.bk * (rows + 8))
+        return tile(self.bm) + tile(self.bn) + 4
+
+    def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
+        """Whether matmul_bf16x6.comp can run it: whole 16 x 16 blocks per warp, whole
+        quads per thread in both tiles each K step, and the limits."""
+        t = self.threads
+        return (self.bk % 16 == 0 and self.wm % 16 == 0 and self.wn % 16 == 0
+                and self.bm % self.wm == 0 and self.bn % self.wn == 0
+                and self.bm * self.bk // 4 % t == 0 and self.bk * self.bn // 4 % t == 0
+                and self.bm * self.bk >= 4 * t and self.bk * self.bn >= 4 * t
+                and self.shared_bytes <= shared and t <= threads)
+
+
 # Measured on an H200 (bench/bench_gpu.py --sweep): the widest tile wins once it yields
 # about one workgroup per SM, 128x128 with K steps of 8 below that; for a layer of 10
 # outputs, 32 x 64 beats 16 x 64 (twice the threads on the same loads).
@@ -66,10 +102,18 @@ SQUARE_GROUPS = 16
 # parallelism), and the big squares gained at most 3%.
 BUSY_GROUPS = 16
 MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
+# Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
+# enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay. On
+# an H200 (bench_gpu.py --sweep) the 128 x 128 tile of 8 warps was the fastest tensor tile
+# or within 2% of it on the products of 2^29 multiply-adds or more, and 3 to 16% faster
+# than the best fma tile; below that (256 x 1024 x 1024) the two kernels tie.
+TENSOR_TILE = TensorTile(128, 128, 16, 64, 32)
+MIN_TENSOR_K = 256
+MIN_TENSOR_WORK = 1 << 29         # multiply-adds
 
 
 class MatmulPlan(NamedTuple):
-    tile: Tile
+    tile: Tile | TensorTile       # its ``shader`` runs the product
     splits: int                   # K is cut into this many slices of kc, summed afterwards
     kc: int
 
@@ -95,9 +139,13 @@ def sliced(tile: Tile, k: int, splits: int) -> MatmulPlan:
 
 @functools.lru_cache(maxsize=4096)     # called on every dispatch
 def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
-                threads: int = 1024) -> MatmulPlan:
+                threads: int = 1024, tensor_cores: bool = False) -> MatmulPlan:
     """The tile and split for C (m x n) = A (m x k) @ B (k x n), batch times, on a device
-    with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup."""
+    with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup, and
+    bfloat16 tensor cores if ``tensor_cores``."""
+    if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
+            and m * n * k * batch >= MIN_TENSOR_WORK and TENSOR_TILE.fits(shared, threads)):
+        return MatmulPlan(TENSOR_TILE, 1, k)
     wide, square = TILES["wide"], TILES["square"]
 
     def groups(tile):

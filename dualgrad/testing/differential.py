@@ -8,6 +8,7 @@ collects the worst figures per tolerance-table entry.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Callable
@@ -252,12 +253,58 @@ def _matmul(data, pair):
                                                                              label="trans_b")
     a = data.draw(dgst.arrays(batch_a + (m, k)), label="a")
     b = data.draw(dgst.arrays(batch_b + (k, n)), label="b")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
+
+
+def _matmul_agreement(pair, a, b, trans_a, trans_b):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    return [pair.agree("matmul", gc, cc, scale=scale, length=k)]
+    return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
+
+
+@contextlib.contextmanager
+def tensor_cores_forced(backend):
+    """Within it, ``backend`` runs every matmul its tensor-core kernel can run (whole 16 x 16
+    output blocks) on that kernel, however small the product; on a backend without tensor
+    cores nothing changes. Yields whether they are used."""
+    from ..gpu import plans
+    if not getattr(getattr(backend, "ctx", None), "tensor_cores", False):
+        yield False
+        return
+    natural = plans.matmul_plan
+
+    def plan(m, n, k, batch, *limits):
+        if m % 16 == 0 and n % 16 == 0:
+            return plans.MatmulPlan(plans.TENSOR_TILE, 1, k)
+        return natural(m, n, k, batch, *limits)
+    plans.matmul_plan = plan
+    try:
+        yield True
+    finally:
+        plans.matmul_plan = natural
+
+
+@check("matmul:tensor")
+def _matmul_tensor(data, pair):
+    """matmul on the gpu's tensor cores where it has them (elsewhere its own plan): M and N
+    whole 16 x 16 blocks, K past the 248 the bound needs, and values the split sends to the
+    exact path (below 2^-100, above 2^64) in some tiles."""
+    m, n = (16 * data.draw(st.integers(1, 12), label=f"{name}/16") for name in "mn")
+    k = data.draw(st.integers(256, 420), label="k")
+    batch_a, batch_b = data.draw(st.sampled_from([((), ()), ((2,), (2,)), ((2,), ())]),
+                                 label="batches")
+    trans_a, trans_b = data.draw(st.booleans(), label="trans_a"), data.draw(st.booleans(),
+                                                                             label="trans_b")
+    unsplittable = (1e-35, -2.0 ** 70)
+    a = data.draw(dgst.arrays(batch_a + (m, k), specials=unsplittable, max_specials=2),
+                  label="a")
+    b = data.draw(dgst.arrays(batch_b + (k, n), specials=unsplittable, max_specials=2),
+                  label="b")
+    with tensor_cores_forced(pair.dut):
+        return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -165,7 +165,13 @@ TOLERANCES: dict = {
     "reduce_backward:max": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
                                      "several", ulps=3),
     "matmul": Tolerance("both backends accumulate in float32 (cpu: BLAS sgemm), each within "
-                        "gamma(K) |A| @ |B| of the exact product", gamma=2),
+                        "gamma(K) |A| @ |B| of the exact product. The gpu's tensor-core "
+                        "kernel (matmul_bf16x6.comp, K >= 256) is too: its dropped piece "
+                        "products are below 16u S, each 16-deep step's six tensor-core sums "
+                        "err by at most 6c u of the step's S (c = 36 allows no guard bits in "
+                        "their alignment), and the K/16 steps are added with float32 "
+                        "rounding: (6c + 16 + K/16) u S <= gamma(K) S once K >= 248",
+                        gamma=2),
     "permute": Tolerance(_EXACT_MOVE, exact=True),
     "copy": Tolerance(_EXACT_MOVE, exact=True),
     "fill": Tolerance("every element set to the same float32 value", exact=True),

@@ -1,0 +1,238 @@
+"""Products on bfloat16 tensor cores (matmul_bf16x6.comp): the split the kernel relies on,
+when the planner chooses it, how the device feature is asked for, and (on a device that has
+tensor cores) the kernel against the cpu reference and the fma kernel."""
+import numpy as np
+import pytest
+
+from dualgrad import testing
+from dualgrad.api import device
+from dualgrad.api.errors import InvalidValueError
+from dualgrad.gpu import dispatch, features, plans
+
+U = 2.0 ** -24
+
+
+# -- the split, as arithmetic ------------------------------------------------------------------
+def bf16(x, nearest=True):
+    """float32 x rounded to bfloat16 (to nearest even, or toward zero), as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    if nearest:
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+    return (bits & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def split(x, nearest=True):
+    x0 = bf16(x, nearest)
+    r = (x - x0).astype(np.float32)
+    x1 = bf16(r, nearest)
+    return x0, x1, (r - x1).astype(np.float32)
+
+
+def splittable_values(rng, n):
+    """float32 values the kernel splits (|x| in [2^-100, 2^64), or 0), over every binade."""
+    mags = np.exp2(rng.uniform(-100, 63.9, n))
+    vals = (rng.choice([-1.0, 1.0], n) * mags * (1 + rng.random(n))).astype(np.float32)
+    vals[:8] = [0.0, -0.0, 1.0, -1.0, 2.0 ** -100, 2.0 ** 64 * (1 - 2 ** -24), 3.0, 1 / 3]
+    return vals
+
+
+@pytest.mark.parametrize("nearest", [True, False], ids=["to-nearest", "toward-zero"])
+def test_three_bfloat16_pieces_hold_a_float32_exactly(rng, nearest):
+    x = splittable_values(rng, 200_000)
+    x0, x1, x2 = split(x, nearest)
+    assert np.array_equal(bf16(x2, nearest), x2)               # the last piece is a bfloat16
+    total = x0.astype(np.float64) + x1.astype(np.float64) + x2.astype(np.float64)
+    assert np.array_equal(total, x.astype(np.float64))
+
+
+@pytest.mark.parametrize("nearest", [True, False], ids=["to-nearest", "toward-zero"])
+def test_the_dropped_piece_products_are_below_2_to_the_minus_20(rng, nearest):
+    a, b = splittable_values(rng, 200_000), rng.permutation(splittable_values(rng, 200_000))
+    a0, a1, a2 = (p.astype(np.float64) for p in split(a, nearest))
+    b0, b1, b2 = (p.astype(np.float64) for p in split(b, nearest))
+    dropped = np.abs(a1 * b2) + np.abs(a2 * b1) + np.abs(a2 * b2)
+    ab = np.abs(a.astype(np.float64) * b.astype(np.float64))
+    assert np.all(dropped <= 2.0 ** -20 * ab)                  # 16u, the table's allowance
+    kept = a0 * b0 + a1 * b0 + a0 * b1 + a1 * b1 + a2 * b0 + a0 * b2
+    assert np.all(np.abs(kept - a.astype(np.float64) * b) <= 2.0 ** -20 * ab)
+
+
+def test_the_bound_holds_from_k_248_with_no_guard_bits():
+    """(6c + 16 + K/16) u <= gamma(K) with c = 36 once K >= 248, which is why the planner
+    asks for K >= 256."""
+    def ours(k):
+        return (6 * 36 + 16 + k / 16) * U
+    assert ours(plans.MIN_TENSOR_K) <= testing.gamma(plans.MIN_TENSOR_K)
+    assert ours(248) <= testing.gamma(248) and ours(247) > testing.gamma(247)
+
+
+# -- the plan ----------------------------------------------------------------------------------
+def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
+    big = (1024, 1024, 512, 1)
+    assert plans.matmul_plan(*big, tensor_cores=True).tile == plans.TENSOR_TILE
+    assert plans.matmul_plan(*big, tensor_cores=False).tile.shader == "matmul"
+    for m, n, k, batch in [(1024, 1000, 512, 1),     # N not whole 16-blocks
+                           (1000, 1024, 512, 1),     # M neither
+                           (4096, 4096, 128, 1),     # K below the bound's 248
+                           (256, 1024, 1024, 1)]:    # too little work to pay
+        assert plans.matmul_plan(m, n, k, batch, tensor_cores=True).tile.shader == "matmul"
+    plan = plans.matmul_plan(4096, 4096, 300, 1, tensor_cores=True)
+    assert (plan.tile, plan.splits) == (plans.TENSOR_TILE, 1)   # never split K
+    # A device with less shared memory than the tile needs gets the fma kernel.
+    small = plans.matmul_plan(*big, 16 << 10, 1024, True)
+    assert small.tile.shader == "matmul" and small.tile.fits(16 << 10, 1024)
+
+
+def test_a_tensor_recipe_names_its_shader_and_constants():
+    # C (512 x 768) = A (512 x 1536) @ B^T, B stored (768 x 1536): 2^29 multiply-adds
+    r = dispatch.matmul_recipe((512, 1536), (768, 1536), False, True, 512, 768, 1536, 1,
+                               48 << 10, 1024, True, plans.matmul_plan, plans.reduce_plan)
+    t = plans.TENSOR_TILE
+    assert r.shader == "matmul_bf16x6" and r.passes == () and r.partials is None
+    assert r.spec == (*t, 0, 1, 1, 1, 1, 1, t.threads)
+    assert r.groups == (768 // t.bn, 512 // t.bm, 1)
+
+
+def test_tensor_tiles_check_their_shape_and_limits():
+    assert plans.TENSOR_TILE.fits() and plans.TENSOR_TILE.threads == 256
+    assert not plans.TensorTile(128, 128, 8, 64, 32).fits()      # K step not 16-deep
+    assert not plans.TensorTile(128, 128, 16, 48, 32).fits()     # warp share not 16-blocks
+    assert not plans.TensorTile(256, 256, 16, 64, 32).fits()     # over 48 KiB of tiles
+    assert not plans.TENSOR_TILE.fits(threads=128)
+
+
+# -- the device feature ------------------------------------------------------------------------
+def test_the_environment_switch_is_checked(monkeypatch):
+    for value, allowed in (("", True), ("1", True), ("0", False)):
+        monkeypatch.setenv(features.ENV, value)
+        assert features.requested() is allowed
+    monkeypatch.setenv(features.ENV, "yes")
+    with pytest.raises(InvalidValueError, match=features.ENV):
+        features.requested()
+
+
+def test_the_device_chain_enables_every_feature_the_shader_declares():
+    vulkan = pytest.importorskip("vulkan")       # its cffi types (the loader must be there)
+    head = vulkan.VkPhysicalDeviceBufferDeviceAddressFeatures(bufferDeviceAddress=1)
+    extensions, top, keep = features.device_chain(vulkan, head)
+    assert set(extensions) == set(features.EXTENSIONS)
+    ffi = vulkan.ffi
+    node = ffi.cast("VkBaseOutStructure*", ffi.addressof(top))
+    seen = []
+    while node != ffi.NULL:
+        seen.append(node.sType)
+        if node.sType == features._BF16_FEATURES:
+            words = ffi.cast("uint32_t*", node)
+            assert words[features._BF16_TYPE] == words[features._BF16_COOPMAT] == 1
+        node = node.pNext
+    assert seen == [vulkan.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+                    vulkan.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+                    vulkan.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+                    features._BF16_FEATURES,
+                    vulkan.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES]
+    assert top.shaderFloat16 and len(keep) == 5
+
+
+# -- the kernel, on a device with tensor cores ----------------------------------------------
+@pytest.fixture
+def tensor_pair(gpu):
+    backend = device.active()
+    if not backend.ctx.tensor_cores:
+        pytest.skip(f"{backend.ctx.name} has no bfloat16 cooperative matrices (tensor cores)")
+    return testing.Pair(backend)
+
+
+def forced(tile):
+    return lambda m, n, k, batch, *limits: plans.MatmulPlan(tile, 1, k)
+
+
+def operands(rng, sa, sb, trans_a, trans_b, lo=-3.0, hi=3.0):
+    a = rng.uniform(lo, hi, sa).astype(np.float32)
+    b = rng.uniform(lo, hi, sb).astype(np.float32)
+    a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
+    b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
+    return a, b, a_st, b_st
+
+
+def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
+    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
+    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    result = pair.agree("matmul", got, ref, scale=scale, length=a.shape[-1])
+    assert result.ok, result
+    return got
+
+
+TENSOR_TILES = {"plan": plans.TENSOR_TILE, "128x64": plans.TensorTile(128, 64, 16, 64, 32),
+                "64x128": plans.TensorTile(64, 128, 16, 32, 64),
+                "k32": plans.TensorTile(128, 64, 32, 64, 32),
+                "one warp": plans.TensorTile(16, 16, 16, 16, 16)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(TENSOR_TILES))
+@pytest.mark.parametrize("vec", [True, False], ids=["vec4", "scalar"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+def test_tensor_tiles_at_their_edges(tensor_pair, rng, monkeypatch, name, vec, trans_a,
+                                     trans_b):
+    tile = TENSOR_TILES[name]
+    # One 16-block past a tile in M and N; K a few steps and a part (not a multiple of 4 for
+    # the scalar loads).
+    m, n, k = tile.bm + 16, tile.bn + 16, 256 + (8 if vec else 7)
+    monkeypatch.setattr(plans, "matmul_plan", forced(tile))
+    agree(tensor_pair, *operands(rng, (m, k), (k, n), trans_a, trans_b), trans_a, trans_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [((3, 144, 300), (300, 80)), ((2, 160, 260), (2, 260, 96))],
+                         ids=str)
+def test_batched_tensor_products(tensor_pair, rng, monkeypatch, shapes):
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
+    for trans in (False, True):
+        agree(tensor_pair, *operands(rng, *shapes, trans, trans), trans, trans)
+
+
+@pytest.mark.gpu
+def test_the_tensor_kernel_errs_less_than_float32_fmas(tensor_pair, rng, monkeypatch):
+    """All-positive operands, K = 4096: every rounding goes the same way, the worst case for
+    a float32 sum. Against float64, the tensor-core result is closer than the fma kernel's."""
+    a, b, a_st, b_st = operands(rng, (512, 4096), (4096, 256), False, False, 0.0, 1.0)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    errors = {}
+    for tile in (plans.TENSOR_TILE, plans.TILES["square"]):
+        monkeypatch.setattr(plans, "matmul_plan", forced(tile))
+        got = agree(tensor_pair, a, b, a_st, b_st, False, False)
+        errors[tile.shader] = np.max(np.abs(got - exact) / exact) / U
+    assert errors["matmul_bf16x6"] < errors["matmul"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan, 2.0 ** 70, 1e-35, 3e38])
+def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng,
+                                                                 monkeypatch, value):
+    """The tile that holds it is computed by float32 fmas in k order, bit for bit what the
+    fma kernel computes on a tile of the same shape (128 x 128); the others on tensor
+    cores, within the bound."""
+    a, b, a_st, b_st = operands(rng, (256, 320), (320, 256), False, False)
+    a[130, 5] = value                  # in the tile of rows 128..255 (a_st is a itself)
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
+    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, False)
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["square"]))
+    _, fma = tensor_pair.twin("matmul", a_st, b_st, False, False)
+    assert plans.TILES["square"][:2] == plans.TENSOR_TILE[:2]
+    marked = got[128:, :128]
+    assert np.array_equal(marked.view(np.uint32), fma[128:, :128].view(np.uint32))
+    finite = np.isfinite(ref) & np.isfinite(got)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(
+        np.isinf(got), np.isinf(ref))
+    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    result = tensor_pair.agree("matmul", np.where(finite, got, 0), np.where(finite, ref, 0),
+                               scale=np.where(finite, scale, 0), length=320)
+    assert result.ok, result
+
+
+@pytest.mark.gpu
+def test_a_big_product_runs_on_tensor_cores_by_itself(tensor_pair, rng):
+    m, n, k = 1024, 1024, 512
+    assert plans.matmul_plan(m, n, k, 1, tensor_cores=True).tile == plans.TENSOR_TILE
+    agree(tensor_pair, *operands(rng, (m, k), (k, n), False, True), False, True)
