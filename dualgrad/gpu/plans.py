@@ -68,10 +68,10 @@ class TensorTile(NamedTuple):
     @property
     def shared_bytes(self) -> int:
         """Three bfloat16 pieces of each operand's tile, rows padded by 8 values (the
-        larger of the two layouts), and a flag."""
+        larger of the two layouts), and the flag (one quad of bfloat16 values)."""
         def tile(rows):
             return 3 * 2 * max(rows * (self.bk + 8), self.bk * (rows + 8))
-        return tile(self.bm) + tile(self.bn) + 4
+        return tile(self.bm) + tile(self.bn) + 8
 
     def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
         """Whether matmul_bf16x6.comp can run it: whole 16 x 16 blocks per warp, whole
