@@ -12,23 +12,27 @@
 // step's terms only, never to the running sum. The error bound in the tolerance table
 // ("matmul") follows from these facts.
 //
-// The operand tiles are loaded from global memory as matmul.comp loads them (quads; see
-// matmul_tiles.glsl), split on their way into shared memory, and read from there as
-// 16 x 16 cooperative matrices. An operand whose contiguous dimension is k is stored k
-// fastest ([row][k]), one whose contiguous dimension is its row is stored [k][row] and read
-// column-major, so every store into shared memory is a whole quad; each shared row is padded
-// by 16 bytes so the 8 rows a matrix load reads at once fall in different banks.
+// The pieces come from split_bf16.comp, one pass per operand: three planes of bfloat16
+// values, each operand stored k-major ([k][m] for A, [k][n] for B, transposed there where
+// the operand is not), so the rows of a K step's tile are contiguous runs of BM (or BN)
+// values in global memory, loaded as 16-byte words (8 values) and stored into shared memory
+// as they are, then read from there as 16 x 16 cooperative matrices (A's column-major, B's
+// row-major). Each shared row is padded by 16 bytes so the 8 rows a matrix load reads at
+// once fall in different banks. (Operands stored with k contiguous, loaded as they are,
+// made 32-byte rows of a 16-deep step: 1.5 times slower on an H200.)
 //
-// Inputs the split cannot represent (inf, NaN, |x| >= 2^64, or nonzero |x| < 2^-100, whose
-// last piece could be subnormal) mark the workgroup's tile, which is then computed again
-// from global memory with float32 fmas in k order, as matmul.comp computes it. The backend
-// uses this kernel only where M and N are multiples of 16 (whole 16 x 16 output blocks) and
-// K >= 256 (plans.py).
+// A value the split cannot represent (inf, NaN, |x| >= 2^64, or nonzero |x| < 2^-100)
+// reaches the tensor cores as a NaN piece, so every output of its row or column is NaN; a
+// workgroup that finds a NaN among its outputs computes its tile again from the float32
+// operands with fmas in k order, as matmul.comp computes it (which also settles, in the fma
+// kernel's way, any inf - inf an overflow produced). The backend uses this kernel only where
+// M and N are multiples of 16 (whole 16 x 16 output blocks) and K >= 256 (plans.py).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_bfloat16 : require
+#extension GL_KHR_shader_subgroup_vote : require
 #include "common.glsl"
 
 layout(constant_id = 0) const uint BM = 128;    // tile rows
@@ -36,87 +40,73 @@ layout(constant_id = 1) const uint BN = 64;     // tile columns
 layout(constant_id = 2) const uint BK = 16;     // K step (a multiple of 16)
 layout(constant_id = 3) const uint WM = 64;     // rows of a warp's share (a multiple of 16)
 layout(constant_id = 4) const uint WN = 32;     // its columns (a multiple of 16)
-layout(constant_id = 5) const uint A_T = 0;     // as in matmul.comp
-layout(constant_id = 6) const uint B_T = 0;
-layout(constant_id = 7) const uint A_VEC = 0;
-layout(constant_id = 8) const uint B_VEC = 0;
-layout(local_size_x_id = 11) in;                // = (BM / WM) * (BN / WN) * 32
+layout(local_size_x_id = 5) in;                 // = (BM / WM) * (BN / WN) * 32
 
-#include "matmul_tiles.glsl"
+// Groups of 8 bfloat16 values as one 16-byte word.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
+
+// a, b: the float32 operands (for the exact path), as in matmul.comp; pa, pb: their pieces,
+// [piece][batch][k][m or n], with a piece plane's length and a batch's (0: one matrix for
+// the whole batch) in bfloat16 values.
+layout(push_constant) uniform Push {
+    Floats a; Floats b; Floats c; Words pa; Words pb;
+    uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
+    uint a_bs; uint b_bs; uint c_bs;
+    uint pa_plane; uint pa_pbs; uint pb_plane; uint pb_pbs;
+} p;
 
 const uint THREADS = (BM / WM) * (BN / WN) * 32;
-const uint LA = BM * BK / 4 / THREADS;          // A quads each thread loads per K step
-const uint LB = BK * BN / 4 / THREADS;
+const uint GA = BM * BK / 8, GB = BK * BN / 8;  // words of a piece's tile
+const uint LA = (3 * GA + THREADS - 1) / THREADS; // words of A each thread loads per K step
+const uint LB = (3 * GB + THREADS - 1) / THREADS;
 const uint RM = WM / 16, RN = WN / 16;          // a warp's 16 x 16 blocks
 
-// Shared rows, in quads of bfloat16: k-fastest rows hold BK values, row-fastest rows BM or
-// BN; each padded by 8 values (16 bytes).
-const uint A_ROW = A_T == 0 ? (BK + 8) / 4 : (BM + 8) / 4;
-const uint B_ROW = B_T == 1 ? (BK + 8) / 4 : (BN + 8) / 4;
-const uint A_PIECE = A_T == 0 ? BM * A_ROW : BK * A_ROW;   // quads per piece
-const uint B_PIECE = B_T == 1 ? BN * B_ROW : BK * B_ROW;
-// One shared array holds both tiles and a flag: with several shared variables, NVIDIA's
-// driver (580) read cooperative matrices one quad before where ordinary stores put them.
-const uint B_AT = 3 * A_PIECE, FLAG = B_AT + 3 * B_PIECE;
-shared bf16vec4 tiles[FLAG + 1];
+// Shared tiles, k-major: BK rows of BM (A) or BN (B) values, each padded by 8 values
+// (16 bytes), in words of 8 values.
+const uint A_ROW = (BM + 8) / 8, B_ROW = (BN + 8) / 8;
+const uint A_PIECE = BK * A_ROW, B_PIECE = BK * B_ROW;     // words per piece
+// One shared array holds both tiles: with several shared variables, NVIDIA's driver (580)
+// read cooperative matrices 8 bytes before where ordinary stores put them.
+const uint B_AT = 3 * A_PIECE;
+shared uvec4 tiles[B_AT + 3 * B_PIECE];
 
 #define FragA coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FragB coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define Acc coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
-// Whether the four values of q split exactly into pieces the tensor cores multiply as they
-// are: finite, |x| < 2^64, and 0 or |x| >= 2^-100.
-bool splittable(vec4 q) {
-    vec4 m = abs(q);
-    bvec4 tiny = lessThan(m, vec4(uintBitsToFloat(0x0d800000u)));      // 2^-100
-    bvec4 zero = equal(m, vec4(0.0));
-    return all(lessThan(m, vec4(uintBitsToFloat(0x5f800000u))))        // 2^64; NaN fails
-        && all(bvec4(!tiny.x || zero.x, !tiny.y || zero.y, !tiny.z || zero.z,
-                     !tiny.w || zero.w));
+// The e-th word of a K step's tile of `rows` x BK values (all three pieces: piece
+// e / words, then BK rows of rows / 8 words) at row r0, k0, of pieces in `src` of `extent`
+// rows (M or N): its place in the shared tile (`at` + e's offset in the padded rows), and
+// the word itself, zero outside the matrix.
+uvec4 load_tile(Words src, uint e, uint rows, uint words, uint row_words, uint extent,
+                uint r0, uint k0, uint plane, uint base, uint at, out uint slot) {
+    uint piece = e / words, g = e % words;
+    uint k = k0 + g / (rows / 8), r = r0 + (g % (rows / 8)) * 8;
+    slot = at + piece * BK * row_words + (g / (rows / 8)) * row_words + g % (rows / 8);
+    if (e >= 3 * words || k >= p.K || r >= extent) return uvec4(0);
+    return src.v[(piece * plane + base + k * extent + r) >> 3];
 }
 
-// Quad q split into its three pieces, stored at quad `at` of a tile's first piece and
-// `piece` and 2 `piece` quads on (its other two); whether q was splittable.
-bool split_into(uint at, uint piece, vec4 q) {
-    bf16vec4 x0 = bf16vec4(q);
-    vec4 r = q - vec4(x0);
-    bf16vec4 x1 = bf16vec4(r);
-    tiles[at] = x0;
-    tiles[piece + at] = x1;
-    tiles[2 * piece + at] = bf16vec4(r - vec4(x1));
-    return splittable(q);
+uvec4 load_a(uint e, uint m0, uint k0, uint base, out uint slot) {
+    return load_tile(p.pa, e, BM, GA, A_ROW, p.M, m0, k0, p.pa_plane, base, 0, slot);
 }
 
-// Where the e-th quad of load_a / load_b goes in a piece.
-uint a_slot(uint e) {
-    uint per_row = A_T == 0 ? BK / 4 : BM / 4;
-    return (e / per_row) * A_ROW + e % per_row;
-}
-uint b_slot(uint e) {
-    uint per_row = B_T == 1 ? BK / 4 : BN / 4;
-    return (e / per_row) * B_ROW + e % per_row;
+uvec4 load_b(uint e, uint n0, uint k0, uint base, out uint slot) {
+    return load_tile(p.pb, e, BN, GB, B_ROW, p.N, n0, k0, p.pb_plane, base, B_AT, slot);
 }
 
-// Piece `piece` of the A block at tile rows r0.., k = kk..kk+15.
+// Piece `piece` of the A block at tile rows r0.., k = kk..kk+15 (stored [k][m]).
 FragA frag_a(uint piece, uint r0, uint kk) {
     FragA f;
-    if (A_T == 0)
-        coopMatLoad(f, tiles, piece * A_PIECE + r0 * A_ROW + kk / 4, A_ROW,
-                    gl_CooperativeMatrixLayoutRowMajor);
-    else
-        coopMatLoad(f, tiles, piece * A_PIECE + kk * A_ROW + r0 / 4, A_ROW,
-                    gl_CooperativeMatrixLayoutColumnMajor);
+    coopMatLoad(f, tiles, piece * A_PIECE + kk * A_ROW + r0 / 8, A_ROW,
+                gl_CooperativeMatrixLayoutColumnMajor);
     return f;
 }
 
 FragB frag_b(uint piece, uint c0, uint kk) {
     FragB f;
-    if (B_T == 1)
-        coopMatLoad(f, tiles, B_AT + piece * B_PIECE + c0 * B_ROW + kk / 4, B_ROW,
-                    gl_CooperativeMatrixLayoutColumnMajor);
-    else
-        coopMatLoad(f, tiles, B_AT + piece * B_PIECE + kk * B_ROW + c0 / 4, B_ROW,
-                    gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(f, tiles, B_AT + piece * B_PIECE + kk * B_ROW + c0 / 8, B_ROW,
+                gl_CooperativeMatrixLayoutRowMajor);
     return f;
 }
 
@@ -131,25 +121,25 @@ void main() {
     [[unroll]] for (uint i = 0; i < RM; ++i)
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = Acc(0.0);
 
-    bool ok = true;
-    vec4 ra[LA], rb[LB];
-    if (lid == 0) tiles[FLAG] = bf16vec4(0.0);
+    uint pa_base = batch * p.pa_pbs, pb_base = batch * p.pb_pbs;
+    uvec4 ra[LA], rb[LB];
+    uint sa[LA], sb[LB];
     [[unroll]] for (uint i = 0; i < LA; ++i)
-        ra[i] = load_a(lid + i * THREADS, m0, 0, p.K, a_base);
+        ra[i] = load_a(lid + i * THREADS, m0, 0, pa_base, sa[i]);
     [[unroll]] for (uint i = 0; i < LB; ++i)
-        rb[i] = load_b(lid + i * THREADS, n0, 0, p.K, b_base);
+        rb[i] = load_b(lid + i * THREADS, n0, 0, pb_base, sb[i]);
     for (uint t = 0; t < steps; ++t) {
         [[unroll]] for (uint i = 0; i < LA; ++i)
-            ok = split_into(a_slot(lid + i * THREADS), A_PIECE, ra[i]) && ok;
+            if (lid + i * THREADS < 3 * GA) tiles[sa[i]] = ra[i];
         [[unroll]] for (uint i = 0; i < LB; ++i)
-            ok = split_into(B_AT + b_slot(lid + i * THREADS), B_PIECE, rb[i]) && ok;
+            if (lid + i * THREADS < 3 * GB) tiles[sb[i]] = rb[i];
         barrier();
         if (t + 1 < steps) {                    // fetch the next step while this one runs
             uint k0 = (t + 1) * BK;
             [[unroll]] for (uint i = 0; i < LA; ++i)
-                ra[i] = load_a(lid + i * THREADS, m0, k0, p.K, a_base);
+                ra[i] = load_a(lid + i * THREADS, m0, k0, pa_base, sa[i]);
             [[unroll]] for (uint i = 0; i < LB; ++i)
-                rb[i] = load_b(lid + i * THREADS, n0, k0, p.K, b_base);
+                rb[i] = load_b(lid + i * THREADS, n0, k0, pb_base, sb[i]);
         }
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
             FragB b0[RN], b1[RN], b2[RN];
@@ -176,10 +166,20 @@ void main() {
         barrier();                              // the tiles are free for the next step
     }
 
-    if (!ok) tiles[FLAG] = bf16vec4(1.0);
+    // A NaN output: this tile goes to the exact path (every warp says, in its own word of
+    // the tiles, which the last barrier freed).
+    bool nan_out = false;
+    [[unroll]] for (uint i = 0; i < RM; ++i)
+        [[unroll]] for (uint j = 0; j < RN; ++j)
+            for (uint e = 0; e < acc[i][j].length(); ++e)
+                nan_out = nan_out || isnan(acc[i][j][e]);
+    bool warp_nan = subgroupAny(nan_out);
+    if (lid % 32 == 0) tiles[warp] = uvec4(warp_nan ? 1u : 0u);
     barrier();
+    bool exact = false;
+    for (uint w = 0; w < THREADS / 32; ++w) exact = exact || tiles[w].x != 0u;
     uint c_base = batch * p.c_bs;
-    if (float(tiles[FLAG].x) == 0.0) {
+    if (!exact) {
         [[unroll]] for (uint i = 0; i < RM; ++i)
             [[unroll]] for (uint j = 0; j < RN; ++j) {
                 uint m = m0 + wr + 16 * i, n = n0 + wc + 16 * j;

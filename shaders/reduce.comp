@@ -83,8 +83,37 @@ uint offset_of(uint base, uint r) {
     return off;
 }
 
+// MAX walks a run with integer compares of the values' bits, three a value, where
+// combine's NaN and zero tests cost a dozen and a branch. As signed integers the bits of
+// non-negative floats order as the floats do (a positive NaN above +inf) and those of
+// negative floats in reverse (-0 lowest): so the maximum is the largest bits if those are
+// not negative, else the smallest (the negative value nearest zero, -0 first). A NaN is
+// positive bits above +inf's or (as unsigned) negative bits above -inf's.
+struct MaxBits { int hi; int lo; uint top; };
+
+MaxBits max_bits(MaxBits m, float v) {
+    int b = floatBitsToInt(v);
+    return MaxBits(max(m.hi, b), min(m.lo, b), max(m.top, uint(b)));
+}
+
+float walk_max(uint base, uint r0, uint r1, uint first, uint step) {
+    MaxBits m = MaxBits(int(0x80000000u), int(0xff800000u), 0u);   // -0, -inf, nothing
+    if (VEC != 0) {
+        for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {
+            vec4 q = Quads(p.x).v[(base + r) >> 2];
+            m = max_bits(max_bits(max_bits(max_bits(m, q.x), q.y), q.z), q.w);
+        }
+    } else {
+        for (uint r = r0 + first; r < r1; r += step)
+            m = max_bits(m, p.x.v[offset_of(base, r)]);
+    }
+    if (m.hi > 0x7f800000 || m.top > 0xff800000u) return f_nan();
+    return intBitsToFloat(m.hi >= 0 ? m.hi : m.lo);
+}
+
 // Elements [r0, r1) of output o's run, every `step`-th one from r0 + first.
 float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
+    if (OP == MAX) return walk_max(base, r0, r1, first, step);
     float acc = identity();
     if (VEC != 0) {
         for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {

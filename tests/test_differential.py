@@ -81,6 +81,32 @@ def test_binary_ties_and_nan(gb):
         gb.assert_agree(f"binary_backward:{op}", ggy, cgy)
 
 
+@pytest.mark.parametrize("shape,axes", [((4099,), (0,)), ((4096,), (0,)), ((64, 300), (1,)),
+                                        ((300, 64), (0,)), ((6, 40, 5), (0, 2))], ids=str)
+def test_max_of_nan_signed_zeros_and_infinities(gb, rng, shape, axes):
+    """The two backends' max agree bit for bit whatever the layout (vec4 runs, strided runs,
+    split runs): NaN (of either sign) wins, +0 beats -0, -inf only gives -inf."""
+    x = rng.choice(np.array([0.0, -0.0, -np.inf, -1.0, 2.0], np.float32), shape)
+    flat = x.reshape(-1)
+    flat[: flat.size // 3] = -0.0                  # runs of -0 only, of -0 and +0 ...
+    flat[flat.size // 3: flat.size // 2] = -np.inf  # ... of -inf only
+    nans = rng.choice(flat.size, 3, replace=False)
+    flat[nans] = np.nan
+    flat.view(np.uint32)[nans[0]] = 0xFFC00000    # a NaN with its sign bit set
+    cy, gy = gb.twin("reduce", "max", x, axes, False)
+    assert np.array_equal(np.isnan(gy), np.isnan(cy))
+    same = ~np.isnan(cy)
+    assert np.array_equal(gy[same].view(np.uint32), cy[same].view(np.uint32))
+
+
+def test_a_negative_nan_alone_wins_the_max(gb):
+    x = np.array([[1.0, 0.0, 2.0, 3.0], [-1.0, 0.0, -2.0, -3.0]], np.float32)
+    x.view(np.uint32)[:, 1] = 0xFFC00000
+    for axes in ((1,), (0, 1)):
+        cy, gy = gb.twin("reduce", "max", x, axes, False)
+        assert np.isnan(cy).all() and np.isnan(gy).all()
+
+
 def test_binary_in_place(gb, rng):
     # out may alias the first operand (gradient accumulation, bias add)
     x, y = f32(rng, 6, 5), f32(rng, 5)

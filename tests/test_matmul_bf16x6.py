@@ -68,29 +68,55 @@ def test_the_bound_holds_from_k_248_with_no_guard_bits():
 
 # -- the plan ----------------------------------------------------------------------------------
 def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
-    big = (1024, 1024, 512, 1)
-    assert plans.matmul_plan(*big, tensor_cores=True).tile == plans.TENSOR_TILE
+    big = (2048, 1024, 1024, 1)                   # 2^31 multiply-adds
+    wide, narrow = plans.TENSOR_TILES["wide"], plans.TENSOR_TILES["narrow"]
+    assert plans.matmul_plan(*big, tensor_cores=True).tile == narrow
     assert plans.matmul_plan(*big, tensor_cores=False).tile.shader == "matmul"
-    for m, n, k, batch in [(1024, 1000, 512, 1),     # N not whole 16-blocks
-                           (1000, 1024, 512, 1),     # M neither
-                           (4096, 4096, 128, 1),     # K below the bound's 248
-                           (256, 1024, 1024, 1)]:    # too little work to pay
+    for m, n, k, batch in [(2048, 1000, 1024, 1),    # N not whole 16-blocks
+                           (2000, 1024, 1024, 1),    # M neither
+                           (8192, 8192, 128, 1),     # K below the bound's 248
+                           (1024, 1024, 1024, 1)]:   # too little work to pay
         assert plans.matmul_plan(m, n, k, batch, tensor_cores=True).tile.shader == "matmul"
     plan = plans.matmul_plan(4096, 4096, 300, 1, tensor_cores=True)
-    assert (plan.tile, plan.splits) == (plans.TENSOR_TILE, 1)   # never split K
-    # A device with less shared memory than the tile needs gets the fma kernel.
+    assert (plan.tile, plan.splits) == (narrow, 1)    # never split K
+    # The wide tile once it makes enough groups; the narrow one where only it fits.
+    assert plans.matmul_plan(8192, 8192, 1024, 1, tensor_cores=True).tile == wide
+    assert plans.matmul_plan(4096, 4096, 1024, 2, tensor_cores=True).tile == wide
+    assert not wide.fits(threads=128) and narrow.fits(threads=128)
+    assert plans.matmul_plan(8192, 8192, 1024, 1, 48 << 10, 128, True).tile == narrow
+    # A device with less shared memory than the tiles need gets the fma kernel.
     small = plans.matmul_plan(*big, 16 << 10, 1024, True)
     assert small.tile.shader == "matmul" and small.tile.fits(16 << 10, 1024)
 
 
 def test_a_tensor_recipe_names_its_shader_and_constants():
-    # C (512 x 768) = A (512 x 1536) @ B^T, B stored (768 x 1536): 2^29 multiply-adds
-    r = dispatch.matmul_recipe((512, 1536), (768, 1536), False, True, 512, 768, 1536, 1,
+    # C (1024 x 768) = A (1024 x 3072) @ B^T, B stored (768 x 3072): 2^31.2 multiply-adds
+    r = dispatch.matmul_recipe((1024, 3072), (768, 3072), False, True, 1024, 768, 3072, 1,
                                48 << 10, 1024, True, plans.matmul_plan, plans.reduce_plan)
-    t = plans.TENSOR_TILE
+    t = plans.TENSOR_TILES["narrow"]
     assert r.shader == "matmul_bf16x6" and r.passes == () and r.partials is None
-    assert r.spec == (*t, 0, 1, 1, 1, 1, 1, t.threads)
-    assert r.groups == (768 // t.bn, 512 // t.bm, 1)
+    assert r.spec == (*t, t.threads)
+    assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
+    # A (m x k, k contiguous) is transposed into k-major pieces; B^T stored (n x k) too.
+    assert [p.spec for p in r.pieces] == [(1,), (1,)]
+    assert [p.uints for p in r.pieces] == [(1024, 3072, 1024 * 3072), (768, 3072, 768 * 3072)]
+    assert r.pieces[0].groups == (1024 // 64, 3072 // 32, 1)
+    # ... and the kernel told each one's plane and batch stride (0: no batch).
+    assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
+
+
+def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
+    # A batch of 3 A^T stored (3, 300, 144): k-major already; B (96 x 300) stored as B^T ...
+    r = dispatch.matmul_recipe((3, 300, 144), (96, 300), True, True, 144, 96, 300, 3,
+                               48 << 10, 1024, True, forced(plans.TENSOR_TILE),
+                               plans.reduce_plan)
+    (pa, pb), layout = r.pieces, r.uints[-4:]
+    assert pa.spec == (0,) and pa.uints == (144, 300, 3 * 300 * 144)
+    assert pa.groups == dispatch.grid(3 * 300 * 144 // 8)
+    # ... shared by the batch: transposed once.
+    assert pb.spec == (1,) and pb.uints == (96, 300, 300 * 96) and pb.groups == (2, 10, 1)
+    assert layout == (3 * 300 * 144, 300 * 144, 300 * 96, 0)
+    assert pa.floats == 3 * 3 * 300 * 144 // 2 and pb.floats == 3 * 300 * 96 // 2
 
 
 def test_tensor_tiles_check_their_shape_and_limits():
@@ -133,6 +159,40 @@ def test_the_device_chain_enables_every_feature_the_shader_declares():
     assert top.shaderFloat16 and len(keep) == 5
 
 
+# -- the split pass (split_bf16.comp: integer arithmetic, so it runs on every device) -----------
+UNSPLITTABLE = [np.inf, -np.inf, np.nan, 2.0 ** 64, -2.0 ** 70, 1e-35, -2.0 ** -101]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,k_major", [((37, 24), True), ((24, 37), False),
+                                           ((2, 16, 70), False), ((2, 5, 40), True),
+                                           ((8, 1), False)], ids=str)
+def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, shape, k_major):
+    """Three planes of bfloat16 values, [batch][k][r] whichever way the operand is stored;
+    a value the split cannot represent becomes (NaN, 0, 0)."""
+    backend = device.active()
+    size = int(np.prod(shape))
+    x = splittable_values(rng, max(size, 8))[:size]
+    x[rng.choice(size, min(size, len(UNSPLITTABLE)), replace=False)] = \
+        UNSPLITTABLE[:min(size, len(UNSPLITTABLE))]
+    x = x.reshape(shape)
+    split_pass, plane, _ = dispatch.split_pass(shape, k_major)
+    h, out = backend.upload(x), backend.empty((split_pass.floats,))
+    backend._run("split_bf16", split_pass.spec,
+                 dispatch.push_constants((h.address, out.address), split_pass.uints),
+                 split_pass.groups, [h], [out])
+    got = backend.download(out).view(np.uint16).reshape((3, plane))
+    kr = x if k_major else np.swapaxes(x, -1, -2)
+    values = np.ascontiguousarray(kr).reshape(-1)
+    bad = ~((np.abs(values) < 2.0 ** 64) & ((np.abs(values) >= 2.0 ** -100) | (values == 0)))
+    want = np.stack([piece.view(np.uint32) >> 16 for piece in
+                     split(np.where(bad, 0, values).astype(np.float32))]).astype(np.uint16)
+    want[0][bad] = 0x7FC0
+    want[1:, bad] = 0
+    assert bad.sum() >= min(size, len(UNSPLITTABLE))
+    assert np.array_equal(got, want)
+
+
 # -- the kernel, on a device with tensor cores ----------------------------------------------
 @pytest.fixture
 def tensor_pair(gpu):
@@ -162,7 +222,7 @@ def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
     return got
 
 
-TENSOR_TILES = {"plan": plans.TENSOR_TILE, "128x64": plans.TensorTile(128, 64, 16, 64, 32),
+TENSOR_TILES = {**plans.TENSOR_TILES,
                 "64x128": plans.TensorTile(64, 128, 16, 32, 64),
                 "k32": plans.TensorTile(128, 64, 32, 64, 32),
                 "one warp": plans.TensorTile(16, 16, 16, 16, 16)}
@@ -233,6 +293,6 @@ def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng
 
 @pytest.mark.gpu
 def test_a_big_product_runs_on_tensor_cores_by_itself(tensor_pair, rng):
-    m, n, k = 1024, 1024, 512
-    assert plans.matmul_plan(m, n, k, 1, tensor_cores=True).tile == plans.TENSOR_TILE
+    m, n, k = 2048, 1024, 1024
+    assert plans.matmul_plan(m, n, k, 1, tensor_cores=True).tile.shader == "matmul_bf16x6"
     agree(tensor_pair, *operands(rng, (m, k), (k, n), False, True), False, True)

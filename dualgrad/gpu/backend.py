@@ -448,8 +448,15 @@ class GpuBackend(Backend):
                            limits.maxComputeWorkGroupInvocations, self.ctx.tensor_cores,
                            plans.matmul_plan, plans.reduce_plan)
         dest = out if r.partials is None else self.empty(r.partials)
-        self._run(r.shader, r.spec, _push((a.address, b.address, dest.address), r.uints),
-                  r.groups, [a, b], [dest])
+        pieces = []
+        for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
+            h = self.empty((split.floats,))
+            self._run("split_bf16", split.spec, _push((x.address, h.address), split.uints),
+                      split.groups, [x], [h])
+            pieces.append(h)
+        addresses = (a.address, b.address, dest.address, *(h.address for h in pieces))
+        self._run(r.shader, r.spec, _push(addresses, r.uints), r.groups, [a, b, *pieces],
+                  [dest])
         self._reduce_run(r.passes, dest, None, out)
 
     # -- softmax family -----------------------------------------------------------------------

@@ -125,15 +125,39 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
+class SplitPass(NamedTuple):
+    """One dispatch of split_bf16.comp: an operand into the bfloat16 pieces the tensor-core
+    kernel multiplies (three planes, k-major)."""
+    spec: tuple                   # (TRANSPOSE,)
+    uints: tuple                  # R, K, plane
+    groups: tuple
+    floats: int                   # the pieces' size, in float32 words
+
+
 class MatmulRecipe(NamedTuple):
-    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, and
-    the reduction of its split K."""
+    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, the
+    split passes that feed the tensor-core kernel, and the reduction of a split K."""
     shader: str
     spec: tuple
     uints: tuple
     groups: tuple
     partials: tuple | None        # the shape of the split-K partial products, if any
     passes: tuple                 # the reduce.comp passes that sum them
+    pieces: tuple = ()            # SplitPass of A and of B (the tensor-core kernel only)
+
+
+def split_pass(shape: tuple, k_major: bool) -> tuple:
+    """(SplitPass, plane length, batch stride; lengths in bfloat16 values) of an operand
+    stored with this shape (2-D, or 3-D for a batch), k-major ([k][r]) or not ([r][k])."""
+    batch = shape[0] if len(shape) == 3 else 1
+    k, r = shape[-2:] if k_major else shape[-1:-3:-1]
+    if r % 8:
+        raise ValueError(f"split_pass: the operand's other extent ({r}) is not a multiple "
+                         "of 8")
+    plane = batch * k * r
+    groups = grid(plane // 8) if k_major else (-(-r // 64), -(-k // 32), batch)
+    return (SplitPass((int(not k_major),), (r, k, plane), groups, 3 * plane // 2), plane,
+            k * r if len(shape) == 3 else 0)
 
 
 @functools.lru_cache(maxsize=4096)      # called on every matmul
@@ -149,6 +173,13 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
     plan = planner(m, n, k, batch, shared, threads, tensor_cores)
     t = plan.tile
+    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
+    if t.shader == "matmul_bf16x6":
+        split_a, *a_layout = split_pass(a_shape, trans_a)
+        split_b, *b_layout = split_pass(b_shape, not trans_b)
+        spec = (*t, t.threads)
+        uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
+        return MatmulRecipe(t.shader, spec, uints, groups, None, (), (split_a, split_b))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -158,7 +189,6 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
             plan.splits, t.threads)
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
-    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if not split:
         return MatmulRecipe(t.shader, spec, uints, groups, None, ())
     return MatmulRecipe(t.shader, spec, uints, groups, (batch * plan.splits, m, n),

@@ -67,21 +67,16 @@ class TensorTile(NamedTuple):
 
     @property
     def shared_bytes(self) -> int:
-        """Three bfloat16 pieces of each operand's tile, rows padded by 8 values (the
-        larger of the two layouts), and the flag (one quad of bfloat16 values)."""
-        def tile(rows):
-            return 3 * 2 * max(rows * (self.bk + 8), self.bk * (rows + 8))
-        return tile(self.bm) + tile(self.bn) + 8
+        """Three bfloat16 pieces of each operand's tile, k-major: bk rows of bm (bn)
+        values, each padded by 8."""
+        return 3 * 2 * self.bk * (self.bm + 8 + self.bn + 8)
 
     def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
-        """Whether matmul_bf16x6.comp can run it: whole 16 x 16 blocks per warp, whole
-        quads per thread in both tiles each K step, and the limits."""
-        t = self.threads
+        """Whether matmul_bf16x6.comp can run it: whole 16 x 16 blocks per warp and the
+        device's limits."""
         return (self.bk % 16 == 0 and self.wm % 16 == 0 and self.wn % 16 == 0
                 and self.bm % self.wm == 0 and self.bn % self.wn == 0
-                and self.bm * self.bk // 4 % t == 0 and self.bk * self.bn // 4 % t == 0
-                and self.bm * self.bk >= 4 * t and self.bk * self.bn >= 4 * t
-                and self.shared_bytes <= shared and t <= threads)
+                and self.shared_bytes <= shared and self.threads <= threads)
 
 
 # Measured on an H200 (bench/bench_gpu.py --sweep): the widest tile wins once it yields
@@ -103,13 +98,30 @@ SQUARE_GROUPS = 16
 BUSY_GROUPS = 16
 MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
-# enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay. On
-# an H200 (bench_gpu.py --sweep) the 128 x 128 tile of 8 warps was the fastest tensor tile
-# or within 2% of it on the products of 2^29 multiply-adds or more, and 3 to 16% faster
-# than the best fma tile; below that (256 x 1024 x 1024) the two kernels tie.
-TENSOR_TILE = TensorTile(128, 128, 16, 64, 32)
+# enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
+# the two split passes. On an H200 (bench_gpu.py --sweep): at 1024^3 (2^30 multiply-adds)
+# the fma kernel's 128 x 128 tile still won (0.065 ms against 0.073 for the best tensor
+# tile); from 2^31.6 (the 4096-wide MLP's products) the tensor tiles won by 5-30%. The
+# 128 x 64 tile of 4 warps was the fastest or within 1% up to 4096^3 (2.71 ms against 2.78
+# for 128 x 128), the 128 x 128 tile of 8 warps 7% faster at 8192^3 (16 times the groups).
+TENSOR_TILES = {
+    "wide": TensorTile(128, 128, 16, 64, 32),
+    "narrow": TensorTile(128, 64, 16, 64, 32),
+}
+TENSOR_TILE = TENSOR_TILES["wide"]
+WIDE_TENSOR_GROUPS = 2048         # groups of the wide tile from which it is taken
 MIN_TENSOR_K = 256
-MIN_TENSOR_WORK = 1 << 29         # multiply-adds
+MIN_TENSOR_WORK = 1 << 31         # multiply-adds
+
+
+def tensor_tile(m: int, n: int, batch: int, shared: int, threads: int) -> TensorTile | None:
+    """The tensor tile for an m x n product (batch times) on a device with these limits."""
+    wide, narrow = TENSOR_TILES["wide"], TENSOR_TILES["narrow"]
+    groups = _cdiv(m, wide.bm) * _cdiv(n, wide.bn) * batch
+    for tile in ((wide, narrow) if groups >= WIDE_TENSOR_GROUPS else (narrow, wide)):
+        if tile.fits(shared, threads):
+            return tile
+    return None
 
 
 class MatmulPlan(NamedTuple):
@@ -144,8 +156,10 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup, and
     bfloat16 tensor cores if ``tensor_cores``."""
     if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
-            and m * n * k * batch >= MIN_TENSOR_WORK and TENSOR_TILE.fits(shared, threads)):
-        return MatmulPlan(TENSOR_TILE, 1, k)
+            and m * n * k * batch >= MIN_TENSOR_WORK):
+        tile = tensor_tile(m, n, batch, shared, threads)
+        if tile is not None:
+            return MatmulPlan(tile, 1, k)
     wide, square = TILES["wide"], TILES["square"]
 
     def groups(tile):

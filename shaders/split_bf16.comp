@@ -1,0 +1,92 @@
+#version 460
+// A float32 matmul operand split into the three bfloat16 pieces matmul_bf16x6.comp
+// multiplies: x = x0 + x1 + x2 exactly, with x0 = bf16(x), x1 = bf16(x - x0),
+// x2 = x - x0 - x1 (rounded to nearest even; x2 is a bfloat16 as it is). Done once per
+// operand here rather than by every workgroup of the product that reads the operand's tiles.
+//
+// The pieces are three planes of the operand k-major, [batch][k][r] (r: A's m or B's n, R of
+// them, a multiple of 8), so a K step's tile row is one contiguous run. An operand stored
+// that way is split as it is (TRANSPOSE 0); one stored [batch][r][k] is transposed on the
+// way, through shared memory, so that both its reads and its writes are coalesced. A value
+// the split cannot represent exactly in pieces the tensor cores multiply as they are (inf,
+// NaN, |x| >= 2^64, or nonzero |x| < 2^-100, whose last piece could be subnormal) is
+// written as x0 = NaN, x1 = x2 = 0: every output its row or column feeds comes out NaN,
+// which is how the product finds the tiles it computes again with float32 fmas.
+//
+// Integer arithmetic only (no bfloat16 types), so this pass runs on every device.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint TRANSPOSE = 0;
+
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
+
+// R, K: the operand's extents; plane: the values in a piece plane (the whole operand).
+layout(push_constant) uniform Push {
+    Floats x; Words pieces;
+    uint R; uint K; uint plane;
+} p;
+
+// The bfloat16 nearest to x, as float32 bits (finite x below 2^64: no carry into inf).
+uint bf16_bits(float x) {
+    uint u = floatBitsToUint(x);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+
+bool splittable(float x) {
+    float m = abs(x);
+    return m < uintBitsToFloat(0x5f800000u)                  // 2^64; NaN fails
+        && (m >= uintBitsToFloat(0x0d800000u) || m == 0.0);  // 2^-100
+}
+
+// Eight consecutive values of the k-major operand, split, into word w of each plane.
+void store_split(uint w, float v[8]) {
+    uint words[3][4];                             // [piece][word], two values a word
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+        uint b0 = 0x7fc00000u, b1 = 0u, b2 = 0u;
+        if (splittable(v[i])) {
+            b0 = bf16_bits(v[i]);
+            float rest = v[i] - uintBitsToFloat(b0);
+            b1 = bf16_bits(rest);
+            b2 = floatBitsToUint(rest - uintBitsToFloat(b1));
+        }
+        if ((i & 1u) == 0u) {                     // an even value is its word's low half
+            words[0][i / 2] = b0 >> 16; words[1][i / 2] = b1 >> 16; words[2][i / 2] = b2 >> 16;
+        } else {
+            words[0][i / 2] |= b0; words[1][i / 2] |= b1; words[2][i / 2] |= b2;
+        }
+    }
+    [[unroll]] for (uint q = 0; q < 3; ++q)
+        p.pieces.v[q * (p.plane / 8) + w] =
+            uvec4(words[q][0], words[q][1], words[q][2], words[q][3]);
+}
+
+// TRANSPOSE: a workgroup takes a block of TR values of r by TK of k.
+const uint TR = 64, TK = 32;
+shared float block[TK][TR + 1];                   // [k][r]; the +1 spreads a column's banks
+
+void main() {
+    if (TRANSPOSE == 0) {
+        uint lanes = gl_NumWorkGroups.x * 256;
+        for (uint w = gl_GlobalInvocationID.x; w < p.plane / 8; w += lanes) {
+            vec4 lo = Quads(p.x).v[2 * w], hi = Quads(p.x).v[2 * w + 1];
+            store_split(w, float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w));
+        }
+        return;
+    }
+    uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.z;
+    uint r0 = gl_WorkGroupID.x * TR, k0 = gl_WorkGroupID.y * TK;
+    [[unroll]] for (uint i = 0; i < TR * TK / 256; ++i) {   // reads along k
+        uint e = lid + i * 256, r = r0 + e / TK, k = k0 + e % TK;
+        block[e % TK][e / TK] = r < p.R && k < p.K ? p.x.v[(batch * p.R + r) * p.K + k] : 0.0;
+    }
+    barrier();
+    uint k = lid / (TR / 8), r = (lid % (TR / 8)) * 8;           // writes along r
+    if (k0 + k < p.K && r0 + r < p.R) {
+        float v[8];
+        [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = block[k][r + i];
+        store_split(((batch * p.K + k0 + k) * p.R + r0 + r) / 8, v);
+    }
+}
