@@ -110,6 +110,26 @@ FragB frag_b(uint piece, uint c0, uint kk) {
     return f;
 }
 
+// The words of a K step a thread carries from global to shared memory, and where they go.
+uvec4 ra[LA], rb[LB];
+uint sa[LA], sb[LB];
+
+void fetch(uint m0, uint n0, uint k0, uint pa_base, uint pb_base) {
+    uint lid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < LA; ++i)
+        ra[i] = load_a(lid + i * THREADS, m0, k0, pa_base, sa[i]);
+    [[unroll]] for (uint i = 0; i < LB; ++i)
+        rb[i] = load_b(lid + i * THREADS, n0, k0, pb_base, sb[i]);
+}
+
+void stash() {
+    uint lid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < LA; ++i)
+        if (lid + i * THREADS < 3 * GA) tiles[sa[i]] = ra[i];
+    [[unroll]] for (uint i = 0; i < LB; ++i)
+        if (lid + i * THREADS < 3 * GB) tiles[sb[i]] = rb[i];
+}
+
 void main() {
     uint lid = gl_LocalInvocationID.x, warp = lid / 32;
     uint wr = (warp / (BN / WN)) * WM, wc = (warp % (BN / WN)) * WN;   // the warp's share
@@ -122,25 +142,15 @@ void main() {
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = Acc(0.0);
 
     uint pa_base = batch * p.pa_pbs, pb_base = batch * p.pb_pbs;
-    uvec4 ra[LA], rb[LB];
-    uint sa[LA], sb[LB];
-    [[unroll]] for (uint i = 0; i < LA; ++i)
-        ra[i] = load_a(lid + i * THREADS, m0, 0, pa_base, sa[i]);
-    [[unroll]] for (uint i = 0; i < LB; ++i)
-        rb[i] = load_b(lid + i * THREADS, n0, 0, pb_base, sb[i]);
+    fetch(m0, n0, 0, pa_base, pb_base);
+    stash();
+    barrier();
+    // The next K step's words are fetched into registers before this step is multiplied
+    // out, and stored once every warp is done reading the tiles. (Two stages of tiles, one
+    // barrier a step, were 25-35% slower on an H200: bench/RESULTS.md.)
     for (uint t = 0; t < steps; ++t) {
-        [[unroll]] for (uint i = 0; i < LA; ++i)
-            if (lid + i * THREADS < 3 * GA) tiles[sa[i]] = ra[i];
-        [[unroll]] for (uint i = 0; i < LB; ++i)
-            if (lid + i * THREADS < 3 * GB) tiles[sb[i]] = rb[i];
-        barrier();
-        if (t + 1 < steps) {                    // fetch the next step while this one runs
-            uint k0 = (t + 1) * BK;
-            [[unroll]] for (uint i = 0; i < LA; ++i)
-                ra[i] = load_a(lid + i * THREADS, m0, k0, pa_base, sa[i]);
-            [[unroll]] for (uint i = 0; i < LB; ++i)
-                rb[i] = load_b(lid + i * THREADS, n0, k0, pb_base, sb[i]);
-        }
+        bool more = t + 1 < steps;
+        if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
             FragB b0[RN], b1[RN], b2[RN];
             [[unroll]] for (uint j = 0; j < RN; ++j) {
@@ -163,7 +173,9 @@ void main() {
                 }
             }
         }
-        barrier();                              // the tiles are free for the next step
+        barrier();
+        if (more) stash();
+        barrier();      // unconditional: inside the if, the kernel ran erratically (H200)
     }
 
     // A NaN output: this tile goes to the exact path (every warp says, in its own word of

@@ -70,7 +70,7 @@ def test_the_bound_holds_from_k_248_with_no_guard_bits():
 def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
     big = (2048, 1024, 1024, 1)                   # 2^31 multiply-adds
     wide, narrow = plans.TENSOR_TILES["wide"], plans.TENSOR_TILES["narrow"]
-    assert plans.matmul_plan(*big, tensor_cores=True).tile == narrow
+    assert plans.matmul_plan(*big, tensor_cores=True).tile == wide == plans.TENSOR_TILE
     assert plans.matmul_plan(*big, tensor_cores=False).tile.shader == "matmul"
     for m, n, k, batch in [(2048, 1000, 1024, 1),    # N not whole 16-blocks
                            (2000, 1024, 1024, 1),    # M neither
@@ -78,12 +78,10 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
                            (1024, 1024, 1024, 1)]:   # too little work to pay
         assert plans.matmul_plan(m, n, k, batch, tensor_cores=True).tile.shader == "matmul"
     plan = plans.matmul_plan(4096, 4096, 300, 1, tensor_cores=True)
-    assert (plan.tile, plan.splits) == (narrow, 1)    # never split K
-    # The wide tile once it makes enough groups; the narrow one where only it fits.
-    assert plans.matmul_plan(8192, 8192, 1024, 1, tensor_cores=True).tile == wide
-    assert plans.matmul_plan(4096, 4096, 1024, 2, tensor_cores=True).tile == wide
+    assert (plan.tile, plan.splits) == (wide, 1)      # never split K
+    # The narrow tile where only it fits (128 threads a workgroup at most).
     assert not wide.fits(threads=128) and narrow.fits(threads=128)
-    assert plans.matmul_plan(8192, 8192, 1024, 1, 48 << 10, 128, True).tile == narrow
+    assert plans.matmul_plan(*big, 48 << 10, 128, True).tile == narrow
     # A device with less shared memory than the tiles need gets the fma kernel.
     small = plans.matmul_plan(*big, 16 << 10, 1024, True)
     assert small.tile.shader == "matmul" and small.tile.fits(16 << 10, 1024)
@@ -93,7 +91,7 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     # C (1024 x 768) = A (1024 x 3072) @ B^T, B stored (768 x 3072): 2^31.2 multiply-adds
     r = dispatch.matmul_recipe((1024, 3072), (768, 3072), False, True, 1024, 768, 3072, 1,
                                48 << 10, 1024, True, plans.matmul_plan, plans.reduce_plan)
-    t = plans.TENSOR_TILES["narrow"]
+    t = plans.TENSOR_TILE
     assert r.shader == "matmul_bf16x6" and r.passes == () and r.partials is None
     assert r.spec == (*t, t.threads)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
@@ -225,6 +223,7 @@ def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
 TENSOR_TILES = {**plans.TENSOR_TILES,
                 "64x128": plans.TensorTile(64, 128, 16, 32, 64),
                 "k32": plans.TensorTile(128, 64, 32, 64, 32),
+                "64x64": plans.TensorTile(64, 64, 16, 32, 32),
                 "one warp": plans.TensorTile(16, 16, 16, 16, 16)}
 
 

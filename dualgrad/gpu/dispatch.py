@@ -174,7 +174,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     plan = planner(m, n, k, batch, shared, threads, tensor_cores)
     t = plan.tile
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
-    if t.shader == "matmul_bf16x6":
+    if isinstance(t, plans.TensorTile):
         split_a, *a_layout = split_pass(a_shape, trans_a)
         split_b, *b_layout = split_pass(b_shape, not trans_b)
         spec = (*t, t.threads)

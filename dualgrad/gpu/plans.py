@@ -100,28 +100,22 @@ MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
 # the two split passes. On an H200 (bench_gpu.py --sweep): at 1024^3 (2^30 multiply-adds)
-# the fma kernel's 128 x 128 tile still won (0.065 ms against 0.073 for the best tensor
-# tile); from 2^31.6 (the 4096-wide MLP's products) the tensor tiles won by 5-30%. The
-# 128 x 64 tile of 4 warps was the fastest or within 1% up to 4096^3 (2.71 ms against 2.78
-# for 128 x 128), the 128 x 128 tile of 8 warps 7% faster at 8192^3 (16 times the groups).
+# the fma kernel's 128 x 128 tile still won (0.065-0.071 ms against 0.073-0.075 for the
+# best tensor tile); from 2^31.6 (the 4096-wide MLP's products) the tensor tiles won by
+# 5-30%, the 128 x 128 tile of 8 warps by 2-10% over 128 x 64 (4 warps), which is there for
+# devices that allow fewer threads a workgroup.
 TENSOR_TILES = {
     "wide": TensorTile(128, 128, 16, 64, 32),
     "narrow": TensorTile(128, 64, 16, 64, 32),
 }
 TENSOR_TILE = TENSOR_TILES["wide"]
-WIDE_TENSOR_GROUPS = 2048         # groups of the wide tile from which it is taken
 MIN_TENSOR_K = 256
 MIN_TENSOR_WORK = 1 << 31         # multiply-adds
 
 
-def tensor_tile(m: int, n: int, batch: int, shared: int, threads: int) -> TensorTile | None:
-    """The tensor tile for an m x n product (batch times) on a device with these limits."""
-    wide, narrow = TENSOR_TILES["wide"], TENSOR_TILES["narrow"]
-    groups = _cdiv(m, wide.bm) * _cdiv(n, wide.bn) * batch
-    for tile in ((wide, narrow) if groups >= WIDE_TENSOR_GROUPS else (narrow, wide)):
-        if tile.fits(shared, threads):
-            return tile
-    return None
+def tensor_tile(shared: int, threads: int) -> TensorTile | None:
+    """The first tensor tile a device with these limits can run."""
+    return next((t for t in TENSOR_TILES.values() if t.fits(shared, threads)), None)
 
 
 class MatmulPlan(NamedTuple):
@@ -157,7 +151,7 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     bfloat16 tensor cores if ``tensor_cores``."""
     if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
             and m * n * k * batch >= MIN_TENSOR_WORK):
-        tile = tensor_tile(m, n, batch, shared, threads)
+        tile = tensor_tile(shared, threads)
         if tile is not None:
             return MatmulPlan(tile, 1, k)
     wide, square = TILES["wide"], TILES["square"]
