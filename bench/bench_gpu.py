@@ -124,12 +124,23 @@ def _calls(flops: float) -> int:
     return int(min(50, max(1, 2e11 // max(flops, 1.0))))
 
 
+def our_product(args, ours, ha, hb, m, n, k, ta, tb):
+    """A call of our matmul; with ``args.serial`` every call writes one output, so each
+    waits for the one before, as the kernels of PyTorch's stream do (by default
+    independent calls may overlap on the device)."""
+    be = ours.backend
+    if not args.serial:
+        return lambda: be.matmul(ha, hb, ta, tb)
+    out = be.empty((m, n), persistent=True)
+    return lambda: be._matmul_into(ha, hb, out, ta, tb, m, n, k, 1)
+
+
 def bench_matmul(args, ours, torch) -> list:
     rows = []
     for name, m, n, k, ta, tb in matmul_cases(args):
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
-        mine = lambda: ours.backend.matmul(ha, hb, ta, tb)      # noqa: E731
+        mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
         peer = sync_peer = None
         if torch:
             da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
@@ -178,6 +189,7 @@ def sweep_matmul(args, ours) -> None:
         for name, m, n, k, ta, tb in matmul_cases(args):
             a, b = _operands(m, n, k, ta, tb)
             ha, hb = ours.put(a), ours.put(b)
+            mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
             flops = 2.0 * m * n * k
             best = chosen(m, n, k, 1, tensor_cores=ours.backend.ctx.tensor_cores)
             results = []
@@ -185,18 +197,18 @@ def sweep_matmul(args, ours) -> None:
                 if not sweepable(tile, m, n, k, ours.backend.ctx.tensor_cores):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
-                splits = {s for s in (1, 2, 4, 8, natural, 2 * natural) if k >= 4 * s * tile.bk}
+                splits = {s for s in (1, 2, 4, 8, 16, natural, 2 * natural)
+                          if k >= 4 * s * tile.bk}
                 if isinstance(tile, plans.TensorTile):
                     splits = {1}
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
-                    t, _ = timed(args, lambda: ours.backend.matmul(ha, hb, ta, tb), None,
-                                 ours.sync, None, _calls(flops))
+                    t, _ = timed(args, mine, None, ours.sync, None, _calls(flops))
                     mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
                     results.append((t, f"{label}({plan.splits}){mark}"))
             results.sort()
             cells = "  ".join(f"{lab} {t * 1e3:.3f} [{flops / t / 1e12:.1f}]"
-                              for t, lab in results[:6])
+                              for t, lab in results[:8])
             print(f"  {name:<24} {cells}", flush=True)
     finally:
         plans.matmul_plan = chosen
@@ -311,6 +323,10 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--sweep", action="store_true", help="time every matmul tile instead")
+    p.add_argument("--serial", action="store_true",
+                   help="our products all write one output, so each waits for the one "
+                        "before (as PyTorch's stream runs them); by default independent "
+                        "calls may overlap on the device")
     p.add_argument("--sections", default="matmul,memory,train,startup")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
