@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import require_gpu
@@ -35,3 +36,28 @@ def test_gpu_benchmark_prints_its_table():
     for name, ours, peer, ratio in rows:
         assert float(ours) > 0, name
         assert (peer == "n/a") == (ratio == "n/a"), name
+
+
+@pytest.mark.gpu
+def test_serial_products_wait_for_each_other(gpu):
+    """--serial: each of our products writes the one output, so the recorder puts a barrier
+    between every two (independent calls get none)."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import bench_gpu
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    ours = bench_gpu.Ours()
+    ha, hb = ours.put(np.ones((64, 32), np.float32)), ours.put(np.ones((32, 48), np.float32))
+    counters = ours.backend.rec.counters
+    made = {}
+    for flags in ([], ["--serial"]):
+        product = bench_gpu.our_product(bench_gpu.parse(["--tiny", *flags]), ours, ha, hb,
+                                        64, 48, 32, False, False)
+        product()
+        before = counters.barriers
+        for _ in range(5):
+            product()
+        made[bool(flags)] = counters.barriers - before
+        ours.sync()
+    assert made == {False: 0, True: 5}
