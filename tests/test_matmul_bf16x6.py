@@ -1,6 +1,8 @@
 """Products on bfloat16 tensor cores (matmul_bf16x6.comp): the split the kernel relies on,
 when the planner chooses it, how the device feature is asked for, and (on a device that has
 tensor cores) the kernel against the cpu reference and the fma kernel."""
+import types
+
 import numpy as np
 import pytest
 
@@ -126,6 +128,24 @@ def test_tensor_tiles_check_their_shape_and_limits():
 
 
 # -- the device feature ------------------------------------------------------------------------
+def test_forcing_tensor_cores_takes_a_tile_the_device_can_run():
+    natural = plans.matmul_plan
+    device_with = types.SimpleNamespace(ctx=types.SimpleNamespace(tensor_cores=True))
+    with testing.tensor_cores_forced(device_with) as used:
+        assert used
+        assert plans.matmul_plan(32, 48, 300, 1, 48 << 10, 1024, True).tile == \
+            plans.TENSOR_TILE                                  # however small the product
+        assert plans.matmul_plan(32, 48, 300, 1, 48 << 10, 128, True).tile == \
+            plans.TENSOR_TILES["narrow"]
+        assert plans.matmul_plan(32, 48, 300, 1, 16 << 10, 1024, True).tile.shader == \
+            "matmul"                                           # no tensor tile fits
+        assert plans.matmul_plan(30, 48, 300, 1).tile.shader == "matmul"
+    assert plans.matmul_plan is natural
+    device_without = types.SimpleNamespace(ctx=types.SimpleNamespace(tensor_cores=False))
+    with testing.tensor_cores_forced(device_without) as used:
+        assert not used and plans.matmul_plan is natural
+
+
 def test_the_environment_switch_is_checked(monkeypatch):
     for value, allowed in (("", True), ("1", True), ("0", False)):
         monkeypatch.setenv(features.ENV, value)

@@ -276,10 +276,11 @@ def tensor_cores_forced(backend):
         return
     natural = plans.matmul_plan
 
-    def plan(m, n, k, batch, *limits):
-        if m % 16 == 0 and n % 16 == 0:
-            return plans.MatmulPlan(plans.TENSOR_TILE, 1, k)
-        return natural(m, n, k, batch, *limits)
+    def plan(m, n, k, batch, shared=48 << 10, threads=1024, *rest):
+        tile = plans.tensor_tile(shared, threads)
+        if m % 16 == 0 and n % 16 == 0 and tile is not None:
+            return plans.MatmulPlan(tile, 1, k)
+        return natural(m, n, k, batch, shared, threads, *rest)
     plans.matmul_plan = plan
     try:
         yield True
