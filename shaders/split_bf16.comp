@@ -76,17 +76,24 @@ void main() {
         }
         return;
     }
+    // Blocks of r and k are walked in strides of the grid, which the backend caps at the
+    // 65535 workgroups a dimension every device allows.
     uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.z;
-    uint r0 = gl_WorkGroupID.x * TR, k0 = gl_WorkGroupID.y * TK;
-    [[unroll]] for (uint i = 0; i < TR * TK / 256; ++i) {   // reads along k
-        uint e = lid + i * 256, r = r0 + e / TK, k = k0 + e % TK;
-        block[e % TK][e / TK] = r < p.R && k < p.K ? p.x.v[(batch * p.R + r) * p.K + k] : 0.0;
-    }
-    barrier();
-    uint k = lid / (TR / 8), r = (lid % (TR / 8)) * 8;           // writes along r
-    if (k0 + k < p.K && r0 + r < p.R) {
-        float v[8];
-        [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = block[k][r + i];
-        store_split(((batch * p.K + k0 + k) * p.R + r0 + r) / 8, v);
+    uint k = lid / (TR / 8), r = (lid % (TR / 8)) * 8;          // what the thread writes
+    for (uint r0 = gl_WorkGroupID.x * TR; r0 < p.R; r0 += gl_NumWorkGroups.x * TR) {
+        for (uint k0 = gl_WorkGroupID.y * TK; k0 < p.K; k0 += gl_NumWorkGroups.y * TK) {
+            [[unroll]] for (uint i = 0; i < TR * TK / 256; ++i) {   // reads along k
+                uint e = lid + i * 256, re = r0 + e / TK, ke = k0 + e % TK;
+                block[e % TK][e / TK] =
+                    re < p.R && ke < p.K ? p.x.v[(batch * p.R + re) * p.K + ke] : 0.0;
+            }
+            barrier();
+            if (k0 + k < p.K && r0 + r < p.R) {                      // writes along r
+                float v[8];
+                [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = block[k][r + i];
+                store_split(((batch * p.K + k0 + k) * p.R + r0 + r) / 8, v);
+            }
+            barrier();                                               // block is free again
+        }
     }
 }

@@ -184,10 +184,15 @@ UNSPLITTABLE = [np.inf, -np.inf, np.nan, 2.0 ** 64, -2.0 ** 70, 1e-35, -2.0 ** -
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape,k_major", [((37, 24), True), ((24, 37), False),
                                            ((2, 16, 70), False), ((2, 5, 40), True),
-                                           ((8, 1), False)], ids=str)
-def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, shape, k_major):
+                                           ((8, 1), False), ((2, 136, 70), False)], ids=str)
+@pytest.mark.parametrize("cap", [None, 1], ids=["whole grid", "one group a dimension"])
+def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypatch, shape,
+                                                             k_major, cap):
     """Three planes of bfloat16 values, [batch][k][r] whichever way the operand is stored;
-    a value the split cannot represent becomes (NaN, 0, 0)."""
+    a value the split cannot represent becomes (NaN, 0, 0). With the grid capped (as it is
+    at 65535 workgroups a dimension), the workgroups walk what is left."""
+    if cap:
+        monkeypatch.setattr(dispatch, "MAX_GROUPS", cap)
     backend = device.active()
     size = int(np.prod(shape))
     x = splittable_values(rng, max(size, 8))[:size]
@@ -195,6 +200,8 @@ def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, shape, k_
         UNSPLITTABLE[:min(size, len(UNSPLITTABLE))]
     x = x.reshape(shape)
     split_pass, plane, _ = dispatch.split_pass(shape, k_major)
+    if cap:
+        assert split_pass.groups[:2] == (1, 1)
     h, out = backend.upload(x), backend.empty((split_pass.floats,))
     backend._run("split_bf16", split_pass.spec,
                  dispatch.push_constants((h.address, out.address), split_pass.uints),

@@ -155,7 +155,8 @@ def split_pass(shape: tuple, k_major: bool) -> tuple:
         raise ValueError(f"split_pass: the operand's other extent ({r}) is not a multiple "
                          "of 8")
     plane = batch * k * r
-    groups = grid(plane // 8) if k_major else (-(-r // 64), -(-k // 32), batch)
+    groups = grid(plane // 8) if k_major else (min(-(-r // 64), MAX_GROUPS),
+                                                min(-(-k // 32), MAX_GROUPS), batch)
     return (SplitPass((int(not k_major),), (r, k, plane), groups, 3 * plane // 2), plane,
             k * r if len(shape) == 3 else 0)
 
