@@ -2,9 +2,9 @@
 // C = op(A) @ op(B) in float32 accuracy on bfloat16 tensor cores (cooperative matrices).
 //
 // Each float32 operand is split exactly into three bfloat16 pieces, x = x0 + x1 + x2
-// (x0 = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1): 8 significant bits each; the
-// residuals are exact in float32 and x2 is exact in bfloat16, whether the conversion rounds
-// to nearest or toward zero). Of the nine piece products, the six that matter are summed,
+// (split_bf16.comp: x0 = bf16(x), x1 = bf16(x - x0), rounded to nearest even, and
+// x2 = x - x0 - x1: 8 significant bits each; the residuals are exact in float32 and x2 is a
+// bfloat16 as it is, as they would be rounding toward zero). Of the nine piece products, the six that matter are summed,
 // a0b0 + a1b0 + a0b1 + a1b1 + a2b0 + a0b2; the three dropped are below 2^-20 |a b| together.
 // Tensor cores multiply bfloat16 exactly and add in float32 with their own rounding, so each
 // K step (16 values of k) is summed from zero on the tensor cores and then added, in float32
@@ -21,7 +21,7 @@
 // once fall in different banks. (Operands stored with k contiguous, loaded as they are,
 // made 32-byte rows of a 16-deep step: 1.5 times slower on an H200.)
 //
-// A value the split cannot represent (inf, NaN, |x| >= 2^64, or nonzero |x| < 2^-100)
+// A value the split cannot represent (inf, NaN, |x| >= 2^63, or nonzero |x| < 2^-100)
 // reaches the tensor cores as a NaN piece, so every output of its row or column is NaN; a
 // workgroup that finds a NaN among its outputs computes its tile again from the float32
 // operands with fmas in k order, as matmul.comp computes it (which also settles, in the fma
@@ -84,7 +84,8 @@ uvec4 load_tile(Words src, uint e, uint rows, uint words, uint row_words, uint e
     uint k = k0 + g / (rows / 8), r = r0 + (g % (rows / 8)) * 8;
     slot = at + piece * BK * row_words + (g / (rows / 8)) * row_words + g % (rows / 8);
     if (e >= 3 * words || k >= p.K || r >= extent) return uvec4(0);
-    return src.v[(piece * plane + base + k * extent + r) >> 3];
+    return src.v[piece * (plane >> 3) + ((base + k * extent + r) >> 3)];   // in words:
+                                        // 3 planes of values may pass 2^32
 }
 
 uvec4 load_a(uint e, uint m0, uint k0, uint base, out uint slot) {
@@ -147,7 +148,7 @@ void main() {
     barrier();
     // The next K step's words are fetched into registers before this step is multiplied
     // out, and stored once every warp is done reading the tiles. (Two stages of tiles, one
-    // barrier a step, were 25-35% slower on an H200: bench/RESULTS.md.)
+    // barrier a step, were 15-45% slower on an H200: bench/RESULTS.md.)
     for (uint t = 0; t < steps; ++t) {
         bool more = t + 1 < steps;
         if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);

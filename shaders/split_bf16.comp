@@ -9,7 +9,8 @@
 // that way is split as it is (TRANSPOSE 0); one stored [batch][r][k] is transposed on the
 // way, through shared memory, so that both its reads and its writes are coalesced. A value
 // the split cannot represent exactly in pieces the tensor cores multiply as they are (inf,
-// NaN, |x| >= 2^64, or nonzero |x| < 2^-100, whose last piece could be subnormal) is
+// NaN, |x| >= 2^63, whose first piece may round up to 2^64 and its products overflow, or
+// nonzero |x| < 2^-100, whose last piece could be subnormal) is
 // written as x0 = NaN, x1 = x2 = 0: every output its row or column feeds comes out NaN,
 // which is how the product finds the tiles it computes again with float32 fmas.
 //
@@ -29,7 +30,7 @@ layout(push_constant) uniform Push {
     uint R; uint K; uint plane;
 } p;
 
-// The bfloat16 nearest to x, as float32 bits (finite x below 2^64: no carry into inf).
+// The bfloat16 nearest to x, as float32 bits (finite x below 2^63: no carry into inf).
 uint bf16_bits(float x) {
     uint u = floatBitsToUint(x);
     return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
@@ -37,7 +38,7 @@ uint bf16_bits(float x) {
 
 bool splittable(float x) {
     float m = abs(x);
-    return m < uintBitsToFloat(0x5f800000u)                  // 2^64; NaN fails
+    return m < uintBitsToFloat(0x5f000000u)                  // 2^63; NaN fails
         && (m >= uintBitsToFloat(0x0d800000u) || m == 0.0);  // 2^-100
 }
 

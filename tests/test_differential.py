@@ -99,6 +99,19 @@ def test_max_of_nan_signed_zeros_and_infinities(gb, rng, shape, axes):
     assert np.array_equal(gy[same].view(np.uint32), cy[same].view(np.uint32))
 
 
+@pytest.mark.parametrize("n", [3, 8], ids=["strided", "vec4"])
+def test_the_max_of_signed_zeros_is_plus_zero_if_any_is(gb, n):
+    x = np.full((4, n), -0.0, np.float32)
+    x[0, n - 1] = 0.0                              # one +0 among -0
+    x[2, 0] = 0.0
+    x[3, :] = -np.inf
+    x[3, 1] = -0.0                                 # -0 above -inf
+    cy, gy = gb.twin("reduce", "max", x, (1,), False)
+    want = np.array([0.0, -0.0, 0.0, -0.0], np.float32)
+    assert np.array_equal(cy.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(gy.view(np.uint32), want.view(np.uint32))
+
+
 def test_a_negative_nan_alone_wins_the_max(gb):
     x = np.array([[1.0, 0.0, 2.0, 3.0], [-1.0, 0.0, -2.0, -3.0]], np.float32)
     x.view(np.uint32)[:, 1] = 0xFFC00000

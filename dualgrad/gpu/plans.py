@@ -102,7 +102,7 @@ MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
 # the two split passes. On an H200 (bench_gpu.py --sweep): at 1024^3 (2^30 multiply-adds)
 # the fma kernel's 128 x 128 tile still won (0.065-0.071 ms against 0.073-0.075 for the
 # best tensor tile); from 2^31.6 (the 4096-wide MLP's products) the tensor tiles won by
-# 5-30%, the 128 x 128 tile of 8 warps by 2-10% over 128 x 64 (4 warps), which is there for
+# 5-30%, the 128 x 128 tile of 8 warps by 3-9% over 128 x 64 (4 warps), which is there for
 # devices that allow fewer threads a workgroup.
 TENSOR_TILES = {
     "wide": TensorTile(128, 128, 16, 64, 32),
