@@ -41,43 +41,6 @@ layout(push_constant) uniform Push {
     uint a_bs; uint b_bs; uint c_bs; uint kc;
 } p;
 
-// A quad at element offset `off` of `f` with elements `step` apart, of which the first
-// `valid` (0..4) are inside the matrix.
-vec4 quad(Floats f, uint off, uint step, uint valid, bool vec) {
-    if (vec) return valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
-    vec4 q = vec4(0.0);
-    [[unroll]] for (uint c = 0; c < 4; ++c)
-        if (c < valid) q[c] = f.v[off + c * step];
-    return q;
-}
-
-uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
-
-// The e-th A quad of the tile at (m0, k0): A_T 0, quads along k (BK / 4 to a row of the
-// tile, k fastest across threads); A_T 1, quads along m (BM / 4 to a value of k).
-vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base) {
-    if (A_T == 0) {                             // quads along k, k fastest across threads
-        uint m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
-        return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sk,
-                    m < p.M ? valid4(k, kend) : 0u, A_VEC != 0);
-    }
-    uint m = m0 + (e % (BM / 4)) * 4, k = k0 + e / (BM / 4);   // quads along m
-    return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sm,
-                k < kend ? valid4(m, p.M) : 0u, A_VEC != 0);
-}
-
-// The e-th B quad of the tile at (k0, n0): B_T 0, quads along n; B_T 1, quads along k.
-vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base) {
-    if (B_T == 0) {                             // quads along n
-        uint n = n0 + (e % (BN / 4)) * 4, k = k0 + e / (BN / 4);
-        return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sn,
-                    k < kend ? valid4(n, p.N) : 0u, B_VEC != 0);
-    }
-    uint n = n0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;    // quads along k
-    return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sk,
-                n < p.N ? valid4(k, kend) : 0u, B_VEC != 0);
-}
-
 const uint WX = BN / TN, WY = BM / TM;          // threads along n and along m
 const uint THREADS = WX * WY;
 const uint LA = BM * BK / 4 / THREADS;          // A quads each thread loads per K step
@@ -94,12 +57,36 @@ const uint LB = BK * BN / 4 / THREADS;
 shared vec4 As[2 * BK * BM / 4];
 shared vec4 Bs[2 * BK * BN / 4];
 
+// A quad at element offset `off` of `f` with elements `step` apart, of which the first
+// `valid` (0..4) are inside the matrix.
+vec4 quad(Floats f, uint off, uint step, uint valid, bool vec) {
+    if (vec) return valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
+    vec4 q = vec4(0.0);
+    [[unroll]] for (uint c = 0; c < 4; ++c)
+        if (c < valid) q[c] = f.v[off + c * step];
+    return q;
+}
+
 // The quad swizzle of row k of a tile with `quads` quads per row (a power of two).
 uint swizzle(uint k, uint quads) {
     return ((k >> 2) * max(1u, 32u / BK)) & (min(8u, quads) - 1u);
 }
 uint swizzle_a(uint k) { return A_T == 0 ? swizzle(k, BM / 4) : 0u; }
 uint swizzle_b(uint k) { return B_T == 1 ? swizzle(k, BN / 4) : 0u; }
+
+uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
+
+// The e-th A quad of the tile at (m0, k0), and where it goes in shared memory.
+vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base) {
+    if (A_T == 0) {                             // quads along k, k fastest across threads
+        uint m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
+        return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sk,
+                    m < p.M ? valid4(k, kend) : 0u, A_VEC != 0);
+    }
+    uint m = m0 + (e % (BM / 4)) * 4, k = k0 + e / (BM / 4);   // quads along m
+    return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sm,
+                k < kend ? valid4(m, p.M) : 0u, A_VEC != 0);
+}
 
 void store_a(uint e, uint buf, vec4 q) {
     if (A_T == 0) {
@@ -109,6 +96,17 @@ void store_a(uint e, uint buf, vec4 q) {
     } else {
         As[(buf * BK + e / (BM / 4)) * (BM / 4) + e % (BM / 4)] = q;
     }
+}
+
+vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base) {
+    if (B_T == 0) {                             // quads along n
+        uint n = n0 + (e % (BN / 4)) * 4, k = k0 + e / (BN / 4);
+        return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sn,
+                    k < kend ? valid4(n, p.N) : 0u, B_VEC != 0);
+    }
+    uint n = n0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;    // quads along k
+    return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sk,
+                n < p.N ? valid4(k, kend) : 0u, B_VEC != 0);
 }
 
 void store_b(uint e, uint buf, vec4 q) {
