@@ -5,6 +5,7 @@ training step, run eagerly and replayed (``dg.capture_step``).
     python3 bench/bench_gpu.py                    # the recorded figures (bench/RESULTS.md)
     python3 bench/bench_gpu.py --tiny             # small sizes, e.g. on lavapipe (smoke)
     python3 bench/bench_gpu.py --sweep            # time every matmul tile and split K
+    python3 bench/bench_gpu.py --overlap          # matmul as independent calls
 
 Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
 way: a number of calls queued, then a wait for the device (our queue's fence, or
@@ -125,11 +126,11 @@ def _calls(flops: float) -> int:
 
 
 def our_product(args, ours, ha, hb, m, n, k, ta, tb):
-    """A call of our matmul; with ``args.serial`` every call writes one output, so each
-    waits for the one before, as the kernels of PyTorch's stream do (by default
-    independent calls may overlap on the device)."""
+    """A call of our matmul. Every call writes one output, so each waits for the one
+    before, as the kernels of PyTorch's stream (and the products of a training step) do;
+    with ``args.overlap``, independent calls, which the device may run at once."""
     be = ours.backend
-    if not args.serial:
+    if args.overlap:
         return lambda: be.matmul(ha, hb, ta, tb)
     out = be.empty((m, n), persistent=True)
     return lambda: be._matmul_into(ha, hb, out, ta, tb, m, n, k, 1)
@@ -323,10 +324,10 @@ def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--sweep", action="store_true", help="time every matmul tile instead")
-    p.add_argument("--serial", action="store_true",
-                   help="our products all write one output, so each waits for the one "
-                        "before (as PyTorch's stream runs them); by default independent "
-                        "calls may overlap on the device")
+    p.add_argument("--overlap", action="store_true",
+                   help="our products are independent calls, which may overlap on the "
+                        "device; by default they all write one output, so each waits for "
+                        "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,memory,train,startup")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")

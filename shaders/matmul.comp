@@ -11,7 +11,10 @@
 // constants: the backend picks them per problem (big squares, skinny M or N).
 //
 // Split K: workgroup z = batch * SPLITS + s sums only k in [s * kc, (s + 1) * kc) and writes
-// its partial product to slice z of C (stride c_bs); the backend then sums the slices.
+// its partial product to slice z of the scratch W (stride c_bs), then counts itself in at
+// counters[tile]. The slice that counts last adds the tile's SPLITS partial products, in
+// order of s whichever slice that is (so the result does not depend on timing), writes C
+// and puts the counter back to 0 for the next dispatch: one dispatch, no second pass.
 //
 // Loads come in quads: 4 elements consecutive along the operand's contiguous dimension,
 // neighbouring threads taking neighbouring quads (whole 32-byte sectors of a row).
@@ -35,8 +38,15 @@ layout(constant_id = 9) const uint C_VEC = 0;   // N and c_bs multiples of 4: ve
 layout(constant_id = 10) const uint SPLITS = 1;
 layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
 
+// C and W: coherent, so partial products one workgroup stores reach the one that adds them.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer OutQuads {
+    vec4 v[];
+};
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
+
 layout(push_constant) uniform Push {
-    Floats a; Floats b; Floats c;
+    Floats a; Floats b; Out c; Out w; Counters counters;
     uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
     uint a_bs; uint b_bs; uint c_bs; uint kc;
 } p;
@@ -119,6 +129,42 @@ void store_b(uint e, uint buf, vec4 q) {
     }
 }
 
+// Output quads: the thread's 4 values at (m, n..n+3), offset `off`; one vec4 access where
+// C_VEC, else the ones inside the matrix.
+void store(Out dst, uint off, uint n, vec4 v) {
+    if (C_VEC != 0) {
+        OutQuads(dst).v[off >> 2] = v;
+        return;
+    }
+    [[unroll]] for (uint j = 0; j < 4; ++j)
+        if (n + j < p.N) dst.v[off + j] = v[j];
+}
+
+vec4 fetch(Out src, uint off, uint n) {
+    if (C_VEC != 0) return OutQuads(src).v[off >> 2];
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0; j < 4; ++j)
+        if (n + j < p.N) v[j] = src.v[off + j];
+    return v;
+}
+
+// The thread's TM x TN accumulators (private, so store_tile sees them), rows and columns as
+// main lays them out.
+vec4 acc[TM][TN / 4];
+
+// The thread's accumulators into the slice of `dst` at `base`.
+void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0) {
+    [[unroll]] for (uint r = 0; r < TM / 4; ++r)
+        [[unroll]] for (uint i = 0; i < 4; ++i) {
+            uint m = m0 + (ty + r * WY) * 4 + i;
+            if (m >= p.M) continue;
+            [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
+                uint n = n0 + (tx + s * WX) * 4;
+                if (n < p.N) store(dst, base + m * p.N + n, n, acc[r * 4 + i][s]);
+            }
+        }
+}
+
 void main() {
     // A warp's 32 threads cover lx x ly threads of the WX x WY grid, not one 32-wide row:
     // each K step, its shared-memory reads are then 4 A quads and 8 B quads (one wavefront
@@ -136,7 +182,6 @@ void main() {
     // Thread (tx, ty) owns rows ty*4 + r*4*WY + (0..3) and columns tx*4 + s*4*WX + (0..3):
     // quads spread over the tile, so a warp's shared-memory reads are broadcasts or
     // consecutive vec4s.
-    vec4 acc[TM][TN / 4];
     [[unroll]] for (uint i = 0; i < TM; ++i)
         [[unroll]] for (uint s = 0; s < TN / 4; ++s) acc[i][s] = vec4(0.0);
 
@@ -177,21 +222,36 @@ void main() {
         barrier();
     }
 
-    uint c_base = z * p.c_bs;
+    if (SPLITS == 1) {
+        store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0);
+        return;
+    }
+    store_tile(p.w, z * p.c_bs, tx, ty, m0, n0);
+    memoryBarrierBuffer();                      // the partial product, then the count
+    barrier();
+    uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x
+                + gl_WorkGroupID.x;
+    // The count goes to the others through As, free since the loop's last barrier (a
+    // shared flag of its own would take the widest tile past 48 KiB).
+    if (lid == 0) As[0].x = uintBitsToFloat(atomicAdd(p.counters.v[tile], 1u));
+    barrier();
+    if (floatBitsToUint(As[0].x) != SPLITS - 1) return;     // not the last slice
+    memoryBarrierBuffer();
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
             uint m = m0 + (ty + r * WY) * 4 + i;
             if (m >= p.M) continue;
             [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
-                uint n = n0 + (tx + s * WX) * 4;
-                uint off = c_base + m * p.N + n;
-                vec4 v = acc[r * 4 + i][s];
-                if (C_VEC != 0) {
-                    if (n < p.N) Quads(p.c).v[off >> 2] = v;
-                } else {
-                    [[unroll]] for (uint j = 0; j < 4; ++j)
-                        if (n + j < p.N) p.c.v[off + j] = v[j];
+                uint n = n0 + (tx + s * WX) * 4, off = m * p.N + n;
+                if (n >= p.N) continue;
+                vec4 v = vec4(0.0);
+                for (uint j = 0; j < SPLITS; ++j) {
+                    vec4 part = j == split ? acc[r * 4 + i][s]
+                                           : fetch(p.w, (batch * SPLITS + j) * p.c_bs + off, n);
+                    v = j == 0 ? part : v + part;
                 }
+                store(p.c, batch * p.c_bs + off, n, v);
             }
         }
+    if (lid == 0) p.counters.v[tile] = 0u;
 }

@@ -40,8 +40,8 @@ def test_gpu_benchmark_prints_its_table():
 
 @pytest.mark.gpu
 def test_serial_products_wait_for_each_other(gpu):
-    """--serial: each of our products writes the one output, so the recorder puts a barrier
-    between every two (independent calls get none)."""
+    """By default each of our products writes the one output, so the recorder puts a
+    barrier between every two; --overlap's independent calls get none."""
     sys.path.insert(0, str(BENCH.parent))
     try:
         import bench_gpu
@@ -51,7 +51,7 @@ def test_serial_products_wait_for_each_other(gpu):
     ha, hb = ours.put(np.ones((64, 32), np.float32)), ours.put(np.ones((32, 48), np.float32))
     counters = ours.backend.rec.counters
     made = {}
-    for flags in ([], ["--serial"]):
+    for flags in ([], ["--overlap"]):
         product = bench_gpu.our_product(bench_gpu.parse(["--tiny", *flags]), ours, ha, hb,
                                         64, 48, 32, False, False)
         product()
@@ -60,4 +60,4 @@ def test_serial_products_wait_for_each_other(gpu):
             product()
         made[bool(flags)] = counters.barriers - before
         ours.sync()
-    assert made == {False: 0, True: 5}
+    assert made == {False: 5, True: 0}

@@ -76,12 +76,55 @@ def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
     check_matmul(pair, rng, *shapes, True, True)
 
 
+@pytest.mark.gpu
+def test_split_k_finishes_in_one_dispatch_and_leaves_its_counters_at_zero(pair, rng,
+                                                                          monkeypatch):
+    # The last slice of each tile adds the partial products: one dispatch. Its counters are
+    # the reduction workspace's, back at 0 for the next product or reduction that uses them:
+    # many split products and reductions in a row, no wait between them, all agree.
+    be = device.active()
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["medium"], 4))
+    a, b = f32(rng, 70, 300), f32(rng, 300, 90)
+    ha, hb = be.upload(a), be.upload(b)
+    before = be.rec.counters.dispatches
+    outs = [be.matmul(ha, hb)]
+    assert be.rec.counters.dispatches - before == 1
+    x = f32(rng, 9, 5000)
+    hx = be.upload(x)
+    for _ in range(5):
+        outs += [be.matmul(ha, hb), be.matmul(hb, ha, True, True)]
+        sums = be.reduce("sum", hx, (1,))
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    first = be.download(outs[0])
+    for i, got in enumerate(outs):
+        got = be.download(got)
+        np.testing.assert_allclose(got.T if i % 2 == 0 and i else got, want, rtol=1e-4,
+                                   atol=1e-3)
+    # Partial products are added in order of slice, whichever slice is last: same bits.
+    assert all(np.array_equal(be.download(o), first) for o in outs[1::2])
+    np.testing.assert_allclose(be.download(sums), np.sum(x.astype(np.float64), axis=1),
+                               rtol=1e-4, atol=1e-3)
+
+
+def test_split_k_keeps_k_whole_past_a_counter_per_tile():
+    from dualgrad.gpu import dispatch
+    split = forced(plans.TILES["medium"], 4)
+    small = dispatch.matmul_recipe((64, 640), (640, 64), False, False, 64, 64, 640, 1,
+                                   48 << 10, 1024, False, split)
+    assert small.groups == (1, 1, 4) and small.partials == (4, 64, 64)
+    # 2^16 + 1 batches of one tile each: a counter a tile would not fit in COUNTERS.
+    batch = dispatch.COUNTERS + 1
+    big = dispatch.matmul_recipe((batch, 64, 640), (640, 64), False, False, 64, 64, 640,
+                                 batch, 48 << 10, 1024, False, split)
+    assert big.groups == (1, 1, batch) and big.partials is None
+
+
 # Shapes whose natural plans are each tile, with and without split K.
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,batch,tile,splits", [
-    (10, 70, 4500, 1, "rows", 2), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 4),
-    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (64, 64, 5000, 1, "medium", 2),
-    (520, 400, 20, 1, "square", 1), (1030, 1000, 12, 4, "wide", 1)], ids=str)
+    (10, 70, 4500, 1, "rows", 32), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 31),
+    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (64, 64, 5000, 1, "medium", 32),
+    (1030, 1000, 20, 1, "square", 1), (1030, 1000, 12, 4, "wide", 1)], ids=str)
 def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):
     plan = plans.matmul_plan(m, n, k, batch)
     assert (plan.tile, plan.splits) == (plans.TILES[tile], splits)

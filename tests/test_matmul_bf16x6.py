@@ -92,9 +92,9 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
 def test_a_tensor_recipe_names_its_shader_and_constants():
     # C (1024 x 768) = A (1024 x 3072) @ B^T, B stored (768 x 3072): 2^31.2 multiply-adds
     r = dispatch.matmul_recipe((1024, 3072), (768, 3072), False, True, 1024, 768, 3072, 1,
-                               48 << 10, 1024, True, plans.matmul_plan, plans.reduce_plan)
+                               48 << 10, 1024, True, plans.matmul_plan)
     t = plans.TENSOR_TILE
-    assert r.shader == "matmul_bf16x6" and r.passes == () and r.partials is None
+    assert r.shader == "matmul_bf16x6" and r.partials is None
     assert r.spec == (*t, t.threads)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
     # A (m x k, k contiguous) is transposed into k-major pieces; B^T stored (n x k) too.
@@ -108,8 +108,7 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
     # A batch of 3 A^T stored (3, 300, 144): k-major already; B (96 x 300) stored as B^T ...
     r = dispatch.matmul_recipe((3, 300, 144), (96, 300), True, True, 144, 96, 300, 3,
-                               48 << 10, 1024, True, forced(plans.TENSOR_TILE),
-                               plans.reduce_plan)
+                               48 << 10, 1024, True, forced(plans.TENSOR_TILE))
     (pa, pb), layout = r.pieces, r.uints[-4:]
     assert pa.spec == (0,) and pa.uints == (144, 300, 3 * 300 * 144)
     assert pa.groups == dispatch.grid(3 * 300 * 144 // 8)

@@ -446,18 +446,21 @@ class GpuBackend(Backend):
         r = _matmul_recipe(tuple(a.shape), tuple(b.shape), trans_a, trans_b, m, n, k, batch,
                            limits.maxComputeSharedMemorySize,
                            limits.maxComputeWorkGroupInvocations, self.ctx.tensor_cores,
-                           plans.matmul_plan, plans.reduce_plan)
-        dest = out if r.partials is None else self.empty(r.partials)
+                           plans.matmul_plan)
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
             self._run("split_bf16", split.spec, _push((x.address, h.address), split.uints),
                       split.groups, [x], [h])
             pieces.append(h)
-        addresses = (a.address, b.address, dest.address, *(h.address for h in pieces))
-        self._run(r.shader, r.spec, _push(addresses, r.uints), r.groups, [a, b, *pieces],
-                  [dest])
-        self._reduce_run(r.passes, dest, None, out)
+        if r.partials is None:      # the pieces (tensor cores), else W and counters unused
+            extra, writes = tuple(h.address for h in pieces) or (0, 0), [out]
+        else:                                       # split K: scratch and tile counters
+            counters, _ = self._workspace()
+            partials = self.empty(r.partials)
+            extra, writes = (partials.address, counters.address), [out, partials, counters]
+        self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),
+                                          r.uints), r.groups, [a, b, *pieces], writes)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):

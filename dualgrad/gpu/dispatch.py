@@ -135,14 +135,13 @@ class SplitPass(NamedTuple):
 
 
 class MatmulRecipe(NamedTuple):
-    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, the
-    split passes that feed the tensor-core kernel, and the reduction of a split K."""
+    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, and
+    the split passes that feed the tensor-core kernel."""
     shader: str
     spec: tuple
     uints: tuple
     groups: tuple
     partials: tuple | None        # the shape of the split-K partial products, if any
-    passes: tuple                 # the reduce.comp passes that sum them
     pieces: tuple = ()            # SplitPass of A and of B (the tensor-core kernel only)
 
 
@@ -164,9 +163,11 @@ def split_pass(shape: tuple, k_major: bool) -> tuple:
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
-                  tensor_cores: bool, planner, reduce_planner) -> MatmulRecipe:
+                  tensor_cores: bool, planner) -> MatmulRecipe:
     """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
-    split-K plan writes (batch, splits, m*n) partial products that reduce.comp sums."""
+    split-K plan writes (batch * splits, m, n) partial products that the last slice of
+    each tile adds within the dispatch, counting in at the reduction workspace's counters
+    (one per tile, so K stays whole past COUNTERS tiles)."""
     ca, cb = a_shape[-1], b_shape[-1]
     a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
@@ -174,13 +175,16 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
     plan = planner(m, n, k, batch, shared, threads, tensor_cores)
     t = plan.tile
+    tiles = -(-n // t.bn) * -(-m // t.bm) * batch
+    if plan.splits > 1 and tiles > COUNTERS:   # a counter per tile: else K stays whole
+        plan = plans.sliced(t, k, 1)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if isinstance(t, plans.TensorTile):
         split_a, *a_layout = split_pass(a_shape, trans_a)
         split_b, *b_layout = split_pass(b_shape, not trans_b)
         spec = (*t, t.threads)
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
-        return MatmulRecipe(t.shader, spec, uints, groups, None, (), (split_a, split_b))
+        return MatmulRecipe(t.shader, spec, uints, groups, None, (split_a, split_b))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -190,11 +194,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
             plan.splits, t.threads)
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
-    if not split:
-        return MatmulRecipe(t.shader, spec, uints, groups, None, ())
-    return MatmulRecipe(t.shader, spec, uints, groups, (batch * plan.splits, m, n),
-                        reduce_passes(SUM, batch * m * n, plan.splits, plan.splits, m * n,
-                                      None, reduce_planner))
+    return MatmulRecipe(t.shader, spec, uints, groups,
+                        (batch * plan.splits, m, n) if split else None)
 
 
 def strides4(shape4) -> list:

@@ -3,8 +3,8 @@ multi-pass reductions. Arithmetic on sizes only, so it is testable without a dev
 
 A big GPU needs a few hundred workgroups in flight to be busy; a problem that yields fewer
 (a skinny matmul, a full reduction) is split along its summed dimension, and the partial
-results are summed afterwards (by a small second pass, or within a reduction's own dispatch:
-see reduce.comp's FINISH). A float32 sum of partial sums is still a sum of the same terms in
+results are summed afterwards: by the last workgroup to finish its share, within the same
+dispatch (matmul.comp's split K, reduce.comp's FINISH), or by a small second pass. A float32 sum of partial sums is still a sum of the same terms in
 some order, so the gamma(n) bounds of the tolerance table hold unchanged.
 """
 from __future__ import annotations
@@ -79,9 +79,11 @@ class TensorTile(NamedTuple):
                 and self.shared_bytes <= shared and self.threads <= threads)
 
 
-# Measured on an H200 (bench/bench_gpu.py --sweep): the widest tile wins once it yields
-# about one workgroup per SM, 128x128 with K steps of 8 below that; for a layer of 10
-# outputs, 32 x 64 beats 16 x 64 (twice the threads on the same loads).
+# Measured on an H200 (bench/bench_gpu.py --sweep, each product waiting for the one
+# before): the widest tile wins once it yields about one workgroup per SM, 128 x 128 with K
+# steps of 8 below that down to 64 workgroups; fewer, and 64 x 64 split 4 ways beats
+# 128 x 128 split 8 (256 x 1024 x 1024: 0.029-0.031 ms against 0.037-0.041); for a layer
+# of 10 outputs, 32 x 64 beats 16 x 64 (twice the threads on the same loads).
 TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
@@ -90,13 +92,16 @@ TILES = {
     "cols": Tile(64, 16, 16, 4, 4),        # N <= 16 (a small layer's forward)
 }
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
-SQUARE_GROUPS = 16
-# Split K costs a second dispatch and a scratch buffer: worth it only for a deep K on a
-# grid far too small for the GPU. On an H200, K of 1024 on 4 to 32 workgroups ran 1.7 to
-# 2.7 times slower split than whole (the second dispatch's host time outweighs the
-# parallelism), and the big squares gained at most 3%.
-BUSY_GROUPS = 16
-MIN_SPLIT_K = 2048                # the fewest K a split-K workgroup walks
+SQUARE_GROUPS = 64
+# Split K: the last slice of each tile adds the partial products within the dispatch
+# (matmul.comp), so a split costs scratch traffic (4 bytes an output a slice, mostly in L2)
+# but no second dispatch. K is halved until there is at least a slice per SM (an H200 has
+# 132): in a chain of products each waits for the one before, and a grid of 16 to 64
+# workgroups left most of the GPU idle (1024^3 on 64 workgroups: 0.144 ms; split 4 ways:
+# 0.079). A grid past that gains nothing from a split (1024 x 784 x 256 on 208 workgroups
+# of 64 x 64: 0.024 ms whole, slower split).
+BUSY_GROUPS = 132
+MIN_SPLIT_K = 128                 # the fewest K a split-K workgroup walks
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
 # the two split passes. On an H200 (bench_gpu.py --sweep): at 1024^3 (2^30 multiply-adds)
