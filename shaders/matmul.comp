@@ -37,6 +37,9 @@ layout(constant_id = 8) const uint B_VEC = 0;
 layout(constant_id = 9) const uint C_VEC = 0;   // N and c_bs multiples of 4: vec4 stores
 layout(constant_id = 10) const uint SPLITS = 1;
 layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
+// 1: every tile is whole (M, N, K multiples of BM, BN, BK) and every access a vec4, so no
+// load or store needs a bounds test (5-7% faster on an H200's small products).
+layout(constant_id = 12) const uint WHOLE = 0;
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -70,7 +73,7 @@ shared vec4 Bs[2 * BK * BN / 4];
 // A quad at element offset `off` of `f` with elements `step` apart, of which the first
 // `valid` (0..4) are inside the matrix.
 vec4 quad(Floats f, uint off, uint step, uint valid, bool vec) {
-    if (vec) return valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
+    if (vec) return WHOLE != 0 || valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
     vec4 q = vec4(0.0);
     [[unroll]] for (uint c = 0; c < 4; ++c)
         if (c < valid) q[c] = f.v[off + c * step];
@@ -157,10 +160,11 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0) {
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
             uint m = m0 + (ty + r * WY) * 4 + i;
-            if (m >= p.M) continue;
+            if (WHOLE == 0 && m >= p.M) continue;
             [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
                 uint n = n0 + (tx + s * WX) * 4;
-                if (n < p.N) store(dst, base + m * p.N + n, n, acc[r * 4 + i][s]);
+                if (WHOLE == 0 && n >= p.N) continue;
+                store(dst, base + m * p.N + n, n, acc[r * 4 + i][s]);
             }
         }
 }
@@ -240,10 +244,10 @@ void main() {
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
             uint m = m0 + (ty + r * WY) * 4 + i;
-            if (m >= p.M) continue;
+            if (WHOLE == 0 && m >= p.M) continue;
             [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
                 uint n = n0 + (tx + s * WX) * 4, off = m * p.N + n;
-                if (n >= p.N) continue;
+                if (WHOLE == 0 && n >= p.N) continue;
                 vec4 v = vec4(0.0);
                 for (uint j = 0; j < SPLITS; ++j) {
                     vec4 part = j == split ? acc[r * 4 + i][s]

@@ -66,6 +66,29 @@ def test_matmul_tile_edges(pair, rng, monkeypatch, name, vec, split, trans_a, tr
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_b):
+    # Two tiles each way and whole K steps: the kernel's variant without bounds tests.
+    from dualgrad.gpu import dispatch
+    tile = plans.TILES[name]
+    require_fits(tile)
+    m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
+    plan = forced(tile, 3 if split else 1)
+    sa, sb = ((k, m) if trans_a else (m, k)), ((n, k) if trans_b else (k, n))
+    r = dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m, n, k, 1, 48 << 10, 1024, False,
+                               plan)
+    assert r.spec[-1] == 1 and (r.partials is not None) == split
+    # ... which a product one quad short of whole tiles does not take.
+    assert dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m - 4, n, k, 1, 48 << 10, 1024,
+                                  False, plan).spec[-1] == 0
+    monkeypatch.setattr(plans, "matmul_plan", plan)
+    check_matmul(pair, rng, (m, k), (k, n), trans_a, trans_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("shapes", [((3, 21, 37), (37, 18)), ((2, 20, 36), (2, 36, 24))],
                          ids=str)
 def test_batched_split_k(pair, rng, monkeypatch, name, shapes):

@@ -191,8 +191,10 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
     b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
     split = plan.splits > 1
+    whole = (a_vec and b_vec and m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
+             and plan.kc % t.bk == 0)
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
-            plan.splits, t.threads)
+            plan.splits, t.threads, int(whole))
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     return MatmulRecipe(t.shader, spec, uints, groups,
                         (batch * plan.splits, m, n) if split else None)
