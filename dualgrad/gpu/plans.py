@@ -4,8 +4,9 @@ multi-pass reductions. Arithmetic on sizes only, so it is testable without a dev
 A big GPU needs a few hundred workgroups in flight to be busy; a problem that yields fewer
 (a skinny matmul, a full reduction) is split along its summed dimension, and the partial
 results are summed afterwards: by the last workgroup to finish its share, within the same
-dispatch (matmul.comp's split K, reduce.comp's FINISH), or by a small second pass. A float32 sum of partial sums is still a sum of the same terms in
-some order, so the gamma(n) bounds of the tolerance table hold unchanged.
+dispatch (matmul.comp's split K, reduce.comp's FINISH), or by a small second pass. A
+float32 sum of partial sums is still a sum of the same terms in some order, so the
+gamma(n) bounds of the tolerance table hold unchanged.
 """
 from __future__ import annotations
 
