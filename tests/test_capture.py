@@ -82,6 +82,26 @@ def test_replayed_steps_agree_bit_for_bit_with_eager_gpu_steps(gpu, opt_kind):
 
 
 @pytest.mark.gpu
+def test_replayed_split_k_products_agree_bit_for_bit_with_eager_ones(gpu):
+    # A layer of 16 outputs over 2048 features: its forward product is split along K, and
+    # the slices are added within the dispatch at counters the replay reuses each step.
+    from dualgrad.gpu import plans
+    assert plans.matmul_plan(8, 16, 2048, 1).splits > 1
+
+    def deep():
+        dg.manual_seed(3)
+        model = nn.Sequential(nn.Linear(2048, 16), nn.ReLU(), nn.Linear(16, 5))
+        return model, dg.optimizer_adam(model.parameters(), lr=1e-2)
+    model, opt = deep()
+    model2, opt2 = deep()
+    eager, step = step_fn(model, opt), dg.capture_step(step_fn(model2, opt2))
+    for n, (x, y) in enumerate(batches(8, features=2048)):
+        assert step(x, y).item() == eager(x, y).item(), n
+        assert_identical(state(model2, opt2), state(model, opt))
+    assert step.replays == 6
+
+
+@pytest.mark.gpu
 def test_replayed_training_agrees_with_the_cpu_reference(gpu):
     lockstep(mlp_classifier, lambda p: dg.optimizer_adam(p, lr=1e-3),
              classifier_batches(20, batch=16), capture=True).check()
