@@ -155,16 +155,31 @@ vec4 fetch(Out src, uint off, uint n) {
 // main lays them out.
 vec4 acc[TM][TN / 4];
 
-// The thread's accumulators into the slice of `dst` at `base`.
-void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0) {
+// Split K: the quad at `off` of the SPLITS slices of W of this batch added in order of
+// slice, slice `mine` from the registers (`own`).
+vec4 slices_added(uint batch, uint mine, vec4 own, uint off, uint n) {
+    vec4 v = vec4(0.0);
+    for (uint j = 0; j < SPLITS; ++j) {
+        vec4 part = j == mine ? own : fetch(p.w, (batch * SPLITS + j) * p.c_bs + off, n);
+        v = j == 0 ? part : v + part;
+    }
+    return v;
+}
+
+// The thread's accumulators into the slice of `dst` at `base`; with `add_slices`, each
+// added to the other slices' first (split K's last slice: `split` is its own).
+void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool add_slices,
+                uint batch, uint split) {
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
             uint m = m0 + (ty + r * WY) * 4 + i;
             if (WHOLE == 0 && m >= p.M) continue;
             [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
-                uint n = n0 + (tx + s * WX) * 4;
+                uint n = n0 + (tx + s * WX) * 4, off = m * p.N + n;
                 if (WHOLE == 0 && n >= p.N) continue;
-                store(dst, base + m * p.N + n, n, acc[r * 4 + i][s]);
+                vec4 v = acc[r * 4 + i][s];
+                if (add_slices) v = slices_added(batch, split, v, off, n);
+                store(dst, base + off, n, v);
             }
         }
 }
@@ -227,10 +242,10 @@ void main() {
     }
 
     if (SPLITS == 1) {
-        store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0);
+        store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0, false, batch, split);
         return;
     }
-    store_tile(p.w, z * p.c_bs, tx, ty, m0, n0);
+    store_tile(p.w, z * p.c_bs, tx, ty, m0, n0, false, batch, split);
     memoryBarrierBuffer();                      // the partial product, then the count
     barrier();
     uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x
@@ -241,21 +256,6 @@ void main() {
     barrier();
     if (floatBitsToUint(As[0].x) != SPLITS - 1) return;     // not the last slice
     memoryBarrierBuffer();
-    [[unroll]] for (uint r = 0; r < TM / 4; ++r)
-        [[unroll]] for (uint i = 0; i < 4; ++i) {
-            uint m = m0 + (ty + r * WY) * 4 + i;
-            if (WHOLE == 0 && m >= p.M) continue;
-            [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
-                uint n = n0 + (tx + s * WX) * 4, off = m * p.N + n;
-                if (WHOLE == 0 && n >= p.N) continue;
-                vec4 v = vec4(0.0);
-                for (uint j = 0; j < SPLITS; ++j) {
-                    vec4 part = j == split ? acc[r * 4 + i][s]
-                                           : fetch(p.w, (batch * SPLITS + j) * p.c_bs + off, n);
-                    v = j == 0 ? part : v + part;
-                }
-                store(p.c, batch * p.c_bs + off, n, v);
-            }
-        }
+    store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0, true, batch, split);
     if (lid == 0) p.counters.v[tile] = 0u;
 }

@@ -18,4 +18,5 @@ from .tolerances import (TOLERANCES, U32, Agreement, Tolerance, agreement, asser
 
 __all__ = ["TOLERANCES", "Tolerance", "Agreement", "agreement", "assert_agree", "gamma",
            "ulp_distance", "ulp_of", "U32", "strategies", "CHECKS", "Check", "CheckReport",
-           "Pair", "run_check", "tensor_cores_forced", "lockstep", "LockstepResult", "StepDivergence", "divergence"]
+           "Pair", "run_check", "tensor_cores_forced", "lockstep", "LockstepResult",
+           "StepDivergence", "divergence"]
