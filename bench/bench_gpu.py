@@ -80,8 +80,11 @@ def timed(args, ours, peer, sync_ours, sync_peer, calls: int):
 
 def host_share(fn, ours, calls: int, repeats: int = 5) -> tuple:
     """Our seconds per call spent recording (host: Python, Vulkan calls, and submits made
-    along the way) and then waiting for the device, as medians over ``repeats`` batches."""
+    along the way) and then waiting for the device, as medians over ``repeats`` batches,
+    and the submits per call."""
     host, wait = [], []
+    counters = ours.backend.rec.counters
+    submits = counters.submits
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(calls):
@@ -90,7 +93,8 @@ def host_share(fn, ours, calls: int, repeats: int = 5) -> tuple:
         ours.sync()
         host.append(mid - start)
         wait.append(time.perf_counter() - mid)
-    return statistics.median(host) / calls, statistics.median(wait) / calls
+    submits = (counters.submits - submits) / (calls * repeats)
+    return statistics.median(host) / calls, statistics.median(wait) / calls, submits
 
 
 # -- matmul ---------------------------------------------------------------------------------
@@ -246,8 +250,9 @@ def bench_memory(args, ours, torch) -> list:
                                torch.cuda.synchronize if torch else None, 20)
         speed = f"{nbytes / t_ours / 1e9:.0f}" + (f"/{nbytes / t_peer / 1e9:.0f}" if t_peer
                                                   else "")
-        host, wait = host_share(mine, ours, 20)
-        rows.append((f"{name} [{speed} GB/s; host {host * 1e6:.0f}us wait {wait * 1e6:.0f}us]",
+        host, wait, submits = host_share(mine, ours, 20)
+        rows.append((f"{name} [{speed} GB/s; host {host * 1e6:.0f}us wait {wait * 1e6:.0f}us, "
+                     f"{submits:.2f} submits]",
                      t_ours, t_peer, "<= 1.25"))
     return rows
 
@@ -294,9 +299,10 @@ def bench_training(args, ours, torch) -> list:
             mine = make(hidden, batch)
             t_ours, t_peer = timed(args, mine, peer, ours.wait,     # each step opens a tape
                                    torch.cuda.synchronize if torch else None, 10)
-            host, wait = host_share(mine, ours, 10)
+            host, wait, submits = host_share(mine, ours, 10)
             rows.append((f"Adam step MLP H={hidden} batch={batch}{kind} [host "
-                         f"{host * 1e6:.0f}us wait {wait * 1e6:.0f}us]", t_ours, t_peer,
+                         f"{host * 1e6:.0f}us wait {wait * 1e6:.0f}us, {submits:.1f} submits]",
+                         t_ours, t_peer,
                          target))
     return rows
 

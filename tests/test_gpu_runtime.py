@@ -14,7 +14,11 @@ import pytest
 import dualgrad as dg
 from conftest import child_env, train_step
 from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
+from dualgrad.api import device
 from dualgrad.cpu.reduce import REDUCE_OPS
+from dualgrad.gpu import plans
+from dualgrad.gpu.backend import SCRATCH
+from dualgrad.gpu.dispatch import SUM, reduce_recipe
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
 
 ROOT = SHADERS.parent
@@ -55,6 +59,40 @@ def test_steps_are_batched_into_few_submits(gpu, rng):
         train_step(model, opt, x, y)
     # about 30 dispatches a step; without batching each would be a submit
     assert dg.transfer_stats()["submits"] <= 5
+
+
+@pytest.mark.gpu
+def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
+    """Each reduction that finishes in its own dispatch takes its counters and partial
+    results from the next range of the workspace, so independent ones recorded back to
+    back get no barrier between them."""
+    be = device.active()
+    h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
+    assert [p.finish for p in reduce_recipe(SUM, (64, 8192), (1,), plans.reduce_plan)] == [True]
+    first = be.reduce("sum", h, (1,))
+    before = be.rec.counters.barriers
+    outs = [be.reduce("sum", h, (1,)) for _ in range(4)]
+    assert be.rec.counters.barriers == before
+    for out in outs:
+        assert np.array_equal(be.download(out), be.download(first))
+
+
+@pytest.mark.gpu
+def test_workspace_ranges_used_again_give_the_same_results(gpu, rng):
+    """Past the end of the workspace its ranges are used again: the recorder orders each
+    reuse after the last (the counters are back at zero by then), so many reductions in a
+    row, of two inputs in turn, each give the bits of the first of its kind."""
+    be = device.active()
+    xs = [rng.standard_normal((512, 4096)).astype(np.float32) for _ in range(2)]
+    hs = [be.upload(x) for x in xs]
+    (only,) = reduce_recipe(SUM, (512, 4096), (1,), plans.reduce_plan)
+    calls = 2 * SCRATCH // (only.partials[0] * only.partials[1]) + 3    # wraps twice
+    outs = [be.reduce("sum", hs[i % 2], (1,)) for i in range(calls)]
+    want = [be.download(outs[0]), be.download(outs[1])]
+    for i, out in enumerate(outs):
+        assert np.array_equal(be.download(out), want[i % 2]), i
+    for x, got in zip(xs, want):
+        np.testing.assert_allclose(got, x.sum(axis=1, dtype=np.float64), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.gpu

@@ -32,7 +32,8 @@ from .dispatch import quad_grid as _quad_groups
 from .dispatch import reduce_recipe as _reduce_recipe
 from .dispatch import reduced_shape as _reduced_shape
 from .dispatch import strides4 as _strides4
-from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
+from .memory import (Allocation, ArenaPool, Budget, DeviceArray, FreeListPool,
+                     limit_from_env)
 from .recorder import Recorder
 
 F32 = np.dtype(np.float32)
@@ -97,6 +98,8 @@ class GpuBackend(Backend):
         self._bops = {name: i for i, name in enumerate(BINARY_OPS)}
         self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
         self._workspace_arrays = None
+        self._cursors = [0, 0]        # where the next _scratch range of each array starts
+        self._views: dict = {}        # (array, start, n) -> that range of the workspace
 
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) == F32
@@ -203,6 +206,8 @@ class GpuBackend(Backend):
             self._arenas.clear()
             self.persistent_pool.release()
             self._workspace_arrays = None
+            self._views.clear()
+            self._cursors = [0, 0]
 
     def memory(self) -> dict:
         """Pool statistics; the pass pool is the calling thread's arena."""
@@ -239,14 +244,15 @@ class GpuBackend(Backend):
 
     # -- storage ----------------------------------------------------------------------------
     def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
-        dtype = np.dtype(dtype)
-        nbytes = int(math.prod(shape)) * dtype.itemsize     # math.prod: a hot path
+        if dtype is not F32:
+            dtype = np.dtype(dtype)
+        size = int(math.prod(shape))                  # math.prod: a hot path
         pool = self.persistent_pool if persistent else self.pass_pool
         with self.ctx.lock:
-            alloc = pool.alloc(nbytes)
+            alloc = pool.alloc(size * dtype.itemsize)
             if self._cap is not None:
                 self._cap.owned(alloc)
-            return DeviceArray(alloc, shape, dtype)
+        return DeviceArray(alloc, shape, dtype, None, size)
 
     def upload(self, array, persistent=False) -> DeviceArray:
         if self._cap is not None:
@@ -295,7 +301,7 @@ class GpuBackend(Backend):
                 if self._cap is not None:
                     self._cap.touch((h,))
                 self.rec.fill(h.alloc.block.buffer, h.alloc.offset, h.nbytes, word,
-                              [h.span()])
+                              [h.span])
 
     def copy(self, dst, src) -> None:
         if src.size:
@@ -303,21 +309,22 @@ class GpuBackend(Backend):
                 if self._cap is not None:
                     self._cap.touch((src, dst))
                 self.rec.copy(src.alloc.block.buffer, src.alloc.offset, dst.alloc.block.buffer,
-                              dst.alloc.offset, src.nbytes, [src.span()], [dst.span()])
+                              dst.alloc.offset, src.nbytes, [src.span], [dst.span])
 
     def reshape(self, h, shape) -> DeviceArray:
         return DeviceArray(h.alloc, shape, h.dtype, h.host)
 
     # -- launching ---------------------------------------------------------------------------
     def _run(self, shader: str, spec: tuple, push: bytes, groups: tuple, reads, writes):
-        reads_h, writes_h = reads, writes
-        reads = [h.span() for h in reads if h is not None]
-        writes = [h.span() for h in writes]
+        """Record a dispatch of (shader, spec) reading and writing these DeviceArrays
+        (None among ``reads``: an unused operand)."""
         with self.ctx.lock:
             if self._cap is not None:
-                self._cap.touch(reads_h)
-                self._cap.touch(writes_h)
-            self.rec.dispatch(self.pipelines.get(shader, spec), push, groups, reads, writes)
+                self._cap.touch(reads)
+                self._cap.touch(writes)
+            self.rec.dispatch(self.pipelines.get(shader, spec), push, groups,
+                              [h.span for h in reads if h is not None],
+                              [h.span for h in writes])
 
     # -- elementwise --------------------------------------------------------------------------
     def unary(self, op, x, a=0.0, b=0.0, out=None):
@@ -363,9 +370,10 @@ class GpuBackend(Backend):
         for p in passes:
             y_address = y.address if y is not None else 0
             if p.finish:
-                counters, partials = self._workspace()
-                if p.partials[0] * p.partials[1] > SCRATCH:
-                    partials = self.empty(p.partials)
+                used = p.partials[0] * p.partials[1]
+                partials = self._scratch(1, used) if used <= SCRATCH else \
+                    self.empty(p.partials)
+                counters = self._scratch(0, p.uints[0])           # one per output
                 self._run("reduce", p.spec, _push((x.address, y_address, partials.address,
                                                    out.address, counters.address), p.uints),
                           p.groups, [x, y], [partials, out, counters])
@@ -376,9 +384,9 @@ class GpuBackend(Backend):
             x, y = dest, None
 
     def _workspace(self) -> tuple:
-        """(counters, partials) of finishing reductions, made on first use: uint32
-        counters, zero between dispatches, and room for SCRATCH partial results. Every
-        finishing reduction writes both, so the recorder puts a barrier between two."""
+        """(counters, partials) of finishing reductions and split-K products, made on first
+        use: uint32 counters, zero between dispatches, and room for SCRATCH partial results;
+        dispatches take ranges of them from ``_scratch``."""
         if self._workspace_arrays is None:
             with self.ctx.lock:
                 if self._workspace_arrays is None:    # (another thread may have made them)
@@ -386,9 +394,31 @@ class GpuBackend(Backend):
                     counters = DeviceArray(pool.alloc(4 * COUNTERS), (COUNTERS,), np.uint32)
                     partials = DeviceArray(pool.alloc(4 * SCRATCH), (SCRATCH,), F32)
                     self.rec.fill(counters.alloc.block.buffer, counters.alloc.offset,
-                                  counters.nbytes, 0, [counters.span()])
+                                  counters.nbytes, 0, [counters.span])
                     self._workspace_arrays = counters, partials
         return self._workspace_arrays
+
+    def _scratch(self, which: int, n: int) -> DeviceArray:
+        """``n`` elements of the workspace's counters (``which`` 0) or partial results (1),
+        the next ones in turn: finishing reductions and split-K products that follow one
+        another use different ranges, so no barrier orders them (a range used again is
+        ordered after its last use: the recorder sees the overlap). The counters of a range
+        are zero again once the dispatch that used it has finished."""
+        array = self._workspace()[which]
+        start = self._cursors[which]
+        if start + n > array.size:
+            start = 0
+        self._cursors[which] = start + n
+        key = (which, start, n)
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= 4096:
+                self._views.clear()
+            alloc = array.alloc
+            view = self._views[key] = DeviceArray(
+                Allocation(alloc.pool, alloc.block, alloc.offset + 4 * start, 4 * n, 0),
+                (n,), array.dtype)
+        return view
 
     def reduce(self, op, x, axes, keepdims=False):
         out = self.empty(_reduced_shape(tuple(x.shape), tuple(axes), keepdims))
@@ -456,7 +486,7 @@ class GpuBackend(Backend):
         if r.partials is None:      # the pieces (tensor cores), else W and counters unused
             extra, writes = tuple(h.address for h in pieces) or (0, 0), [out]
         else:                                       # split K: scratch and tile counters
-            counters, _ = self._workspace()
+            counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)    # one a tile
             partials = self.empty(r.partials)
             extra, writes = (partials.address, counters.address), [out, partials, counters]
         self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),

@@ -129,6 +129,13 @@ class Allocation:
     def live(self) -> bool:
         return self.pool.is_live(self)
 
+
+class ReturnedAllocation(Allocation):
+    """An allocation that goes back to its pool's free list when its last reference goes
+    (the persistent pool's; an arena's are freed all at once, and skip the call)."""
+
+    __slots__ = ()
+
     def __del__(self):
         pool = self.pool
         if pool is not None:
@@ -139,18 +146,19 @@ class DeviceArray:
     """The gpu backend's storage handle: an allocation read with a shape and dtype.
     Reshaped views share the allocation."""
 
-    __slots__ = ("alloc", "shape", "dtype", "host", "size", "nbytes")
+    __slots__ = ("alloc", "shape", "dtype", "host", "size", "nbytes", "address", "span")
 
-    def __init__(self, alloc: Allocation, shape: tuple, dtype, host=None):
-        self.alloc, self.shape, self.dtype = alloc, tuple(shape), np.dtype(dtype)
+    def __init__(self, alloc: Allocation, shape: tuple, dtype, host=None, size=None):
+        self.alloc, self.shape = alloc, shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if type(dtype) is np.dtype or isinstance(dtype, np.dtype) \
+            else np.dtype(dtype)
         self.host = host           # host copy of index arrays (the embedding backward uses it)
         # Computed once: every dispatch reads them (math.prod, not np.prod: a hot path).
-        self.size = int(math.prod(self.shape))
+        self.size = int(math.prod(self.shape)) if size is None else size
         self.nbytes = self.size * self.dtype.itemsize
-
-    @property
-    def address(self) -> int:
-        return self.alloc.address
+        # The device address range [start, end) it occupies (for hazard tracking).
+        self.address = start = alloc.address
+        self.span = (start, start + (self.nbytes or 1))
 
     @property
     def scope(self) -> str:
@@ -159,11 +167,6 @@ class DeviceArray:
     @property
     def live(self) -> bool:
         return self.alloc.live
-
-    def span(self) -> tuple:
-        """Device address range [start, end) it occupies (for hazard tracking)."""
-        start = self.alloc.address
-        return start, start + (self.nbytes or 1)
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, scope={self.scope})"
@@ -286,8 +289,16 @@ class ArenaPool(Pool):
         self._offset = 0
 
     def alloc(self, nbytes: int) -> Allocation:
-        need = _round_up(max(nbytes, 1), ALIGN)
+        need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
         with self.lock:
+            if self._block < len(self.blocks):        # the usual case: room in this block
+                block = self.blocks[self._block]
+                offset = self._offset
+                if offset + need <= block.size:
+                    self._offset = offset + need
+                    self.used_bytes += need
+                    self.count += 1
+                    return Allocation(self, block, offset, need, self.generation)
             while self._block < len(self.blocks):
                 block = self.blocks[self._block]
                 if self._offset + need <= block.size:
@@ -353,7 +364,7 @@ class FreeListPool(Pool):
     def _allocation(self, block, offset, need) -> Allocation:
         self.used_bytes += need
         self.count += 1
-        return Allocation(self, block, offset, need, 0)
+        return ReturnedAllocation(self, block, offset, need, 0)
 
     def _take(self, block, need: int):
         spans = self._free[block]

@@ -7,8 +7,9 @@ was read or written, gets one global memory barrier first. Each command buffer o
 barrier too, which orders it after everything submitted before it.
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
-released, when it grows long, or once it holds some work while the device is down to its
-last submitted batch; at most ``MAX_IN_FLIGHT`` batches are in flight.
+released, when it grows long, or once it holds some work while the device is idle (or down
+to its last submitted batch, if the batch holds a few dispatches); at most
+``MAX_IN_FLIGHT`` batches are in flight.
 
 While a step is captured (``begin_capture``), commands go into a reusable command buffer
 that is not submitted until ``end_capture``; ``submit`` then runs it, after whatever the
@@ -36,6 +37,11 @@ IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device th
                                   # to its last submitted batch: the next one then waits in
                                   # the queue instead of the GPU waiting for it, and small
                                   # batches stay in one submit
+BUSY_MIN_BATCH = 3                # ... but to a device still running a batch only once it
+                                  # holds this many dispatches: a submit costs the host
+                                  # 15-25 us (end, submit, retire, begin), so a host about
+                                  # as fast as the device that submits every dispatch falls
+                                  # behind it and stays there
 MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
@@ -73,7 +79,7 @@ class Recorder:
         self.staging = Block(ctx, STAGING_BYTES, staging_type, mapped=True)
         self._staging_head = 0
         self._idle: list = []                      # (command buffer, fence) ready for reuse
-        self._flight = collections.deque()         # (command buffer, fence) submitted
+        self._flight = collections.deque()         # [command buffer, fence, finished]
         self._made: list = []                      # every (command buffer, fence) made
         self.cmd = None
         self._fence = None
@@ -92,6 +98,9 @@ class Recorder:
         self._host_barrier = self._memory_barrier(vk.VK_ACCESS_TRANSFER_WRITE_BIT,
                                                   vk.VK_ACCESS_HOST_READ_BIT)
         self._region = self.ffi.new("VkBufferCopy*")
+        self._layout = pipelines.layout
+        self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
         # Built once and reused: the package's struct constructors cost 7 to 20 us a call,
         # as much as the submission itself.
         ffi = self.ffi
@@ -138,52 +147,55 @@ class Recorder:
         self.counters.barriers += 1
 
     @staticmethod
-    def _overlaps(spans: list, start: int, end: int) -> bool:
+    def _crosses(spans, tracked) -> bool:
+        """Whether any of the [start, end) ``spans`` overlaps any ``tracked`` one."""
         for s, e in spans:
-            if start < e and s < end:
-                return True
+            for ts, te in tracked:
+                if s < te and ts < e:
+                    return True
         return False
 
+    def _hazard(self, reads, writes) -> bool:
+        """Whether a command with these ranges touches what an unbarriered command wrote,
+        or writes what one read."""
+        written, read = self._written, self._read
+        return bool(written and (self._crosses(reads, written) or
+                                 self._crosses(writes, written)) or
+                    read and self._crosses(writes, read))
+
     def _sync(self, reads, writes) -> None:
-        """Emit a barrier if this command touches what an unbarriered command wrote, or
-        writes what one read; then note its own ranges."""
-        hazard = False
-        for s, e in reads:
-            if self._overlaps(self._written, s, e):
-                hazard = True
-                break
-        if not hazard:
-            for s, e in writes:
-                if self._overlaps(self._written, s, e) or self._overlaps(self._read, s, e):
-                    hazard = True
-                    break
-        if hazard or len(self._written) + len(self._read) > MAX_TRACKED:
+        """Emit a barrier if this command has a hazard with an unbarriered one (or too
+        many ranges are tracked); then note its own ranges."""
+        if self._hazard(reads, writes) or len(self._written) + len(self._read) > MAX_TRACKED:
             self._emit_barrier()
-        self._read.extend(reads)
-        self._written.extend(writes)
+        self._read += reads
+        self._written += writes
 
     def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:
         """Record one kernel launch; ``reads``/``writes`` are [start, end) address ranges."""
-        self._begin()
+        if self.cmd is None:
+            self._begin()
         self._sync(reads, writes)
         lib = self.lib
         if pipeline is not self._bound:
-            lib.vkCmdBindPipeline(self.cmd, self.vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            lib.vkCmdBindPipeline(self.cmd, self._compute, pipeline)
             self._bound = pipeline
-        lib.vkCmdPushConstants(self.cmd, self.pipelines.layout,
-                               self.vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
-                               self.ffi.from_buffer(push))
+        lib.vkCmdPushConstants(self.cmd, self._layout, self._compute_stage, 0, len(push),
+                               push)
         lib.vkCmdDispatch(self.cmd, groups[0], groups[1], groups[2])
         self.counters.dispatches += 1
         self._batch += 1
+        touched = self._touched
         for s, e in reads:
-            self._touched += e - s
+            touched += e - s
         for s, e in writes:
-            self._touched += e - s
-        if self._batch >= MAX_BATCH or self._touched >= SUBMIT_BYTES or (
-                self._touched >= IDLE_SUBMIT_BYTES and self._device_short_of_work()):
+            touched += e - s
+        self._touched = touched
+        if self._batch >= MAX_BATCH or touched >= SUBMIT_BYTES or (
+                touched >= IDLE_SUBMIT_BYTES and self._device_short_of_work()):
             self.flush()
-        VALIDATION.raise_pending()
+        if VALIDATION.pending:
+            VALIDATION.raise_pending()
 
     def copy(self, src, src_offset: int, dst, dst_offset: int, size: int, reads=(),
              writes=()) -> None:
@@ -262,7 +274,7 @@ class Recorder:
             self._submit_info.commandBufferCount = 1 if then is None else 2
             _check(self.lib.vkQueueSubmit(self.ctx.queue, 1, self._submit_info, self._fence),
                    "vkQueueSubmit")
-            self._flight.append((self.cmd, self._fence))
+            self._flight.append([self.cmd, self._fence, False])
             self.counters.submits += 1
             self.cmd = self._fence = None
         if wait:
@@ -270,31 +282,41 @@ class Recorder:
                 self._retire_oldest()
             self._staging_head = 0            # nothing in flight uses the ring now
         else:
-            while self._flight and (len(self._flight) > MAX_IN_FLIGHT or self._done_oldest()):
+            flight = self._flight
+            while flight and (len(flight) > MAX_IN_FLIGHT or self._finished(flight[0])):
                 self._retire_oldest()
         VALIDATION.raise_pending()
 
-    def _device_short_of_work(self) -> bool:
-        """Whether at most one submitted batch is unfinished (the one the device may be
-        running)."""
-        return len(self._flight) < 2 or self.lib.vkGetFenceStatus(
-            self.ctx.device, self._flight[-2][1]) == self.vk.VK_SUCCESS
+    def _finished(self, batch: list) -> bool:
+        """Whether a submitted batch [command buffer, fence, finished] has completed. A
+        fence seen signalled stays so until the batch is retired, so it is asked once."""
+        if not batch[2]:
+            batch[2] = self.lib.vkGetFenceStatus(self.ctx.device, batch[1]) == \
+                self.vk.VK_SUCCESS
+        return batch[2]
 
-    def _done_oldest(self) -> bool:
-        return self.lib.vkGetFenceStatus(self.ctx.device, self._flight[0][1]) == \
-            self.vk.VK_SUCCESS
+    def _device_short_of_work(self) -> bool:
+        """Whether the device is idle, or down to its last submitted batch while this one
+        holds BUSY_MIN_BATCH dispatches or more."""
+        flight = self._flight
+        if not flight or self._finished(flight[-1]):
+            return True
+        return self._batch >= BUSY_MIN_BATCH and (len(flight) < 2 or
+                                                  self._finished(flight[-2]))
 
     def _retire_oldest(self) -> None:
-        vk = self.vk
-        cmd, fence = self._flight.popleft()
+        """Wait for the oldest submitted batch (unless it is known to be finished) and
+        keep its command buffer and fence for reuse. (vkBeginCommandBuffer resets the
+        buffer: its pool allows that, and it is no longer pending.)"""
+        cmd, fence, finished = self._flight.popleft()
         self._fence_ptr[0] = fence
-        result = self.lib.vkWaitForFences(self.ctx.device, 1, self._fence_ptr, vk.VK_TRUE,
-                                          0xFFFFFFFFFFFFFFFF)
-        if result != vk.VK_SUCCESS:
-            raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the device "
-                              "may have been lost")
+        if not finished:
+            result = self.lib.vkWaitForFences(self.ctx.device, 1, self._fence_ptr,
+                                              self.vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
+            if result != self.vk.VK_SUCCESS:
+                raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the "
+                                  "device may have been lost")
         _check(self.lib.vkResetFences(self.ctx.device, 1, self._fence_ptr), "vkResetFences")
-        self.lib.vkResetCommandBuffer(cmd, 0)
         self._idle.append((cmd, fence))
 
     # -- transfers ---------------------------------------------------------------------------
