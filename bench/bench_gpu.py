@@ -155,7 +155,9 @@ def bench_matmul(args, ours, torch) -> list:
         t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
         speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
                                                   else "")
-        rows.append((f"matmul {name} [{speed} TF/s]", t_ours, t_peer, "<= 1.1"))
+        host, _, _ = host_share(mine, ours, _calls(flops), 3)
+        rows.append((f"matmul {name} [{speed} TF/s; host {host * 1e6:.0f}us]", t_ours, t_peer,
+                     "<= 1.1"))
     return rows
 
 

@@ -7,9 +7,8 @@ was read or written, gets one global memory barrier first. Each command buffer o
 barrier too, which orders it after everything submitted before it.
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
-released, when it grows long, or once it holds some work while the device is idle (or down
-to its last submitted batch, if the batch holds a few dispatches); at most
-``MAX_IN_FLIGHT`` batches are in flight.
+released, when it grows long, or once it holds some work (a few dispatches) while the device
+is down to its last submitted batch; at most ``MAX_IN_FLIGHT`` batches are in flight.
 
 While a step is captured (``begin_capture``), commands go into a reusable command buffer
 that is not submitted until ``end_capture``; ``submit`` then runs it, after whatever the
@@ -37,11 +36,10 @@ IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device th
                                   # to its last submitted batch: the next one then waits in
                                   # the queue instead of the GPU waiting for it, and small
                                   # batches stay in one submit
-BUSY_MIN_BATCH = 3                # ... but to a device still running a batch only once it
-                                  # holds this many dispatches: a submit costs the host
-                                  # 15-25 us (end, submit, retire, begin), so a host about
-                                  # as fast as the device that submits every dispatch falls
-                                  # behind it and stays there
+MIN_BATCH = 3                     # ... once it holds this many dispatches: a submit costs
+                                  # the host 15-25 us (end, submit, retire, begin), so a
+                                  # host about as fast as the device that submits each
+                                  # dispatch to it falls behind and stays behind
 MAX_TRACKED = 64                  # ranges tracked between barriers (checks stay O(1) per op)
 
 
@@ -296,13 +294,10 @@ class Recorder:
         return batch[2]
 
     def _device_short_of_work(self) -> bool:
-        """Whether the device is idle, or down to its last submitted batch while this one
-        holds BUSY_MIN_BATCH dispatches or more."""
+        """Whether the device is down to its last submitted batch (or idle) and this batch
+        holds MIN_BATCH dispatches or more."""
         flight = self._flight
-        if not flight or self._finished(flight[-1]):
-            return True
-        return self._batch >= BUSY_MIN_BATCH and (len(flight) < 2 or
-                                                  self._finished(flight[-2]))
+        return self._batch >= MIN_BATCH and (len(flight) < 2 or self._finished(flight[-2]))
 
     def _retire_oldest(self) -> None:
         """Wait for the oldest submitted batch (unless it is known to be finished) and
