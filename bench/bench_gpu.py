@@ -259,6 +259,33 @@ def bench_memory(args, ours, torch) -> list:
     return rows
 
 
+# -- per-dispatch floor -----------------------------------------------------------------------
+def bench_floor(args, ours, torch) -> list:
+    """Tiny kernels, each call writing one output (so each waits for the one before): what
+    a dispatch costs when its work is next to nothing."""
+    be = ours.backend
+    x, out = ours.put(np.ones(64, np.float32)), be.empty((64,), persistent=True)
+    a, w = ours.put(np.ones((256, 1024), np.float32)), ours.put(np.ones((10, 1024), np.float32))
+    product = be.empty((256, 10), persistent=True)
+    cases = [("relu of 64", lambda: be.unary("relu", x, out=out)),
+             ("256 x 10 x 1024 product x W^T",
+              lambda: be._matmul_into(a, w, product, False, True, 256, 10, 1024, 1))]
+    peers = [None, None]
+    if torch:
+        tx, tout = torch.ones(64, device="cuda"), torch.empty(64, device="cuda")
+        ta, tw = torch.ones(256, 1024, device="cuda"), torch.ones(10, 1024, device="cuda")
+        tprod = torch.empty(256, 10, device="cuda")
+        peers = [lambda: torch.clamp_min(tx, 0, out=tout),
+                 lambda: torch.matmul(ta, tw.t(), out=tprod)]
+    rows = []
+    for (name, mine), peer in zip(cases, peers):
+        t_ours, t_peer = timed(args, mine, peer, ours.sync,
+                               torch.cuda.synchronize if torch else None, 50)
+        host, _, _ = host_share(mine, ours, 50)
+        rows.append((f"floor: {name}, chained [host {host * 1e6:.1f}us]", t_ours, t_peer, ""))
+    return rows
+
+
 # -- training step ----------------------------------------------------------------------------
 def torch_cuda_step(torch, hidden: int, batch: int):
     """PyTorch eager on CUDA: the batch goes from NumPy to the device each step, as ours."""
@@ -336,7 +363,8 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,memory,train,startup")
+    p.add_argument("--sections", default="matmul,memory,train,startup",
+                   help="any of matmul, memory, train, startup, floor (tiny chained kernels)")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)
@@ -364,7 +392,8 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for section, fn in (("matmul", bench_matmul), ("memory", bench_memory),
-                        ("train", bench_training), ("startup", bench_startup)):
+                        ("train", bench_training), ("floor", bench_floor),
+                        ("startup", bench_startup)):
         if section in args.sections:
             rows += fn(args, ours, torch)
     report(rows, "GPU backend vs PyTorch CUDA (f32, TF32 off); ratio = ours / peer time")

@@ -18,7 +18,8 @@ BENCH = pathlib.Path(__file__).resolve().parent.parent / "bench" / "bench_gpu.py
 @pytest.mark.gpu
 def test_gpu_benchmark_prints_its_table():
     require_gpu()
-    result = subprocess.run([sys.executable, str(BENCH), "--tiny"], capture_output=True,
+    result = subprocess.run([sys.executable, str(BENCH), "--tiny", "--sections",
+                             "matmul,memory,train,floor,startup"], capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -36,6 +37,8 @@ def test_gpu_benchmark_prints_its_table():
     for name, ours, peer, ratio in rows:
         assert float(ours) > 0, name
         assert (peer == "n/a") == (ratio == "n/a"), name
+    floors = re.findall(r"^  floor: .*?, chained \[host \d+\.\d+us\]\s+(\d+\.\d+)ms", out, re.M)
+    assert len(floors) == 2 and all(float(t) > 0 for t in floors), out
 
 
 @pytest.mark.gpu
