@@ -408,7 +408,9 @@ class GpuBackend(Backend):
         start = self._cursors[which]
         if start + n > array.size:
             start = 0
-        self._cursors[which] = start + n
+        # Ranges start at multiples of 64 elements (256 bytes): few distinct ones, so their
+        # views stay cached.
+        self._cursors[which] = (start + n + 63) // 64 * 64
         key = (which, start, n)
         view = self._views.get(key)
         if view is None:
