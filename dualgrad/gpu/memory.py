@@ -150,8 +150,7 @@ class DeviceArray:
 
     def __init__(self, alloc: Allocation, shape: tuple, dtype, host=None, size=None):
         self.alloc, self.shape = alloc, shape if type(shape) is tuple else tuple(shape)
-        self.dtype = dtype if type(dtype) is np.dtype or isinstance(dtype, np.dtype) \
-            else np.dtype(dtype)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.host = host           # host copy of index arrays (the embedding backward uses it)
         # Computed once: every dispatch reads them (math.prod, not np.prod: a hot path).
         self.size = int(math.prod(self.shape)) if size is None else size
@@ -291,14 +290,6 @@ class ArenaPool(Pool):
     def alloc(self, nbytes: int) -> Allocation:
         need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
         with self.lock:
-            if self._block < len(self.blocks):        # the usual case: room in this block
-                block = self.blocks[self._block]
-                offset = self._offset
-                if offset + need <= block.size:
-                    self._offset = offset + need
-                    self.used_bytes += need
-                    self.count += 1
-                    return Allocation(self, block, offset, need, self.generation)
             while self._block < len(self.blocks):
                 block = self.blocks[self._block]
                 if self._offset + need <= block.size:
