@@ -6,6 +6,7 @@ training step, run eagerly and replayed (``dg.capture_step``).
     python3 bench/bench_gpu.py --tiny             # small sizes, e.g. on lavapipe (smoke)
     python3 bench/bench_gpu.py --sweep            # time every matmul tile and split K
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
+    python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
 
 Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
 way: a number of calls queued, then a wait for the device (our queue's fence, or
@@ -331,8 +332,7 @@ def bench_training(args, ours, torch) -> list:
             host, wait, submits = host_share(mine, ours, 10)
             rows.append((f"Adam step MLP H={hidden} batch={batch}{kind} [host "
                          f"{host * 1e6:.0f}us wait {wait * 1e6:.0f}us, {submits:.1f} submits]",
-                         t_ours, t_peer,
-                         target))
+                         t_ours, t_peer, target))
     return rows
 
 

@@ -89,7 +89,8 @@ uint swizzle_b(uint k) { return B_T == 1 ? swizzle(k, BN / 4) : 0u; }
 
 uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
 
-// The e-th A quad of the tile at (m0, k0), and where it goes in shared memory.
+// The e-th A quad of the tile at (m0, k0): A_T 0, quads along k (BK / 4 to a row of the
+// tile, k fastest across threads); A_T 1, quads along m (BM / 4 to a value of k).
 vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base) {
     if (A_T == 0) {                             // quads along k, k fastest across threads
         uint m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
@@ -111,6 +112,7 @@ void store_a(uint e, uint buf, vec4 q) {
     }
 }
 
+// The e-th B quad of the tile at (k0, n0): B_T 0, quads along n; B_T 1, quads along k.
 vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base) {
     if (B_T == 0) {                             // quads along n
         uint n = n0 + (e % (BN / 4)) * 4, k = k0 + e / (BN / 4);

@@ -3,8 +3,9 @@
 //
 // Each float32 operand is split exactly into three bfloat16 pieces, x = x0 + x1 + x2
 // (split_bf16.comp: x0 = bf16(x), x1 = bf16(x - x0), rounded to nearest even, and
-// x2 = x - x0 - x1: 8 significant bits each; the residuals are exact in float32 and x2 is a
-// bfloat16 as it is, as they would be rounding toward zero). Of the nine piece products, the six that matter are summed,
+// x2 = x - x0 - x1: 8 significant bits each; the residuals are exact in float32 and x2 is
+// exactly a bfloat16, as it would be with rounding toward zero). Of the nine piece
+// products, the six that matter are summed,
 // a0b0 + a1b0 + a0b1 + a1b1 + a2b0 + a0b2; the three dropped are below 2^-20 |a b| together.
 // Tensor cores multiply bfloat16 exactly and add in float32 with their own rounding, so each
 // K step (16 values of k) is summed from zero on the tensor cores and then added, in float32
