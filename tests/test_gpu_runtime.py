@@ -79,7 +79,7 @@ def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
 
 @pytest.mark.gpu
 def test_workspace_ranges_used_again_give_the_same_results(gpu, rng):
-    """Past the end of the workspace its ranges are used again: the recorder orders each
+    """Past the end of the workspace its ranges are used again: a barrier orders each
     reuse after the last (the counters are back at zero by then), so many reductions in a
     row, of two inputs in turn, each give the bits of the first of its kind."""
     be = device.active()
@@ -93,6 +93,24 @@ def test_workspace_ranges_used_again_give_the_same_results(gpu, rng):
         assert np.array_equal(be.download(out), want[i % 2]), i
     for x, got in zip(xs, want):
         np.testing.assert_allclose(got, x.sum(axis=1, dtype=np.float64), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_workspace_range_used_again_comes_after_a_barrier(gpu, rng):
+    """The recorder does not track the workspace's ranges: where they start again from the
+    first, the backend puts a barrier before the dispatch that reuses one (and only
+    there)."""
+    be = device.active()
+    h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
+    first = be.reduce("sum", h, (1,))            # (after the upload's barrier)
+    before = be.rec.counters.barriers
+    be.reduce("sum", h, (1,))
+    assert be.rec.counters.barriers == before
+    be._cursors[1] = SCRATCH - 1                 # the next partial results wrap around
+    again = be.reduce("sum", h, (1,))
+    assert be.rec.counters.barriers == before + 1
+    assert be._cursors[1] < SCRATCH // 2
+    assert np.array_equal(be.download(again), be.download(first))
 
 
 @pytest.mark.gpu

@@ -75,25 +75,29 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
     assert plans.matmul_plan(*big, tensor_cores=True).tile == wide == plans.TENSOR_TILE
     assert plans.matmul_plan(*big, tensor_cores=False).tile.shader == "matmul"
     for m, n, k, batch in [(2048, 1000, 1024, 1),    # N not whole 16-blocks
-                           (2000, 1024, 1024, 1),    # M neither
+                           (2040, 1024, 1024, 1),    # M neither
                            (8192, 8192, 128, 1),     # K below the bound's 248
-                           (1024, 1024, 1024, 1)]:   # too little work to pay
+                           (512, 1024, 1024, 1)]:    # too little work to pay
         assert plans.matmul_plan(m, n, k, batch, tensor_cores=True).tile.shader == "matmul"
     plan = plans.matmul_plan(4096, 4096, 300, 1, tensor_cores=True)
     assert (plan.tile, plan.splits) == (wide, 1)      # never split K
+    # Where 128 x 128 tiles would leave half the SMs idle (1024^3: 64 of them), 64 x 64.
+    small = plans.TENSOR_TILES["small"]
+    assert plans.matmul_plan(1024, 1024, 1024, 1, tensor_cores=True) == (small, 1, 1024)
+    assert plans.matmul_plan(1024, 1024, 1024, 2, tensor_cores=True).tile == wide
     # The narrow tile where only it fits (128 threads a workgroup at most).
     assert not wide.fits(threads=128) and narrow.fits(threads=128)
     assert plans.matmul_plan(*big, 48 << 10, 128, True).tile == narrow
-    # A device with less shared memory than the tiles need gets the fma kernel.
-    small = plans.matmul_plan(*big, 16 << 10, 1024, True)
-    assert small.tile.shader == "matmul" and small.tile.fits(16 << 10, 1024)
+    # Shared memory that holds no tensor tile (under 13.5 KiB; Vulkan guarantees 16): fma.
+    assert plans.matmul_plan(*big, 12 << 10, 1024, True).tile.shader == "matmul"
+    assert plans.matmul_plan(*big, 16 << 10, 1024, True).tile == small
 
 
 def test_a_tensor_recipe_names_its_shader_and_constants():
     # C (1024 x 768) = A (1024 x 3072) @ B^T, B stored (768 x 3072): 2^31.2 multiply-adds
     r = dispatch.matmul_recipe((1024, 3072), (768, 3072), False, True, 1024, 768, 3072, 1,
                                48 << 10, 1024, True, plans.matmul_plan)
-    t = plans.TENSOR_TILE
+    t = plans.matmul_plan(1024, 768, 3072, 1, tensor_cores=True).tile
     assert r.shader == "matmul_bf16x6" and r.partials is None
     assert r.spec == (*t, t.threads)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
@@ -136,7 +140,7 @@ def test_forcing_tensor_cores_takes_a_tile_the_device_can_run():
             plans.TENSOR_TILE                                  # however small the product
         assert plans.matmul_plan(32, 48, 300, 1, 48 << 10, 128, True).tile == \
             plans.TENSOR_TILES["narrow"]
-        assert plans.matmul_plan(32, 48, 300, 1, 16 << 10, 1024, True).tile.shader == \
+        assert plans.matmul_plan(32, 48, 300, 1, 12 << 10, 1024, True).tile.shader == \
             "matmul"                                           # no tensor tile fits
         assert plans.matmul_plan(30, 48, 300, 1).tile.shader == "matmul"
     assert plans.matmul_plan is natural

@@ -100,6 +100,9 @@ class GpuBackend(Backend):
         self._workspace_arrays = None
         self._cursors = [0, 0]        # where the next _scratch range of each array starts
         self._views: dict = {}        # (array, start, n) -> that range of the workspace
+        limits = ctx.limits           # (read once: a field of a driver struct is slow to read)
+        self._matmul_limits = (limits.maxComputeSharedMemorySize,
+                               limits.maxComputeWorkGroupInvocations, ctx.tensor_cores)
 
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) == F32
@@ -371,12 +374,15 @@ class GpuBackend(Backend):
             y_address = y.address if y is not None else 0
             if p.finish:
                 used = p.partials[0] * p.partials[1]
-                partials = self._scratch(1, used) if used <= SCRATCH else \
-                    self.empty(p.partials)
+                if used <= SCRATCH:      # the workspace's ranges are not tracked
+                    partials, writes = self._scratch(1, used), [out]
+                else:
+                    partials = self.empty(p.partials)
+                    writes = [partials, out]
                 counters = self._scratch(0, p.uints[0])           # one per output
                 self._run("reduce", p.spec, _push((x.address, y_address, partials.address,
                                                    out.address, counters.address), p.uints),
-                          p.groups, [x, y], [partials, out, counters])
+                          p.groups, [x, y], writes)
                 return
             dest = out if p.partials is None else self.empty(p.partials)
             self._run("reduce", p.spec, _push((x.address, y_address, dest.address, 0, 0),
@@ -386,7 +392,8 @@ class GpuBackend(Backend):
     def _workspace(self) -> tuple:
         """(counters, partials) of finishing reductions and split-K products, made on first
         use: uint32 counters, zero between dispatches, and room for SCRATCH partial results;
-        dispatches take ranges of them from ``_scratch``."""
+        dispatches take ranges of them from ``_scratch``. The recorder does not track their
+        ranges: ``_scratch`` orders a range's uses itself."""
         if self._workspace_arrays is None:
             with self.ctx.lock:
                 if self._workspace_arrays is None:    # (another thread may have made them)
@@ -395,19 +402,23 @@ class GpuBackend(Backend):
                     partials = DeviceArray(pool.alloc(4 * SCRATCH), (SCRATCH,), F32)
                     self.rec.fill(counters.alloc.block.buffer, counters.alloc.offset,
                                   counters.nbytes, 0, [counters.span])
+                    self.rec.barrier()            # the zeros before any use of them
                     self._workspace_arrays = counters, partials
         return self._workspace_arrays
 
     def _scratch(self, which: int, n: int) -> DeviceArray:
         """``n`` elements of the workspace's counters (``which`` 0) or partial results (1),
         the next ones in turn: finishing reductions and split-K products that follow one
-        another use different ranges, so no barrier orders them (a range used again is
-        ordered after its last use: the recorder sees the overlap). The counters of a range
-        are zero again once the dispatch that used it has finished."""
+        another use different ranges, so no barrier orders them. Where the ranges start
+        again from the first, a barrier orders each use after the last (the counters of a
+        range are zero again once the dispatch that used it has finished); the dispatches
+        do not name these ranges to the recorder, which spares its hazard check two of
+        their four ranges."""
         array = self._workspace()[which]
         start = self._cursors[which]
         if start + n > array.size:
             start = 0
+            self.rec.barrier()
         # Ranges start at multiples of 64 elements (256 bytes): few distinct ones, so their
         # views stay cached.
         self._cursors[which] = (start + n + 63) // 64 * 64
@@ -474,11 +485,9 @@ class GpuBackend(Backend):
         return out
 
     def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch):
-        limits = self.ctx.limits
-        r = _matmul_recipe(tuple(a.shape), tuple(b.shape), trans_a, trans_b, m, n, k, batch,
-                           limits.maxComputeSharedMemorySize,
-                           limits.maxComputeWorkGroupInvocations, self.ctx.tensor_cores,
-                           plans.matmul_plan)
+        shared, threads, tensor_cores = self._matmul_limits
+        r = _matmul_recipe(a.shape, b.shape, trans_a, trans_b, m, n, k, batch, shared,
+                           threads, tensor_cores, plans.matmul_plan)
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
@@ -490,7 +499,7 @@ class GpuBackend(Backend):
         else:                                       # split K: scratch and tile counters
             counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)    # one a tile
             partials = self.empty(r.partials)
-            extra, writes = (partials.address, counters.address), [out, partials, counters]
+            extra, writes = (partials.address, counters.address), [out, partials]
         self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),
                                           r.uints), r.groups, [a, b, *pieces], writes)
 

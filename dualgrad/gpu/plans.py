@@ -105,18 +105,22 @@ BUSY_GROUPS = 132
 MIN_SPLIT_K = 128                 # the fewest K a split-K workgroup walks
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
-# the two split passes. On an H200 (bench_gpu.py --sweep): at 1024^3 (2^30 multiply-adds)
-# the fma kernel's 128 x 128 tile still won (0.065-0.071 ms against 0.073-0.075 for the
-# best tensor tile); from 2^31.6 (the 4096-wide MLP's products) the tensor tiles won by
-# 5-30%, the 128 x 128 tile of 8 warps by 3-9% over 128 x 64 (4 warps), which is there for
-# devices that allow fewer threads a workgroup.
+# the two split passes. On an H200 (bench_gpu.py --sweep, each product waiting for the one
+# before): from 2^30 multiply-adds the tensor tiles win (1024^3: 0.063 ms on 64 x 64 tiles
+# against 0.072 for the fma kernel's best tile and split); the H 1024 MLP's products (2^28)
+# stay faster on the fma kernel. 128 x 128 tiles of 8 warps win where they fill the GPU
+# (2048^3: 0.332 ms against 0.356-0.404 for smaller tiles; by 3-9% at 2^31.6); where they
+# would leave half the SMs idle or more, 64 x 64 tiles of 4 warps (four times the
+# workgroups, each about 20% slower) win (1024^3: 0.063 against 0.071 on 64 x 128 and over
+# 0.078 on 128 x 128). 128 x 64 is there for devices that allow fewer threads a workgroup.
 TENSOR_TILES = {
     "wide": TensorTile(128, 128, 16, 64, 32),
     "narrow": TensorTile(128, 64, 16, 64, 32),
+    "small": TensorTile(64, 64, 16, 32, 32),
 }
 TENSOR_TILE = TENSOR_TILES["wide"]
 MIN_TENSOR_K = 256
-MIN_TENSOR_WORK = 1 << 31         # multiply-adds
+MIN_TENSOR_WORK = 1 << 30         # multiply-adds
 
 
 def tensor_tile(shared: int, threads: int) -> TensorTile | None:
@@ -155,15 +159,16 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     """The tile and split for C (m x n) = A (m x k) @ B (k x n), batch times, on a device
     with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup, and
     bfloat16 tensor cores if ``tensor_cores``."""
-    if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
-            and m * n * k * batch >= MIN_TENSOR_WORK):
-        tile = tensor_tile(shared, threads)
-        if tile is not None:
-            return MatmulPlan(tile, 1, k)
-    wide, square = TILES["wide"], TILES["square"]
-
     def groups(tile):
         return _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
+    if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
+            and m * n * k * batch >= MIN_TENSOR_WORK):
+        tile, small = tensor_tile(shared, threads), TENSOR_TILES["small"]
+        if tile is not None:
+            if 2 * groups(tile) <= BUSY_GROUPS and small.fits(shared, threads):
+                tile = small
+            return MatmulPlan(tile, 1, k)
+    wide, square = TILES["wide"], TILES["square"]
     if m <= 16:
         tile = TILES["rows"]
     elif n <= 16:

@@ -139,6 +139,12 @@ class Recorder:
         self._bound = None
         self._batch = self._touched = 0
 
+    def barrier(self) -> None:
+        """Order every command recorded so far before the next one: for ranges the
+        recorder does not track (each command buffer opens with this barrier anyway)."""
+        if self.cmd is not None:
+            self._emit_barrier()
+
     def _emit_barrier(self) -> None:
         self.lib.vkCmdPipelineBarrier(self.cmd, self._stages, self._stages, 0, 1, self._barrier,
                                       0, self.ffi.NULL, 0, self.ffi.NULL)
