@@ -103,6 +103,13 @@ SQUARE_GROUPS = 64
 # of 64 x 64: 0.024 ms whole, slower split).
 BUSY_GROUPS = 132
 MIN_SPLIT_K = 128                 # the fewest K a split-K workgroup walks
+# ... and K below SPLIT_FROM_K stays whole: there, the half of the K loop a split saves was
+# worth less than the split's epilogue (store, count in, add the slices). H200, each
+# product against PyTorch in the same rounds, two rounds: 10 x 1024 x 256 (g3^T h) whole
+# 0.92-0.97 of PyTorch's time against 1.15-1.22 split in 2; 1024 x 1024 x 256 (g2^T h) on
+# 64 x 64 tiles whole 1.20-1.39 against 1.54-1.63 on 128 x 128 split in 2. Where K stays
+# whole, the 128 x 128 tile is taken only where it fills the GPU by itself.
+SPLIT_FROM_K = 512
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
 # the two split passes. On an H200 (bench_gpu.py --sweep, each product waiting for the one
@@ -142,7 +149,8 @@ def split_k(tile: Tile, m: int, n: int, k: int, batch: int) -> MatmulPlan:
     """Cut K in slices (multiples of the tile's K step) until the grid fills the GPU."""
     groups = _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
     splits = 1
-    while groups * splits < BUSY_GROUPS and k >= 2 * splits * MIN_SPLIT_K:
+    while (groups * splits < BUSY_GROUPS and k >= SPLIT_FROM_K
+           and k >= 2 * splits * MIN_SPLIT_K):
         splits *= 2
     return sliced(tile, k, splits)
 
@@ -176,8 +184,9 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     elif (groups(wide) >= WIDE_GROUPS and wide.fits(shared, threads)
           and _cdiv(n, wide.bn) * wide.bn == _cdiv(n, square.bn) * square.bn):
         tile = wide                       # (only where its columns pad N no more than 128's)
-    elif groups(square) >= SQUARE_GROUPS and square.fits(shared, threads):
-        tile = square
+    elif (groups(square) >= (SQUARE_GROUPS if k >= SPLIT_FROM_K else BUSY_GROUPS)
+          and square.fits(shared, threads)):
+        tile = square                     # (a split fills the rest of the GPU if K allows)
     else:
         tile = TILES["medium"]            # 16 KiB, 256 threads: what every device allows
     return split_k(tile, m, n, k, batch)
