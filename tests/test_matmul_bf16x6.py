@@ -256,7 +256,6 @@ def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
 TENSOR_TILES = {**plans.TENSOR_TILES,
                 "64x128": plans.TensorTile(64, 128, 16, 32, 64),
                 "k32": plans.TensorTile(128, 64, 32, 64, 32),
-                "64x64": plans.TensorTile(64, 64, 16, 32, 32),
                 "one warp": plans.TensorTile(16, 16, 16, 16, 16)}
 
 
