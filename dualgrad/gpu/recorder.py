@@ -4,7 +4,9 @@ batches, with barriers only where a hazard exists, and transfers through a stagi
 Hazards are tracked by device address range: since the last barrier, which ranges were
 written and which were read. A dispatch that reads a written range, or writes a range that
 was read or written, gets one global memory barrier first. Each command buffer opens with a
-barrier too, which orders it after everything submitted before it.
+barrier too, which orders it after everything submitted before it. Ranges a caller orders
+itself are not named to the recorder (the backend's reduction workspace: it calls
+``barrier()`` where it uses a range again).
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
 released, when it grows long, or once it holds some work (a few dispatches) while the device
