@@ -4,7 +4,8 @@ training step, run eagerly and replayed (``dg.capture_step``).
 
     python3 bench/bench_gpu.py                    # the recorded figures (bench/RESULTS.md)
     python3 bench/bench_gpu.py --tiny             # small sizes, e.g. on lavapipe (smoke)
-    python3 bench/bench_gpu.py --sweep            # time every matmul tile and split K
+    python3 bench/bench_gpu.py --sweep            # every matmul tile and split K, each
+                                                  # against PyTorch in the same rounds
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
 
@@ -141,17 +142,22 @@ def our_product(args, ours, ha, hb, m, n, k, ta, tb):
     return lambda: be._matmul_into(ha, hb, out, ta, tb, m, n, k, 1)
 
 
+def peer_product(torch, a, b, ta, tb) -> tuple:
+    """(call, sync) of PyTorch's product of the same operands, or (None, None)."""
+    if not torch:
+        return None, None
+    da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    oa, ob = (da.t() if ta else da), (db.t() if tb else db)
+    return (lambda: torch.matmul(oa, ob)), torch.cuda.synchronize
+
+
 def bench_matmul(args, ours, torch) -> list:
     rows = []
     for name, m, n, k, ta, tb in matmul_cases(args):
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
         mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-        peer = sync_peer = None
-        if torch:
-            da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-            oa, ob = (da.t() if ta else da), (db.t() if tb else db)
-            peer, sync_peer = (lambda: torch.matmul(oa, ob)), torch.cuda.synchronize
+        peer, sync_peer = peer_product(torch, a, b, ta, tb)
         flops = 2.0 * m * n * k
         t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
         speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
@@ -189,15 +195,19 @@ def sweepable(tile, m: int, n: int, k: int, tensor_cores: bool) -> bool:
     return True
 
 
-def sweep_matmul(args, ours) -> None:
-    """Every tile (and split K where the grid is small) on every case, ours only."""
+def sweep_matmul(args, ours, torch) -> None:
+    """Every tile (and split K where the grid is small) on every case, each timed in the
+    same interleaved rounds as PyTorch's product (as the full run times the plan's), best
+    ratio first (best time first without a peer)."""
     chosen = plans.matmul_plan
-    print("matmul sweep: ms per call [TFLOP/s] for tile (splits); * = the plan's choice")
+    print("matmul sweep: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
+          "* = the plan's choice")
     try:
         for name, m, n, k, ta, tb in matmul_cases(args):
             a, b = _operands(m, n, k, ta, tb)
             ha, hb = ours.put(a), ours.put(b)
             mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
+            peer, sync_peer = peer_product(torch, a, b, ta, tb)
             flops = 2.0 * m * n * k
             best = chosen(m, n, k, 1, tensor_cores=ours.backend.ctx.tensor_cores)
             results = []
@@ -211,12 +221,13 @@ def sweep_matmul(args, ours) -> None:
                     splits = {1}
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
-                    t, _ = timed(args, mine, None, ours.sync, None, _calls(flops))
+                    t, tp = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
                     mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
-                    results.append((t, f"{label}({plan.splits}){mark}"))
+                    ratio = f" ({t / tp:.2f})" if tp else ""
+                    results.append((t / tp if tp else t, f"{label}({plan.splits}){mark} "
+                                    f"{t * 1e3:.3f} [{flops / t / 1e12:.1f}]{ratio}"))
             results.sort()
-            cells = "  ".join(f"{lab} {t * 1e3:.3f} [{flops / t / 1e12:.1f}]"
-                              for t, lab in results[:8])
+            cells = "  ".join(cell for _, cell in results[:8])
             print(f"  {name:<24} {cells}", flush=True)
     finally:
         plans.matmul_plan = chosen
@@ -358,7 +369,8 @@ def bench_startup(args, ours, torch) -> list:
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
-    p.add_argument("--sweep", action="store_true", help="time every matmul tile instead")
+    p.add_argument("--sweep", action="store_true",
+                   help="time every matmul tile and split K instead")
     p.add_argument("--overlap", action="store_true",
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
@@ -388,7 +400,7 @@ def main(argv=None) -> int:
     peer = f"{torch.cuda.get_device_name()} (PyTorch {torch.__version__})" if torch else "n/a"
     print(f"ours: {ours.backend.ctx.name}; peer: {peer}")
     if args.sweep:
-        sweep_matmul(args, ours)
+        sweep_matmul(args, ours, torch)
         return 0
     rows = []
     for section, fn in (("matmul", bench_matmul), ("memory", bench_memory),

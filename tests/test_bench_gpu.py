@@ -41,15 +41,20 @@ def test_gpu_benchmark_prints_its_table():
     assert len(floors) == 2 and all(float(t) > 0 for t in floors), out
 
 
-@pytest.mark.gpu
-def test_serial_products_wait_for_each_other(gpu):
-    """By default each of our products writes the one output, so the recorder puts a
-    barrier between every two; --overlap's independent calls get none."""
+def bench_module():
     sys.path.insert(0, str(BENCH.parent))
     try:
         import bench_gpu
     finally:
         sys.path.remove(str(BENCH.parent))
+    return bench_gpu
+
+
+@pytest.mark.gpu
+def test_serial_products_wait_for_each_other(gpu):
+    """By default each of our products writes the one output, so the recorder puts a
+    barrier between every two; --overlap's independent calls get none."""
+    bench_gpu = bench_module()
     ours = bench_gpu.Ours()
     ha, hb = ours.put(np.ones((64, 32), np.float32)), ours.put(np.ones((32, 48), np.float32))
     counters = ours.backend.rec.counters
@@ -64,3 +69,21 @@ def test_serial_products_wait_for_each_other(gpu):
         made[bool(flags)] = counters.barriers - before
         ours.sync()
     assert made == {False: 5, True: 0}
+
+
+@pytest.mark.gpu
+def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys):
+    """--sweep (here one small square, no peer): a line per case, its eight fastest plans
+    in order of time, and the planner as it was afterwards."""
+    bench_gpu = bench_module()
+    from dualgrad.gpu import plans
+    natural = plans.matmul_plan
+    args = bench_gpu.parse(["--tiny"])
+    args.squares, args.mlp_shapes = [32], []
+    bench_gpu.sweep_matmul(args, bench_gpu.Ours(), None)
+    assert plans.matmul_plan is natural
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  32^3")]
+    cells = re.findall(r"(\S+)\((\d+)\)\*? (\d+\.\d+) \[\d+\.\d+\]", line)
+    assert len(cells) == 8, line
+    times = [float(c[2]) for c in cells]
+    assert times == sorted(times) and times[0] > 0, line
