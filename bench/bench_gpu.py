@@ -185,10 +185,12 @@ SWEEP_TILES = dict(plans.TILES, **{
     "tc 256x64": plans.TensorTile(256, 64, 16, 64, 32)})
 
 
-def sweepable(tile, m: int, n: int, k: int, tensor_cores: bool) -> bool:
-    """Whether the sweep times ``tile`` on this product (tensor tiles: where the device has
-    tensor cores and the product is whole 16 x 16 blocks)."""
-    if not tile.fits():
+def sweepable(tile, m: int, n: int, k: int, limits: tuple) -> bool:
+    """Whether the sweep times ``tile`` on this product on a device of these ``limits``
+    (shared memory, threads, tensor cores): it fits them, and a tensor tile needs tensor
+    cores and a product of whole 16 x 16 blocks."""
+    shared, threads, tensor_cores = limits
+    if not tile.fits(shared, threads):
         return False
     if isinstance(tile, plans.TensorTile):
         return tensor_cores and m % 16 == 0 and n % 16 == 0
@@ -209,10 +211,11 @@ def sweep_matmul(args, ours, torch) -> None:
             mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
             peer, sync_peer = peer_product(torch, a, b, ta, tb)
             flops = 2.0 * m * n * k
-            best = chosen(m, n, k, 1, tensor_cores=ours.backend.ctx.tensor_cores)
+            limits = ours.backend._matmul_limits
+            best = chosen(m, n, k, 1, *limits)
             results = []
             for label, tile in SWEEP_TILES.items():
-                if not sweepable(tile, m, n, k, ours.backend.ctx.tensor_cores):
+                if not sweepable(tile, m, n, k, limits):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
                 splits = {s for s in (1, 2, 4, 8, 16, natural, 2 * natural)

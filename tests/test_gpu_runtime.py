@@ -114,6 +114,28 @@ def test_a_workspace_range_used_again_comes_after_a_barrier(gpu, rng):
 
 
 @pytest.mark.gpu
+def test_workspace_ranges_are_taken_under_the_device_lock(gpu, rng, monkeypatch):
+    """No barrier orders two dispatches that share a workspace range unless they follow
+    a wrap, so a range is taken, and its dispatch recorded, under the device lock: another
+    thread cannot take the same one in between."""
+    be = device.active()
+    held = []
+    taken = type(be)._scratch
+
+    def checked(self, which, n):
+        held.append(self.ctx.lock._is_owned())
+        return taken(self, which, n)
+    monkeypatch.setattr(type(be), "_scratch", checked)
+    h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
+    be.reduce("sum", h, (1,))                                  # a finishing reduction
+    a = be.upload(rng.standard_normal((8, 2048)).astype(np.float32))
+    b = be.upload(rng.standard_normal((2048, 16)).astype(np.float32))
+    assert plans.matmul_plan(8, 16, 2048, 1).splits > 1
+    be.matmul(a, b)                                            # a split-K product
+    assert len(held) == 3 and all(held)
+
+
+@pytest.mark.gpu
 def test_pass_pool_does_not_grow_across_steps(gpu, rng):
     model = mlp()
     opt = dg.optimizer_sgd(model.parameters(), lr=0.1, momentum=0.9)

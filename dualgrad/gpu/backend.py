@@ -374,15 +374,16 @@ class GpuBackend(Backend):
             y_address = y.address if y is not None else 0
             if p.finish:
                 used = p.partials[0] * p.partials[1]
-                if used <= SCRATCH:      # the workspace's ranges are not tracked
-                    partials, writes = self._scratch(1, used), [out]
-                else:
-                    partials = self.empty(p.partials)
-                    writes = [partials, out]
-                counters = self._scratch(0, p.uints[0])           # one per output
-                self._run("reduce", p.spec, _push((x.address, y_address, partials.address,
-                                                   out.address, counters.address), p.uints),
-                          p.groups, [x, y], writes)
+                with self.ctx.lock:      # (see _scratch)
+                    if used <= SCRATCH:      # the workspace's ranges are not tracked
+                        partials, writes = self._scratch(1, used), [out]
+                    else:
+                        partials = self.empty(p.partials)
+                        writes = [partials, out]
+                    counters = self._scratch(0, p.uints[0])           # one per output
+                    self._run("reduce", p.spec,
+                              _push((x.address, y_address, partials.address, out.address,
+                                     counters.address), p.uints), p.groups, [x, y], writes)
                 return
             dest = out if p.partials is None else self.empty(p.partials)
             self._run("reduce", p.spec, _push((x.address, y_address, dest.address, 0, 0),
@@ -413,7 +414,8 @@ class GpuBackend(Backend):
         again from the first, a barrier orders each use after the last (the counters of a
         range are zero again once the dispatch that used it has finished); the dispatches
         do not name these ranges to the recorder, which spares its hazard check two of
-        their four ranges."""
+        their four ranges. The caller holds the device lock from here to the dispatch, so
+        no other thread's dispatch takes the same range in between."""
         array = self._workspace()[which]
         start = self._cursors[which]
         if start + n > array.size:
@@ -494,14 +496,15 @@ class GpuBackend(Backend):
             self._run("split_bf16", split.spec, _push((x.address, h.address), split.uints),
                       split.groups, [x], [h])
             pieces.append(h)
-        if r.partials is None:      # the pieces (tensor cores), else W and counters unused
-            extra, writes = tuple(h.address for h in pieces) or (0, 0), [out]
-        else:                                       # split K: scratch and tile counters
-            counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)    # one a tile
-            partials = self.empty(r.partials)
-            extra, writes = (partials.address, counters.address), [out, partials]
-        self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),
-                                          r.uints), r.groups, [a, b, *pieces], writes)
+        with self.ctx.lock:                         # (see _scratch)
+            if r.partials is None:  # the pieces (tensor cores), else W and counters unused
+                extra, writes = tuple(h.address for h in pieces) or (0, 0), [out]
+            else:                                   # split K: scratch and tile counters
+                counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
+                partials = self.empty(r.partials)
+                extra, writes = (partials.address, counters.address), [out, partials]
+            self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),
+                                              r.uints), r.groups, [a, b, *pieces], writes)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):
