@@ -201,7 +201,7 @@ def sweep_matmul(args, ours, torch) -> None:
     """Every tile (and split K where the grid is small) on every case, each timed in the
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
     ratio first (best time first without a peer)."""
-    chosen = plans.matmul_plan
+    chosen, limits = plans.matmul_plan, ours.backend._matmul_limits
     print("matmul sweep: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
@@ -211,7 +211,6 @@ def sweep_matmul(args, ours, torch) -> None:
             mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
             peer, sync_peer = peer_product(torch, a, b, ta, tb)
             flops = 2.0 * m * n * k
-            limits = ours.backend._matmul_limits
             best = chosen(m, n, k, 1, *limits)
             results = []
             for label, tile in SWEEP_TILES.items():

@@ -288,7 +288,7 @@ class ArenaPool(Pool):
         self._offset = 0
 
     def alloc(self, nbytes: int) -> Allocation:
-        need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
+        need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN   # _round_up, inline: hot
         with self.lock:
             while self._block < len(self.blocks):
                 block = self.blocks[self._block]
