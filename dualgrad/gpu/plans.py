@@ -82,26 +82,39 @@ class TensorTile(NamedTuple):
 
 # Measured on an H200 (bench/bench_gpu.py --sweep, each product waiting for the one
 # before): the widest tile wins once it yields about one workgroup per SM, 128 x 128 with K
-# steps of 8 below that down to 64 workgroups; fewer, and 64 x 64 split 4 ways beats
-# 128 x 128 split 8 (256 x 1024 x 1024: 0.029-0.031 ms against 0.037-0.041); for a layer
-# of 10 outputs, 32 x 64 beats 16 x 64 (twice the threads on the same loads).
+# steps of 8 below that down to 64 workgroups. Smaller products are bound by the latency of
+# their few K steps, not by arithmetic: there, K steps of 32 win (lab probe of device time,
+# 40 products in one command buffer replayed, against a CUDA graph of cuBLAS's: 128 x 64 x
+# 32 took 18.1-18.3 us on 1024 x 1024 x 256 and 1024 x 784 x 256 against 19.5-21.8 for 64 x
+# 64 x 16, and 21.9-23.5 against 24.0-26.4 on 256 x 1024 x 1024 split 4 ways; for a layer
+# of 10 outputs, 64 x 16 x 32 and 32 x 64 x 32 took 0.65-0.85 of the time of their K-16
+# versions). Where K is shallower than two such steps, or not a whole number of them,
+# 64 x 64 x 16 stays (256 x 1024 x 10: 3.6 us against 5.1; 256 x 1024 x 784: 20.6 us
+# against 25.9).
 TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
-    "medium": Tile(64, 64, 16, 4, 4),      # small ones: 4x the workgroups of "square"
-    "rows": Tile(32, 64, 16, 4, 4),        # M <= 16 (a weight gradient of a small layer)
-    "cols": Tile(64, 16, 16, 4, 4),        # N <= 16 (a small layer's forward)
+    "deep": Tile(128, 64, 32, 8, 4),       # small ones: 48 KiB, 256 threads
+    "medium": Tile(64, 64, 16, 4, 4),      # ... other K, or where "deep" does not fit
+                                           # (16 KiB, 256 threads: every device has it)
+    "rows": Tile(32, 64, 32, 4, 4),        # M <= 16 (a weight gradient of a small layer)
+    "cols": Tile(64, 16, 32, 4, 4),        # N <= 16 (a small layer's forward)
 }
+MIN_DEEP_K = 64                   # two of "deep"'s K steps
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
 # Split K: the last slice of each tile adds the partial products within the dispatch
 # (matmul.comp), so a split costs scratch traffic (4 bytes an output a slice, mostly in L2)
-# but no second dispatch. K is halved until there is at least a slice per SM (an H200 has
-# 132): in a chain of products each waits for the one before, and a grid of 16 to 64
+# but no second dispatch. K is halved until there are about as many slices as SMs (an H200
+# has 132): in a chain of products each waits for the one before, and a grid of 16 to 64
 # workgroups left most of the GPU idle (1024^3 on 64 workgroups: 0.144 ms; split 4 ways:
 # 0.079). A grid past that gains nothing from a split (1024 x 784 x 256 on 208 workgroups
 # of 64 x 64: 0.024 ms whole, slower split).
-BUSY_GROUPS = 132
+# Splitting stops at 128 slices (not 132): 4 idle SMs cost less than the second half of
+# a split's epilogues (H200, device time: 1024 x 10 x 4096 on 64 x 16 x 32 tiles, 16
+# workgroups, 20.6-23.7 us split 8 ways against 25.3-27.5 split 16; 256 x 1024 x 1024 on
+# 128 x 64 x 32, 32 workgroups, split 4 ways the best of 1 to 16).
+BUSY_GROUPS = 128
 MIN_SPLIT_K = 128                 # the fewest K a split-K workgroup walks
 # ... and K below SPLIT_FROM_K stays whole: there, the half of the K loop a split saves was
 # worth less than the split's epilogue (store, count in, add the slices). H200, each
@@ -187,8 +200,11 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     elif (groups(square) >= (SQUARE_GROUPS if k >= SPLIT_FROM_K else BUSY_GROUPS)
           and square.fits(shared, threads)):
         tile = square                     # (a split fills the rest of the GPU if K allows)
+    elif (k >= MIN_DEEP_K and k % TILES["deep"].bk == 0
+          and TILES["deep"].fits(shared, threads)):
+        tile = TILES["deep"]
     else:
-        tile = TILES["medium"]            # 16 KiB, 256 threads: what every device allows
+        tile = TILES["medium"]
     return split_k(tile, m, n, k, batch)
 
 
