@@ -8,6 +8,8 @@ training step, run eagerly and replayed (``dg.capture_step``).
                                                   # against PyTorch in the same rounds
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
+    python3 bench/bench_gpu.py --sections kernels # the matmul cases recorded and replayed
+                                                  # (a CUDA graph for PyTorch): no host time
 
 Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
 way: a number of calls queued, then a wait for the device (our queue's fence, or
@@ -165,6 +167,68 @@ def bench_matmul(args, ours, torch) -> list:
         host, _, _ = host_share(mine, ours, _calls(flops), 3)
         rows.append((f"matmul {name} [{speed} TF/s; host {host * 1e6:.0f}us]", t_ours, t_peer,
                      "<= 1.1"))
+    return rows
+
+
+def recorded(ours, call, calls: int):
+    """``calls`` calls of ``call`` recorded once into a reusable command buffer: (replay,
+    release). What they allocate stays theirs until release (wait with ``ours.wait``,
+    which keeps the pass pool, until then)."""
+    be, rec = ours.backend, ours.backend.rec
+    with be.ctx.lock:
+        rec.begin_capture()
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        with be.ctx.lock:
+            cmd = rec.end_capture()
+
+    def replay():
+        with be.ctx.lock:
+            rec.submit(cmd)
+    return replay, lambda: rec.free_captured(cmd)
+
+
+def peer_graph(torch, call, calls: int):
+    """``calls`` calls of ``call`` captured once into a CUDA graph: its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):             # warm up off the capture (cuBLAS workspaces)
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    return graph.replay
+
+
+def bench_kernels(args, ours, torch) -> list:
+    """The matmul cases with host time taken out: each case's chain of products recorded
+    once and replayed (ours: one reusable command buffer; PyTorch: one CUDA graph), so the
+    ratio compares the kernels and the gaps between them, not the per-call cost on the
+    host that the matmul section also measures."""
+    rows = []
+    for name, m, n, k, ta, tb in matmul_cases(args):
+        a, b = _operands(m, n, k, ta, tb)
+        ha, hb = ours.put(a), ours.put(b)
+        mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
+        peer, _ = peer_product(torch, a, b, ta, tb)
+        flops, calls = 2.0 * m * n * k, _calls(2.0 * m * n * k)
+        replay, release = recorded(ours, mine, calls)
+        try:
+            peer_replay = peer_graph(torch, peer, calls) if peer else None
+            t_ours, t_peer = timed(args, replay, peer_replay, ours.wait,
+                                   torch.cuda.synchronize if torch else None, 1)
+        finally:
+            release()
+            ours.sync()
+        t_ours, t_peer = t_ours / calls, (t_peer / calls if t_peer else None)
+        speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
+                                                  else "")
+        rows.append((f"recorded matmul {name} [{speed} TF/s]", t_ours, t_peer, ""))
     return rows
 
 
@@ -377,8 +441,10 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,memory,train,startup",
-                   help="any of matmul, memory, train, startup, floor (tiny chained kernels)")
+    p.add_argument("--sections", default="matmul,kernels,memory,train,startup",
+                   help="any of matmul, kernels (the matmul cases recorded once and "
+                        "replayed: no host time), memory, train, startup, floor (tiny "
+                        "chained kernels)")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)
@@ -405,7 +471,8 @@ def main(argv=None) -> int:
         sweep_matmul(args, ours, torch)
         return 0
     rows = []
-    for section, fn in (("matmul", bench_matmul), ("memory", bench_memory),
+    for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
+                        ("memory", bench_memory),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

@@ -19,7 +19,7 @@ BENCH = pathlib.Path(__file__).resolve().parent.parent / "bench" / "bench_gpu.py
 def test_gpu_benchmark_prints_its_table():
     require_gpu()
     result = subprocess.run([sys.executable, str(BENCH), "--tiny", "--sections",
-                             "matmul,memory,train,floor,startup"], capture_output=True,
+                             "matmul,kernels,memory,train,floor,startup"], capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -37,6 +37,11 @@ def test_gpu_benchmark_prints_its_table():
     for name, ours, peer, ratio in rows:
         assert float(ours) > 0, name
         assert (peer == "n/a") == (ratio == "n/a"), name
+    # The matmul cases again, recorded once and replayed (no target: a diagnosis).
+    kernels = re.findall(r"^  recorded matmul (\S.*?) \[.*?TF/s\]\s+(\d+\.\d+)ms", out, re.M)
+    assert [k[0] for k in kernels] == [n.split(" [")[0][len("matmul "):]
+                                       for n in names[:9]], out
+    assert all(float(t) > 0 for _, t in kernels), out
     floors = re.findall(r"^  floor: .*?, chained \[host \d+\.\d+us\]\s+(\d+\.\d+)ms", out, re.M)
     assert len(floors) == 2 and all(float(t) > 0 for t in floors), out
 
@@ -87,3 +92,22 @@ def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys):
     assert len(cells) == 8, line
     times = [float(c[2]) for c in cells]
     assert times == sorted(times) and times[0] > 0, line
+
+
+@pytest.mark.gpu
+def test_recorded_calls_run_again_at_each_replay(gpu):
+    """The kernels section's recording: its calls run once per replay, none while
+    recorded, and the buffer is released afterwards."""
+    bench_gpu = bench_module()
+    ours = bench_gpu.Ours()
+    be = ours.backend
+    x = ours.put(np.arange(8, dtype=np.float32))
+    acc = ours.put(np.zeros(8, np.float32))
+    replay, release = bench_gpu.recorded(ours, lambda: be.binary("add", acc, x, out=acc), 3)
+    ours.wait()
+    assert np.array_equal(be.download(acc), np.zeros(8))
+    replay()
+    replay()
+    ours.wait()
+    release()
+    assert np.array_equal(be.download(acc), 6 * np.arange(8))
