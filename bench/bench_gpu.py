@@ -205,6 +205,10 @@ def peer_graph(torch, call, calls: int):
     return graph.replay
 
 
+REPLAYS = 5                       # replays per wait: a wait costs ours 50-130 us, 1-3 us
+                                  # a product if each replay were waited for
+
+
 def bench_kernels(args, ours, torch) -> list:
     """The matmul cases with host time taken out: each case's chain of products recorded
     once and replayed (ours: one reusable command buffer; PyTorch: one CUDA graph), so the
@@ -221,7 +225,7 @@ def bench_kernels(args, ours, torch) -> list:
         try:
             peer_replay = peer_graph(torch, peer, calls) if peer else None
             t_ours, t_peer = timed(args, replay, peer_replay, ours.wait,
-                                   torch.cuda.synchronize if torch else None, 1)
+                                   torch.cuda.synchronize if torch else None, REPLAYS)
         finally:
             release()
             ours.sync()

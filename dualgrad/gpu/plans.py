@@ -83,11 +83,11 @@ class TensorTile(NamedTuple):
 # Measured on an H200 (bench/bench_gpu.py --sweep, each product waiting for the one
 # before): the widest tile wins once it yields about one workgroup per SM, 128 x 128 with K
 # steps of 8 below that down to 64 workgroups. Smaller products are bound by the latency of
-# their few K steps, not by arithmetic: there, K steps of 32 win (lab probe of device time,
-# 40 products in one command buffer replayed, against a CUDA graph of cuBLAS's: 128 x 64 x
+# their few K steps, not by arithmetic: there, K steps of 32 win (device time, a chain of
+# products recorded once and replayed as bench_gpu.py's kernels section does: 128 x 64 x
 # 32 took 18.1-18.3 us on 1024 x 1024 x 256 and 1024 x 784 x 256 against 19.5-21.8 for 64 x
 # 64 x 16, and 21.9-23.5 against 24.0-26.4 on 256 x 1024 x 1024 split 4 ways; for a layer
-# of 10 outputs, 64 x 16 x 32 and 32 x 64 x 32 took 0.65-0.85 of the time of their K-16
+# of 10 outputs, 64 x 16 x 32 and 32 x 64 x 32 took 0.78-0.91 of the time of their K-16
 # versions). Where K is shallower than two such steps, or not a whole number of them,
 # 64 x 64 x 16 stays (256 x 1024 x 10: 3.6 us against 5.1; 256 x 1024 x 784: 20.6 us
 # against 25.9).
