@@ -158,6 +158,21 @@ def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):
     check_matmul(pair, rng, (m, k), lead + (k, n), True, True)
 
 
+def test_small_products_take_k_steps_of_32_where_k_and_the_device_allow():
+    deep, medium = plans.TILES["deep"], plans.TILES["medium"]
+    assert plans.matmul_plan(200, 300, 96, 1).tile == deep
+    assert plans.matmul_plan(200, 300, 100, 1).tile == medium     # not whole steps of 32
+    assert plans.matmul_plan(200, 300, 32, 1).tile == medium      # one step only
+    assert plans.matmul_plan(200, 300, 96, 1, 32 << 10, 1024).tile == medium   # 48 KiB
+    assert plans.TILES["rows"].bk == plans.TILES["cols"].bk == 32
+
+
+def test_k_is_split_until_about_a_slice_per_sm():
+    # 32 workgroups of 128 x 64 split 4 ways (128 slices), not 8; 16 of 64 x 16 split 8.
+    assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (plans.TILES["deep"], 4)
+    assert plans.matmul_plan(1024, 10, 4096, 1)[:2] == (plans.TILES["cols"], 8)
+
+
 @pytest.mark.gpu
 def test_plans_respect_the_device(pair, rng):
     """On any device, every shape gets a tile it can run, the big ones included."""
