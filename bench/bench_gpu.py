@@ -153,20 +153,28 @@ def peer_product(torch, a, b, ta, tb) -> tuple:
     return (lambda: torch.matmul(oa, ob)), torch.cuda.synchronize
 
 
-def bench_matmul(args, ours, torch) -> list:
-    rows = []
+def matmul_runs(args, ours, torch):
+    """Each matmul case ready to time: (name, (m, n, k), flops, our call, PyTorch's call
+    and sync, or None and None)."""
     for name, m, n, k, ta, tb in matmul_cases(args):
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
         mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-        peer, sync_peer = peer_product(torch, a, b, ta, tb)
-        flops = 2.0 * m * n * k
+        yield (name, (m, n, k), 2.0 * m * n * k, mine, *peer_product(torch, a, b, ta, tb))
+
+
+def tflops(flops: float, t_ours: float, t_peer) -> str:
+    """Ours/peer TFLOP/s (ours alone without a peer)."""
+    return f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer else "")
+
+
+def bench_matmul(args, ours, torch) -> list:
+    rows = []
+    for name, _, flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
         t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
-        speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
-                                                  else "")
         host, _, _ = host_share(mine, ours, _calls(flops), 3)
-        rows.append((f"matmul {name} [{speed} TF/s; host {host * 1e6:.0f}us]", t_ours, t_peer,
-                     "<= 1.1"))
+        rows.append((f"matmul {name} [{tflops(flops, t_ours, t_peer)} TF/s; host "
+                     f"{host * 1e6:.0f}us]", t_ours, t_peer, "<= 1.1"))
     return rows
 
 
@@ -215,24 +223,18 @@ def bench_kernels(args, ours, torch) -> list:
     ratio compares the kernels and the gaps between them, not the per-call cost on the
     host that the matmul section also measures."""
     rows = []
-    for name, m, n, k, ta, tb in matmul_cases(args):
-        a, b = _operands(m, n, k, ta, tb)
-        ha, hb = ours.put(a), ours.put(b)
-        mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-        peer, _ = peer_product(torch, a, b, ta, tb)
-        flops, calls = 2.0 * m * n * k, _calls(2.0 * m * n * k)
+    for name, _, flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
+        calls = _calls(flops)
         replay, release = recorded(ours, mine, calls)
         try:
             peer_replay = peer_graph(torch, peer, calls) if peer else None
-            t_ours, t_peer = timed(args, replay, peer_replay, ours.wait,
-                                   torch.cuda.synchronize if torch else None, REPLAYS)
+            t_ours, t_peer = timed(args, replay, peer_replay, ours.wait, sync_peer, REPLAYS)
         finally:
             release()
             ours.sync()
         t_ours, t_peer = t_ours / calls, (t_peer / calls if t_peer else None)
-        speed = f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer
-                                                  else "")
-        rows.append((f"recorded matmul {name} [{speed} TF/s]", t_ours, t_peer, ""))
+        rows.append((f"recorded matmul {name} [{tflops(flops, t_ours, t_peer)} TF/s]",
+                     t_ours, t_peer, ""))
     return rows
 
 
@@ -273,12 +275,7 @@ def sweep_matmul(args, ours, torch) -> None:
     print("matmul sweep: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
-        for name, m, n, k, ta, tb in matmul_cases(args):
-            a, b = _operands(m, n, k, ta, tb)
-            ha, hb = ours.put(a), ours.put(b)
-            mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-            peer, sync_peer = peer_product(torch, a, b, ta, tb)
-            flops = 2.0 * m * n * k
+        for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
             best = chosen(m, n, k, 1, *limits)
             results = []
             for label, tile in SWEEP_TILES.items():
