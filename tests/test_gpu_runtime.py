@@ -62,6 +62,107 @@ def test_steps_are_batched_into_few_submits(gpu, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("first,then,barrier", [
+    (([], [(0, 64)]), ([(64, 128)], [(128, 192)]), False),    # disjoint
+    (([], [(0, 64)]), ([(32, 40)], [(128, 192)]), True),      # read after write
+    (([(0, 64)], [(256, 320)]), ([], [(60, 70)]), True),      # write after read
+    (([], [(0, 64)]), ([], [(63, 64)]), True),                # write after write
+    (([(0, 64)], [(256, 320)]), ([(0, 64)], [(512, 576)]), False),    # read after read
+    (([], [(0, 64), (512, 576)]), ([(64, 512)], [(1024, 1088)]), False),  # between writes
+    (([(0, 64), (512, 576)], []), ([], [(64, 512)]), False),  # ... and between reads
+], ids=["disjoint", "raw", "war", "waw", "rar", "between-writes", "between-reads"])
+def test_a_barrier_comes_only_before_a_command_with_a_hazard(gpu, first, then, barrier):
+    # Recorded into a capture that never runs, so the ranges need not be real memory.
+    be = device.active()
+    rec, pipeline = be.rec, be.pipelines.get("unary", (0, 0))
+    push = bytes(48)
+    with be.ctx.lock:
+        rec.begin_capture()
+        try:
+            rec.dispatch(pipeline, push, (1, 1, 1), *first)
+            before = rec.counters.barriers
+            rec.dispatch(pipeline, push, (1, 1, 1), *then)
+            made = rec.counters.barriers - before
+        finally:
+            cmd = rec.end_capture()
+    rec.free_captured(cmd)
+    assert made == int(barrier)
+
+
+class FenceStatus:
+    """The recorder's function table with vkGetFenceStatus answering ``answer`` (None: the
+    driver's answer) and the calls of it and of vkWaitForFences counted."""
+
+    def __init__(self, lib, answer=None):
+        self._lib, self.answer = lib, answer
+        self.polls = self.sleeps = 0
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def vkGetFenceStatus(self, device, fence):
+        self.polls += 1
+        real = self._lib.vkGetFenceStatus(device, fence)
+        return real if self.answer is None else self.answer
+
+    def vkWaitForFences(self, *args):
+        self.sleeps += 1
+        return self._lib.vkWaitForFences(*args)
+
+
+def chained_products(be, rng, n=8):
+    """``n`` products, each of the one before, recorded (not waited for): the device array
+    and the host's float64 result."""
+    a = (rng.standard_normal((96, 96)) / 10).astype(np.float32)
+    h, want = be.upload(a), a.astype(np.float64)
+    for _ in range(n):
+        h, want = be.matmul(h, be.upload(a)), want @ a
+    return h, want
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("poll", [0.0, 10.0], ids=["sleeps", "polls"])
+def test_a_wait_returns_once_the_work_is_done_polling_or_sleeping(gpu, rng, monkeypatch,
+                                                                   poll):
+    from dualgrad.gpu import recorder
+    be = device.active()
+    monkeypatch.setattr(recorder, "WAIT_POLL_SECONDS", poll)
+    table = FenceStatus(be.rec.lib)
+    monkeypatch.setattr(be.rec, "lib", table)
+    h, want = chained_products(be, rng)
+    np.testing.assert_allclose(be.download(h), want, rtol=1e-4, atol=1e-5)
+    assert table.polls >= 1
+    if poll:                       # the work takes far less than 10 s: never slept
+        assert table.sleeps == 0
+
+
+@pytest.mark.gpu
+def test_a_wait_sleeps_once_its_polling_time_is_up(gpu, rng, monkeypatch):
+    # The fence reads as not ready however often it is asked: the wait polls for its
+    # time, then sleeps until the device signals it.
+    from dualgrad.gpu import recorder
+    be = device.active()
+    monkeypatch.setattr(recorder, "WAIT_POLL_SECONDS", 0.02)
+    table = FenceStatus(be.rec.lib, be.rec.vk.VK_NOT_READY)
+    monkeypatch.setattr(be.rec, "lib", table)
+    h, want = chained_products(be, rng)
+    np.testing.assert_allclose(be.download(h), want, rtol=1e-4, atol=1e-5)
+    assert table.sleeps >= 1 and table.polls > 1
+
+
+@pytest.mark.gpu
+def test_a_lost_device_in_a_wait_is_a_device_error(gpu, rng, monkeypatch):
+    be = device.active()
+    h, _ = chained_products(be, rng, 2)
+    table = FenceStatus(be.rec.lib, be.rec.vk.VK_ERROR_DEVICE_LOST)
+    monkeypatch.setattr(be.rec, "lib", table)
+    with pytest.raises(dg.DeviceError, match="device may have been lost"):
+        be.download(h)
+    monkeypatch.undo()
+    be.download(h)                 # (the device was not lost: later waits go on)
+
+
+@pytest.mark.gpu
 def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
     """Each reduction that finishes in its own dispatch takes its counters and partial
     results from the next range of the workspace, so independent ones recorded back to

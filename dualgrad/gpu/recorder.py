@@ -10,7 +10,8 @@ itself are not named to the recorder (the backend's reduction workspace: it call
 
 The batch is submitted when the host needs a value (a download), when a pool is reset or
 released, when it grows long, or once it holds some work (a few dispatches) while the device
-is down to its last submitted batch; at most ``MAX_IN_FLIGHT`` batches are in flight.
+is down to its last submitted batch; at most ``MAX_IN_FLIGHT`` batches are in flight. A
+wait for a batch polls its fence for a while before it sleeps (``WAIT_POLL_SECONDS``).
 
 While a step is captured (``begin_capture``), commands go into a reusable command buffer
 that is not submitted until ``end_capture``; ``submit`` then runs it, after whatever the
@@ -22,6 +23,7 @@ messages the layer reported during it are raised there (``ValidationLog.raise_pe
 from __future__ import annotations
 
 import collections
+import time
 
 import numpy as np
 
@@ -42,6 +44,12 @@ MIN_BATCH = 3                     # ... once it holds this many dispatches: a su
                                   # the host 15-25 us (end, submit, retire, begin), so a
                                   # host about as fast as the device that submits each
                                   # dispatch to it falls behind and stays behind
+WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it sleeps: the
+                                  # sleeping wait returns some 40 us after the fence signals
+                                  # (H200: waiting for one tiny dispatch took 76 us sleeping,
+                                  # 36 polling, PyTorch's synchronize 26), which is most of a
+                                  # short wait; past a millisecond it is a small part of it
+NO_BOUNDS = (float("inf"), float("-inf"), float("inf"), float("-inf"))  # nothing tracked
 MAX_TRACKED = 32                  # ranges tracked between barriers: each dispatch's check
                                   # loops over them (64 cost independent reductions 6-8 us
                                   # of Python a dispatch, 32 about 3.5, at a barrier per 8)
@@ -88,6 +96,7 @@ class Recorder:
         self._batch = self._touched = 0
         self._written: list = []
         self._read: list = []
+        self._bounds = NO_BOUNDS                   # of the written and of the read ranges
         self._bound = None
         self._host_reads = False
         self.capturing = False
@@ -152,38 +161,53 @@ class Recorder:
                                       0, self.ffi.NULL, 0, self.ffi.NULL)
         self._written.clear()
         self._read.clear()
+        self._bounds = NO_BOUNDS
         self.counters.barriers += 1
 
     @staticmethod
-    def _crosses(spans, tracked) -> bool:
-        """Whether any of the [start, end) ``spans`` overlaps any ``tracked`` one."""
-        for s, e in spans:
-            for ts, te in tracked:
-                if s < te and ts < e:
-                    return True
+    def _crosses(start: int, end: int, tracked) -> bool:
+        """Whether [start, end) overlaps any of the ``tracked`` ranges."""
+        for ts, te in tracked:
+            if start < te and ts < end:
+                return True
         return False
 
     def _hazard(self, reads, writes) -> bool:
         """Whether a command with these ranges touches what an unbarriered command wrote,
-        or writes what one read."""
-        written, read = self._written, self._read
-        return bool(written and (self._crosses(reads, written) or
-                                 self._crosses(writes, written)) or
-                    read and self._crosses(writes, read))
+        or writes what one read. A range outside the bounds of the written (read) ones is
+        cleared without a look at each: most are (fresh outputs, parameters)."""
+        w_lo, w_hi, r_lo, r_hi = self._bounds
+        crosses = self._crosses
+        for s, e in writes:
+            if (s < w_hi and w_lo < e and crosses(s, e, self._written) or
+                    s < r_hi and r_lo < e and crosses(s, e, self._read)):
+                return True
+        for s, e in reads:
+            if s < w_hi and w_lo < e and crosses(s, e, self._written):
+                return True
+        return False
 
-    def _sync(self, reads, writes) -> None:
+    def _sync(self, reads, writes) -> int:
         """Emit a barrier if this command has a hazard with an unbarriered one (or too
-        many ranges are tracked); then note its own ranges."""
+        many ranges are tracked); then note its own ranges. Returns the bytes they span."""
         if self._hazard(reads, writes) or len(self._written) + len(self._read) > MAX_TRACKED:
             self._emit_barrier()
+        w_lo, w_hi, r_lo, r_hi = self._bounds
+        spanned = 0
+        for s, e in reads:
+            r_lo, r_hi, spanned = min(r_lo, s), max(r_hi, e), spanned + e - s
+        for s, e in writes:
+            w_lo, w_hi, spanned = min(w_lo, s), max(w_hi, e), spanned + e - s
+        self._bounds = w_lo, w_hi, r_lo, r_hi
         self._read += reads
         self._written += writes
+        return spanned
 
     def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:
         """Record one kernel launch; ``reads``/``writes`` are [start, end) address ranges."""
         if self.cmd is None:
             self._begin()
-        self._sync(reads, writes)
+        touched = self._touched = self._touched + self._sync(reads, writes)
         lib = self.lib
         if pipeline is not self._bound:
             lib.vkCmdBindPipeline(self.cmd, self._compute, pipeline)
@@ -193,12 +217,6 @@ class Recorder:
         lib.vkCmdDispatch(self.cmd, groups[0], groups[1], groups[2])
         self.counters.dispatches += 1
         self._batch += 1
-        touched = self._touched
-        for s, e in reads:
-            touched += e - s
-        for s, e in writes:
-            touched += e - s
-        self._touched = touched
         if self._batch >= MAX_BATCH or touched >= SUBMIT_BYTES or (
                 touched >= IDLE_SUBMIT_BYTES and self._device_short_of_work()):
             self.flush()
@@ -316,13 +334,25 @@ class Recorder:
         cmd, fence, finished = self._flight.popleft()
         self._fence_ptr[0] = fence
         if not finished:
-            result = self.lib.vkWaitForFences(self.ctx.device, 1, self._fence_ptr,
-                                              self.vk.VK_TRUE, 0xFFFFFFFFFFFFFFFF)
-            if result != self.vk.VK_SUCCESS:
-                raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the "
-                                  "device may have been lost")
+            self._wait(fence)
         _check(self.lib.vkResetFences(self.ctx.device, 1, self._fence_ptr), "vkResetFences")
         self._idle.append((cmd, fence))
+
+    def _wait(self, fence) -> None:
+        """Wait for ``fence`` (in ``_fence_ptr``): poll its status for up to
+        WAIT_POLL_SECONDS, then sleep in vkWaitForFences."""
+        lib, device, not_ready = self.lib, self.ctx.device, self.vk.VK_NOT_READY
+        status, clock = lib.vkGetFenceStatus, time.perf_counter
+        give_up = clock() + WAIT_POLL_SECONDS
+        result = status(device, fence)
+        while result == not_ready and clock() < give_up:
+            result = status(device, fence)
+        if result == not_ready:
+            result = lib.vkWaitForFences(device, 1, self._fence_ptr, self.vk.VK_TRUE,
+                                         0xFFFFFFFFFFFFFFFF)
+        if result != self.vk.VK_SUCCESS:
+            raise DeviceError(f"waiting for the GPU failed (VkResult {result}); the "
+                              "device may have been lost")
 
     # -- transfers ---------------------------------------------------------------------------
     def _reserve(self, nbytes: int) -> int:
