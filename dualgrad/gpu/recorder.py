@@ -34,21 +34,25 @@ from .memory import Block
 STAGING_BYTES = 32 << 20
 MAX_IN_FLIGHT = 4
 MAX_BATCH = 2048                  # dispatches per command buffer before it is submitted
-SUBMIT_BYTES = 256 << 20          # bytes touched by a batch's kernels before it is submitted,
-                                  # so the device starts on big work while more is recorded
+SUBMIT_BYTES = 4 << 30            # bytes touched by a batch's kernels before it is submitted
+                                  # however busy the device is
 IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device that is down
                                   # to its last submitted batch: the next one then waits in
                                   # the queue instead of the GPU waiting for it, and small
                                   # batches stay in one submit
-MIN_BATCH = 3                     # ... once it holds this many dispatches: a submit costs
+MIN_BATCH = 4                     # ... once it holds this many dispatches: a submit costs
                                   # the host 15-25 us (end, submit, retire, begin), so a
                                   # host about as fast as the device that submits each
-                                  # dispatch to it falls behind and stays behind
+                                  # dispatch to it falls behind and stays behind. (H200, in
+                                  # one process against 256 MiB and 3: add and relu over 16M
+                                  # 3-6% faster at 0.15-0.2 submits a call instead of 0.5,
+                                  # the eager H 4096 Adam step at 1.7-2.0 submits, not 7.2)
 WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it sleeps: the
-                                  # sleeping wait returns some 40 us after the fence signals
-                                  # (H200: waiting for one tiny dispatch took 76 us sleeping,
-                                  # 36 polling, PyTorch's synchronize 26), which is most of a
-                                  # short wait; past a millisecond it is a small part of it
+                                  # sleeping wait returns 25-40 us after the fence signals
+                                  # (H200, a wait for one tiny dispatch, two processes: 76
+                                  # and 43 us sleeping, 36 and 18 polling; PyTorch's
+                                  # synchronize 26 and 7), most of a short wait; past a
+                                  # millisecond that is a small part of it
 NO_BOUNDS = (float("inf"), float("-inf"), float("inf"), float("-inf"))  # nothing tracked
 MAX_TRACKED = 32                  # ranges tracked between barriers: each dispatch's check
                                   # loops over them (64 cost independent reductions 6-8 us
