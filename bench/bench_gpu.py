@@ -213,8 +213,8 @@ def peer_graph(torch, call, calls: int):
     return graph.replay
 
 
-REPLAYS = 5                       # replays per wait: a wait costs ours 50-130 us, 1-3 us
-                                  # a product if each replay were waited for
+REPLAYS = 5                       # replays per wait: a wait costs ours 20-130 us, up to
+                                  # 3 us a product if each replay were waited for
 
 
 def bench_kernels(args, ours, torch) -> list:
