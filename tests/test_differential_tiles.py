@@ -146,8 +146,9 @@ def test_split_k_keeps_k_whole_past_a_counter_per_tile():
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,batch,tile,splits", [
     (10, 70, 4500, 1, "rows", 29), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 30),
-    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (200, 300, 96, 1, "deep", 1), (200, 300, 100, 1, "medium", 1),
-    (64, 64, 5120, 1, "deep", 32), (2050, 1000, 20, 1, "square", 1),
+    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (200, 300, 96, 1, "deep", 1),
+    (200, 300, 100, 1, "medium", 1), (64, 64, 5120, 1, "deep", 32),
+    (2050, 1000, 20, 1, "square", 1),
     (1030, 1000, 600, 1, "square", 2), (1030, 1000, 20, 1, "medium", 1),
     (1030, 1000, 12, 4, "wide", 1)], ids=str)
 def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):

@@ -54,9 +54,10 @@ WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it s
                                   # synchronize 26 and 7), most of a short wait; past a
                                   # millisecond that is a small part of it
 NO_BOUNDS = (float("inf"), float("-inf"), float("inf"), float("-inf"))  # nothing tracked
-MAX_TRACKED = 32                  # ranges tracked between barriers: each dispatch's check
-                                  # loops over them (64 cost independent reductions 6-8 us
-                                  # of Python a dispatch, 32 about 3.5, at a barrier per 8)
+MAX_TRACKED = 32                  # ranges tracked between barriers: a range within their
+                                  # bounds is checked against each (when every range was, 64
+                                  # cost independent reductions 6-8 us of Python a dispatch,
+                                  # 32 about 3.5, at a barrier per 8)
 
 
 def _check(result: int, call: str) -> None:
