@@ -27,19 +27,23 @@ from .dispatch import COUNT_EQ, COUNTERS, MAX_GROUPS
 from .dispatch import broadcast_layout as _broadcast_layout
 from .dispatch import grid as _groups
 from .dispatch import matmul_recipe as _matmul_recipe
+from .dispatch import packer as _packer
 from .dispatch import push_constants as _push
 from .dispatch import quad_grid as _quad_groups
 from .dispatch import reduce_recipe as _reduce_recipe
 from .dispatch import reduced_shape as _reduced_shape
 from .dispatch import strides4 as _strides4
-from .memory import (Allocation, ArenaPool, Budget, DeviceArray, FreeListPool,
-                     limit_from_env)
+from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
 from .recorder import Recorder
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 SCRATCH = 1 << 16                 # partial results kept in the reduction workspace (more:
                                   # allocated)
+# The push constants of the hot dispatches, packed in one call each: a recipe's uints come
+# packed (its ``tail``), so only the addresses are packed per call.
+_UNARY_PUSH = _packer(4, 1, 2)    # x, y, g, out; n; a, b
+_ADDRESSES2, _ADDRESSES5 = _packer(2), _packer(5)
 
 
 def _seed_step(seed: int, step: int) -> list:
@@ -88,6 +92,8 @@ class GpuBackend(Backend):
         self._local = threading.local()
         self.persistent_pool = FreeListPool(ctx, pool_type, budget=self.budget)
         self.pipelines = ctx.pipelines
+        self._pipeline_of: dict = {}  # (shader, spec) -> pipeline: pipelines.get, without
+                                      # its call (a dispatch's Python time is its cost)
         self.rec = Recorder(ctx, self.pipelines, staging_type)
         self._resident = weakref.WeakSet()       # tensors whose storage is here
         self._cap = None              # the Capture being recorded (under ctx.lock)
@@ -99,7 +105,6 @@ class GpuBackend(Backend):
         self._rops = {name: i for i, name in enumerate(REDUCE_OPS)}
         self._workspace_arrays = None
         self._cursors = [0, 0]        # where the next _scratch range of each array starts
-        self._views: dict = {}        # (array, start, n) -> that range of the workspace
         limits = ctx.limits           # (read once: a field of a driver struct is slow to read)
         self._matmul_limits = (limits.maxComputeSharedMemorySize,
                                limits.maxComputeWorkGroupInvocations, ctx.tensor_cores)
@@ -209,7 +214,6 @@ class GpuBackend(Backend):
             self._arenas.clear()
             self.persistent_pool.release()
             self._workspace_arrays = None
-            self._views.clear()
             self._cursors = [0, 0]
 
     def memory(self) -> dict:
@@ -250,7 +254,10 @@ class GpuBackend(Backend):
         if dtype is not F32:
             dtype = np.dtype(dtype)
         size = int(math.prod(shape))                  # math.prod: a hot path
-        pool = self.persistent_pool if persistent else self.pass_pool
+        if persistent:
+            pool = self.persistent_pool
+        else:                                         # (the property, inline: a hot path)
+            pool = getattr(self._local, "arena", None) or self.pass_pool
         with self.ctx.lock:
             alloc = pool.alloc(size * dtype.itemsize)
             if self._cap is not None:
@@ -325,47 +332,56 @@ class GpuBackend(Backend):
             if self._cap is not None:
                 self._cap.touch(reads)
                 self._cap.touch(writes)
-            self.rec.dispatch(self.pipelines.get(shader, spec), push, groups,
-                              [h.span for h in reads if h is not None],
-                              [h.span for h in writes])
+            pipeline = self._pipeline_of.get((shader, spec))
+            if pipeline is None:
+                pipeline = self._pipeline_of[shader, spec] = self.pipelines.get(shader, spec)
+            read, written = [], []       # (loops, not comprehensions: half the time)
+            for h in reads:
+                if h is not None:
+                    read.append(h.span)
+            for h in writes:
+                written.append(h.span)
+            self.rec.dispatch(pipeline, push, groups, read, written)
 
     # -- elementwise --------------------------------------------------------------------------
     def unary(self, op, x, a=0.0, b=0.0, out=None):
         out = self.empty(x.shape) if out is None else out
         if x.size:
-            self._run("unary", (self._ops[op], 0), _push((x.address, 0, 0, out.address),
-                      (x.size,), (a, b)), _quad_groups(x.size), [x], [out])
+            self._run("unary", (self._ops[op], 0),
+                      _UNARY_PUSH.pack(x.address, 0, 0, out.address, x.size, a, b),
+                      _quad_groups(x.size), [x], [out])
         return out
 
     def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
         out = self.empty(g.shape)
         if g.size:
             self._run("unary", (self._ops[op], 1),
-                      _push((x.address, y.address, g.address, out.address), (g.size,), (a, b)),
-                      _quad_groups(g.size), [x, y, g], [out])
+                      _UNARY_PUSH.pack(x.address, y.address, g.address, out.address, g.size,
+                                       a, b), _quad_groups(g.size), [x, y, g], [out])
         return out
 
     def binary(self, op, a, b, out=None):
-        shape, uints, flat = _broadcast_layout(tuple(a.shape), tuple(b.shape), None)
+        shape, tail, flat = _broadcast_layout(a.shape, b.shape, None)
         out = self.empty(shape) if out is None else out
         if out.size:
             self._run("binary", (self._bops[op], 0, flat),
-                      _push((a.address, b.address, 0, out.address, 0), uints),
+                      _ADDRESSES5.pack(a.address, b.address, 0, out.address, 0) + tail,
                       (_quad_groups if flat else _groups)(out.size), [a, b], [out])
         return out
 
     def binary_backward(self, op, a, b, g):
         ga, gb = self.empty(g.shape), self.empty(g.shape)
         if g.size:
-            _, uints, flat = _broadcast_layout(tuple(a.shape), tuple(b.shape), tuple(g.shape))
+            _, tail, flat = _broadcast_layout(a.shape, b.shape, g.shape)
             self._run("binary", (self._bops[op], 1, flat),
-                      _push((a.address, b.address, g.address, ga.address, gb.address), uints),
+                      _ADDRESSES5.pack(a.address, b.address, g.address, ga.address,
+                                       gb.address) + tail,
                       (_quad_groups if flat else _groups)(g.size), [a, b, g], [ga, gb])
         return ga, gb
 
     # -- reductions ---------------------------------------------------------------------------
     def _reduce_into(self, code, x, y, out, axes):
-        self._reduce_run(_reduce_recipe(code, tuple(x.shape), tuple(axes), plans.reduce_plan),
+        self._reduce_run(_reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan),
                          x, y, out)
 
     def _reduce_run(self, passes, x, y, out):
@@ -376,18 +392,20 @@ class GpuBackend(Backend):
                 used = p.partials[0] * p.partials[1]
                 with self.ctx.lock:      # (see _scratch)
                     if used <= SCRATCH:      # the workspace's ranges are not tracked
-                        partials, writes = self._scratch(1, used), [out]
+                        partials, writes = self._scratch(1, used), [out]      # (an address)
                     else:
-                        partials = self.empty(p.partials)
-                        writes = [partials, out]
+                        allocated = self.empty(p.partials)
+                        partials, writes = allocated.address, [allocated, out]
                     counters = self._scratch(0, p.uints[0])           # one per output
                     self._run("reduce", p.spec,
-                              _push((x.address, y_address, partials.address, out.address,
-                                     counters.address), p.uints), p.groups, [x, y], writes)
+                              _ADDRESSES5.pack(x.address, y_address, partials, out.address,
+                                               counters) + p.tail,
+                              p.groups, [x, y], writes)
                 return
             dest = out if p.partials is None else self.empty(p.partials)
-            self._run("reduce", p.spec, _push((x.address, y_address, dest.address, 0, 0),
-                                              p.uints), p.groups, [x, y], [dest])
+            self._run("reduce", p.spec,
+                      _ADDRESSES5.pack(x.address, y_address, dest.address, 0, 0) + p.tail,
+                      p.groups, [x, y], [dest])
             x, y = dest, None
 
     def _workspace(self) -> tuple:
@@ -407,36 +425,26 @@ class GpuBackend(Backend):
                     self._workspace_arrays = counters, partials
         return self._workspace_arrays
 
-    def _scratch(self, which: int, n: int) -> DeviceArray:
-        """``n`` elements of the workspace's counters (``which`` 0) or partial results (1),
-        the next ones in turn: finishing reductions and split-K products that follow one
-        another use different ranges, so no barrier orders them. Where the ranges start
-        again from the first, a barrier orders each use after the last (the counters of a
-        range are zero again once the dispatch that used it has finished); the dispatches
-        do not name these ranges to the recorder, which spares its hazard check two of
-        their four ranges. The caller holds the device lock from here to the dispatch, so
-        no other thread's dispatch takes the same range in between."""
-        array = self._workspace()[which]
+    def _scratch(self, which: int, n: int) -> int:
+        """The device address of ``n`` elements of the workspace's counters (``which`` 0)
+        or partial results (1), the next ones in turn: finishing reductions and split-K
+        products that follow one another use different ranges, so no barrier orders them.
+        Where the ranges start again from the first, a barrier orders each use after the
+        last (the counters of a range are zero again once the dispatch that used it has
+        finished); the dispatches do not name these ranges to the recorder, which spares
+        its hazard check two of their four ranges. The caller holds the device lock from
+        here to the dispatch, so no other thread's dispatch takes the same range in
+        between."""
+        array = (self._workspace_arrays or self._workspace())[which]
         start = self._cursors[which]
         if start + n > array.size:
             start = 0
             self.rec.barrier()
-        # Ranges start at multiples of 64 elements (256 bytes): few distinct ones, so their
-        # views stay cached.
-        self._cursors[which] = (start + n + 63) // 64 * 64
-        key = (which, start, n)
-        view = self._views.get(key)
-        if view is None:
-            if len(self._views) >= 4096:
-                self._views.clear()
-            alloc = array.alloc
-            view = self._views[key] = DeviceArray(
-                Allocation(alloc.pool, alloc.block, alloc.offset + 4 * start, 4 * n, 0),
-                (n,), array.dtype)
-        return view
+        self._cursors[which] = (start + n + 63) // 64 * 64    # 256-byte aligned ranges
+        return array.address + 4 * start
 
     def reduce(self, op, x, axes, keepdims=False):
-        out = self.empty(_reduced_shape(tuple(x.shape), tuple(axes), keepdims))
+        out = self.empty(_reduced_shape(x.shape, tuple(axes), keepdims))
         self._reduce_into(self._rops[op], x, None, out, axes)
         return out
 
@@ -493,18 +501,21 @@ class GpuBackend(Backend):
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
-            self._run("split_bf16", split.spec, _push((x.address, h.address), split.uints),
-                      split.groups, [x], [h])
+            self._run("split_bf16", split.spec,
+                      _ADDRESSES2.pack(x.address, h.address) + split.tail, split.groups, [x],
+                      [h])
             pieces.append(h)
         with self.ctx.lock:                         # (see _scratch)
             if r.partials is None:  # the pieces (tensor cores), else W and counters unused
-                extra, writes = tuple(h.address for h in pieces) or (0, 0), [out]
+                extra = (pieces[0].address, pieces[1].address) if pieces else (0, 0)
+                writes = [out]
             else:                                   # split K: scratch and tile counters
                 counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
                 partials = self.empty(r.partials)
-                extra, writes = (partials.address, counters.address), [out, partials]
-            self._run(r.shader, r.spec, _push((a.address, b.address, out.address, *extra),
-                                              r.uints), r.groups, [a, b, *pieces], writes)
+                extra, writes = (partials.address, counters), [out, partials]
+            self._run(r.shader, r.spec,
+                      _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
+                      r.groups, [a, b, *pieces], writes)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):
@@ -637,24 +648,26 @@ class GpuBackend(Backend):
     def adam_step(self, w, g, m, v, hyper) -> None:
         if w.size:
             floats = [hyper[k] for k in ADAM_HYPER]
-            self._optim(0, (w, g, m, v), w.size, 0, floats, [w, g, m, v], [w, m, v])
+            self._optim(0, (w.address, g.address, m.address, v.address), w.size, 0, floats,
+                        [w, g, m, v], [w, m, v])
 
     def sgd_step(self, w, g, buf, hyper) -> None:
         if w.size:
             flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
                 (4 if hyper["first"] else 0)
             floats = [hyper[k] for k in SGD_HYPER] + [0.0] * (len(ADAM_HYPER) - len(SGD_HYPER))
-            self._optim(1, (w, g, buf, None), w.size, flags, floats, [w, g, buf],
+            self._optim(1, (w.address, g.address, buf.address if buf is not None else 0, 0),
+                        w.size, flags, floats, [w, g, buf],
                         [w] + ([buf] if buf is not None else []))
 
-    def _optim(self, kind, operands, n, flags, floats, reads, writes) -> None:
-        """One optim.comp dispatch. While a step is recorded, the scalars and flags go to
-        a slot of the capture's scalar buffer (rewritten before each replay); while a
-        replay's hooks run, they only fill the next slot."""
+    def _optim(self, kind, addrs, n, flags, floats, reads, writes) -> None:
+        """One optim.comp dispatch of the four operands at ``addrs`` (0: none). While a
+        step is recorded, the scalars and flags go to a slot of the capture's scalar
+        buffer (rewritten before each replay); while a replay's hooks run, they only fill
+        the next slot."""
         if self._sink is not None:
             self._sink.put(floats, flags)
             return
-        addrs = tuple(h.address if h is not None else 0 for h in operands)
         if self._cap is None:
             self._run("optim", (kind,), _push(addrs, (n, flags), floats), _groups(n),
                       reads, writes)

@@ -153,11 +153,13 @@ class DeviceArray:
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.host = host           # host copy of index arrays (the embedding backward uses it)
         # Computed once: every dispatch reads them (math.prod, not np.prod: a hot path).
-        self.size = int(math.prod(self.shape)) if size is None else size
-        self.nbytes = self.size * self.dtype.itemsize
+        if size is None:
+            size = int(math.prod(self.shape))
+        self.size = size
+        self.nbytes = nbytes = size * self.dtype.itemsize
         # The device address range [start, end) it occupies (for hazard tracking).
         self.address = start = alloc.address
-        self.span = (start, start + (self.nbytes or 1))
+        self.span = (start, start + (nbytes or 1))
 
     @property
     def scope(self) -> str:
@@ -290,20 +292,19 @@ class ArenaPool(Pool):
     def alloc(self, nbytes: int) -> Allocation:
         need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN   # _round_up, inline: hot
         with self.lock:
-            while self._block < len(self.blocks):
-                block = self.blocks[self._block]
-                if self._offset + need <= block.size:
+            blocks, i, offset = self.blocks, self._block, self._offset
+            while i < len(blocks):
+                block = blocks[i]
+                if offset + need <= block.size:
                     break
-                self._block, self._offset = self._block + 1, 0
+                i, offset = i + 1, 0
             else:
-                self._new_block(need)
-                self._block, self._offset = len(self.blocks) - 1, 0
-            block = self.blocks[self._block]
-            alloc = Allocation(self, block, self._offset, need, self.generation)
-            self._offset += need
+                block = self._new_block(need)
+                i, offset = len(blocks) - 1, 0
+            self._block, self._offset = i, offset + need
             self.used_bytes += need
             self.count += 1
-            return alloc
+            return Allocation(self, block, offset, need, self.generation)
 
     def reset(self) -> None:
         with self.lock:

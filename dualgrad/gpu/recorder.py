@@ -177,35 +177,44 @@ class Recorder:
                 return True
         return False
 
-    def _hazard(self, reads, writes) -> bool:
-        """Whether a command with these ranges touches what an unbarriered command wrote,
-        or writes what one read. A range outside the bounds of the written (read) ones is
-        cleared without a look at each: most are (fresh outputs, parameters)."""
-        w_lo, w_hi, r_lo, r_hi = self._bounds
-        crosses = self._crosses
-        for s, e in writes:
-            if (s < w_hi and w_lo < e and crosses(s, e, self._written) or
-                    s < r_hi and r_lo < e and crosses(s, e, self._read)):
-                return True
-        for s, e in reads:
-            if s < w_hi and w_lo < e and crosses(s, e, self._written):
-                return True
-        return False
-
     def _sync(self, reads, writes) -> int:
-        """Emit a barrier if this command has a hazard with an unbarriered one (or too
-        many ranges are tracked); then note its own ranges. Returns the bytes they span."""
-        if self._hazard(reads, writes) or len(self._written) + len(self._read) > MAX_TRACKED:
-            self._emit_barrier()
+        """Emit a barrier if this command touches what an unbarriered command wrote, or
+        writes what one read (or too many ranges are tracked); then note its own ranges.
+        Returns the bytes they span. A range outside the bounds of the written (read) ones
+        is cleared without a look at each: most are (fresh outputs, parameters)."""
         w_lo, w_hi, r_lo, r_hi = self._bounds
+        written, read, crosses = self._written, self._read, self._crosses
+        hazard = len(written) + len(read) > MAX_TRACKED
+        if not hazard:
+            for s, e in writes:
+                if (s < w_hi and w_lo < e and crosses(s, e, written) or
+                        s < r_hi and r_lo < e and crosses(s, e, read)):
+                    hazard = True
+                    break
+            else:
+                for s, e in reads:
+                    if s < w_hi and w_lo < e and crosses(s, e, written):
+                        hazard = True
+                        break
+        if hazard:
+            self._emit_barrier()
+            w_lo, w_hi, r_lo, r_hi = NO_BOUNDS
         spanned = 0
         for s, e in reads:
-            r_lo, r_hi, spanned = min(r_lo, s), max(r_hi, e), spanned + e - s
+            if s < r_lo:
+                r_lo = s
+            if e > r_hi:
+                r_hi = e
+            spanned += e - s
         for s, e in writes:
-            w_lo, w_hi, spanned = min(w_lo, s), max(w_hi, e), spanned + e - s
+            if s < w_lo:
+                w_lo = s
+            if e > w_hi:
+                w_hi = e
+            spanned += e - s
         self._bounds = w_lo, w_hi, r_lo, r_hi
-        self._read += reads
-        self._written += writes
+        read += reads
+        written += writes
         return spanned
 
     def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:
@@ -213,16 +222,15 @@ class Recorder:
         if self.cmd is None:
             self._begin()
         touched = self._touched = self._touched + self._sync(reads, writes)
-        lib = self.lib
+        lib, cmd = self.lib, self.cmd
         if pipeline is not self._bound:
-            lib.vkCmdBindPipeline(self.cmd, self._compute, pipeline)
+            lib.vkCmdBindPipeline(cmd, self._compute, pipeline)
             self._bound = pipeline
-        lib.vkCmdPushConstants(self.cmd, self._layout, self._compute_stage, 0, len(push),
-                               push)
-        lib.vkCmdDispatch(self.cmd, groups[0], groups[1], groups[2])
+        lib.vkCmdPushConstants(cmd, self._layout, self._compute_stage, 0, len(push), push)
+        lib.vkCmdDispatch(cmd, *groups)
         self.counters.dispatches += 1
-        self._batch += 1
-        if self._batch >= MAX_BATCH or touched >= SUBMIT_BYTES or (
+        self._batch = batch = self._batch + 1
+        if batch >= MAX_BATCH or touched >= SUBMIT_BYTES or (
                 touched >= IDLE_SUBMIT_BYTES and self._device_short_of_work()):
             self.flush()
         if VALIDATION.pending:
