@@ -145,8 +145,10 @@ class Backend(abc.ABC):
         """A contiguous copy of x with its axes permuted (up to 4-D)."""
 
     @abc.abstractmethod
-    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False):
-        """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch."""
+    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None):
+        """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch. With
+        ``bias`` (one value per output column), each output is the product's value plus its
+        column's bias: one float32 addition, as binary("add") would make it."""
 
     @abc.abstractmethod
     def softmax(self, x):

@@ -16,6 +16,10 @@
 // order of s whichever slice that is (so the result does not depend on timing), writes C
 // and puts the counter back to 0 for the next dispatch: one dispatch, no second pass.
 //
+// BIAS: C = op(A) @ op(B) + bias, bias[n] added to every row as C is stored (after split
+// K's slices are summed): one float32 addition, as a separate add would make it, without
+// the second dispatch (a linear layer's forward).
+//
 // Loads come in quads: 4 elements consecutive along the operand's contiguous dimension,
 // neighbouring threads taking neighbouring quads (whole 32-byte sectors of a row).
 // Where the backend has checked that every quad is 16-byte aligned and lies wholly inside
@@ -40,6 +44,7 @@ layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
 // 1: every tile is whole (M, N, K multiples of BM, BN, BK) and every access a vec4, so no
 // load or store needs a bounds test (5-7% faster on an H200's small products).
 layout(constant_id = 12) const uint WHOLE = 0;
+layout(constant_id = 13) const uint BIAS = 0;   // 1: add bias[n] to every output
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -49,7 +54,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer Ou
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
 
 layout(push_constant) uniform Push {
-    Floats a; Floats b; Out c; Out w; Counters counters;
+    Floats a; Floats b; Out c; Out w; Counters counters; Floats bias;
     uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
     uint a_bs; uint b_bs; uint c_bs; uint kc;
 } p;
@@ -185,8 +190,23 @@ void add_slices(uint batch, uint mine, uint tx, uint ty, uint m0, uint n0) {
         [[unroll]] for (uint s = 0; s < TN / 4; ++s) acc[i][s] = sum[i][s];
 }
 
-// The thread's accumulators into the slice of `dst` at `base`.
-void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0) {
+// The bias of columns n..n+3 (0 past N).
+vec4 bias_quad(uint n) {
+    if (C_VEC != 0) return Quads(p.bias).v[n >> 2];     // N is a multiple of 4
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0; j < 4; ++j)
+        if (n + j < p.N) v[j] = p.bias.v[n + j];
+    return v;
+}
+
+// The thread's accumulators into the slice of `dst` at `base`, plus the bias if `biased`
+// (the product C, not a slice's partial product).
+void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool biased) {
+    vec4 bq[TN / 4];
+    [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
+        uint n = n0 + (tx + s * WX) * 4;
+        bq[s] = BIAS != 0 && biased && (WHOLE != 0 || n < p.N) ? bias_quad(n) : vec4(0.0);
+    }
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
             uint m = m0 + (ty + r * WY) * 4 + i;
@@ -194,7 +214,8 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0) {
             [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
                 uint n = n0 + (tx + s * WX) * 4;
                 if (WHOLE == 0 && n >= p.N) continue;
-                store(dst, base + m * p.N + n, n, acc[r * 4 + i][s]);
+                vec4 v = acc[r * 4 + i][s];
+                store(dst, base + m * p.N + n, n, BIAS != 0 && biased ? v + bq[s] : v);
             }
         }
 }
@@ -257,10 +278,10 @@ void main() {
     }
 
     if (SPLITS == 1) {
-        store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0);
+        store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0, true);
         return;
     }
-    store_tile(p.w, z * p.c_bs, tx, ty, m0, n0);
+    store_tile(p.w, z * p.c_bs, tx, ty, m0, n0, false);
     memoryBarrierBuffer();                      // the partial product, then the count
     barrier();
     uint tile = (batch * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x
@@ -272,6 +293,6 @@ void main() {
     if (floatBitsToUint(As[0].x) != SPLITS - 1) return;     // not the last slice
     memoryBarrierBuffer();
     add_slices(batch, split, tx, ty, m0, n0);
-    store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0);
+    store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0, true);
     if (lid == 0) p.counters.v[tile] = 0u;
 }

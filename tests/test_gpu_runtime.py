@@ -18,6 +18,7 @@ from dualgrad.api import device
 from dualgrad.cpu.reduce import REDUCE_OPS
 from dualgrad.gpu import plans
 from dualgrad.gpu.backend import SCRATCH
+from dualgrad.gpu import dispatch
 from dualgrad.gpu.dispatch import SUM, reduce_recipe
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
 
@@ -87,6 +88,37 @@ def test_a_barrier_comes_only_before_a_command_with_a_hazard(gpu, first, then, b
             cmd = rec.end_capture()
     rec.free_captured(cmd)
     assert made == int(barrier)
+
+
+def test_recipes_carry_their_uints_packed_as_the_tail_of_their_push_constants():
+    """The hot dispatches pack only their addresses and append the recipe's packed uints:
+    the same bytes as packing all the push constants the shader declares."""
+    addrs = (0x10000, 0x20100, 0x30200, 0x40300, 0x50400)
+    passes = (reduce_recipe(SUM, (64, 8192), (1,), plans.reduce_plan) +
+              reduce_recipe(SUM, (3, 4, 5), (0, 2), plans.reduce_plan))
+    products = [dispatch.matmul_recipe((256, 784), (1024, 784), False, True, 256, 1024, 784, 1,
+                                       48 << 10, 1024, False, plans.matmul_plan),
+                dispatch.matmul_recipe((1024, 1024), (1024, 1024), False, False, 1024, 1024,
+                                       1024, 1, 48 << 10, 1024, True, plans.matmul_plan)]
+    assert products[0].partials is not None and products[1].pieces        # split K; tensor
+    for recipe in (*passes, *products):
+        assert (dispatch.packer(5).pack(*addrs) + recipe.tail ==
+                dispatch.push_constants(addrs, recipe.uints))
+    for piece in products[1].pieces:
+        assert (dispatch.packer(2).pack(*addrs[:2]) + piece.tail ==
+                dispatch.push_constants(addrs[:2], piece.uints))
+    # a (4, 1, 3) + b (5, 3): 60 outputs of 4-D shape (1, 4, 5, 3), then each operand's
+    # element strides along those axes (0 where it is broadcast)
+    shape, tail, flat = dispatch.broadcast_layout((4, 1, 3), (5, 3), None)
+    assert (shape, flat) == ((4, 5, 3), 0)
+    assert tail == dispatch.packed_uints((60, 1, 4, 5, 3, 12, 3, 0, 1, 15, 0, 3, 1))
+
+
+def test_grids_cover_the_work_within_the_workgroup_limit():
+    wg, cap = dispatch.WG, dispatch.MAX_GROUPS
+    for n in (0, 1, wg - 1, wg, wg + 1, 4 * wg + 1, cap * wg, cap * wg + 1, 1 << 34):
+        assert dispatch.grid(n) == (max(1, min(-(-n // wg), cap)), 1, 1)
+        assert dispatch.quad_grid(n) == (max(1, min(-(-(-(-n // 4)) // wg), cap)), 1, 1)
 
 
 class FenceStatus:

@@ -284,6 +284,24 @@ def test_batched_tensor_products(tensor_pair, rng, monkeypatch, shapes):
 
 
 @pytest.mark.gpu
+def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pair, rng,
+                                                                      monkeypatch):
+    """The tensor-core kernel does not add a bias itself: the backend adds it after the
+    product, the same bits as the product and a separate add."""
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
+    backend = tensor_pair.dut
+    a, b, a_st, b_st = operands(rng, (144, 300), (300, 96), False, True)
+    bias = rng.uniform(-3.0, 3.0, 96).astype(np.float32)
+    ha, hb, hbias = backend.upload(a_st), backend.upload(b_st), backend.upload(bias)
+    fused = backend.download(backend.matmul(ha, hb, False, True, hbias))
+    alone = backend.matmul(ha, hb, False, True)
+    assert np.array_equal(fused, backend.download(backend.binary("add", alone, hbias)))
+    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, bias)
+    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+    assert tensor_pair.agree("matmul:bias", got, ref, scale=scale, length=300).ok
+
+
+@pytest.mark.gpu
 def test_the_tensor_kernel_errs_less_than_float32_fmas(tensor_pair, rng, monkeypatch):
     """All-positive operands, K = 4096: every rounding goes the same way, the worst case for
     a float32 sum. Against float64, the tensor-core result is closer than the fma kernel's."""

@@ -412,9 +412,7 @@ def linear(x, weight, bias=None) -> Tensor:
         inputs += (bias,)
     backend = device.active()
     hx, hw = backend.handle(x), backend.handle(weight)
-    hy = backend.matmul(hx, hw, False, True)
-    if bias is not None:
-        backend.binary("add", hy, backend.handle(bias), out=hy)
+    hy = backend.matmul(hx, hw, False, True, backend.handle(bias) if bias is not None else None)
 
     def backward(g, needs):
         rows = x.size // x.shape[-1]

@@ -88,8 +88,8 @@ class CpuBackend(Backend):
     def permute(self, x, axes):
         return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
-    def matmul(self, a, b, trans_a=False, trans_b=False):
-        return matmul.matmul(a, b, trans_a, trans_b)
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None):
+        return matmul.matmul(a, b, trans_a, trans_b, bias)
 
     def softmax(self, x):
         return softmax.softmax(x)

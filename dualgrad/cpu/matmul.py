@@ -10,11 +10,15 @@ import numpy as np
 
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
-           trans_b: bool = False) -> np.ndarray:
+           trans_b: bool = False, bias: np.ndarray | None = None) -> np.ndarray:
     """op(a) @ op(b) for 2-D or batched 3-D operands (a 2-D operand is shared by the batch);
-    op transposes the last two axes when its flag is set."""
+    op transposes the last two axes when its flag is set. ``bias`` (one value per output
+    column) is added to every row of the product, each addition rounded once."""
     if trans_a:
         a = np.swapaxes(a, -1, -2)
     if trans_b:
         b = np.swapaxes(b, -1, -2)
-    return np.ascontiguousarray(np.matmul(a, b))
+    c = np.ascontiguousarray(np.matmul(a, b))
+    if bias is not None:
+        c += bias
+    return c

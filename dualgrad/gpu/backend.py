@@ -43,7 +43,8 @@ SCRATCH = 1 << 16                 # partial results kept in the reduction worksp
 # The push constants of the hot dispatches, packed in one call each: a recipe's uints come
 # packed (its ``tail``), so only the addresses are packed per call.
 _UNARY_PUSH = _packer(4, 1, 2)    # x, y, g, out; n; a, b
-_ADDRESSES2, _ADDRESSES5 = _packer(2), _packer(5)
+_ADDRESSES2, _ADDRESSES5, _ADDRESSES6 = _packer(2), _packer(5), _packer(6)
+_OPTIM_PUSH = _packer(4, 2, len(ADAM_HYPER))   # w, g, m (buf), v; n, flags; the scalars
 
 
 def _seed_step(seed: int, step: int) -> list:
@@ -91,6 +92,7 @@ class GpuBackend(Backend):
         self._arenas: list = []
         self._local = threading.local()
         self.persistent_pool = FreeListPool(ctx, pool_type, budget=self.budget)
+        self.persistent_pool.owner = self
         self.pipelines = ctx.pipelines
         self._pipeline_of: dict = {}  # (shader, spec) -> pipeline: pipelines.get, without
                                       # its call (a dispatch's Python time is its cost)
@@ -129,6 +131,7 @@ class GpuBackend(Backend):
                     pair[0] = me                 # its old tensors die at this thread's reset
                     return pair[1]
             arena = ArenaPool(self.ctx, self._pool_type, budget=self.budget)
+            arena.owner = self
             self._arenas.append([me, arena])
             return arena
 
@@ -143,9 +146,7 @@ class GpuBackend(Backend):
     # -- residency ---------------------------------------------------------------------------
     def _ours(self, h) -> bool:
         pool = h.alloc.pool
-        return pool is self.persistent_pool or (not pool.released and (
-            any(pool is a for _, a in self._arenas) or
-            any(pool is c.arena for c in self._captures)))
+        return pool.owner is self and not pool.released
 
     def handle(self, t):
         ptr = t.ptr
@@ -482,7 +483,7 @@ class GpuBackend(Backend):
         return out
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul(self, a, b, trans_a=False, trans_b=False):
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None):
         ra, ca = a.shape[-2:]
         rb, cb = b.shape[-2:]
         m, k = (ca, ra) if trans_a else (ra, ca)
@@ -491,13 +492,13 @@ class GpuBackend(Backend):
         batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
         out = self.empty((batch, m, n) if batched else (m, n))
         if out.size:
-            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch)
+            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch, bias)
         return out
 
-    def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch):
+    def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias=None):
         shared, threads, tensor_cores = self._matmul_limits
         r = _matmul_recipe(a.shape, b.shape, trans_a, trans_b, m, n, k, batch, shared,
-                           threads, tensor_cores, plans.matmul_plan)
+                           threads, tensor_cores, plans.matmul_plan, bias is not None)
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
@@ -513,9 +514,16 @@ class GpuBackend(Backend):
                 counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
                 partials = self.empty(r.partials)
                 extra, writes = (partials.address, counters), [out, partials]
+            if r.shader == "matmul":                # (it adds the bias itself)
+                push = _ADDRESSES6.pack(a.address, b.address, out.address, *extra,
+                                        bias.address if bias is not None else 0) + r.tail
+                self._run(r.shader, r.spec, push, r.groups, [a, b, bias], writes)
+                return
             self._run(r.shader, r.spec,
                       _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
                       r.groups, [a, b, *pieces], writes)
+        if bias is not None:
+            self.binary("add", out, bias, out=out)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):
@@ -669,8 +677,8 @@ class GpuBackend(Backend):
             self._sink.put(floats, flags)
             return
         if self._cap is None:
-            self._run("optim", (kind,), _push(addrs, (n, flags), floats), _groups(n),
-                      reads, writes)
+            self._run("optim", (kind,), _OPTIM_PUSH.pack(*addrs, n, flags, *floats),
+                      _groups(n), reads, writes)
             return
         slot = self._cap.slot(floats, flags)
         push = _push(addrs, (n, 0), [0.0] * len(floats)) + struct.pack("<4xQ", slot)

@@ -45,6 +45,7 @@ class Capture:
         self.args = args
         # Small blocks: a step's activations rarely need the pass pool's 64 MiB.
         self.arena = ArenaPool(backend.ctx, backend._pool_type, ARENA_BLOCK, backend.budget)
+        self.arena.owner = backend
         self.cmd = None               # the recorded command buffer, once ended
         self.reason = ""              # why it cannot be replayed ("" while it can)
         self.once = False             # the reason will not recur: record the next call

@@ -167,7 +167,8 @@ class DeviceArray:
 
     @property
     def live(self) -> bool:
-        return self.alloc.live
+        alloc = self.alloc                  # (Allocation.live, inline: every op asks)
+        return alloc.pool.is_live(alloc)
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, scope={self.scope})"
@@ -226,6 +227,7 @@ class Pool:
         self.used_bytes = 0
         self.count = 0
         self.released = False
+        self.owner = None          # the backend whose tensors' storage it holds
         self.lock = threading.RLock()
         self.budget.pools.append(self)
 

@@ -243,8 +243,8 @@ def _permute(data, pair):
     return [pair.agree("permute", gy, cy)]
 
 
-@check("matmul")
-def _matmul(data, pair):
+def _matmul_operands(data):
+    """(a, b, trans_a, trans_b): any sizes up to past a tile, batched or not."""
     dims = st.one_of(st.integers(0, 70), st.sampled_from(dgst.EDGE_SIZES[:9]))
     m, k, n = (data.draw(dims, label=name) for name in "mkn")
     batch_a, batch_b = data.draw(st.sampled_from([((), ()), ((3,), (3,)), ((3,), ()),
@@ -253,16 +253,32 @@ def _matmul(data, pair):
                                                                              label="trans_b")
     a = data.draw(dgst.arrays(batch_a + (m, k)), label="a")
     b = data.draw(dgst.arrays(batch_b + (k, n)), label="b")
-    return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
+    return a, b, trans_a, trans_b
 
 
-def _matmul_agreement(pair, a, b, trans_a, trans_b):
+@check("matmul")
+def _matmul(data, pair):
+    return [_matmul_agreement(pair, *_matmul_operands(data))]
+
+
+@check("matmul:bias")
+def _matmul_bias(data, pair):
+    """The product plus a bias per output column (a linear layer's forward)."""
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    bias = data.draw(dgst.arrays((b.shape[-1],)), label="bias")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias)]
+
+
+def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
+    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
+    if bias is None:
+        return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
+    return pair.agree("matmul:bias", gc, cc, scale=scale + np.abs(bias.astype(np.float64)),
+                      length=a.shape[-1])
 
 
 @contextlib.contextmanager

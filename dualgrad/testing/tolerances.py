@@ -172,6 +172,10 @@ TOLERANCES: dict = {
                         "their alignment), and the K/16 steps are added with float32 "
                         "rounding: (6c + 16 + K/16) u S <= gamma(K) S once K >= 248",
                         gamma=2),
+    "matmul:bias": Tolerance("the product's bound, then the bias added with one rounding on "
+                             "each backend (1 ULP between them); S = |A| @ |B| + |bias| also "
+                             "covers the product's error carried through the addition",
+                             ulps=1, gamma=2),
     "permute": Tolerance(_EXACT_MOVE, exact=True),
     "copy": Tolerance(_EXACT_MOVE, exact=True),
     "fill": Tolerance("every element set to the same float32 value", exact=True),
