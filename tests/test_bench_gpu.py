@@ -46,6 +46,26 @@ def test_gpu_benchmark_prints_its_table():
     assert len(floors) == 2 and all(float(t) > 0 for t in floors), out
 
 
+@pytest.mark.gpu
+def test_host_benchmark_compares_with_a_revision():
+    """bench/bench_host.py times each case for this tree and for a git revision loaded
+    beside it (HEAD here, so the ratios are about 1 but are printed)."""
+    require_gpu()
+    script = BENCH.parent / "bench_host.py"
+    result = subprocess.run([sys.executable, str(script), "--rounds", "2", "--calls", "10",
+                             "--train", "32:16", "--against", "HEAD"], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)us\s+(\d+\.\d+)us\s+(\d+\.\d+)$",
+                      result.stdout, re.M)
+    assert len(rows) == 8, result.stdout
+    assert rows[-1][0] == "eager Adam step, MLP 784-32-32-10, batch 16"
+    for name, ours, theirs, ratio in rows:
+        assert float(ours) > 0 and float(theirs) > 0, name
+        quotient = float(ours) / float(theirs)           # of the printed (rounded) times
+        assert abs(float(ratio) - quotient) <= 0.005 + 0.02 * quotient, name
+
+
 def bench_module():
     sys.path.insert(0, str(BENCH.parent))
     try:

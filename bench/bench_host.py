@@ -1,0 +1,138 @@
+"""The gpu backend's host cost per call: the Python and Vulkan calls that record the hot ops
+and an eager Adam training step, timed into a capture that is never submitted (no submit,
+no wait, no device time), against the same cases at another git revision of dualgrad loaded
+beside this one in the same process.
+
+    python3 bench/bench_host.py                     # this tree alone
+    python3 bench/bench_host.py --against 5a013ad   # and ratios against that revision
+
+Host speed drifts within a process and differs between processes (by up to 2x on the
+machines measured), so the two revisions alternate round by round and each figure is a
+median over rounds: the ratio is the figure to read. The revision's package is extracted
+with ``git archive`` and imported as ``dualgrad_ref`` (the package imports itself
+relatively). Any Vulkan device will do, lavapipe included: nothing runs on it.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ADAM = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
+        "step_size", "bc2_sqrt")
+
+
+def extract(revision: str, into: str) -> None:
+    """dualgrad as it is at ``revision``, as the package dualgrad_ref under ``into``."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "dualgrad"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    (pathlib.Path(into) / "dualgrad").rename(pathlib.Path(into) / "dualgrad_ref")
+
+
+def cases(package: str, hidden: int, batch: int) -> tuple:
+    """({name: call}, round(call, calls) -> us a call) for the gpu backend of ``package``."""
+    dg = importlib.import_module(package)
+    device = importlib.import_module(package + ".api.device")
+    dg.ag_device("gpu")
+    be = device.active()
+    rec = be.rec
+
+    def put(shape):
+        return be.upload(np.ones(shape, np.float32), persistent=True)
+    x, y, out = put(1 << 20), put(1 << 20), be.empty((1 << 20,), persistent=True)
+    h, w, g, hout = put((256, 1024)), put((1024, 1024)), put((256, 1024)), put((256, 1024))
+    hyper = dict.fromkeys(ADAM, 0.5)
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((batch, 784)).astype(np.float32), rng.integers(0, 10, batch)
+    nn = dg.nn
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 10))
+    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
+
+    def step():
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(data[0])), data[1])
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+    calls = {
+        "sum of 1M": lambda: be.reduce("sum", x, (0,)),
+        "add of 1M, into one output": lambda: be.binary("add", x, y, out=out),
+        "relu of 1M, into one output": lambda: be.unary("relu", x, out=out),
+        "relu of 256 x 1024, a new output": lambda: be.unary("relu", h),
+        "relu backward of 256 x 1024": lambda: be.unary_backward("relu", h, h, g),
+        "matmul 256 x 1024 x 1024, into one output":
+            lambda: be._matmul_into(h, w, hout, False, True, 256, 1024, 1024, 1),
+        "adam_step of 256 x 1024": lambda: be.adam_step(h, g, hout, out, hyper),
+        f"eager Adam step, MLP 784-{hidden}-{hidden}-10, batch {batch}": step,
+    }
+    for call in calls.values():         # pipelines made, pools grown, optimizer state made
+        call()
+        call()
+    rec.flush(wait=True)
+
+    def timed(call, n: int) -> float:
+        with be.ctx.lock:
+            rec.begin_capture()
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        seconds = (time.perf_counter() - start) / n
+        with be.ctx.lock:
+            recorded = rec.end_capture()
+        rec.free_captured(recorded)
+        be.reset_pass()
+        return seconds * 1e6
+    return calls, timed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--against", help="a git revision to compare with (default: none)")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--calls", type=int, default=400, help="calls of an op per round (a "
+                   "tenth as many training steps, at least 5)")
+    p.add_argument("--train", default="256:128", help="H:batch of the training step")
+    args = p.parse_args(argv)
+    hidden, batch = (int(v) for v in args.train.split(":"))
+    with tempfile.TemporaryDirectory() as tmp:
+        packages = ["dualgrad"]
+        if args.against:
+            extract(args.against, tmp)
+            sys.path.insert(0, tmp)
+            packages.append("dualgrad_ref")
+        runs = {pkg: cases(pkg, hidden, batch) for pkg in packages}
+        names = list(runs["dualgrad"][0])
+        times = {(pkg, name): [] for pkg in packages for name in names}
+        for r in range(args.rounds):
+            for pkg in (packages if r % 2 == 0 else packages[::-1]):
+                calls, timed = runs[pkg]
+                for name in names:
+                    n = max(5, args.calls // 10) if name.startswith("eager") else args.calls
+                    times[pkg, name].append(timed(calls[name], n))
+    ref = f"at {args.against}" if args.against else "n/a"
+    print(f"gpu backend host time a call, recorded only (medians of {args.rounds} rounds): "
+          f"this tree, {ref}, ratio")
+    for name in names:
+        ours = statistics.median(times["dualgrad", name])
+        if args.against:
+            theirs = statistics.median(times["dualgrad_ref", name])
+            print(f"  {name:<52} {ours:9.1f}us {theirs:9.1f}us {ours / theirs:6.2f}")
+        else:
+            print(f"  {name:<52} {ours:9.1f}us       n/a    n/a")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
