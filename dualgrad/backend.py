@@ -200,6 +200,11 @@ class Backend(abc.ABC):
         """One fused Adam/AdamW update of w, m, v in place; ``hyper`` has ADAM_HYPER's keys."""
 
     @abc.abstractmethod
+    def adam_steps(self, params, hyper: dict) -> None:
+        """adam_step of every (w, g, m, v) in ``params``, all with the same ``hyper``: the
+        same results, in one dispatch where the backend can (an optimizer's parameters)."""
+
+    @abc.abstractmethod
     def sgd_step(self, w, g, buf, hyper: dict) -> None:
         """One fused SGD update of w (and the momentum buffer ``buf``, or None) in place;
         ``hyper`` has SGD_HYPER's keys and the flags ``nesterov`` and ``first``."""

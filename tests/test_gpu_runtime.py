@@ -502,3 +502,29 @@ def test_float_controls_are_added_to_the_spirv(tmp_path):
         out = subprocess.run([validator, "--target-env", "vulkan1.2", str(path)],
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sizes", [[3000, 1, 0, 1024, 5000], [7] * 300],
+                         ids=["spans of workgroups", "past one table"])
+def test_adam_steps_is_adam_step_on_each_tensor_in_few_dispatches(gpu, rng, sizes):
+    """The table dispatch gives each tensor the bits adam_step gives it, tensors spanning
+    several workgroups or one, empty ones skipped; MAX_TABLE tensors a dispatch."""
+    from dualgrad.api.optim import adam_hyper
+    from dualgrad.gpu.backend import MAX_TABLE
+    be = device.active()
+    hyper = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False)
+    states = [[rng.standard_normal(n).astype(np.float32) for _ in range(3)] +
+              [np.abs(rng.standard_normal(n)).astype(np.float32)] for n in sizes]
+    one = [[be.upload(a) for a in s] for s in states]
+    for w, g, m, v in one:
+        be.adam_step(w, g, m, v, hyper)
+    many = [[be.upload(a) for a in s] for s in states]
+    be.rec.flush()
+    before = be.rec.counters.dispatches
+    be.adam_steps(many, hyper)
+    tables = -(-sum(1 for n in sizes if n) // MAX_TABLE)
+    assert be.rec.counters.dispatches - before == tables
+    for a, b in zip(one, many):
+        for i in (0, 2, 3):                       # w, m, v
+            assert np.array_equal(be.download(a[i]), be.download(b[i]))

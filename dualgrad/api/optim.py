@@ -253,17 +253,22 @@ class Adam(Optimizer):
             checks.number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
 
     def _update(self, backend, todo: list) -> None:
+        # Parameters at the same step count share their scalars: one adam_steps each.
+        groups: dict = {}
         for i, p, g in todo:       # a skipped parameter's step count does not advance
             state = self.state[i]
             if not state:
                 state.update(step=0, exp_avg=_state_tensor(backend, p),
                              exp_avg_sq=_state_tensor(backend, p))
             state["step"] += 1
-            hyper = adam_hyper(self.lr, self.betas, self.eps, self.weight_decay,
-                               state["step"], self._decoupled)
-            backend.adam_step(backend.handle(p), g, backend.handle(state["exp_avg"]),
-                              backend.handle(state["exp_avg_sq"]), hyper)
-            for t in (p, state["exp_avg"], state["exp_avg_sq"]):
+            group = groups.setdefault(state["step"], [])
+            group.append((backend.handle(p), g, backend.handle(state["exp_avg"]),
+                          backend.handle(state["exp_avg_sq"])))
+        for step, params in groups.items():
+            backend.adam_steps(params, adam_hyper(self.lr, self.betas, self.eps,
+                                                  self.weight_decay, step, self._decoupled))
+        for i, p, _ in todo:
+            for t in (p, self.state[i]["exp_avg"], self.state[i]["exp_avg_sq"]):
                 t.written()
 
 

@@ -127,5 +127,9 @@ class CpuBackend(Backend):
     def adam_step(self, w, g, m, v, hyper) -> None:
         optim.adam_step(w, g, m, v, hyper)
 
+    def adam_steps(self, params, hyper) -> None:
+        for w, g, m, v in params:
+            optim.adam_step(w, g, m, v, hyper)
+
     def sgd_step(self, w, g, buf, hyper) -> None:
         optim.sgd_step(w, g, buf, hyper)

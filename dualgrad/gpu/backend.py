@@ -23,7 +23,7 @@ from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
 from .capture import Capture
 from .context import Context
-from .dispatch import COUNT_EQ, COUNTERS, MAX_GROUPS
+from .dispatch import COUNT_EQ, COUNTERS, MAX_GROUPS, WG
 from .dispatch import broadcast_layout as _broadcast_layout
 from .dispatch import grid as _groups
 from .dispatch import matmul_recipe as _matmul_recipe
@@ -45,6 +45,11 @@ SCRATCH = 1 << 16                 # partial results kept in the reduction worksp
 _UNARY_PUSH = _packer(4, 1, 2)    # x, y, g, out; n; a, b
 _ADDRESSES2, _ADDRESSES5, _ADDRESSES6 = _packer(2), _packer(5), _packer(6)
 _OPTIM_PUSH = _packer(4, 2, len(ADAM_HYPER))   # w, g, m (buf), v; n, flags; the scalars
+# optim.comp's TABLE: one dispatch updates up to MAX_TABLE tensors, each entry (addresses,
+# n, first workgroup, elements a workgroup) written into the command stream.
+MAX_TABLE = 256
+TABLE_GROUPS = 32768              # about this many workgroups a table dispatch, at most
+_TABLE_ENTRY = struct.Struct("<4Q4I")
 
 
 def _seed_step(seed: int, step: int) -> list:
@@ -659,6 +664,43 @@ class GpuBackend(Backend):
             self._optim(0, (w.address, g.address, m.address, v.address), w.size, 0, floats,
                         [w, g, m, v], [w, m, v])
 
+    def adam_steps(self, params, hyper) -> None:
+        """Every (w, g, m, v) of ``params`` in one dispatch of optim.comp's TABLE (up to
+        MAX_TABLE of them a dispatch; one alone takes the plain kernel). The table goes to
+        the device in the command stream (vkCmdUpdateBuffer), as push constants do, so the
+        steady step still uploads only its batch."""
+        params = [q for q in params if q[0].size]
+        floats = [hyper[k] for k in ADAM_HYPER]
+        for at in range(0, len(params), MAX_TABLE):
+            part = params[at:at + MAX_TABLE]
+            if len(part) == 1:
+                self.adam_step(*part[0], hyper)
+            elif self._sink is not None:           # a replay's hook: its scalars only
+                self._sink.put(floats, 0)
+            else:
+                table, groups = self._table(part)
+                self._optim(0, (table.address, 0, 0, 0), len(part), 0, floats,
+                            [table] + [h for q in part for h in q],
+                            [h for w, _, m, v in part for h in (w, m, v)], groups)
+
+    def _table(self, part) -> tuple:
+        """(the table of a TABLE dispatch over the tensors of ``part``, its grid): each
+        tensor's workgroups take ``chunk`` elements each, at least 4 a thread."""
+        total = sum(q[0].size for q in part)
+        chunk = 4 * WG * -(-total // (4 * WG * TABLE_GROUPS))
+        rows, first = [], 0
+        for q in part:
+            rows.append(_TABLE_ENTRY.pack(*(h.address for h in q), q[0].size, first, chunk,
+                                          0))
+            first += -(-q[0].size // chunk)
+        data = b"".join(rows)
+        table = self.empty((len(data) // 4,), np.uint32)
+        with self.ctx.lock:
+            if self._cap is not None:
+                self._cap.touch((table,))
+            self.rec.update(table.alloc.block.buffer, table.alloc.offset, data, [table.span])
+        return table, (first, 1, 1)
+
     def sgd_step(self, w, g, buf, hyper) -> None:
         if w.size:
             flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
@@ -668,18 +710,20 @@ class GpuBackend(Backend):
                         w.size, flags, floats, [w, g, buf],
                         [w] + ([buf] if buf is not None else []))
 
-    def _optim(self, kind, addrs, n, flags, floats, reads, writes) -> None:
-        """One optim.comp dispatch of the four operands at ``addrs`` (0: none). While a
-        step is recorded, the scalars and flags go to a slot of the capture's scalar
-        buffer (rewritten before each replay); while a replay's hooks run, they only fill
-        the next slot."""
+    def _optim(self, kind, addrs, n, flags, floats, reads, writes, table=None) -> None:
+        """One optim.comp dispatch of the four operands at ``addrs`` (0: none), or with
+        ``table`` (its grid) of the table at addrs[0], of n entries. While a step is
+        recorded, the scalars and flags go to a slot of the capture's scalar buffer
+        (rewritten before each replay); while a replay's hooks run, they only fill the
+        next slot."""
         if self._sink is not None:
             self._sink.put(floats, flags)
             return
+        groups, mode = (_groups(n), ()) if table is None else (table, (1,))
         if self._cap is None:
-            self._run("optim", (kind,), _OPTIM_PUSH.pack(*addrs, n, flags, *floats),
-                      _groups(n), reads, writes)
+            self._run("optim", (kind, 0, *mode) if mode else (kind,),
+                      _OPTIM_PUSH.pack(*addrs, n, flags, *floats), groups, reads, writes)
             return
         slot = self._cap.slot(floats, flags)
         push = _push(addrs, (n, 0), [0.0] * len(floats)) + struct.pack("<4xQ", slot)
-        self._run("optim", (kind, 1), push, _groups(n), reads, writes)
+        self._run("optim", (kind, 1, *mode), push, groups, reads, writes)

@@ -253,6 +253,14 @@ class Recorder:
         self.lib.vkCmdFillBuffer(self.cmd, buffer, offset, size, word)
         VALIDATION.raise_pending()
 
+    def update(self, buffer, offset: int, data: bytes, writes) -> None:
+        """Record vkCmdUpdateBuffer: ``data`` (a multiple of 4 bytes, at most 65536)
+        written at ``offset`` from the command buffer itself, as push constants are."""
+        self._begin()
+        self._sync((), writes)
+        self.lib.vkCmdUpdateBuffer(self.cmd, buffer, offset, len(data), data)
+        VALIDATION.raise_pending()
+
     # -- capture ----------------------------------------------------------------------------
     def begin_capture(self) -> None:
         """Submit what is recorded, then record into a fresh reusable command buffer."""

@@ -430,12 +430,8 @@ def _dropout(data, pair):
 
 
 # -- optimizers -------------------------------------------------------------------------------------
-@check("adam_step")
-def _adam_step(data, pair):
+def _adam_hyper(data) -> dict:
     from ..api.optim import adam_hyper
-    n = data.draw(dgst.sizes(1 << 14), label="size")
-    w, m, g = (data.draw(dgst.arrays((n,)), label=name) for name in ("w", "m", "g"))
-    v = np.abs(data.draw(dgst.arrays((n,), 0.0, 4.0), label="v"))
     lr = data.draw(st.sampled_from([1e-4, 1e-3, 1e-2, 0.1]), label="lr")
     beta1 = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="beta1")
     beta2 = data.draw(st.sampled_from([0.9, 0.999, 0.99999]), label="beta2")
@@ -443,23 +439,59 @@ def _adam_step(data, pair):
     wd = data.draw(st.sampled_from([0.0, 0.01, 0.5]), label="weight_decay")
     decoupled = data.draw(st.booleans(), label="decoupled")
     step = data.draw(st.integers(1, 10 ** 6), label="step")
-    hyper = adam_hyper(lr, (beta1, beta2), eps, wd, step, decoupled)
-    results = []
-    for backend in (pair.ref, pair.dut):
-        handles = [backend.upload(a) for a in (w, g, m, v)]
-        backend.adam_step(handles[0], handles[1], handles[2], handles[3], hyper)
-        results.append([_fetch(backend, handles[i]) for i in (0, 2, 3)])
-    (cw, cm, cv), (gw, gm, gv) = results
+    return adam_hyper(lr, (beta1, beta2), eps, wd, step, decoupled)
+
+
+def _adam_state(data, n: int, name: str = "") -> tuple:
+    """(w, g, m, v) of ``n`` elements (v >= 0)."""
+    w, m, g = (data.draw(dgst.arrays((n,)), label=f"{k}{name}") for k in ("w", "m", "g"))
+    v = np.abs(data.draw(dgst.arrays((n,), 0.0, 4.0), label=f"v{name}"))
+    return w, g, m, v
+
+
+def _adam_agreements(pair, hyper, state, ref, got) -> list:
+    """The new w, m, v of each backend (``ref``, ``got``) against each other, from
+    ``state``'s (w, g, m, v)."""
+    w, g, m, v = state
+    (cw, cm, cv), (gw, gm, gv) = ref, got
     # m is updated as m + (1 - beta1) (grad - m): the difference errs relative to |grad| +
     # |m|. grad includes Adam's L2 term.
     # The new m carries that error into the weight, times step_size / (sqrt(v)/bc2 + eps).
+    beta1, beta2 = hyper["beta1"], hyper["beta2"]
     grad = np.abs(g.astype(np.float64)) + hyper["l2"] * np.abs(w)
     m_scale = np.abs(m) + (1 - beta1) * (grad + np.abs(m))
-    den = np.sqrt(cv.astype(np.float64)) / hyper["bc2_sqrt"] + eps
+    den = np.sqrt(cv.astype(np.float64)) / hyper["bc2_sqrt"] + hyper["eps"]
     scales = (np.abs(w) + np.abs(cw - w) * 2 + hyper["step_size"] / den * m_scale,
               m_scale, beta2 * v + (1 - beta2) * np.square(grad))
-    return [pair.agree("adam_step", got, ref, scale=scale, length=12)
-            for got, ref, scale in zip((gw, gm, gv), (cw, cm, cv), scales)]
+    return [pair.agree("adam_step", b, a, scale=scale, length=12)
+            for b, a, scale in zip((gw, gm, gv), (cw, cm, cv), scales)]
+
+
+@check("adam_step")
+def _adam_step(data, pair):
+    n = data.draw(dgst.sizes(1 << 14), label="size")
+    state, hyper = _adam_state(data, n), _adam_hyper(data)
+    results = []
+    for backend in (pair.ref, pair.dut):
+        handles = [backend.upload(a) for a in state]
+        backend.adam_step(handles[0], handles[1], handles[2], handles[3], hyper)
+        results.append([_fetch(backend, handles[i]) for i in (0, 2, 3)])
+    return _adam_agreements(pair, hyper, state, *results)
+
+
+@check("adam_steps")
+def _adam_steps(data, pair):
+    """Several tensors (an optimizer's parameters, some empty) in one update."""
+    sizes = data.draw(st.lists(dgst.sizes(1 << 13), min_size=1, max_size=5), label="sizes")
+    states = [_adam_state(data, n, f"[{k}]") for k, n in enumerate(sizes)]
+    hyper = _adam_hyper(data)
+    results = []
+    for backend in (pair.ref, pair.dut):
+        handles = [[backend.upload(a) for a in state] for state in states]
+        backend.adam_steps(handles, hyper)
+        results.append([[_fetch(backend, h[i]) for i in (0, 2, 3)] for h in handles])
+    return [a for state, ref, got in zip(states, *results)
+            for a in _adam_agreements(pair, hyper, state, ref, got)]
 
 
 @check("sgd_step")
