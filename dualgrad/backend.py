@@ -209,6 +209,11 @@ class Backend(abc.ABC):
         """One fused SGD update of w (and the momentum buffer ``buf``, or None) in place;
         ``hyper`` has SGD_HYPER's keys and the flags ``nesterov`` and ``first``."""
 
+    @abc.abstractmethod
+    def sgd_steps(self, params, hyper: dict) -> None:
+        """sgd_step of every (w, g, buf) in ``params``, all with the same ``hyper``: the
+        same results, in one dispatch where the backend can."""
+
 
 class EagerReplay:
     """A step that is not recorded: each replay runs it again. ``reason`` says why."""

@@ -62,6 +62,9 @@ def test_steps_are_batched_into_few_submits(gpu, rng):
     assert dg.transfer_stats()["submits"] <= 5
 
 
+MANY = [(i * 128, i * 128 + 64) for i in range(40)]       # more than MAX_TRACKED ranges
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("first,then,barrier", [
     (([], [(0, 64)]), ([(64, 128)], [(128, 192)]), False),    # disjoint
@@ -71,7 +74,10 @@ def test_steps_are_batched_into_few_submits(gpu, rng):
     (([(0, 64)], [(256, 320)]), ([(0, 64)], [(512, 576)]), False),    # read after read
     (([], [(0, 64), (512, 576)]), ([(64, 512)], [(1024, 1088)]), False),  # between writes
     (([(0, 64), (512, 576)], []), ([], [(64, 512)]), False),  # ... and between reads
-], ids=["disjoint", "raw", "war", "waw", "rar", "between-writes", "between-reads"])
+    (([], MANY), ([(64, 128)], []), True),        # a command of many ranges is noted as
+    (([], MANY), ([(40 * 128, 40 * 128 + 64)], []), False),   # their span, so its gaps count
+], ids=["disjoint", "raw", "war", "waw", "rar", "between-writes", "between-reads",
+        "in-a-span", "past-a-span"])
 def test_a_barrier_comes_only_before_a_command_with_a_hazard(gpu, first, then, barrier):
     # Recorded into a capture that never runs, so the ranges need not be real memory.
     be = device.active()
@@ -505,26 +511,41 @@ def test_float_controls_are_added_to_the_spirv(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["adam", "sgd", "sgd without momentum"])
 @pytest.mark.parametrize("sizes", [[3000, 1, 0, 1024, 5000], [7] * 300],
                          ids=["spans of workgroups", "past one table"])
-def test_adam_steps_is_adam_step_on_each_tensor_in_few_dispatches(gpu, rng, sizes):
-    """The table dispatch gives each tensor the bits adam_step gives it, tensors spanning
-    several workgroups or one, empty ones skipped; MAX_TABLE tensors a dispatch."""
+def test_one_update_of_many_tensors_is_each_ones_update_in_few_dispatches(gpu, rng, kind,
+                                                                          sizes):
+    """The table dispatch (adam_steps, sgd_steps) gives each tensor the bits its own update
+    gives it, tensors spanning several workgroups or one, empty ones skipped; MAX_TABLE
+    tensors a dispatch."""
     from dualgrad.api.optim import adam_hyper
     from dualgrad.gpu.backend import MAX_TABLE
     be = device.active()
-    hyper = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False)
-    states = [[rng.standard_normal(n).astype(np.float32) for _ in range(3)] +
-              [np.abs(rng.standard_normal(n)).astype(np.float32)] for n in sizes]
+    if kind == "adam":
+        hyper, width = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False), 4
+        one_step, many_steps = be.adam_step, be.adam_steps
+    else:
+        momentum = 0.9 if kind == "sgd" else 0.0
+        hyper, width = dict(lr=0.05, momentum=momentum, dampening=0.1, wd=0.01,
+                            nesterov=bool(momentum), first=False), 3
+
+        def one_step(w, g, buf, h):
+            be.sgd_step(w, g, buf if momentum else None, h)
+
+        def many_steps(params, h):
+            be.sgd_steps([(w, g, buf if momentum else None) for w, g, buf in params], h)
+    states = [[np.abs(rng.standard_normal(n)).astype(np.float32) for _ in range(width)]
+              for n in sizes]
     one = [[be.upload(a) for a in s] for s in states]
-    for w, g, m, v in one:
-        be.adam_step(w, g, m, v, hyper)
+    for handles in one:
+        one_step(*handles, hyper)
     many = [[be.upload(a) for a in s] for s in states]
     be.rec.flush()
     before = be.rec.counters.dispatches
-    be.adam_steps(many, hyper)
+    many_steps(many, hyper)
     tables = -(-sum(1 for n in sizes if n) // MAX_TABLE)
     assert be.rec.counters.dispatches - before == tables
     for a, b in zip(one, many):
-        for i in (0, 2, 3):                       # w, m, v
-            assert np.array_equal(be.download(a[i]), be.download(b[i]))
+        for x, y in zip(a, b):                    # every operand, written or not
+            assert np.array_equal(be.download(x), be.download(y))

@@ -209,6 +209,8 @@ class SGD(Optimizer):
         return super()._replay_key(todo) + (self.momentum != 0.0,)
 
     def _update(self, backend, todo: list) -> None:
+        # Parameters whose momentum buffer is new (first) and the others: one sgd_steps each.
+        groups: dict = {}
         for i, p, g in todo:
             state = self.state[i]
             buf, first = None, False
@@ -217,12 +219,15 @@ class SGD(Optimizer):
                 if first:
                     state["momentum_buffer"] = _state_tensor(backend, p)
                 buf = backend.handle(state["momentum_buffer"])
-            hyper = dict(lr=self.lr, momentum=self.momentum, dampening=self.dampening,
-                         wd=self.weight_decay, nesterov=bool(self.nesterov), first=first)
-            backend.sgd_step(backend.handle(p), g, buf, hyper)
+            groups.setdefault(first, []).append((backend.handle(p), g, buf))
+        for first, params in groups.items():
+            backend.sgd_steps(params, dict(lr=self.lr, momentum=self.momentum,
+                                           dampening=self.dampening, wd=self.weight_decay,
+                                           nesterov=bool(self.nesterov), first=first))
+        for i, p, _ in todo:
             p.written()
-            if buf is not None:
-                state["momentum_buffer"].written()
+            if "momentum_buffer" in self.state[i]:
+                self.state[i]["momentum_buffer"].written()
 
 
 class Adam(Optimizer):

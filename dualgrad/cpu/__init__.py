@@ -133,3 +133,7 @@ class CpuBackend(Backend):
 
     def sgd_step(self, w, g, buf, hyper) -> None:
         optim.sgd_step(w, g, buf, hyper)
+
+    def sgd_steps(self, params, hyper) -> None:
+        for w, g, buf in params:
+            optim.sgd_step(w, g, buf, hyper)

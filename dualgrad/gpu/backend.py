@@ -52,6 +52,14 @@ TABLE_GROUPS = 32768              # about this many workgroups a table dispatch,
 _TABLE_ENTRY = struct.Struct("<4Q4I")
 
 
+def _sgd_scalars(buf, hyper: dict) -> tuple:
+    """(flags, the nine floats) of optim.comp's SGD update: 1 momentum buffer, 2 nesterov,
+    4 first step; lr, momentum, dampening, wd, then zeros."""
+    flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
+        (4 if hyper["first"] else 0)
+    return flags, [hyper[k] for k in SGD_HYPER] + [0.0] * (len(ADAM_HYPER) - len(SGD_HYPER))
+
+
 def _seed_step(seed: int, step: int) -> list:
     """Dropout's seed and step as the four 32-bit words the shader takes."""
     return [seed & 0xFFFFFFFF, seed >> 32, step & 0xFFFFFFFF, step >> 32]
@@ -665,33 +673,57 @@ class GpuBackend(Backend):
                         [w, g, m, v], [w, m, v])
 
     def adam_steps(self, params, hyper) -> None:
-        """Every (w, g, m, v) of ``params`` in one dispatch of optim.comp's TABLE (up to
-        MAX_TABLE of them a dispatch; one alone takes the plain kernel). The table goes to
-        the device in the command stream (vkCmdUpdateBuffer), as push constants do, so the
-        steady step still uploads only its batch."""
-        params = [q for q in params if q[0].size]
+        """Every (w, g, m, v) of ``params`` in one dispatch (``_steps``)."""
         floats = [hyper[k] for k in ADAM_HYPER]
-        for at in range(0, len(params), MAX_TABLE):
-            part = params[at:at + MAX_TABLE]
+        self._steps(0, [((w, g, m, v), (w, m, v)) for w, g, m, v in params if w.size], 0,
+                    floats, lambda w, g, m, v: self.adam_step(w, g, m, v, hyper))
+
+    def sgd_step(self, w, g, buf, hyper) -> None:
+        if w.size:
+            flags, floats = _sgd_scalars(buf, hyper)
+            self._optim(1, (w.address, g.address, buf.address if buf is not None else 0, 0),
+                        w.size, flags, floats, [w, g, buf],
+                        [w] + ([buf] if buf is not None else []))
+
+    def sgd_steps(self, params, hyper) -> None:
+        """Every (w, g, buf) of ``params`` in one dispatch (``_steps``) for those with a
+        momentum buffer and one for those without."""
+        for with_buf in (True, False):
+            part = [((w, g, buf), (w, buf) if with_buf else (w,)) for w, g, buf in params
+                    if w.size and (buf is not None) == with_buf]
+            if part:
+                flags, floats = _sgd_scalars(part[0][0][2], hyper)
+                self._steps(1, part, flags, floats,
+                            lambda w, g, buf: self.sgd_step(w, g, buf, hyper))
+
+    def _steps(self, kind, tensors, flags, floats, alone) -> None:
+        """Updates of optim.comp's KIND sharing ``floats`` and ``flags``: ``tensors`` holds
+        (operands, the ones written), up to MAX_TABLE of them in a dispatch of its TABLE
+        (one alone: ``alone(*operands)``, the plain kernel). The table goes to the device
+        in the command stream (vkCmdUpdateBuffer), as push constants do, so the steady
+        step still uploads only its batch."""
+        for at in range(0, len(tensors), MAX_TABLE):
+            part = tensors[at:at + MAX_TABLE]
             if len(part) == 1:
-                self.adam_step(*part[0], hyper)
+                alone(*part[0][0])
             elif self._sink is not None:           # a replay's hook: its scalars only
-                self._sink.put(floats, 0)
+                self._sink.put(floats, flags)
             else:
-                table, groups = self._table(part)
-                self._optim(0, (table.address, 0, 0, 0), len(part), 0, floats,
-                            [table] + [h for q in part for h in q],
-                            [h for w, _, m, v in part for h in (w, m, v)], groups)
+                table, groups = self._table([operands for operands, _ in part])
+                self._optim(kind, (table.address, 0, 0, 0), len(part), flags, floats,
+                            [table] + [h for operands, _ in part for h in operands],
+                            [h for _, written in part for h in written], groups)
 
     def _table(self, part) -> tuple:
-        """(the table of a TABLE dispatch over the tensors of ``part``, its grid): each
-        tensor's workgroups take ``chunk`` elements each, at least 4 a thread."""
+        """(the table of a TABLE dispatch over the operands of ``part`` (None: none), its
+        grid): each tensor's workgroups take ``chunk`` elements each, at least 4 a
+        thread."""
         total = sum(q[0].size for q in part)
         chunk = 4 * WG * -(-total // (4 * WG * TABLE_GROUPS))
         rows, first = [], 0
         for q in part:
-            rows.append(_TABLE_ENTRY.pack(*(h.address for h in q), q[0].size, first, chunk,
-                                          0))
+            addrs = [h.address if h is not None else 0 for h in q] + [0] * (4 - len(q))
+            rows.append(_TABLE_ENTRY.pack(*addrs, q[0].size, first, chunk, 0))
             first += -(-q[0].size // chunk)
         data = b"".join(rows)
         table = self.empty((len(data) // 4,), np.uint32)
@@ -700,15 +732,6 @@ class GpuBackend(Backend):
                 self._cap.touch((table,))
             self.rec.update(table.alloc.block.buffer, table.alloc.offset, data, [table.span])
         return table, (first, 1, 1)
-
-    def sgd_step(self, w, g, buf, hyper) -> None:
-        if w.size:
-            flags = (1 if buf is not None else 0) | (2 if hyper["nesterov"] else 0) | \
-                (4 if hyper["first"] else 0)
-            floats = [hyper[k] for k in SGD_HYPER] + [0.0] * (len(ADAM_HYPER) - len(SGD_HYPER))
-            self._optim(1, (w.address, g.address, buf.address if buf is not None else 0, 0),
-                        w.size, flags, floats, [w, g, buf],
-                        [w] + ([buf] if buf is not None else []))
 
     def _optim(self, kind, addrs, n, flags, floats, reads, writes, table=None) -> None:
         """One optim.comp dispatch of the four operands at ``addrs`` (0: none), or with

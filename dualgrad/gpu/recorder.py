@@ -213,8 +213,13 @@ class Recorder:
                 w_hi = e
             spanned += e - s
         self._bounds = w_lo, w_hi, r_lo, r_hi
-        read += reads
-        written += writes
+        if len(reads) + len(writes) <= MAX_TRACKED:
+            read += reads
+            written += writes
+        else:               # (an optimizer's table dispatch): noted as the range spanning
+            for ranges, tracked in ((reads, read), (writes, written)):     # them, which
+                if ranges:                  # finds every hazard they would, and maybe more
+                    tracked.append((min(r[0] for r in ranges), max(r[1] for r in ranges)))
         return spanned
 
     def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:

@@ -494,28 +494,56 @@ def _adam_steps(data, pair):
             for a in _adam_agreements(pair, hyper, state, ref, got)]
 
 
-@check("sgd_step")
-def _sgd_step(data, pair):
-    n = data.draw(dgst.sizes(1 << 14), label="size")
-    w, g, buf = (data.draw(dgst.arrays((n,)), label=name) for name in ("w", "g", "buf"))
+def _sgd_hyper(data) -> dict:
     momentum = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="momentum")
-    hyper = dict(lr=data.draw(st.sampled_from([1e-3, 0.05, 1.0]), label="lr"),
-                 momentum=momentum,
-                 dampening=data.draw(st.sampled_from([0.0, 0.1]), label="dampening"),
-                 wd=data.draw(st.sampled_from([0.0, 0.01]), label="wd"),
-                 nesterov=bool(momentum) and data.draw(st.booleans(), label="nesterov"),
-                 first=data.draw(st.booleans(), label="first"))
-    results = []
-    for backend in (pair.ref, pair.dut):
-        hw, hg, hb = (backend.upload(a) for a in (w, g, buf))
-        backend.sgd_step(hw, hg, hb if momentum else None, hyper)
-        results.append((_fetch(backend, hw), _fetch(backend, hb)))
-    (cw, cb), (gw, gb) = results
+    return dict(lr=data.draw(st.sampled_from([1e-3, 0.05, 1.0]), label="lr"),
+                momentum=momentum,
+                dampening=data.draw(st.sampled_from([0.0, 0.1]), label="dampening"),
+                wd=data.draw(st.sampled_from([0.0, 0.01]), label="wd"),
+                nesterov=bool(momentum) and data.draw(st.booleans(), label="nesterov"),
+                first=data.draw(st.booleans(), label="first"))
+
+
+def _sgd_agreements(pair, hyper, state, ref, got) -> list:
+    """The new w (and buf, with momentum) of each backend against each other, from
+    ``state``'s (w, g, buf)."""
+    (w, g, buf), (cw, cb), (gw, gb) = state, ref, got
+    momentum = hyper["momentum"]
     d = np.abs(g) + hyper["wd"] * np.abs(w) + momentum * (np.abs(buf) + np.abs(cb))
     out = [pair.agree("sgd_step", gw, cw, scale=np.abs(w) + hyper["lr"] * d, length=6)]
     if momentum:
         out.append(pair.agree("sgd_step", gb, cb, scale=momentum * np.abs(buf) + d, length=6))
     return out
+
+
+@check("sgd_step")
+def _sgd_step(data, pair):
+    n = data.draw(dgst.sizes(1 << 14), label="size")
+    state = tuple(data.draw(dgst.arrays((n,)), label=name) for name in ("w", "g", "buf"))
+    hyper = _sgd_hyper(data)
+    results = []
+    for backend in (pair.ref, pair.dut):
+        hw, hg, hb = (backend.upload(a) for a in state)
+        backend.sgd_step(hw, hg, hb if hyper["momentum"] else None, hyper)
+        results.append((_fetch(backend, hw), _fetch(backend, hb)))
+    return _sgd_agreements(pair, hyper, state, *results)
+
+
+@check("sgd_steps")
+def _sgd_steps(data, pair):
+    """Several tensors (an optimizer's parameters, some empty) in one update."""
+    sizes = data.draw(st.lists(dgst.sizes(1 << 13), min_size=1, max_size=5), label="sizes")
+    states = [tuple(data.draw(dgst.arrays((n,)), label=f"{name}[{k}]")
+                    for name in ("w", "g", "buf")) for k, n in enumerate(sizes)]
+    hyper = _sgd_hyper(data)
+    results = []
+    for backend in (pair.ref, pair.dut):
+        handles = [[backend.upload(a) for a in state] for state in states]
+        backend.sgd_steps([(w, g, buf if hyper["momentum"] else None)
+                           for w, g, buf in handles], hyper)
+        results.append([(_fetch(backend, h[0]), _fetch(backend, h[2])) for h in handles])
+    return [a for state, ref, got in zip(states, *results)
+            for a in _sgd_agreements(pair, hyper, state, ref, got)]
 
 
 # -- running ----------------------------------------------------------------------------------------
