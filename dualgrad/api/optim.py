@@ -211,23 +211,24 @@ class SGD(Optimizer):
     def _update(self, backend, todo: list) -> None:
         # Parameters whose momentum buffer is new (first) and the others: one sgd_steps each.
         groups: dict = {}
+        changed = []
         for i, p, g in todo:
             state = self.state[i]
             buf, first = None, False
+            changed.append(p)
             if self.momentum != 0.0:
                 first = "momentum_buffer" not in state
                 if first:
                     state["momentum_buffer"] = _state_tensor(backend, p)
                 buf = backend.handle(state["momentum_buffer"])
+                changed.append(state["momentum_buffer"])
             groups.setdefault(first, []).append((backend.handle(p), g, buf))
         for first, params in groups.items():
             backend.sgd_steps(params, dict(lr=self.lr, momentum=self.momentum,
                                            dampening=self.dampening, wd=self.weight_decay,
                                            nesterov=bool(self.nesterov), first=first))
-        for i, p, _ in todo:
-            p.written()
-            if "momentum_buffer" in self.state[i]:
-                self.state[i]["momentum_buffer"].written()
+        for t in changed:
+            t.written()
 
 
 class Adam(Optimizer):
@@ -260,21 +261,22 @@ class Adam(Optimizer):
     def _update(self, backend, todo: list) -> None:
         # Parameters at the same step count share their scalars: one adam_steps each.
         groups: dict = {}
+        changed = []
         for i, p, g in todo:       # a skipped parameter's step count does not advance
             state = self.state[i]
             if not state:
                 state.update(step=0, exp_avg=_state_tensor(backend, p),
                              exp_avg_sq=_state_tensor(backend, p))
             state["step"] += 1
+            changed += (p, state["exp_avg"], state["exp_avg_sq"])
             group = groups.setdefault(state["step"], [])
             group.append((backend.handle(p), g, backend.handle(state["exp_avg"]),
                           backend.handle(state["exp_avg_sq"])))
         for step, params in groups.items():
             backend.adam_steps(params, adam_hyper(self.lr, self.betas, self.eps,
                                                   self.weight_decay, step, self._decoupled))
-        for i, p, _ in todo:
-            for t in (p, self.state[i]["exp_avg"], self.state[i]["exp_avg_sq"]):
-                t.written()
+        for t in changed:
+            t.written()
 
 
 class AdamW(Adam):

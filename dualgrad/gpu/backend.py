@@ -733,16 +733,17 @@ class GpuBackend(Backend):
             self.rec.update(table.alloc.block.buffer, table.alloc.offset, data, [table.span])
         return table, (first, 1, 1)
 
-    def _optim(self, kind, addrs, n, flags, floats, reads, writes, table=None) -> None:
+    def _optim(self, kind, addrs, n, flags, floats, reads, writes, table_grid=None) -> None:
         """One optim.comp dispatch of the four operands at ``addrs`` (0: none), or with
-        ``table`` (its grid) of the table at addrs[0], of n entries. While a step is
+        ``table_grid`` a TABLE dispatch of that grid over the table at addrs[0], of n
+        entries. While a step is
         recorded, the scalars and flags go to a slot of the capture's scalar buffer
         (rewritten before each replay); while a replay's hooks run, they only fill the
         next slot."""
         if self._sink is not None:
             self._sink.put(floats, flags)
             return
-        groups, mode = (_groups(n), ()) if table is None else (table, (1,))
+        groups, mode = (_groups(n), ()) if table_grid is None else (table_grid, (1,))
         if self._cap is None:
             self._run("optim", (kind, 0, *mode) if mode else (kind,),
                       _OPTIM_PUSH.pack(*addrs, n, flags, *floats), groups, reads, writes)

@@ -170,6 +170,19 @@ class Recorder:
         self.counters.barriers += 1
 
     @staticmethod
+    def _extent(ranges) -> tuple:
+        """(lowest start, highest end, bytes) of the [start, end) ``ranges``; (inf, -inf,
+        0) for none."""
+        lo, hi, spanned = NO_BOUNDS[0], NO_BOUNDS[1], 0
+        for s, e in ranges:
+            if s < lo:
+                lo = s
+            if e > hi:
+                hi = e
+            spanned += e - s
+        return lo, hi, spanned
+
+    @staticmethod
     def _crosses(start: int, end: int, tracked) -> bool:
         """Whether [start, end) overlaps any of the ``tracked`` ranges."""
         for ts, te in tracked:
@@ -199,28 +212,19 @@ class Recorder:
         if hazard:
             self._emit_barrier()
             w_lo, w_hi, r_lo, r_hi = NO_BOUNDS
-        spanned = 0
-        for s, e in reads:
-            if s < r_lo:
-                r_lo = s
-            if e > r_hi:
-                r_hi = e
-            spanned += e - s
-        for s, e in writes:
-            if s < w_lo:
-                w_lo = s
-            if e > w_hi:
-                w_hi = e
-            spanned += e - s
-        self._bounds = w_lo, w_hi, r_lo, r_hi
+        r0, r1, r_bytes = self._extent(reads)
+        w0, w1, w_bytes = self._extent(writes)
+        self._bounds = (w0 if w0 < w_lo else w_lo, w1 if w1 > w_hi else w_hi,
+                        r0 if r0 < r_lo else r_lo, r1 if r1 > r_hi else r_hi)
         if len(reads) + len(writes) <= MAX_TRACKED:
             read += reads
             written += writes
-        else:               # (an optimizer's table dispatch): noted as the range spanning
-            for ranges, tracked in ((reads, read), (writes, written)):     # them, which
-                if ranges:                  # finds every hazard they would, and maybe more
-                    tracked.append((min(r[0] for r in ranges), max(r[1] for r in ranges)))
-        return spanned
+        else:       # (an optimizer's table dispatch): noted as the range spanning them,
+            if reads:                   # which finds every hazard they would, and maybe more
+                read.append((r0, r1))
+            if writes:
+                written.append((w0, w1))
+        return r_bytes + w_bytes
 
     def dispatch(self, pipeline, push: bytes, groups: tuple, reads, writes) -> None:
         """Record one kernel launch; ``reads``/``writes`` are [start, end) address ranges."""
