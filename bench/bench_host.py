@@ -5,6 +5,8 @@ beside this one in the same process.
 
     python3 bench/bench_host.py                     # this tree alone
     python3 bench/bench_host.py --against 5a013ad   # and ratios against that revision
+    python3 bench/bench_host.py --against /tmp/old  # or a copy of it (a directory holding
+                                                    # its dualgrad/, where git is not)
 
 Host speed drifts within a process and differs between processes (by up to 2x on the
 machines measured), so the two revisions alternate round by round and each figure is a
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,10 +38,16 @@ ADAM = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "de
 
 
 def extract(revision: str, into: str) -> None:
-    """dualgrad as it is at ``revision``, as the package dualgrad_ref under ``into``."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "dualgrad"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    """dualgrad as it is at ``revision`` (or in the directory ``revision``), as the package
+    dualgrad_ref under ``into``."""
+    source = pathlib.Path(revision) / "dualgrad"
+    if source.is_dir():
+        shutil.copytree(source, pathlib.Path(into) / "dualgrad",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "dualgrad"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
     (pathlib.Path(into) / "dualgrad").rename(pathlib.Path(into) / "dualgrad_ref")
 
 
@@ -106,7 +115,8 @@ def cases(package: str, hidden: int, batch: int) -> tuple:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--against", help="a git revision to compare with (default: none)")
+    p.add_argument("--against", help="a git revision to compare with, or a directory that "
+                   "holds its dualgrad package (default: none)")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--calls", type=int, default=400, help="calls of an op per round (a "
                    "tenth as many training steps, at least 5)")

@@ -8,7 +8,8 @@ from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
 from .api.errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
                          DeviceOutOfMemory, DeviceUnavailable, DualgradError,
-                         InvalidValueError, ShapeError, ValidationError)
+                         InvalidValueError, ShapeError, TensorTooLarge,
+                         ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api.ops import (abs, add, clamp, div, dropout, embedding, exp, gelu, layer_norm,
                       linear, log, log_softmax, matmul, max, maximum, mean, minimum,
@@ -34,5 +35,5 @@ __all__ = [
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "DeviceError", "DeviceOutOfMemory",
-    "CheckpointError", "ValidationError", "nn", "optim", "residency",
+    "TensorTooLarge", "CheckpointError", "ValidationError", "nn", "optim", "residency",
 ]

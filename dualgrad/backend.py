@@ -133,8 +133,9 @@ class Backend(abc.ABC):
         """(dL/da, dL/db), both in the broadcast shape."""
 
     @abc.abstractmethod
-    def reduce(self, op: str, x, axes: tuple, keepdims: bool = False):
-        """sum / mean / max over ``axes`` (non-negative, sorted)."""
+    def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None):
+        """sum / mean / max over ``axes`` (non-negative, sorted), into ``out`` (storage of
+        the result's size, returned) where given."""
 
     @abc.abstractmethod
     def reduce_backward(self, op: str, x, y, g, axes: tuple):
@@ -145,10 +146,12 @@ class Backend(abc.ABC):
         """A contiguous copy of x with its axes permuted (up to 4-D)."""
 
     @abc.abstractmethod
-    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None):
+    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None,
+               out=None):
         """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch. With
         ``bias`` (one value per output column), each output is the product's value plus its
-        column's bias: one float32 addition, as binary("add") would make it."""
+        column's bias: one float32 addition, as binary("add") would make it. Into ``out``
+        (storage of the product's size, returned) where given."""
 
     @abc.abstractmethod
     def softmax(self, x):

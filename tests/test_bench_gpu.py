@@ -66,6 +66,26 @@ def test_host_benchmark_compares_with_a_revision():
         assert abs(float(ratio) - quotient) <= 0.005 + 0.02 * quotient, name
 
 
+def test_host_benchmark_takes_a_copied_package_for_a_machine_without_git(tmp_path):
+    """``--against DIR`` loads DIR's dualgrad/ (what ``git archive`` would give), copied as
+    dualgrad_ref without its bytecode caches."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import bench_host
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    source = tmp_path / "old"
+    (source / "dualgrad" / "__pycache__").mkdir(parents=True)
+    (source / "dualgrad" / "__init__.py").write_text("REVISION = 'old'\n")
+    (source / "dualgrad" / "__pycache__" / "x.pyc").write_bytes(b"")
+    into = tmp_path / "into"
+    into.mkdir()
+    bench_host.extract(str(source), str(into))
+    assert (into / "dualgrad_ref" / "__init__.py").read_text() == "REVISION = 'old'\n"
+    assert not (into / "dualgrad_ref" / "__pycache__").exists()
+    assert not (into / "dualgrad").exists()
+
+
 def bench_module():
     sys.path.insert(0, str(BENCH.parent))
     try:

@@ -133,6 +133,34 @@ def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shapes", [((200, 24), (24, 20)),          # rows: bands of 48
+                                    ((20, 24), (24, 300)),          # columns: transposed
+                                    ((7, 20, 24), (24, 20)),        # batch: bands of 3
+                                    ((2, 200, 24), (2, 24, 20)),    # batch and rows
+                                    ((2, 20, 24), (2, 24, 300))],   # batch and columns
+                         ids=str)
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True), (True, False)])
+@pytest.mark.parametrize("bias", [False, True], ids=["", "bias"])
+def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, shapes,
+                                                     trans_a, trans_b, bias):
+    """A grid dimension holds at most MAX_GROUPS workgroups (65535 on most devices): with
+    the backend's limit set to 3, products that pass it in rows, columns or batch agree
+    with the reference, in several dispatches."""
+    from dualgrad.gpu import backend as gpu_backend
+    monkeypatch.setattr(gpu_backend, "MAX_GROUPS", 3)
+    counters = device.active().rec.counters
+    before = counters.dispatches
+    check_matmul(pair, rng, *shapes, trans_a, trans_b, bias)
+    assert counters.dispatches - before >= 2
+
+
+@pytest.mark.gpu
+def test_a_product_of_more_row_tiles_than_a_grid_holds(pair, rng):
+    # 4 194 368 rows on 64-row tiles: 65 537 tiles down the grid, past its 65 535.
+    check_matmul(pair, rng, (65537 * 64, 4), (4, 8), False, False, bias=True)
+
+
+@pytest.mark.gpu
 def test_split_k_finishes_in_one_dispatch_and_leaves_its_counters_at_zero(pair, rng,
                                                                           monkeypatch):
     # The last slice of each tile adds the partial products: one dispatch. Its counters are

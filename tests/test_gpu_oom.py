@@ -3,6 +3,7 @@ block raises DeviceOutOfMemory naming the request and the pools, with nothing ch
 resident weights stay intact, training continues once memory is freed, and releasing the
 device still rescues every weight."""
 import gc
+import math
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import vulkan
 import dualgrad as dg
 from dualgrad.api.device import active
 from dualgrad.gpu import context, memory
+from dualgrad.gpu.dispatch import MAX_ELEMENTS
 from dualgrad.gpu.memory import LIMIT_ENV, MIB, parse_limit
 
 pytestmark = pytest.mark.gpu
@@ -111,19 +113,20 @@ def test_the_budget_refuses_then_training_continues_after_freeing(budget_gpu):
 
 
 def test_a_driver_refusal_is_device_out_of_memory(gpu):
-    # lavapipe refuses buffers of 4 GiB and more (vkCreateBuffer returns
-    # VK_ERROR_OUT_OF_DEVICE_MEMORY); a real device refuses twice its memory.
+    # A pass allocation of twice the device's memory, asked of the pool itself (a tensor
+    # that large would be refused sooner, as TensorTooLarge): the driver refuses the block
+    # (lavapipe refuses any buffer of 4 GiB or more).
     ctx = active().ctx
     heaps = ctx.memory_properties
     total = sum(heaps.memoryHeaps[i].size for i in range(heaps.memoryHeapCount))
-    n = int(np.ceil(np.sqrt(max(4 << 30, 2 * total) / 4)))
+    nbytes = max(4 << 30, 2 * total)
     model, opt = make_model(1)
     train(model, opt, 1)
     kept, objects = weights(model), context.live_objects()
     with pytest.raises(dg.DeviceOutOfMemory) as info:
-        outer_sum(n)
+        active().pass_pool.alloc(nbytes)
     message = str(info.value)
-    need = -(-n * n * 4 // memory.ALIGN) * memory.ALIGN       # the pools' allocation unit
+    need = -(-nbytes // memory.ALIGN) * memory.ALIGN       # the pools' allocation unit
     assert f"a {need}-byte pass allocation" in message
     assert "the driver refused" in message and "no limit" in message
     assert context.live_objects() == objects          # nothing half-made is left behind
@@ -132,6 +135,26 @@ def test_a_driver_refusal_is_device_out_of_memory(gpu):
     trained = weights(model)
     dg.ag_device("cpu")
     assert_same(weights(model), trained)
+
+
+def test_a_tensor_past_the_kernels_index_is_refused_before_memory_is_asked_for(gpu):
+    # 2**31 elements and more: the kernels' 32-bit indices cannot reach them, so the
+    # request fails with TensorTooLarge (a DeviceOutOfMemory) and the driver is not asked.
+    model, opt = make_model(4)
+    train(model, opt, 1)
+    kept, objects = weights(model), context.live_objects()
+    reserved = active().pass_pool.reserved_bytes
+    n = math.isqrt(MAX_ELEMENTS) + 1
+    with pytest.raises(dg.TensorTooLarge, match=rf"shape \({n}, {n}\) has {n * n} elements"
+                       rf".* at most {MAX_ELEMENTS} \(2\*\*31 - 1\)"):
+        outer_sum(n)
+    with pytest.raises(dg.DeviceOutOfMemory, match=f"{MAX_ELEMENTS + 1} elements"):
+        active().empty((MAX_ELEMENTS + 1,))
+    assert active().empty((0, MAX_ELEMENTS + 1)).size == 0
+    assert context.live_objects() == objects
+    assert active().pass_pool.reserved_bytes == reserved
+    assert_same(weights(model), kept)
+    assert np.isfinite(train(model, opt, 1, start=1))
 
 
 def test_an_allocate_memory_failure_is_retried_once_then_raised(gpu, monkeypatch):

@@ -132,6 +132,62 @@ def test_a_tensor_used_twice_gets_the_summed_gradient(device):
     np.testing.assert_allclose(_grad(y), 18 * X + 3, rtol=1e-5)
 
 
+def test_a_leafs_first_gradient_is_written_where_it_is_kept(device, monkeypatch):
+    # linear's weight and bias gradients and matmul's operand gradients are made in the
+    # leaves' own storage: no copy into .grad; a rule without an output (mul) is copied;
+    # a second backward adds into the gradient already there.
+    backend = dg.api.device.active()
+    copies = []
+    real_copy = backend.copy
+    monkeypatch.setattr(backend, "copy", lambda dst, src: (copies.append(dst.shape),
+                                                           real_copy(dst, src)))
+    rng = np.random.default_rng(3)
+    w = dg.ag_param(rng.standard_normal((4, 3)).astype(np.float32))
+    b = dg.ag_param(rng.standard_normal(4).astype(np.float32))
+    m = dg.ag_param(rng.standard_normal((4, 2)).astype(np.float32))
+    s = dg.ag_param(np.float32(2.0))
+    x = X.astype(np.float32)
+
+    def loss():
+        with dg.with_grad_tape():
+            y = dg.matmul(dg.linear(x, w, b), m)           # (2, 4) @ (4, 2)
+            out = dg.sum(y * s)
+        out.backward()
+    loss()
+    assert copies == [()]                                  # s's, from mul's rule
+    h = x @ w.numpy().T + b.numpy()
+    gy = np.full((2, 2), 2.0, np.float32)
+    g_h = gy @ m.numpy().T
+    np.testing.assert_allclose(_grad(m), h.T @ gy, rtol=1e-5)
+    np.testing.assert_allclose(_grad(w), g_h.T @ x, rtol=1e-5)
+    np.testing.assert_allclose(_grad(b), g_h.sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(_grad(s), (h @ m.numpy()).sum(), rtol=1e-5)
+    loss()
+    assert copies == [()]
+    np.testing.assert_allclose(_grad(w), 2 * g_h.T @ x, rtol=1e-5)
+    np.testing.assert_allclose(_grad(b), 2 * g_h.sum(axis=0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["matmul", "reduce"])
+def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
+    # The backend contract's out= (what a backward rule uses to write into .grad): the
+    # same values as without it, in the storage given, on either backend.
+    backend = dg.api.device.active()
+    rng = np.random.default_rng(4)
+    a = backend.upload(rng.standard_normal((5, 3)).astype(np.float32))
+    c = backend.upload(rng.standard_normal((5, 4)).astype(np.float32))
+    if op == "matmul":
+        def run(**out):
+            return backend.matmul(a, c, True, False, **out)
+    else:
+        def run(**out):
+            return backend.reduce("sum", a, (0,), **out)
+    plain = run()
+    out = backend.empty(plain.shape, np.float32)
+    assert run(out=out) is out
+    np.testing.assert_array_equal(backend.download(out), backend.download(plain))
+
+
 def test_only_inputs_that_require_grad_get_one(device):
     x = dg.ag_param(X)
     with dg.with_grad_tape():

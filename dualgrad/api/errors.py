@@ -48,6 +48,12 @@ class DeviceOutOfMemory(DualgradError, MemoryError):
     """Device memory (or the configured budget) is exhausted."""
 
 
+class TensorTooLarge(DeviceOutOfMemory):
+    """A tensor has more elements than the backend's kernels can index (the gpu backend's:
+    ``2**31 - 1``). A ``DeviceOutOfMemory``, so that code which falls back on a smaller
+    batch or the cpu backend when the device is full does the same here."""
+
+
 class CheckpointError(DualgradError, ValueError):
     """A checkpoint file is unreadable, corrupted or does not fit the model."""
 

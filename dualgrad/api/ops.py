@@ -2,8 +2,10 @@
 right beside the forward — defines the rule that maps the output's gradient to its inputs'.
 
 A backward rule is a closure ``backward(g, needs) -> tuple`` over the forward's saved
-storage handles; ``needs[i]`` says whether input i wants a gradient (None where not). Rules
-call backend kernels directly, so backward records nothing.
+storage handles; ``needs[i]`` says whether input i wants a gradient (None where not): true,
+or a ``tape.Into`` (``tape.into(needs[i])``: storage the gradient may be written into, a
+leaf's first ``.grad``; a rule whose kernel takes an output writes it there, which saves a
+copy). Rules call backend kernels directly, so backward records nothing.
 """
 from __future__ import annotations
 
@@ -378,16 +380,20 @@ def matmul(a, b) -> Tensor:
     def backward(g, needs):
         ga = gb = None
         if needs[0]:
-            ga = backend.matmul(g, hb, False, True)
-            if a.ndim == 2 and len(ga.shape) == 3:
-                ga = backend.reduce("sum", ga, (0,))
+            if a.ndim == 2 and len(g.shape) == 3:   # a shared by the batch: summed over it
+                ga = backend.reduce("sum", backend.matmul(g, hb, False, True), (0,),
+                                    out=tape.into(needs[0]))
+            else:
+                ga = backend.matmul(g, hb, False, True, out=tape.into(needs[0]))
         if needs[1]:
+            into = tape.into(needs[1])
             if a.ndim == 3 and b.ndim == 2:     # b shared by the batch: one product
                 m = a.shape[0] * a.shape[1]
                 gb = backend.matmul(backend.reshape(ha, (m, a.shape[2])),
-                                    backend.reshape(g, (m, g.shape[-1])), True, False)
+                                    backend.reshape(g, (m, g.shape[-1])), True, False,
+                                    out=into)
             else:
-                gb = backend.matmul(ha, g, True, False)
+                gb = backend.matmul(ha, g, True, False, out=into)
         return ga, gb
     return _make(hy, (a, b), backward, backend)
 
@@ -418,11 +424,12 @@ def linear(x, weight, bias=None) -> Tensor:
         rows = x.size // x.shape[-1]
         g2 = backend.reshape(g, (rows, weight.shape[0]))
         gx = backend.matmul(g, hw) if needs[0] else None
-        gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False) \
-            if needs[1] else None
+        gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
+                            out=tape.into(needs[1])) if needs[1] else None
         grads = (gx, gw)
         if bias is not None:
-            grads += (backend.reduce("sum", g2, (0,)) if needs[2] else None,)
+            grads += (backend.reduce("sum", g2, (0,), out=tape.into(needs[2]))
+                      if needs[2] else None,)
         return grads
     return _make(hy, inputs, backward, backend)
 

@@ -108,11 +108,39 @@ def _seed_grad(t: Tensor, grad, backend):
     return backend.upload(value)
 
 
-def accumulate_leaf(t: Tensor, g, backend) -> None:
-    """Add gradient ``g`` into leaf ``t``'s ``.grad``, held in the leaf's own pool."""
+class Into:
+    """In a backward rule's ``needs``, in place of True: storage in the leaf's own pool for
+    its first gradient. A rule that can write the gradient there does (``into``), and the
+    tape adopts it as the leaf's ``.grad`` instead of copying it there."""
+
+    __slots__ = ("h",)
+
+    def __init__(self, h):
+        self.h = h
+
+
+def into(need):
+    """The storage a backward rule may write an input's gradient into, or None."""
+    return need.h if need.__class__ is Into else None
+
+
+def _need(t: Tensor, backend):
+    """``needs[i]`` for input ``t``: False, True, or Into for a leaf's first gradient."""
+    if not t.requires_grad:
+        return False
+    if t._node is None and t._grad is None:
+        return Into(backend.empty(t.shape, t.dtype, t.persistent))
+    return True
+
+
+def accumulate_leaf(t: Tensor, g, backend, store=None) -> None:
+    """Add gradient ``g`` into leaf ``t``'s ``.grad``, held in the leaf's own pool
+    (``store``, where given: storage made for it, which ``g`` may already be)."""
     if t._grad is None:
-        store = backend.empty(t.shape, t.dtype, t.persistent)
-        backend.copy(store, g)
+        if store is None:
+            store = backend.empty(t.shape, t.dtype, t.persistent)
+        if g is not store:
+            backend.copy(store, g)
         grad = Tensor(t.shape, t.dtype, persistent=t.persistent)
         backend.adopt(grad, store)
         t._grad = grad
@@ -148,12 +176,12 @@ def backward(tensor: Tensor, grad=None) -> None:
         if g is None:
             continue
         node = t._node
-        needs = tuple(i.requires_grad for i in node.inputs)
-        for inp, gi in zip(node.inputs, node.backward(g, needs)):
-            if gi is None or not inp.requires_grad:
+        needs = tuple(_need(i, backend) for i in node.inputs)
+        for inp, need, gi in zip(node.inputs, needs, node.backward(g, needs)):
+            if gi is None or not need:
                 continue
             if inp._node is None:
-                accumulate_leaf(inp, gi, backend)
+                accumulate_leaf(inp, gi, backend, into(need))
             elif id(inp) in grads:
                 grads[id(inp)] = backend.binary("add", grads[id(inp)], gi)
             else:

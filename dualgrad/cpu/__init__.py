@@ -16,6 +16,14 @@ from . import elementwise, embedding, layernorm, matmul, optim, reduce, softmax
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def _into(out, value: np.ndarray) -> np.ndarray:
+    """``value``, or ``out`` holding it where an output storage was given."""
+    if out is None:
+        return value
+    out.reshape(-1)[...] = value.reshape(-1)
+    return out
+
+
 class CpuBackend(Backend):
     name = "cpu"
 
@@ -79,8 +87,8 @@ class CpuBackend(Backend):
     def binary_backward(self, op, a, b, g):
         return elementwise.binary_backward(op, a, b, g)
 
-    def reduce(self, op, x, axes, keepdims=False):
-        return reduce.reduce(op, x, axes, keepdims)
+    def reduce(self, op, x, axes, keepdims=False, out=None):
+        return _into(out, reduce.reduce(op, x, axes, keepdims))
 
     def reduce_backward(self, op, x, y, g, axes):
         return reduce.reduce_backward(op, x, y, g, axes)
@@ -88,8 +96,8 @@ class CpuBackend(Backend):
     def permute(self, x, axes):
         return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None):
-        return matmul.matmul(a, b, trans_a, trans_b, bias)
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None):
+        return _into(out, matmul.matmul(a, b, trans_a, trans_b, bias))
 
     def softmax(self, x):
         return softmax.softmax(x)

@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from ..api.errors import ArgumentTypeError, DeadTensorError, DeviceUnavailable
+from ..api.errors import ArgumentTypeError, DeadTensorError, DeviceError, DeviceUnavailable
 from ..backend import ADAM_HYPER, SGD_HYPER, Backend
 from ..cpu.dropout import threshold as dropout_threshold
 from ..cpu.elementwise import BINARY_OPS, UNARY_OPS, pad4
@@ -23,8 +23,9 @@ from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
 from .capture import Capture
 from .context import Context
-from .dispatch import COUNT_EQ, COUNTERS, MAX_GROUPS, WG
+from .dispatch import COUNT_EQ, COUNTERS, MAX_ELEMENTS, MAX_GROUPS, WG
 from .dispatch import broadcast_layout as _broadcast_layout
+from .dispatch import check_size
 from .dispatch import grid as _groups
 from .dispatch import matmul_recipe as _matmul_recipe
 from .dispatch import packer as _packer
@@ -83,6 +84,28 @@ def _memory_types(ctx) -> tuple:
     if not pool or not staging:
         raise DeviceUnavailable(f"{ctx.name} has no device-local or no host-visible memory")
     return pool[0][0], staging[0][0]
+
+
+def _offset(h: DeviceArray, elements: int) -> DeviceArray:
+    """``h`` read from ``elements`` further on (with the same shape, so the same strides):
+    a band of a product's operand. Its span stays the whole of ``h``'s (hazards are
+    tracked as for the whole)."""
+    view = DeviceArray(h.alloc, h.shape, h.dtype, None, h.size)
+    view.address = h.address + elements * h.dtype.itemsize
+    view.span = h.span
+    return view
+
+
+def _batch_band(h: DeviceArray, first: int, count: int) -> DeviceArray:
+    """Matrices ``first`` to ``first + count`` of a batched (3-D) operand or product; a
+    2-D one (shared by the batch) as it is."""
+    if len(h.shape) != 3:
+        return h
+    _, rows, cols = h.shape
+    view = _offset(h, first * rows * cols)
+    view.shape, view.size = (count, rows, cols), count * rows * cols
+    view.nbytes = view.size * h.dtype.itemsize
+    return view
 
 
 class GpuBackend(Backend):
@@ -268,6 +291,8 @@ class GpuBackend(Backend):
         if dtype is not F32:
             dtype = np.dtype(dtype)
         size = int(math.prod(shape))                  # math.prod: a hot path
+        if size > MAX_ELEMENTS:
+            check_size(shape)
         if persistent:
             pool = self.persistent_pool
         else:                                         # (the property, inline: a hot path)
@@ -457,8 +482,9 @@ class GpuBackend(Backend):
         self._cursors[which] = (start + n + 63) // 64 * 64    # 256-byte aligned ranges
         return array.address + 4 * start
 
-    def reduce(self, op, x, axes, keepdims=False):
-        out = self.empty(_reduced_shape(x.shape, tuple(axes), keepdims))
+    def reduce(self, op, x, axes, keepdims=False, out=None):
+        if out is None:
+            out = self.empty(_reduced_shape(x.shape, tuple(axes), keepdims))
         self._reduce_into(self._rops[op], x, None, out, axes)
         return out
 
@@ -484,8 +510,10 @@ class GpuBackend(Backend):
         return out
 
     def permute(self, x, axes):
-        shape = tuple(x.shape[a] for a in axes)
-        out = self.empty(shape)
+        return self._permute_into(x, axes, self.empty(tuple(x.shape[a] for a in axes)))
+
+    def _permute_into(self, x, axes, out):
+        shape = out.shape
         if x.size:
             lead = 4 - len(shape)
             xs = _strides4(pad4(x.shape))[4 - len(x.shape):]
@@ -496,22 +524,29 @@ class GpuBackend(Backend):
         return out
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None):
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None):
         ra, ca = a.shape[-2:]
         rb, cb = b.shape[-2:]
         m, k = (ca, ra) if trans_a else (ra, ca)
         n = rb if trans_b else cb
         batched = len(a.shape) == 3 or len(b.shape) == 3
         batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
-        out = self.empty((batch, m, n) if batched else (m, n))
+        if out is None:
+            out = self.empty((batch, m, n) if batched else (m, n))
         if out.size:
             self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch, bias)
         return out
 
-    def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias=None):
-        shared, threads, tensor_cores = self._matmul_limits
+    def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias=None,
+                     tensor_cores=True):
+        shared, threads, cores = self._matmul_limits
         r = _matmul_recipe(a.shape, b.shape, trans_a, trans_b, m, n, k, batch, shared,
-                           threads, tensor_cores, plans.matmul_plan, bias is not None)
+                           threads, cores and tensor_cores, plans.matmul_plan,
+                           bias is not None)
+        gx, gy, gz = r.groups
+        if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
+            self._matmul_bands(a, b, out, trans_a, trans_b, m, n, k, batch, bias, r)
+            return
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
@@ -537,6 +572,41 @@ class GpuBackend(Backend):
                       r.groups, [a, b, *pieces], writes)
         if bias is not None:
             self.binary("add", out, bias, out=out)
+
+    def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, r):
+        """A product whose grid passes a dimension's MAX_GROUPS workgroups (a tall, wide or
+        many-times batched one), as several: bands of the batch, or of C's rows, each read
+        and written through addresses offset into the operands (the fma kernel only: the
+        tensor-core kernel's split pass reads whole operands); too many columns, as the
+        transposed product, transposed back."""
+        if r.groups[0] > MAX_GROUPS:            # C^T = op(B)^T op(A)^T has them as rows
+            shape_t = (batch, n, m) if len(out.shape) == 3 else (n, m)
+            product_t = self.empty(shape_t)
+            self._matmul_into(b, a, product_t, not trans_b, not trans_a, n, m, k, batch)
+            self._permute_into(product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
+            if bias is not None:
+                self.binary("add", out, bias, out=out)
+            return
+        # Bands of the batch (of one matrix where the rows need bands too). A band of 128
+        # matrices or more is never split, and a split product's grid holds fewer than 256
+        # workgroups: each band's grid fits.
+        band = MAX_GROUPS if r.groups[1] <= MAX_GROUPS else 1
+        rows = MAX_GROUPS * 16
+        if (band if batch > 1 else rows) >= (batch if batch > 1 else m):
+            raise DeviceError(f"internal: no band of the {r.groups} grid fits")
+        if batch > 1:
+            for b0 in range(0, batch, band):
+                nb = min(band, batch - b0)
+                views = [_batch_band(x, b0, nb) for x in (a, b, out)]
+                self._matmul_into(*views, trans_a, trans_b, m, n, k, nb, bias, False)
+            return
+        # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
+        # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
+        a_row = 1 if trans_a else a.shape[-1]       # op(A)'s row stride
+        for r0 in range(0, m, rows):
+            views = (_offset(a, r0 * a_row), b, _offset(out, r0 * n))
+            self._matmul_into(*views, trans_a, trans_b, min(rows, m - r0), n, k, batch,
+                              bias, False)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):

@@ -14,12 +14,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..api.errors import TensorTooLarge
 from ..cpu.elementwise import broadcast_strides, pad4
 from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
 
 WG = 256
 MAX_GROUPS = 65535
+# The kernels index a tensor's elements with 32-bit integers, which SPIR-V's access chains
+# read as signed (and a grid-stride loop must not wrap), so a tensor holds at most this many.
+MAX_ELEMENTS = 2 ** 31 - 1
 SUM, MEAN = REDUCE_OPS.index("sum"), REDUCE_OPS.index("mean")
 COUNT_EQ = len(REDUCE_OPS)        # reduce.comp's extra op: ties with the maximum
 
@@ -43,6 +47,18 @@ def packed_uints(uints: tuple) -> bytes:
     return struct.pack(f"<{len(uints)}I", *uints)
 
 
+def check_size(shape) -> int:
+    """The number of elements of a tensor of this shape, or TensorTooLarge past
+    MAX_ELEMENTS (before any memory is asked for)."""
+    size = math.prod(shape)
+    if size > MAX_ELEMENTS:
+        raise TensorTooLarge(
+            f"a tensor of shape {tuple(shape)} has {size} elements; the gpu backend's kernels "
+            f"index at most {MAX_ELEMENTS} (2**31 - 1) a tensor: split it, or use the cpu "
+            f"backend")
+    return size
+
+
 def grid(n: int) -> tuple:
     """The grid of a kernel whose threads take one element each (at most MAX_GROUPS
     workgroups: the kernels loop over what is left)."""
@@ -62,6 +78,7 @@ def broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) ->
     """(output shape, the uints binary.comp takes packed (``packed_uints``), FLAT) for
     operands of these shapes; ``out_shape`` None: the broadcast of the two."""
     shape = np.broadcast_shapes(a_shape, b_shape) if out_shape is None else out_shape
+    check_size(shape)
     s4 = pad4(shape)
     uints = (math.prod(shape), *s4, *broadcast_strides(a_shape, s4),
              *broadcast_strides(b_shape, s4))
