@@ -168,7 +168,7 @@ def test_a_leafs_first_gradient_is_written_where_it_is_kept(device, monkeypatch)
     np.testing.assert_allclose(_grad(b), 2 * g_h.sum(axis=0), rtol=1e-5)
 
 
-@pytest.mark.parametrize("op", ["matmul", "reduce"])
+@pytest.mark.parametrize("op", ["matmul", "batched matmul", "reduce"])
 def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
     # The backend contract's out= (what a backward rule uses to write into .grad): the
     # same values as without it, in the storage given, on either backend.
@@ -179,6 +179,12 @@ def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
     if op == "matmul":
         def run(**out):
             return backend.matmul(a, c, True, False, **out)
+    elif op == "batched matmul":
+        batch = backend.upload(rng.standard_normal((2, 4, 5)).astype(np.float32))
+        bias = backend.upload(rng.standard_normal(3).astype(np.float32))
+
+        def run(**out):
+            return backend.matmul(batch, a, False, False, bias, **out)
     else:
         def run(**out):
             return backend.reduce("sum", a, (0,), **out)

@@ -97,7 +97,7 @@ class CpuBackend(Backend):
         return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
     def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None):
-        return _into(out, matmul.matmul(a, b, trans_a, trans_b, bias))
+        return matmul.matmul(a, b, trans_a, trans_b, bias, out)
 
     def softmax(self, x):
         return softmax.softmax(x)

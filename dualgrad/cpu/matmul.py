@@ -10,15 +10,22 @@ import numpy as np
 
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
-           trans_b: bool = False, bias: np.ndarray | None = None) -> np.ndarray:
+           trans_b: bool = False, bias: np.ndarray | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
     """op(a) @ op(b) for 2-D or batched 3-D operands (a 2-D operand is shared by the batch);
     op transposes the last two axes when its flag is set. ``bias`` (one value per output
-    column) is added to every row of the product, each addition rounded once."""
+    column) is added to every row of the product, each addition rounded once. ``out``: a
+    C-contiguous array of the product's size that BLAS writes into (the same call, so the
+    same bits), returned."""
     if trans_a:
         a = np.swapaxes(a, -1, -2)
     if trans_b:
         b = np.swapaxes(b, -1, -2)
-    c = np.ascontiguousarray(np.matmul(a, b))
+    if out is None:
+        c = np.ascontiguousarray(np.matmul(a, b))
+    else:
+        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+        c = np.matmul(a, b, out=out.reshape(shape))
     if bias is not None:
         c += bias
-    return c
+    return c if out is None else out
