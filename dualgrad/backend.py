@@ -147,11 +147,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None,
-               out=None):
+               out=None, relu: bool = False):
         """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch. With
         ``bias`` (one value per output column), each output is the product's value plus its
-        column's bias: one float32 addition, as binary("add") would make it. Into ``out``
-        (storage of the product's size, returned) where given."""
+        column's bias: one float32 addition, as binary("add") would make it; with ``relu``,
+        then unary("relu") of it. Into ``out`` (storage of the product's size, returned)
+        where given."""
 
     @abc.abstractmethod
     def softmax(self, x):

@@ -20,6 +20,9 @@
 // K's slices are summed): one float32 addition, as a separate add would make it, without
 // the second dispatch (a linear layer's forward).
 //
+// RELU_C: then every output of C x becomes x <= 0 ? 0 : x, as unary.comp's relu makes it (a
+// selection, no arithmetic; NaN stays NaN): a linear layer and its ReLU in one dispatch.
+//
 // Loads come in quads: 4 elements consecutive along the operand's contiguous dimension,
 // neighbouring threads taking neighbouring quads (whole 32-byte sectors of a row).
 // Where the backend has checked that every quad is 16-byte aligned and lies wholly inside
@@ -45,6 +48,7 @@ layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
 // load or store needs a bounds test (5-7% faster on an H200's small products).
 layout(constant_id = 12) const uint WHOLE = 0;
 layout(constant_id = 13) const uint BIAS = 0;   // 1: add bias[n] to every output
+layout(constant_id = 14) const uint RELU_C = 0; // 1: then relu every output
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -199,13 +203,13 @@ vec4 bias_quad(uint n) {
     return v;
 }
 
-// The thread's accumulators into the slice of `dst` at `base`, plus the bias if `biased`
-// (the product C, not a slice's partial product).
-void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool biased) {
+// The thread's accumulators into the slice of `dst` at `base`; where `final` (the product C,
+// not a slice's partial product), plus the bias, then the relu.
+void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool final) {
     vec4 bq[TN / 4];
     [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
         uint n = n0 + (tx + s * WX) * 4;
-        bq[s] = BIAS != 0 && biased && (WHOLE != 0 || n < p.N) ? bias_quad(n) : vec4(0.0);
+        bq[s] = BIAS != 0 && final && (WHOLE != 0 || n < p.N) ? bias_quad(n) : vec4(0.0);
     }
     [[unroll]] for (uint r = 0; r < TM / 4; ++r)
         [[unroll]] for (uint i = 0; i < 4; ++i) {
@@ -215,7 +219,9 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool bia
                 uint n = n0 + (tx + s * WX) * 4;
                 if (WHOLE == 0 && n >= p.N) continue;
                 vec4 v = acc[r * 4 + i][s];
-                store(dst, base + m * p.N + n, n, BIAS != 0 && biased ? v + bq[s] : v);
+                if (BIAS != 0 && final) v += bq[s];
+                if (RELU_C != 0 && final) v = mix(v, vec4(0.0), lessThanEqual(v, vec4(0.0)));
+                store(dst, base + m * p.N + n, n, v);
             }
         }
 }

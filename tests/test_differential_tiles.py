@@ -19,16 +19,19 @@ def pair(gpu):
     return testing.Pair(device.active())
 
 
-def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False):
+def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False, relu=False):
     a, b = f32(rng, *sa), f32(rng, *sb)
     c = f32(rng, sb[-1]) if bias else None
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, c)
+    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, c, relu=relu)
+    if relu:
+        assert (ref == 0).any() and (ref > 0).any()      # (the relu decided something)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if bias:
         scale = scale + np.abs(c.astype(np.float64))
-    result = pair.agree("matmul:bias" if bias else "matmul", got, ref, scale=scale,
+    key = "matmul:relu" if relu else "matmul:bias" if bias else "matmul"
+    result = pair.agree(key, got, ref, scale=scale,
                         length=sa[-1])
     assert result.ok, result
 
@@ -95,10 +98,12 @@ def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_
 @pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
 @pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "batched"])
+@pytest.mark.parametrize("relu", [False, True], ids=["", "relu"])
 def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, name, split,
-                                                       layout):
-    """The bias on every store path: an edge tile with vec4 or scalar stores, whole tiles
-    (no bounds tests), split K (added once, after the slices), a batch sharing it."""
+                                                       layout, relu):
+    """The bias (and the relu after it) on every store path: an edge tile with vec4 or
+    scalar stores, whole tiles (no bounds tests), split K (added once, after the slices),
+    a batch sharing it."""
     from dualgrad.gpu import dispatch
     tile = plans.TILES[name]
     require_fits(tile)
@@ -107,17 +112,17 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
     if layout == "whole":
         m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
         r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
-                                   False, plan, True)
-        assert r.spec[12:] == (1, 1)                                   # WHOLE, BIAS
-        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True)
+                                   False, plan, True, relu)
+        assert r.spec[12:] == (1, 1, int(relu))                  # WHOLE, BIAS, RELU_C
+        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True, relu=relu)
     elif layout == "batched":
-        check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, bias=True)
+        check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, bias=True, relu=relu)
     else:
         vec = layout == "edge-vec4"
         m, n = tile.bm + (4 if vec else 3), tile.bn + (8 if vec else 5)
         k = 2 * tile.bk + (4 if vec else 7)
-        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True)
-        check_matmul(pair, rng, (m, k), (k, n), True, False, bias=True)
+        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True, relu=relu)
+        check_matmul(pair, rng, (m, k), (k, n), True, False, bias=True, relu=relu)
 
 
 @pytest.mark.gpu

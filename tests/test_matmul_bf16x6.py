@@ -286,8 +286,8 @@ def test_batched_tensor_products(tensor_pair, rng, monkeypatch, shapes):
 @pytest.mark.gpu
 def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pair, rng,
                                                                       monkeypatch):
-    """The tensor-core kernel does not add a bias itself: the backend adds it after the
-    product, the same bits as the product and a separate add."""
+    """The tensor-core kernel does not add a bias (or relu) itself: the backend adds it
+    after the product, the same bits as the product and a separate add (and relu)."""
     monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
     backend = tensor_pair.dut
     a, b, a_st, b_st = operands(rng, (144, 300), (300, 96), False, True)
@@ -299,6 +299,9 @@ def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pa
     ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, bias)
     scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
     assert tensor_pair.agree("matmul:bias", got, ref, scale=scale, length=300).ok
+    relu = backend.download(backend.matmul(ha, hb, False, True, hbias, relu=True))
+    assert np.array_equal(relu, np.where(fused <= 0, np.float32(0), fused))
+    assert (relu == 0).any() and (relu > 0).any()
 
 
 @pytest.mark.gpu

@@ -101,6 +101,55 @@ def test_sequential_rejects_non_module():
         dg.nn.Sequential(dg.nn.ReLU(), lambda x: x)
 
 
+def test_a_linear_and_its_relu_run_as_one_op_with_the_same_bits(device, rng, monkeypatch):
+    # Sequential runs Linear + ReLU as linear(..., activation="relu"): the relu is made as
+    # the product is stored, its rule from the output; values and gradients keep their
+    # bits (relu only selects). Without a bias too; a Linear subclass is left alone.
+    relus = []
+    real_relu = dg.api.ops.relu
+    monkeypatch.setattr(dg.api.ops, "relu", lambda x: (relus.append(1), real_relu(x))[1])
+    x = rng.standard_normal((32, 5)).astype(np.float32)
+    for bias in (True, False):
+        dg.manual_seed(1)
+        model = dg.nn.Sequential(dg.nn.Linear(5, 7, bias=bias), dg.nn.ReLU(),
+                                 dg.nn.Linear(7, 3), dg.nn.ReLU())
+
+        def run(forward):
+            with dg.with_grad_tape():
+                y = forward(dg.ag_tensor(x))
+                dg.sum(y * y).backward()
+            grads = [p.grad.numpy() for p in model.parameters()]
+            for p in model.parameters():
+                p.grad = None
+            return [y.numpy()] + grads
+        relus.clear()
+        fused = run(model)
+        assert relus == []
+        apart = run(lambda t: real_relu(model[2](real_relu(model[0](t)))))
+        hidden = x @ model[0].weight.numpy().T        # (the relus decided: some below 0)
+        assert fused[0].min() == 0.0 and (hidden < 0).any() and (hidden > 0).any()
+        for f, a in zip(fused, apart):
+            np.testing.assert_array_equal(f, a)
+
+    class Scaled(dg.nn.Linear):
+        def forward(self, t):
+            return super().forward(t) * 2.0
+    dg.manual_seed(1)
+    model = dg.nn.Sequential(Scaled(5, 7), dg.nn.ReLU())
+    relus.clear()
+    y = model(dg.ag_tensor(x))
+    assert relus == [1]
+    want = np.maximum(2.0 * (x @ model[0].weight.numpy().T + model[0].bias.numpy()), 0)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_names_a_bad_activation_and_changes_nothing(device):
+    layer = dg.nn.Linear(3, 2)
+    for bad in ("gelu", 1, "RELU"):
+        with pytest.raises(dg.InvalidValueError, match="'activation'"):
+            dg.linear(np.ones((4, 3), np.float32), layer.weight, layer.bias, activation=bad)
+
+
 # ---------------------------------------------------------------------------------------------
 # Activations and LayerNorm
 

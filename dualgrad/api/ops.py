@@ -398,9 +398,14 @@ def matmul(a, b) -> Tensor:
     return _make(hy, (a, b), backward, backend)
 
 
-def linear(x, weight, bias=None) -> Tensor:
+def linear(x, weight, bias=None, activation=None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out, in) as in PyTorch; x is 2-D or 3-D.
-    The transposed weight is read in place, never copied."""
+    The transposed weight is read in place, never copied. ``activation="relu"``: relu of
+    that, the same values as ``relu(linear(...))`` with the relu made as the product is
+    stored (one kernel, not two)."""
+    if activation not in (None, "relu"):
+        raise bad_value("linear", "activation", activation, 'None or "relu"')
+    relu = activation == "relu"
     x = _tensor("linear", "x", x, weight)
     weight = _tensor("linear", "weight", weight, x)
     _same_dtype("linear", x, weight)
@@ -418,9 +423,12 @@ def linear(x, weight, bias=None) -> Tensor:
         inputs += (bias,)
     backend = device.active()
     hx, hw = backend.handle(x), backend.handle(weight)
-    hy = backend.matmul(hx, hw, False, True, backend.handle(bias) if bias is not None else None)
+    hy = backend.matmul(hx, hw, False, True, backend.handle(bias) if bias is not None else None,
+                        relu=relu)
 
     def backward(g, needs):
+        if relu:            # (relu's rule from its output: y > 0 exactly where x > 0)
+            g = backend.unary_backward("relu", hy, hy, g)
         rows = x.size // x.shape[-1]
         g2 = backend.reshape(g, (rows, weight.shape[0]))
         gx = backend.matmul(g, hw) if needs[0] else None

@@ -96,8 +96,8 @@ class CpuBackend(Backend):
     def permute(self, x, axes):
         return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None):
-        return matmul.matmul(a, b, trans_a, trans_b, bias, out)
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False):
+        return matmul.matmul(a, b, trans_a, trans_b, bias, out, relu)
 
     def softmax(self, x):
         return softmax.softmax(x)

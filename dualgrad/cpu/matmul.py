@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import elementwise
+
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
            trans_b: bool = False, bias: np.ndarray | None = None,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, relu: bool = False) -> np.ndarray:
     """op(a) @ op(b) for 2-D or batched 3-D operands (a 2-D operand is shared by the batch);
     op transposes the last two axes when its flag is set. ``bias`` (one value per output
     column) is added to every row of the product, each addition rounded once. ``out``: a
     C-contiguous array of the product's size that BLAS writes into (the same call, so the
-    same bits), returned."""
+    same bits), returned. ``relu``: then relu each output (unary's relu, in place)."""
     if trans_a:
         a = np.swapaxes(a, -1, -2)
     if trans_b:
@@ -28,4 +30,6 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
         c = np.matmul(a, b, out=out.reshape(shape))
     if bias is not None:
         c += bias
+    if relu:
+        elementwise.unary("relu", c, out=c)
     return c if out is None else out

@@ -524,7 +524,7 @@ class GpuBackend(Backend):
         return out
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None):
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False):
         ra, ca = a.shape[-2:]
         rb, cb = b.shape[-2:]
         m, k = (ca, ra) if trans_a else (ra, ca)
@@ -534,18 +534,18 @@ class GpuBackend(Backend):
         if out is None:
             out = self.empty((batch, m, n) if batched else (m, n))
         if out.size:
-            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch, bias)
+            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu=relu)
         return out
 
     def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias=None,
-                     tensor_cores=True):
+                     tensor_cores=True, relu=False):
         shared, threads, cores = self._matmul_limits
         r = _matmul_recipe(a.shape, b.shape, trans_a, trans_b, m, n, k, batch, shared,
                            threads, cores and tensor_cores, plans.matmul_plan,
-                           bias is not None)
+                           bias is not None, relu)
         gx, gy, gz = r.groups
         if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
-            self._matmul_bands(a, b, out, trans_a, trans_b, m, n, k, batch, bias, r)
+            self._matmul_bands(a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, r)
             return
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
@@ -562,7 +562,7 @@ class GpuBackend(Backend):
                 counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
                 partials = self.empty(r.partials)
                 extra, writes = (partials.address, counters), [out, partials]
-            if r.shader == "matmul":                # (it adds the bias itself)
+            if r.shader == "matmul":                # (it adds the bias, and relus, itself)
                 push = _ADDRESSES6.pack(a.address, b.address, out.address, *extra,
                                         bias.address if bias is not None else 0) + r.tail
                 self._run(r.shader, r.spec, push, r.groups, [a, b, bias], writes)
@@ -570,10 +570,17 @@ class GpuBackend(Backend):
             self._run(r.shader, r.spec,
                       _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
                       r.groups, [a, b, *pieces], writes)
+        self._bias_relu(out, bias, relu)
+
+    def _bias_relu(self, out, bias, relu) -> None:
+        """The bias and the relu of a product made without them, as separate ops (the same
+        bits as the fma kernel's)."""
         if bias is not None:
             self.binary("add", out, bias, out=out)
+        if relu:
+            self.unary("relu", out, out=out)
 
-    def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, r):
+    def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, r):
         """A product whose grid passes a dimension's MAX_GROUPS workgroups (a tall, wide or
         many-times batched one), as several: bands of the batch, or of C's rows, each read
         and written through addresses offset into the operands (the fma kernel only: the
@@ -584,8 +591,7 @@ class GpuBackend(Backend):
             product_t = self.empty(shape_t)
             self._matmul_into(b, a, product_t, not trans_b, not trans_a, n, m, k, batch)
             self._permute_into(product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
-            if bias is not None:
-                self.binary("add", out, bias, out=out)
+            self._bias_relu(out, bias, relu)
             return
         # Bands of the batch (of one matrix where the rows need bands too). A band of 128
         # matrices or more is never split, and a split product's grid holds fewer than 256
@@ -598,7 +604,7 @@ class GpuBackend(Backend):
             for b0 in range(0, batch, band):
                 nb = min(band, batch - b0)
                 views = [_batch_band(x, b0, nb) for x in (a, b, out)]
-                self._matmul_into(*views, trans_a, trans_b, m, n, k, nb, bias, False)
+                self._matmul_into(*views, trans_a, trans_b, m, n, k, nb, bias, False, relu)
             return
         # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
         # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
@@ -606,7 +612,7 @@ class GpuBackend(Backend):
         for r0 in range(0, m, rows):
             views = (_offset(a, r0 * a_row), b, _offset(out, r0 * n))
             self._matmul_into(*views, trans_a, trans_b, min(rows, m - r0), n, k, batch,
-                              bias, False)
+                              bias, False, relu)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):

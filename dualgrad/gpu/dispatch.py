@@ -196,13 +196,14 @@ def split_pass(shape: tuple, k_major: bool) -> tuple:
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
-                  tensor_cores: bool, planner, bias: bool = False) -> MatmulRecipe:
+                  tensor_cores: bool, planner, bias: bool = False,
+                  relu: bool = False) -> MatmulRecipe:
     """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
     split-K plan writes (batch * splits, m, n) partial products that the last slice of
     each tile adds within the dispatch, counting in at the reduction workspace's counters
     (one per tile, so K stays whole past COUNTERS tiles). ``bias``: matmul.comp adds a
-    bias to every row as it stores C (BIAS; the tensor-core kernel does not, so its
-    recipe does not say it)."""
+    bias to every row as it stores C (BIAS), ``relu``: then applies relu to it (RELU_C);
+    the tensor-core kernel does neither, so its recipe does not say them."""
     ca, cb = a_shape[-1], b_shape[-1]
     a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
@@ -230,7 +231,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     whole = (a_vec and b_vec and m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
              and plan.kc % t.bk == 0)
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
-            plan.splits, t.threads, int(whole), int(bias))
+            plan.splits, t.threads, int(whole), int(bias), int(relu))
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     return MatmulRecipe(t.shader, spec, uints, groups,
                         (batch * plan.splits, m, n) if split else None, (), packed_uints(uints))

@@ -269,16 +269,24 @@ def _matmul_bias(data, pair):
     return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias)]
 
 
-def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None):
+@check("matmul:relu")
+def _matmul_relu(data, pair):
+    """The product plus a bias, then relu, in one kernel (a linear layer and its ReLU)."""
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    bias = data.draw(dgst.arrays((b.shape[-1],)), label="bias")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias, relu=True)]
+
+
+def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias)
+    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias, relu=relu)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if bias is None:
         return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
-    return pair.agree("matmul:bias", gc, cc, scale=scale + np.abs(bias.astype(np.float64)),
-                      length=a.shape[-1])
+    return pair.agree("matmul:relu" if relu else "matmul:bias", gc, cc,
+                      scale=scale + np.abs(bias.astype(np.float64)), length=a.shape[-1])
 
 
 @contextlib.contextmanager

@@ -176,6 +176,9 @@ TOLERANCES: dict = {
                              "each backend (1 ULP between them); S = |A| @ |B| + |bias| also "
                              "covers the product's error carried through the addition",
                              ulps=1, gamma=2),
+    "matmul:relu": Tolerance("matmul:bias's bound: relu then selects x or 0 on each backend, "
+                             "which moves no result further from its twin "
+                             "(|relu(x) - relu(y)| <= |x - y|)", ulps=1, gamma=2),
     "permute": Tolerance(_EXACT_MOVE, exact=True),
     "copy": Tolerance(_EXACT_MOVE, exact=True),
     "fill": Tolerance("every element set to the same float32 value", exact=True),
