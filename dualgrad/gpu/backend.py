@@ -596,11 +596,10 @@ class GpuBackend(Backend):
         # Bands of the batch (of one matrix where the rows need bands too). A band of 128
         # matrices or more is never split, and a split product's grid holds fewer than 256
         # workgroups: each band's grid fits.
-        band = MAX_GROUPS if r.groups[1] <= MAX_GROUPS else 1
-        rows = MAX_GROUPS * 16
-        if (band if batch > 1 else rows) >= (batch if batch > 1 else m):
-            raise DeviceError(f"internal: no band of the {r.groups} grid fits")
         if batch > 1:
+            band = MAX_GROUPS if r.groups[1] <= MAX_GROUPS else 1
+            if band >= batch:
+                raise DeviceError(f"internal: no band of the {r.groups} grid fits")
             for b0 in range(0, batch, band):
                 nb = min(band, batch - b0)
                 views = [_batch_band(x, b0, nb) for x in (a, b, out)]
@@ -608,6 +607,9 @@ class GpuBackend(Backend):
             return
         # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
         # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
+        rows = MAX_GROUPS * 16
+        if rows >= m:
+            raise DeviceError(f"internal: no band of the {r.groups} grid fits")
         a_row = 1 if trans_a else a.shape[-1]       # op(A)'s row stride
         for r0 in range(0, m, rows):
             views = (_offset(a, r0 * a_row), b, _offset(out, r0 * n))
@@ -812,10 +814,9 @@ class GpuBackend(Backend):
     def _optim(self, kind, addrs, n, flags, floats, reads, writes, table_grid=None) -> None:
         """One optim.comp dispatch of the four operands at ``addrs`` (0: none), or with
         ``table_grid`` a TABLE dispatch of that grid over the table at addrs[0], of n
-        entries. While a step is
-        recorded, the scalars and flags go to a slot of the capture's scalar buffer
-        (rewritten before each replay); while a replay's hooks run, they only fill the
-        next slot."""
+        entries. While a step is recorded, the scalars and flags go to a slot of the
+        capture's scalar buffer (rewritten before each replay); while a replay's hooks
+        run, they only fill the next slot."""
         if self._sink is not None:
             self._sink.put(floats, flags)
             return
