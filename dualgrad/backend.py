@@ -147,12 +147,16 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None,
-               out=None, relu: bool = False):
+               out=None, relu: bool = False, mask=None, sums=None):
         """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch. With
         ``bias`` (one value per output column), each output is the product's value plus its
         column's bias: one float32 addition, as binary("add") would make it; with ``relu``,
-        then unary("relu") of it. Into ``out`` (storage of the product's size, returned)
-        where given."""
+        then unary("relu") of it; with ``mask`` (of the product's shape), then
+        unary_backward("relu", mask, mask, it): kept where mask > 0, else 0 (the gradient
+        through a relu whose output is ``mask``). Into ``out`` (storage of the product's
+        size, returned) where given. ``sums`` (storage of op(a)'s shape less its last axis):
+        op(a)'s row sums written there too, as reduce("sum") of them (a linear layer's bias
+        gradient beside its weight gradient)."""
 
     @abc.abstractmethod
     def softmax(self, x):

@@ -23,6 +23,14 @@
 // RELU_C: then every output of C x becomes x <= 0 ? 0 : x, as unary.comp's relu makes it (a
 // selection, no arithmetic; NaN stays NaN): a linear layer and its ReLU in one dispatch.
 //
+// MASK_C: then every output x is kept where mask (a matrix laid out as C) is > 0, else
+// becomes 0, as unary.comp's relu backward makes a gradient from relu's output (a
+// selection): the gradient a linear layer hands back to the ReLU below it, in one dispatch.
+//
+// ROWSUM_A: the workgroups of the first column of tiles also write the sums of op(A)'s rows
+// (sum over k, in order of k) to `sums`, from the A tiles they load anyway: a linear
+// layer's bias gradient beside its weight gradient (op(A) = g^T). Whole K only (SPLITS 1).
+//
 // Loads come in quads: 4 elements consecutive along the operand's contiguous dimension,
 // neighbouring threads taking neighbouring quads (whole 32-byte sectors of a row).
 // Where the backend has checked that every quad is 16-byte aligned and lies wholly inside
@@ -49,6 +57,8 @@ layout(local_size_x_id = 11) in;                // = (BM / TM) * (BN / TN)
 layout(constant_id = 12) const uint WHOLE = 0;
 layout(constant_id = 13) const uint BIAS = 0;   // 1: add bias[n] to every output
 layout(constant_id = 14) const uint RELU_C = 0; // 1: then relu every output
+layout(constant_id = 15) const uint MASK_C = 0; // 1: then zero it where mask <= 0
+layout(constant_id = 16) const uint ROWSUM_A = 0;   // 1: and write op(A)'s row sums
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -58,7 +68,8 @@ layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer Ou
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
 
 layout(push_constant) uniform Push {
-    Floats a; Floats b; Out c; Out w; Counters counters; Floats bias;
+    Floats a; Floats b; Out c; Out w; Counters counters; Floats bias; Floats mask;
+    Floats sums;
     uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
     uint a_bs; uint b_bs; uint c_bs; uint kc;
 } p;
@@ -203,8 +214,17 @@ vec4 bias_quad(uint n) {
     return v;
 }
 
+// The mask's quad at C's offset `off` (columns n..n+3; 0 past N).
+vec4 mask_quad(uint off, uint n) {
+    if (C_VEC != 0) return Quads(p.mask).v[off >> 2];
+    vec4 v = vec4(0.0);
+    [[unroll]] for (uint j = 0; j < 4; ++j)
+        if (n + j < p.N) v[j] = p.mask.v[off + j];
+    return v;
+}
+
 // The thread's accumulators into the slice of `dst` at `base`; where `final` (the product C,
-// not a slice's partial product), plus the bias, then the relu.
+// not a slice's partial product), plus the bias, then the relu, then the mask.
 void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool final) {
     vec4 bq[TN / 4];
     [[unroll]] for (uint s = 0; s < TN / 4; ++s) {
@@ -221,7 +241,10 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool fin
                 vec4 v = acc[r * 4 + i][s];
                 if (BIAS != 0 && final) v += bq[s];
                 if (RELU_C != 0 && final) v = mix(v, vec4(0.0), lessThanEqual(v, vec4(0.0)));
-                store(dst, base + m * p.N + n, n, v);
+                uint off = base + m * p.N + n;
+                if (MASK_C != 0 && final)
+                    v = mix(vec4(0.0), v, greaterThan(mask_quad(off, n), vec4(0.0)));
+                store(dst, off, n, v);
             }
         }
 }
@@ -245,6 +268,10 @@ void main() {
     // consecutive vec4s.
     [[unroll]] for (uint i = 0; i < TM; ++i)
         [[unroll]] for (uint s = 0; s < TN / 4; ++s) acc[i][s] = vec4(0.0);
+
+    // ROWSUM_A: thread lid of a first-column workgroup sums row m0 + lid (THREADS >= BM).
+    bool sums_row = ROWSUM_A != 0 && gl_WorkGroupID.x == 0 && lid < BM;
+    float rowsum = 0.0;
 
     vec4 ra[LA], rb[LB];
     if (steps > 0) {
@@ -276,6 +303,9 @@ void main() {
                     [[unroll]] for (uint s = 0; s < TN / 4; ++s)
                         acc[r * 4 + i][s] = fma(vec4(av[r][i]), bv[s], acc[r * 4 + i][s]);
         }
+        if (sums_row)       // row lid of this step's A tile, from the buffer just read
+            [[unroll]] for (uint kk = 0; kk < BK; ++kk)
+                rowsum += As[(cur * BK + kk) * (BM / 4) + ((lid / 4) ^ swizzle_a(kk))][lid % 4];
         if (more) {
             [[unroll]] for (uint i = 0; i < LA; ++i) store_a(lid + i * THREADS, cur ^ 1u, ra[i]);
             [[unroll]] for (uint i = 0; i < LB; ++i) store_b(lid + i * THREADS, cur ^ 1u, rb[i]);
@@ -285,6 +315,7 @@ void main() {
 
     if (SPLITS == 1) {
         store_tile(p.c, batch * p.c_bs, tx, ty, m0, n0, true);
+        if (sums_row && m0 + lid < p.M) p.sums.v[batch * p.M + m0 + lid] = rowsum;
         return;
     }
     store_tile(p.w, z * p.c_bs, tx, ty, m0, n0, false);

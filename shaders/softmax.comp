@@ -1,7 +1,12 @@
 #version 460
 // Softmax / log-softmax over rows (OP 0 / 1), their backward (BACKWARD = 1), and the
-// forward of the fused softmax cross-entropy (XENT = 1: per-row log-sum-exp and loss);
-// the twins of dualgrad/cpu/softmax.py. One workgroup per row.
+// forward of the fused softmax cross-entropy (XENT = 1: per-row log-sum-exp and loss, and
+// their mean); the twins of dualgrad/cpu/softmax.py. One workgroup per row.
+//
+// XENT's mean: each workgroup, its rows' losses stored, counts itself in at counters[0];
+// the one that counts last adds every row's loss (thread j rows j, j + WG, ..., then a tree:
+// an order that does not depend on timing), writes loss / rows and puts the counter back to
+// 0 for the next dispatch. One dispatch, not a second reduction pass.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -11,10 +16,38 @@ layout(constant_id = 1) const uint BACKWARD = 0;
 layout(constant_id = 2) const uint XENT = 0;
 #include "rows.glsl"
 
+// Rows' losses that the last workgroup reads back within the dispatch: coherent, so neither
+// their stores nor those loads stay in a cache the other workgroups do not see.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Rows {
+    float v[];
+};
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
+
 layout(push_constant) uniform Push {
-    Floats x; Floats y; Floats g; Floats out_; Ints t; Floats lse;
-    uint rows; uint n;
+    Floats x; Floats y; Floats g; Rows out_; Ints t; Floats lse; Counters counters;
+    Floats loss; uint rows; uint n;
 } p;
+
+shared bool last_group;
+
+// XENT: once this workgroup's rows are stored, count it in; the last one writes the mean.
+void mean_of_rows() {
+    uint lid = gl_LocalInvocationID.x;
+    if (lid == 0) {
+        memoryBarrierBuffer();
+        last_group = atomicAdd(p.counters.v[0], 1u) == gl_NumWorkGroups.x - 1;
+    }
+    barrier();
+    if (!last_group) return;
+    memoryBarrierBuffer();
+    float s = 0.0;
+    for (uint r = lid; r < p.rows; r += WG) s += p.out_.v[r];
+    s = wg_sum(s);
+    if (lid == 0) {
+        p.loss.v[0] = s / float(p.rows);
+        p.counters.v[0] = 0u;
+    }
+}
 
 void main() {
     uint lid = gl_LocalInvocationID.x;
@@ -52,4 +85,5 @@ void main() {
                 p.out_.v[base + j] = exp(p.x.v[base + j] - m) / s;
         }
     }
+    if (XENT == 1) mean_of_rows();
 }

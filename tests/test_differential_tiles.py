@@ -19,18 +19,21 @@ def pair(gpu):
     return testing.Pair(device.active())
 
 
-def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False, relu=False):
+def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False, relu=False, mask=False):
     a, b = f32(rng, *sa), f32(rng, *sb)
     c = f32(rng, sb[-1]) if bias else None
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, c, relu=relu)
-    if relu:
-        assert (ref == 0).any() and (ref > 0).any()      # (the relu decided something)
+    shape = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])     # the product's
+    g = f32(rng, *shape) if mask else None
+    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, c, None, relu, g)
+    if relu or mask:
+        assert (ref == 0).any() and (ref != 0).any()     # (the relu or mask decided)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if bias:
         scale = scale + np.abs(c.astype(np.float64))
-    key = "matmul:relu" if relu else "matmul:bias" if bias else "matmul"
+    key = ("matmul:mask" if mask else "matmul:relu" if relu else "matmul:bias" if bias
+           else "matmul")
     result = pair.agree(key, got, ref, scale=scale,
                         length=sa[-1])
     assert result.ok, result
@@ -98,13 +101,14 @@ def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_
 @pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
 @pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "batched"])
-@pytest.mark.parametrize("relu", [False, True], ids=["", "relu"])
+@pytest.mark.parametrize("then", ["", "relu", "mask"])
 def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, name, split,
-                                                       layout, relu):
-    """The bias (and the relu after it) on every store path: an edge tile with vec4 or
-    scalar stores, whole tiles (no bounds tests), split K (added once, after the slices),
-    a batch sharing it."""
+                                                       layout, then):
+    """The bias (and the relu or the mask after it) on every store path: an edge tile with
+    vec4 or scalar stores, whole tiles (no bounds tests), split K (added once, after the
+    slices), a batch sharing it."""
     from dualgrad.gpu import dispatch
+    relu, mask = then == "relu", then == "mask"
     tile = plans.TILES[name]
     require_fits(tile)
     plan = forced(tile, 3 if split else 1)
@@ -112,17 +116,44 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
     if layout == "whole":
         m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
         r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
-                                   False, plan, True, relu)
-        assert r.spec[12:] == (1, 1, int(relu))                  # WHOLE, BIAS, RELU_C
-        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True, relu=relu)
+                                   False, plan, True, relu, mask)
+        assert r.spec[12:16] == (1, 1, int(relu), int(mask))  # WHOLE, BIAS, RELU_C, MASK_C
+        check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
     elif layout == "batched":
-        check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, bias=True, relu=relu)
+        check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, True, relu, mask)
     else:
         vec = layout == "edge-vec4"
         m, n = tile.bm + (4 if vec else 3), tile.bn + (8 if vec else 5)
         k = 2 * tile.bk + (4 if vec else 7)
-        check_matmul(pair, rng, (m, k), (k, n), False, True, bias=True, relu=relu)
-        check_matmul(pair, rng, (m, k), (k, n), True, False, bias=True, relu=relu)
+        check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
+        check_matmul(pair, rng, (m, k), (k, n), True, False, True, relu, mask)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "split-k", "batched"])
+def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypatch, name,
+                                                            layout):
+    """op(A)'s row sums (a bias gradient) on every path: written by the first column of
+    tiles as it loads A (edge tiles with vec4 or scalar loads, whole tiles), or, where K
+    is split or the product batched, by a reduction after it."""
+    from dualgrad.testing import differential
+    tile = plans.TILES[name]
+    require_fits(tile)
+    monkeypatch.setattr(plans, "matmul_plan", forced(tile, 3 if layout == "split-k" else 1))
+    vec = layout != "edge-scalar"
+    m, n = tile.bm + (4 if vec else 3), 2 * tile.bn + (8 if vec else 5)
+    k = 2 * tile.bk + (4 if vec else 7)
+    if layout == "whole":
+        m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
+    counters = device.active().rec.counters
+    for trans_a in (False, True):
+        a = f32(rng, *((3, m, k) if layout == "batched" else (m, k)))
+        before = counters.dispatches
+        results = differential.matmul_sums_agreement(pair, a, f32(rng, k, n), trans_a, False)
+        assert all(r.ok for r in results), results
+        assert counters.dispatches - before == (1 if layout.startswith(("edge", "whole"))
+                                                else 2)
 
 
 @pytest.mark.gpu
@@ -145,9 +176,9 @@ def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
                                     ((2, 20, 24), (2, 24, 300))],   # batch and columns
                          ids=str)
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True), (True, False)])
-@pytest.mark.parametrize("bias", [False, True], ids=["", "bias"])
+@pytest.mark.parametrize("then", ["", "bias", "mask"])
 def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, shapes,
-                                                     trans_a, trans_b, bias):
+                                                     trans_a, trans_b, then):
     """A grid dimension holds at most MAX_GROUPS workgroups (65535 on most devices): with
     the backend's limit set to 3, products that pass it in rows, columns or batch agree
     with the reference, in several dispatches."""
@@ -155,7 +186,7 @@ def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, sha
     monkeypatch.setattr(gpu_backend, "MAX_GROUPS", 3)
     counters = device.active().rec.counters
     before = counters.dispatches
-    check_matmul(pair, rng, *shapes, trans_a, trans_b, bias)
+    check_matmul(pair, rng, *shapes, trans_a, trans_b, then == "bias", mask=then == "mask")
     assert counters.dispatches - before >= 2
 
 
@@ -163,6 +194,37 @@ def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, sha
 def test_a_product_of_more_row_tiles_than_a_grid_holds(pair, rng):
     # 4 194 368 rows on 64-row tiles: 65 537 tiles down the grid, past its 65 535.
     check_matmul(pair, rng, (65537 * 64, 4), (4, 8), False, False, bias=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 300, 70000], ids=["1 row", "300 rows", "70000 rows"])
+def test_the_cross_entropys_mean_is_made_in_its_dispatch(pair, rng, rows):
+    # The last workgroup to finish its rows adds the rows' losses (past SCRATCH of them, kept
+    # in storage of their own; past MAX_GROUPS, workgroups take several rows each): one
+    # dispatch, the counter back at 0, so a loss that takes the same counter again (the
+    # workspace's counters taken from the first once more) keeps its bits, and agrees with
+    # the reference.
+    be = device.active()
+    x = np.asarray(rng.uniform(-6.0, 6.0, (rows, 10)), np.float32)
+    t = rng.integers(0, 10, rows)
+    hx, ht = be.upload(x), be.indices(t)
+    be._workspace()
+    first = be._cursors[0]
+    before = be.rec.counters.dispatches
+    losses = [be.softmax_cross_entropy(hx, ht)[0]]
+    assert be.rec.counters.dispatches - before == 1
+    be._scratch(0, be._workspace_arrays[0].size)     # the rest of the counters, then
+    if first:                                        # the ones before the first loss's
+        be._scratch(0, first)
+    losses.append(be.softmax_cross_entropy(hx, ht)[0])
+    assert be._cursors[0] == first + 64                 # (it took the first one's counter)
+    losses += [be.softmax_cross_entropy(hx, ht)[0] for _ in range(2)]
+    got = [be.download(loss) for loss in losses]
+    assert all(np.array_equal(g, got[0]) for g in got)
+    (ref, _), _ = pair.twin("softmax_cross_entropy", x, t)
+    per_row = np.abs(x).max(axis=1) + np.log(10.0) + np.abs(x[np.arange(rows), t])
+    assert pair.agree("softmax_cross_entropy", got[0], ref, scale=per_row.mean(),
+                      length=10 + rows).ok
 
 
 @pytest.mark.gpu

@@ -286,8 +286,9 @@ def test_batched_tensor_products(tensor_pair, rng, monkeypatch, shapes):
 @pytest.mark.gpu
 def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pair, rng,
                                                                       monkeypatch):
-    """The tensor-core kernel does not add a bias (or relu) itself: the backend adds it
-    after the product, the same bits as the product and a separate add (and relu)."""
+    """The tensor-core kernel does not add a bias (or relu, or mask, or sum A's rows)
+    itself: the backend adds it after the product, the same bits as the product and a
+    separate add (and relu, and relu's backward by the mask, and a reduction)."""
     monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
     backend = tensor_pair.dut
     a, b, a_st, b_st = operands(rng, (144, 300), (300, 96), False, True)
@@ -302,6 +303,14 @@ def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pa
     relu = backend.download(backend.matmul(ha, hb, False, True, hbias, relu=True))
     assert np.array_equal(relu, np.where(fused <= 0, np.float32(0), fused))
     assert (relu == 0).any() and (relu > 0).any()
+    mask = rng.uniform(-1.0, 1.0, fused.shape).astype(np.float32)
+    masked = backend.download(backend.matmul(ha, hb, False, True, hbias,
+                                             mask=backend.upload(mask)))
+    assert np.array_equal(masked, np.where(mask > 0, fused, np.float32(0)))
+    sums = backend.empty((144,), np.dtype(np.float32))
+    backend.matmul(ha, hb, False, True, sums=sums)         # (made by a reduction after it)
+    assert np.array_equal(backend.download(sums),
+                          backend.download(backend.reduce("sum", ha, (1,))))
 
 
 @pytest.mark.gpu

@@ -143,6 +143,49 @@ def test_a_linear_and_its_relu_run_as_one_op_with_the_same_bits(device, rng, mon
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("above", ["a linear", "two linears", "a linear and a product",
+                                   "a product"])
+def test_a_gradient_is_taken_through_a_fused_relu_once_where_it_is_made(device, rng,
+                                                                         monkeypatch, above):
+    # Below a linear layer, the gradient through a fused relu is masked as the layer's
+    # product is stored; the tape then makes no pass of relu's backward of its own, unless
+    # a gradient that did not come masked meets it there. The bits are those of a relu op.
+    be = dg.api.device.active()
+    calls = []
+    real = be.unary_backward
+    monkeypatch.setattr(be, "unary_backward",
+                        lambda op, *a: (calls.append(op), real(op, *a))[1])
+    x = rng.standard_normal((16, 5)).astype(np.float32)
+    w1, w2, w3 = (dg.ag_param(rng.standard_normal(s).astype(np.float32))
+                  for s in ((7, 5), (3, 7), (4, 7)))
+    b1 = dg.ag_param(rng.standard_normal(7).astype(np.float32))
+    c = rng.standard_normal((16, 7)).astype(np.float32)
+
+    def loss(h):
+        terms = {"a linear": [dg.linear(h, w2)], "two linears": [dg.linear(h, w2),
+                                                                 dg.linear(h, w3)],
+                 "a linear and a product": [dg.linear(h, w2), h * c], "a product": [h * c]}
+        return sum(dg.sum(t * t) for t in terms[above])
+
+    def grads(fused):
+        with dg.with_grad_tape():
+            h = (dg.linear(x, w1, b1, activation="relu") if fused
+                 else dg.relu(dg.linear(x, w1, b1)))
+            loss(h).backward()
+        out = [p.grad.numpy() for p in (w1, b1, w2, w3) if p.grad is not None]
+        for p in (w1, b1, w2, w3):
+            p.grad = None
+        return out
+    apart = grads(fused=False)
+    calls.clear()
+    fused = grads(fused=True)
+    assert calls.count("relu") == (1 if "product" in above else 0)
+    assert len(fused) == len(apart)
+    for f, a in zip(fused, apart):
+        np.testing.assert_array_equal(f, a)
+    assert (apart[1] != 0).any() and (x @ w1.numpy().T + b1.numpy() < 0).any()
+
+
 def test_linear_names_a_bad_activation_and_changes_nothing(device):
     layer = dg.nn.Linear(3, 2)
     for bad in ("gelu", 1, "RELU"):

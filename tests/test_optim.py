@@ -281,6 +281,33 @@ def test_param_given_twice_rejected():
         dg.optim.SGD([p, p], lr=0.1)
 
 
+@pytest.mark.parametrize("name,bad", [("lr", True), ("lr", float("nan")),
+                                      ("eps", -1e-8), ("betas", "a list")])
+def test_a_hyperparameter_made_bad_between_steps_is_refused_by_the_next(device, rng, name,
+                                                                        bad):
+    # A step checks only the hyperparameters that are not the objects it last found good:
+    # a new one is checked, however equal in value (True == 1), and a list each time (it
+    # may change in place). Refused before anything changes.
+    w = dg.ag_param(rng.standard_normal(6).astype(np.float32))
+    opt = dg.optim.Adam([w], lr=1.0)
+    w.grad = np.ones(6, np.float32)
+    opt.step()
+    if name == "betas":
+        opt.betas = [0.9, 0.999]
+        opt.step()                          # a good list is taken ...
+        opt.betas[1] = 1.0                  # ... and made bad in place
+    else:
+        setattr(opt, name, bad)
+    before, state = w.numpy(), opt.state_dict()
+    with pytest.raises(dg.ArgumentTypeError if bad is True else dg.InvalidValueError,
+                       match=name):
+        opt.step()
+    np.testing.assert_array_equal(w.numpy(), before)
+    after = opt.state_dict()
+    assert after["state"][0]["step"] == state["state"][0]["step"]
+    np.testing.assert_array_equal(after["state"][0]["exp_avg"], state["state"][0]["exp_avg"])
+
+
 @pytest.mark.parametrize("set_to_none", [True, False])
 def test_zero_grad(device, rng, set_to_none):
     params = make_params(rng, SHAPES)

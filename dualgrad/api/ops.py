@@ -5,7 +5,9 @@ A backward rule is a closure ``backward(g, needs) -> tuple`` over the forward's 
 storage handles; ``needs[i]`` says whether input i wants a gradient (None where not): true,
 or a ``tape.Into`` (``tape.into(needs[i])``: storage the gradient may be written into, a
 leaf's first ``.grad``; a rule whose kernel takes an output writes it there, which saves a
-copy). Rules call backend kernels directly, so backward records nothing.
+copy). A rule may return an input's gradient as ``tape.Masked`` where it has already
+taken it through the relu that input ends in (``tape.relu_mask``). Rules call backend kernels
+directly, so backward records nothing.
 """
 from __future__ import annotations
 
@@ -37,11 +39,12 @@ def _tensor(fn: str, name: str, x, like=None) -> Tensor:
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
 
-def _make(h, inputs: tuple, backward, backend) -> Tensor:
-    """Wrap a kernel's output handle in a Tensor and record how it was made."""
+def _make(h, inputs: tuple, backward, backend, relu: bool = False) -> Tensor:
+    """Wrap a kernel's output handle in a Tensor and record how it was made (``relu``: the
+    op ends in a relu, and ``backward`` takes the gradient through it: see tape.py)."""
     out = Tensor(h.shape, h.dtype)
     backend.adopt(out, h)
-    return tape.record(out, inputs, backward, backend)
+    return tape.record(out, inputs, backward, backend, h if relu else None)
 
 
 def _same_dtype(fn: str, a: Tensor, b: Tensor) -> None:
@@ -426,20 +429,27 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
     hy = backend.matmul(hx, hw, False, True, backend.handle(bias) if bias is not None else None,
                         relu=relu)
 
-    def backward(g, needs):
-        if relu:            # (relu's rule from its output: y > 0 exactly where x > 0)
-            g = backend.unary_backward("relu", hy, hy, g)
+    def backward(g, needs):         # (g: through the relu, which the tape takes care of)
         rows = x.size // x.shape[-1]
         g2 = backend.reshape(g, (rows, weight.shape[0]))
-        gx = backend.matmul(g, hw) if needs[0] else None
-        gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
-                            out=tape.into(needs[1])) if needs[1] else None
-        grads = (gx, gw)
-        if bias is not None:
-            grads += (backend.reduce("sum", g2, (0,), out=tape.into(needs[2]))
-                      if needs[2] else None,)
-        return grads
-    return _make(hy, inputs, backward, backend)
+        gx = None
+        if needs[0]:        # x made by a relu: its gradient through it, as it is stored
+            mask = tape.relu_mask(x)
+            gx = backend.matmul(g, hw, mask=mask)
+            if mask is not None:
+                gx = tape.Masked(gx)
+        gw = gb = None
+        if bias is not None and needs[2]:   # the sums of g's columns: with gw where it is
+            gb = tape.into(needs[2])        # made, else alone
+            if not needs[1]:
+                gb = backend.reduce("sum", g2, (0,), out=gb)
+            elif gb is None:
+                gb = backend.empty((weight.shape[0],), x.dtype)
+        if needs[1]:
+            gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
+                                out=tape.into(needs[1]), sums=gb)
+        return (gx, gw) if bias is None else (gx, gw, gb)
+    return _make(hy, inputs, backward, backend, relu)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ class Optimizer:
 
     _hyper_names: tuple = ()
     _state_tensors: tuple = ()
+    _good_hyper = None
 
     def __init__(self, fn: str, params):
         self.param_names, self.params = _params(fn, params)
@@ -75,19 +76,31 @@ class Optimizer:
                 backend.fill(backend.handle(p.grad), 0.0)
                 p.grad.written()
 
+    def _checked_hyper(self) -> None:
+        """Check the hyperparameters (they may have been reassigned) unless each is the very
+        object last found good: a step's check is then a comparison. (Not by value: True ==
+        1; and a list is checked each time, since it may have changed in place.)"""
+        values = tuple(getattr(self, name) for name in self._hyper_names)
+        good = self._good_hyper
+        if good is None or any(v is not g or v.__class__ is list
+                               for v, g in zip(values, good)):
+            self._check_hyper(dict(zip(self._hyper_names, values)))
+            self._good_hyper = values
+
     def _ready(self):
         """(backend, [(index, param, grad handle)]) for the parameters that have a grad,
-        after checking the hyperparameters (they may have been reassigned)."""
-        self._check_hyper(self.hyperparameters())
+        after checking the hyperparameters."""
+        self._checked_hyper()
         backend = device.active()
         todo = []
         for i, p in enumerate(self.params):
-            if p.grad is None:
+            grad = p._grad
+            if grad is None:
                 continue
-            if p.grad.shape != p.shape:
+            if grad.shape != p.shape:
                 raise bad_shape("step", f"params[{self.param_names[i]}].grad",
-                                p.grad.shape, f"the parameter's shape {p.shape}")
-            todo.append((i, p, backend.handle(p.grad)))
+                                grad.shape, f"the parameter's shape {p.shape}")
+            todo.append((i, p, backend.handle(grad)))
         return backend, todo
 
     def step(self) -> None:
@@ -106,7 +119,7 @@ class Optimizer:
     def _replay_key(self, todo: list) -> tuple:
         """Check the hyperparameters; return which state tensors exist for ``todo`` (a
         recorded update fits only the state it was recorded with)."""
-        self._check_hyper(self.hyperparameters())
+        self._checked_hyper()
         return tuple(tuple(sorted(k for k, v in self.state[i].items() if isinstance(v, Tensor)))
                      for i, _, _ in todo)
 

@@ -5,6 +5,13 @@ inputs and a closure that maps the output's gradient to the inputs' gradients (t
 beside the op's forward in ``ops.py``). ``backward()`` sorts the recorded graph
 topologically and walks it in reverse, summing the gradients that meet at a tensor; leaves
 accumulate theirs in ``.grad``.
+
+An op that ends in a relu (a linear layer and its ReLU in one kernel) records its output as
+the Node's ``relu``: its rule takes the gradient through that relu, which the tape makes
+(relu's backward from the output: kept where the output is > 0, else 0). A consumer's rule
+may make it instead, as it writes the gradient (a product's store does it at no cost), and
+say so by returning ``Masked``; where every gradient that meets at the tensor came masked,
+the tape makes no second pass over it.
 """
 from __future__ import annotations
 
@@ -19,15 +26,17 @@ _local = threading.local()
 
 
 class Node:
-    """How a recorded tensor was made: its inputs, the backward rule, and the backend whose
-    storage the rule's saved handles live in."""
+    """How a recorded tensor was made: its inputs, the backward rule, the backend whose
+    storage the rule's saved handles live in, and ``relu``: the output's storage where the
+    op ends in a relu (the rule's gradient is then the one through it), else None."""
 
-    __slots__ = ("inputs", "backward", "backend")
+    __slots__ = ("inputs", "backward", "backend", "relu")
 
-    def __init__(self, inputs: tuple, backward, backend):
+    def __init__(self, inputs: tuple, backward, backend, relu=None):
         self.inputs = inputs
         self.backward = backward
         self.backend = backend
+        self.relu = relu
 
 
 def recording() -> bool:
@@ -67,15 +76,33 @@ def no_grad():
         _local.recording = was
 
 
-def record(out: Tensor, inputs: tuple, backward, backend) -> Tensor:
-    """Attach a Node to ``out`` when recording and an input requires grad."""
+def record(out: Tensor, inputs: tuple, backward, backend, relu=None) -> Tensor:
+    """Attach a Node to ``out`` when recording and an input requires grad (``relu``: the
+    output's storage, where the op ends in a relu)."""
     if recording():
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True
-                out._node = Node(inputs, backward, backend)
+                out._node = Node(inputs, backward, backend, relu)
                 break
     return out
+
+
+class Masked:
+    """A backward rule's gradient for an input made by an op that ends in a relu, already
+    taken through that relu (zero where the input is not > 0)."""
+
+    __slots__ = ("g",)
+
+    def __init__(self, g):
+        self.g = g
+
+
+def relu_mask(t: Tensor):
+    """The storage that a gradient for ``t`` may be masked by (``Masked``): t's own, where
+    t is the output of an op that ends in a relu; else None."""
+    node = t._node
+    return node.relu if node is not None else None
 
 
 def _topological(root: Tensor) -> list:
@@ -171,18 +198,28 @@ def backward(tensor: Tensor, grad=None) -> None:
                 f"backward: the graph was recorded on the {t._node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
     grads = {id(tensor): _seed_grad(tensor, grad, backend)}
+    masked = set()          # tensors whose every gradient so far came Masked
     for t in reversed(order):
         g = grads.pop(id(t), None)
         if g is None:
             continue
         node = t._node
+        if node.relu is not None and id(t) not in masked:
+            g = backend.unary_backward("relu", node.relu, node.relu, g)
         needs = tuple(_need(i, backend) for i in node.inputs)
         for inp, need, gi in zip(node.inputs, needs, node.backward(g, needs)):
             if gi is None or not need:
                 continue
+            came_masked = gi.__class__ is Masked
+            if came_masked:
+                gi = gi.g
             if inp._node is None:
                 accumulate_leaf(inp, gi, backend, into(need))
-            elif id(inp) in grads:
+            elif id(inp) in grads:      # (masked stays so only if this one is too)
                 grads[id(inp)] = backend.binary("add", grads[id(inp)], gi)
+                if not came_masked:
+                    masked.discard(id(inp))
             else:
                 grads[id(inp)] = gi
+                if came_masked:
+                    masked.add(id(inp))

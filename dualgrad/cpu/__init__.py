@@ -96,8 +96,9 @@ class CpuBackend(Backend):
     def permute(self, x, axes):
         return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False):
-        return matmul.matmul(a, b, trans_a, trans_b, bias, out, relu)
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False,
+               mask=None, sums=None):
+        return matmul.matmul(a, b, trans_a, trans_b, bias, out, relu, mask, sums)
 
     def softmax(self, x):
         return softmax.softmax(x)

@@ -44,7 +44,7 @@ SCRATCH = 1 << 16                 # partial results kept in the reduction worksp
 # The push constants of the hot dispatches, packed in one call each: a recipe's uints come
 # packed (its ``tail``), so only the addresses are packed per call.
 _UNARY_PUSH = _packer(4, 1, 2)    # x, y, g, out; n; a, b
-_ADDRESSES2, _ADDRESSES5, _ADDRESSES6 = _packer(2), _packer(5), _packer(6)
+_ADDRESSES2, _ADDRESSES5, _ADDRESSES8 = _packer(2), _packer(5), _packer(8)
 _OPTIM_PUSH = _packer(4, 2, len(ADAM_HYPER))   # w, g, m (buf), v; n, flags; the scalars
 # optim.comp's TABLE: one dispatch updates up to MAX_TABLE tensors, each entry (addresses,
 # n, first workgroup, elements a workgroup) written into the command stream.
@@ -524,7 +524,8 @@ class GpuBackend(Backend):
         return out
 
     # -- matmul -------------------------------------------------------------------------------
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False):
+    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False,
+               mask=None, sums=None):
         ra, ca = a.shape[-2:]
         rb, cb = b.shape[-2:]
         m, k = (ca, ra) if trans_a else (ra, ca)
@@ -533,20 +534,26 @@ class GpuBackend(Backend):
         batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
         if out is None:
             out = self.empty((batch, m, n) if batched else (m, n))
-        if out.size:
-            self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu=relu)
+        fused = out.size and self._matmul_into(a, b, out, trans_a, trans_b, m, n, k, batch,
+                                               bias, relu=relu, mask=mask, sums=sums)
+        if sums is not None and not fused:     # op(a)'s row sums by a reduction of their own
+            self.reduce("sum", a, (len(a.shape) - (2 if trans_a else 1),), out=sums)
         return out
 
     def _matmul_into(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias=None,
-                     tensor_cores=True, relu=False):
+                     tensor_cores=True, relu=False, mask=None, sums=None) -> bool:
+        """Record the product; True where ``sums`` (op(a)'s row sums) were written with it
+        (the fma kernel's ROWSUM_A: one matrix, whole K), else the caller makes them."""
         shared, threads, cores = self._matmul_limits
+        fuse_sums = sums is not None and batch == 1 and len(a.shape) == 2
         r = _matmul_recipe(a.shape, b.shape, trans_a, trans_b, m, n, k, batch, shared,
                            threads, cores and tensor_cores, plans.matmul_plan,
-                           bias is not None, relu)
+                           bias is not None, relu, mask is not None, fuse_sums)
         gx, gy, gz = r.groups
         if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
-            self._matmul_bands(a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, r)
-            return
+            self._matmul_bands(a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, mask,
+                               r)
+            return False
         pieces = []
         for x, split in zip((a, b), r.pieces):      # the tensor-core kernel's bf16 pieces
             h = self.empty((split.floats,))
@@ -562,25 +569,36 @@ class GpuBackend(Backend):
                 counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
                 partials = self.empty(r.partials)
                 extra, writes = (partials.address, counters), [out, partials]
-            if r.shader == "matmul":                # (it adds the bias, and relus, itself)
-                push = _ADDRESSES6.pack(a.address, b.address, out.address, *extra,
-                                        bias.address if bias is not None else 0) + r.tail
-                self._run(r.shader, r.spec, push, r.groups, [a, b, bias], writes)
-                return
+            if r.shader == "matmul":         # (it adds the bias, relus and masks, itself)
+                if r.sums:
+                    writes.append(sums)
+                push = _ADDRESSES8.pack(a.address, b.address, out.address, *extra,
+                                        bias.address if bias is not None else 0,
+                                        mask.address if mask is not None else 0,
+                                        sums.address if r.sums else 0) + r.tail
+                self._run(r.shader, r.spec, push, r.groups, [a, b, bias, mask], writes)
+                return r.sums
             self._run(r.shader, r.spec,
                       _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
                       r.groups, [a, b, *pieces], writes)
-        self._bias_relu(out, bias, relu)
+        self._epilogue(out, bias, relu, mask)
+        return False
 
-    def _bias_relu(self, out, bias, relu) -> None:
-        """The bias and the relu of a product made without them, as separate ops (the same
-        bits as the fma kernel's)."""
+    def _epilogue(self, out, bias, relu, mask) -> None:
+        """The bias, the relu and the mask of a product made without them, as separate ops
+        in place (the same bits as the fma kernel's)."""
         if bias is not None:
             self.binary("add", out, bias, out=out)
         if relu:
             self.unary("relu", out, out=out)
+        if mask is not None:
+            self._run("unary", (self._ops["relu"], 1),
+                      _UNARY_PUSH.pack(mask.address, mask.address, out.address, out.address,
+                                       out.size, 0.0, 0.0), _quad_groups(out.size),
+                      [mask, out], [out])
 
-    def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, r):
+    def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, mask,
+                      r):
         """A product whose grid passes a dimension's MAX_GROUPS workgroups (a tall, wide or
         many-times batched one), as several: bands of the batch, or of C's rows, each read
         and written through addresses offset into the operands (the fma kernel only: the
@@ -591,7 +609,7 @@ class GpuBackend(Backend):
             product_t = self.empty(shape_t)
             self._matmul_into(b, a, product_t, not trans_b, not trans_a, n, m, k, batch)
             self._permute_into(product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
-            self._bias_relu(out, bias, relu)
+            self._epilogue(out, bias, relu, mask)
             return
         # Bands of the batch (of one matrix where the rows need bands too). A band of 128
         # matrices or more is never split, and a split product's grid holds fewer than 256
@@ -602,8 +620,10 @@ class GpuBackend(Backend):
                 raise DeviceError(f"internal: no band of the {r.groups} grid fits")
             for b0 in range(0, batch, band):
                 nb = min(band, batch - b0)
-                views = [_batch_band(x, b0, nb) for x in (a, b, out)]
-                self._matmul_into(*views, trans_a, trans_b, m, n, k, nb, bias, False, relu)
+                a_, b_, out_ = (_batch_band(x, b0, nb) for x in (a, b, out))
+                mask_ = _batch_band(mask, b0, nb) if mask is not None else None
+                self._matmul_into(a_, b_, out_, trans_a, trans_b, m, n, k, nb, bias, False,
+                                  relu, mask_)
             return
         # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
         # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
@@ -612,9 +632,10 @@ class GpuBackend(Backend):
             raise DeviceError(f"internal: no band of the {r.groups} grid fits")
         a_row = 1 if trans_a else a.shape[-1]       # op(A)'s row stride
         for r0 in range(0, m, rows):
-            views = (_offset(a, r0 * a_row), b, _offset(out, r0 * n))
-            self._matmul_into(*views, trans_a, trans_b, min(rows, m - r0), n, k, batch,
-                              bias, False, relu)
+            mask_ = _offset(mask, r0 * n) if mask is not None else None
+            self._matmul_into(_offset(a, r0 * a_row), b, _offset(out, r0 * n), trans_a,
+                              trans_b, min(rows, m - r0), n, k, batch, bias, False, relu,
+                              mask_)
 
     # -- softmax family -----------------------------------------------------------------------
     def _rows(self, x):
@@ -625,8 +646,8 @@ class GpuBackend(Backend):
         out = self.empty(x.shape)
         rows, n = self._rows(x)
         if x.size:
-            self._run("softmax", (log, 0, 0), _push((x.address, 0, 0, out.address, 0, 0),
-                                                    (rows, n)),
+            self._run("softmax", (log, 0, 0), _push((x.address, 0, 0, out.address, 0, 0, 0,
+                                                     0), (rows, n)),
                       (min(rows, MAX_GROUPS), 1, 1), [x], [out])
         return out
 
@@ -640,8 +661,8 @@ class GpuBackend(Backend):
         out = self.empty(g.shape)
         rows, n = self._rows(g)
         if g.size:
-            self._run("softmax", (log, 1, 0), _push((0, y.address, g.address, out.address, 0, 0),
-                                                    (rows, n)),
+            self._run("softmax", (log, 1, 0), _push((0, y.address, g.address, out.address, 0, 0,
+                                                     0, 0), (rows, n)),
                       (min(rows, MAX_GROUPS), 1, 1), [y, g], [out])
         return out
 
@@ -653,11 +674,21 @@ class GpuBackend(Backend):
 
     def softmax_cross_entropy(self, logits, targets):
         rows, n = logits.shape
-        lse, per_row = self.empty((rows,)), self.empty((rows,))
-        self._run("softmax", (0, 0, 1), _push((logits.address, 0, 0, per_row.address,
-                                               targets.address, lse.address), (rows, n)),
-                  (min(rows, MAX_GROUPS), 1, 1), [logits, targets], [per_row, lse])
-        return self.reduce("mean", per_row, (0,)), lse
+        lse, loss = self.empty((rows,)), self.empty(())
+        if not rows:                                # (the mean of no rows, as 0 / 0)
+            self.fill(loss, float("nan"))
+            return loss, lse
+        with self.ctx.lock:                         # (see _scratch)
+            if rows <= SCRATCH:     # the rows' losses, summed within the dispatch
+                per_row, writes = self._scratch(1, rows), [lse, loss]
+            else:
+                allocated = self.empty((rows,))
+                per_row, writes = allocated.address, [lse, loss, allocated]
+            self._run("softmax", (0, 0, 1),
+                      _push((logits.address, 0, 0, per_row, targets.address, lse.address,
+                             self._scratch(0, 1), loss.address), (rows, n)),
+                      (min(rows, MAX_GROUPS), 1, 1), [logits, targets], writes)
+        return loss, lse
 
     def softmax_cross_entropy_backward(self, logits, targets, lse, g):
         rows, n = logits.shape

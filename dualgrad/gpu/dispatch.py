@@ -175,6 +175,7 @@ class MatmulRecipe(NamedTuple):
     partials: tuple | None        # the shape of the split-K partial products, if any
     pieces: tuple = ()            # SplitPass of A and of B (the tensor-core kernel only)
     tail: bytes = b""             # uints, packed
+    sums: bool = False            # it writes op(A)'s row sums too (ROWSUM_A)
 
 
 def split_pass(shape: tuple, k_major: bool) -> tuple:
@@ -197,13 +198,15 @@ def split_pass(shape: tuple, k_major: bool) -> tuple:
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
                   m: int, n: int, k: int, batch: int, shared: int, threads: int,
                   tensor_cores: bool, planner, bias: bool = False,
-                  relu: bool = False) -> MatmulRecipe:
+                  relu: bool = False, mask: bool = False, sums: bool = False) -> MatmulRecipe:
     """The tile plans.matmul_plan picks on a device with these limits, as a dispatch; a
     split-K plan writes (batch * splits, m, n) partial products that the last slice of
     each tile adds within the dispatch, counting in at the reduction workspace's counters
     (one per tile, so K stays whole past COUNTERS tiles). ``bias``: matmul.comp adds a
-    bias to every row as it stores C (BIAS), ``relu``: then applies relu to it (RELU_C);
-    the tensor-core kernel does neither, so its recipe does not say them."""
+    bias to every row as it stores C (BIAS), ``relu``: then applies relu to it (RELU_C),
+    ``mask``: then zeroes it where a mask matrix is not > 0 (MASK_C); ``sums``: it writes
+    op(A)'s row sums too (ROWSUM_A), where K is whole and the recipe says so. The
+    tensor-core kernel does none of them, so its recipe does not say them."""
     ca, cb = a_shape[-1], b_shape[-1]
     a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
@@ -230,11 +233,13 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     split = plan.splits > 1
     whole = (a_vec and b_vec and m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
              and plan.kc % t.bk == 0)
+    sums = sums and not split and t.threads >= t.bm     # (a thread for each row's sum)
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
-            plan.splits, t.threads, int(whole), int(bias), int(relu))
+            plan.splits, t.threads, int(whole), int(bias), int(relu), int(mask), int(sums))
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     return MatmulRecipe(t.shader, spec, uints, groups,
-                        (batch * plan.splits, m, n) if split else None, (), packed_uints(uints))
+                        (batch * plan.splits, m, n) if split else None, (), packed_uints(uints),
+                        sums)
 
 
 def strides4(shape4) -> list:

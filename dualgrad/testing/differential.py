@@ -277,12 +277,51 @@ def _matmul_relu(data, pair):
     return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias, relu=True)]
 
 
-def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False):
+@check("matmul:mask")
+def _matmul_mask(data, pair):
+    """The product kept where a mask of its shape is > 0, else 0, in one kernel (the
+    gradient a linear layer hands back through the ReLU below it)."""
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    mask = data.draw(dgst.arrays(shape, specials=pair.specials(dgst.ALL_SPECIALS)),
+                     label="mask")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, mask=mask)]
+
+
+@check("matmul:sums")
+def _matmul_sums(data, pair):
+    """The product and, written beside it, op(a)'s row sums (a linear layer's weight and
+    bias gradients in one kernel, op(a) = g^T): each agrees as its own primitive would."""
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    return matmul_sums_agreement(pair, a, b, trans_a, trans_b)
+
+
+def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
+    """[the product's agreement, the row sums'] for operands op(a), op(b) stored transposed
+    where asked (also the tile tests' check of every way the sums are made)."""
+    a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
+    b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
+    results = []
+    for backend in (pair.ref, pair.dut):
+        sums = backend.empty(a.shape[:-1], np.dtype(np.float32))
+        product = backend.matmul(backend.upload(a_st), backend.upload(b_st), trans_a, trans_b,
+                                 sums=sums)
+        results.append((backend.download(product), backend.download(sums)))
+    (cc, cs), (gc, gs) = results
+    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    return [pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1]),
+            pair.agree("reduce:sum", gs, cs, scale=np.abs(a.astype(np.float64)).sum(-1),
+                       length=a.shape[-1])]
+
+
+def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=None):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias, relu=relu)
+    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias, None, relu, mask)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    if mask is not None:
+        return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
     if bias is None:
         return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
     return pair.agree("matmul:relu" if relu else "matmul:bias", gc, cc,

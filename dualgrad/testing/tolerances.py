@@ -179,6 +179,9 @@ TOLERANCES: dict = {
     "matmul:relu": Tolerance("matmul:bias's bound: relu then selects x or 0 on each backend, "
                              "which moves no result further from its twin "
                              "(|relu(x) - relu(y)| <= |x - y|)", ulps=1, gamma=2),
+    "matmul:mask": Tolerance("matmul:bias's bound (without a bias, matmul's is within it): "
+                             "each backend then keeps x or makes it 0 by the same mask value, "
+                             "which moves no result further from its twin", ulps=1, gamma=2),
     "permute": Tolerance(_EXACT_MOVE, exact=True),
     "copy": Tolerance(_EXACT_MOVE, exact=True),
     "fill": Tolerance("every element set to the same float32 value", exact=True),
