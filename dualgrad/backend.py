@@ -121,8 +121,9 @@ class Backend(abc.ABC):
         """Elementwise op(x); a, b are the op's scalar parameters (clamp bounds, scalars)."""
 
     @abc.abstractmethod
-    def unary_backward(self, op: str, x, y, g, a: float = 0.0, b: float = 0.0):
-        """dL/dx of y = op(x), given g = dL/dy."""
+    def unary_backward(self, op: str, x, y, g, a: float = 0.0, b: float = 0.0, out=None):
+        """dL/dx of y = op(x), given g = dL/dy; into ``out`` (storage of g's size, which
+        may be g's own, returned) where given."""
 
     @abc.abstractmethod
     def binary(self, op: str, a, b, out=None):

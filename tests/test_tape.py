@@ -168,7 +168,8 @@ def test_a_leafs_first_gradient_is_written_where_it_is_kept(device, monkeypatch)
     np.testing.assert_allclose(_grad(b), 2 * g_h.sum(axis=0), rtol=1e-5)
 
 
-@pytest.mark.parametrize("op", ["matmul", "batched matmul", "reduce"])
+@pytest.mark.parametrize("op", ["matmul", "batched matmul", "reduce", "relu backward",
+                                "relu backward in place"])
 def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
     # The backend contract's out= (what a backward rule uses to write into .grad): the
     # same values as without it, in the storage given, on either backend.
@@ -185,11 +186,15 @@ def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
 
         def run(**out):
             return backend.matmul(batch, a, False, False, bias, **out)
-    else:
+    elif op == "reduce":
         def run(**out):
             return backend.reduce("sum", a, (0,), **out)
+    else:
+        def run(**out):
+            return backend.unary_backward("relu", c, c, grad, **out)
+    grad = backend.upload(rng.standard_normal((5, 4)).astype(np.float32))
     plain = run()
-    out = backend.empty(plain.shape, np.float32)
+    out = grad if op.endswith("in place") else backend.empty(plain.shape, np.float32)
     assert run(out=out) is out
     np.testing.assert_array_equal(backend.download(out), backend.download(plain))
 

@@ -78,8 +78,8 @@ class CpuBackend(Backend):
     def unary(self, op, x, a=0.0, b=0.0, out=None):
         return elementwise.unary(op, x, a, b, out)
 
-    def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
-        return elementwise.unary_backward(op, x, y, g, a, b)
+    def unary_backward(self, op, x, y, g, a=0.0, b=0.0, out=None):
+        return elementwise.unary_backward(op, x, y, g, a, b, out)
 
     def binary(self, op, a, b, out=None):
         return elementwise.binary(op, a, b, out)

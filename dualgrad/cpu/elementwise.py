@@ -270,9 +270,10 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     return out
 
 
-def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0) -> np.ndarray:
-    """dL/dx of y = op(x), given dL/dy = g."""
-    out = np.empty_like(g)
+def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
+                   out=None) -> np.ndarray:
+    """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
+    out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
     split.run(_UNARY_GRAD[UNARY_OPS.index(op)],
               (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1)), a, b)

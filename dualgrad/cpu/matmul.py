@@ -40,5 +40,5 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False,
         elementwise.unary("relu", c, out=c)
     if mask is not None:
         mask = mask.reshape(c.shape)
-        c[...] = elementwise.unary_backward("relu", mask, mask, c)
+        elementwise.unary_backward("relu", mask, mask, c, out=c)
     return c if out is None else out

@@ -391,8 +391,8 @@ class GpuBackend(Backend):
                       _quad_groups(x.size), [x], [out])
         return out
 
-    def unary_backward(self, op, x, y, g, a=0.0, b=0.0):
-        out = self.empty(g.shape)
+    def unary_backward(self, op, x, y, g, a=0.0, b=0.0, out=None):
+        out = self.empty(g.shape) if out is None else out
         if g.size:
             self._run("unary", (self._ops[op], 1),
                       _UNARY_PUSH.pack(x.address, y.address, g.address, out.address, g.size,
@@ -428,13 +428,8 @@ class GpuBackend(Backend):
         for p in passes:
             y_address = y.address if y is not None else 0
             if p.finish:
-                used = p.partials[0] * p.partials[1]
                 with self.ctx.lock:      # (see _scratch)
-                    if used <= SCRATCH:      # the workspace's ranges are not tracked
-                        partials, writes = self._scratch(1, used), [out]      # (an address)
-                    else:
-                        allocated = self.empty(p.partials)
-                        partials, writes = allocated.address, [allocated, out]
+                    partials, writes = self._partials(p.partials, [out])
                     counters = self._scratch(0, p.uints[0])           # one per output
                     self._run("reduce", p.spec,
                               _ADDRESSES5.pack(x.address, y_address, partials, out.address,
@@ -481,6 +476,17 @@ class GpuBackend(Backend):
             self.rec.barrier()
         self._cursors[which] = (start + n + 63) // 64 * 64    # 256-byte aligned ranges
         return array.address + 4 * start
+
+    def _partials(self, shape, writes) -> tuple:
+        """(the address, ``writes`` plus what to name to the recorder) of room for partial
+        results read back within their dispatch: the workspace's (its ranges are not
+        tracked) up to SCRATCH values, else storage of their own. The caller holds the
+        device lock (see ``_scratch``)."""
+        used = math.prod(shape)
+        if used <= SCRATCH:
+            return self._scratch(1, used), writes
+        allocated = self.empty(shape)
+        return allocated.address, writes + [allocated]
 
     def reduce(self, op, x, axes, keepdims=False, out=None):
         if out is None:
@@ -592,10 +598,7 @@ class GpuBackend(Backend):
         if relu:
             self.unary("relu", out, out=out)
         if mask is not None:
-            self._run("unary", (self._ops["relu"], 1),
-                      _UNARY_PUSH.pack(mask.address, mask.address, out.address, out.address,
-                                       out.size, 0.0, 0.0), _quad_groups(out.size),
-                      [mask, out], [out])
+            self.unary_backward("relu", mask, mask, out, out=out)
 
     def _matmul_bands(self, a, b, out, trans_a, trans_b, m, n, k, batch, bias, relu, mask,
                       r):
@@ -678,12 +681,8 @@ class GpuBackend(Backend):
         if not rows:                                # (the mean of no rows, as 0 / 0)
             self.fill(loss, float("nan"))
             return loss, lse
-        with self.ctx.lock:                         # (see _scratch)
-            if rows <= SCRATCH:     # the rows' losses, summed within the dispatch
-                per_row, writes = self._scratch(1, rows), [lse, loss]
-            else:
-                allocated = self.empty((rows,))
-                per_row, writes = allocated.address, [lse, loss, allocated]
+        with self.ctx.lock:         # (see _scratch) the rows' losses, summed in the dispatch
+            per_row, writes = self._partials((rows,), [lse, loss])
             self._run("softmax", (0, 0, 1),
                       _push((logits.address, 0, 0, per_row, targets.address, lse.address,
                              self._scratch(0, 1), loss.address), (rows, n)),
