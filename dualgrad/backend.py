@@ -176,8 +176,10 @@ class Backend(abc.ABC):
         """dL/dx of y = log_softmax(x)."""
 
     @abc.abstractmethod
-    def softmax_cross_entropy(self, logits, targets):
-        """(mean loss of shape (), per-row log-sum-exp) for 2-D logits and index targets."""
+    def softmax_cross_entropy(self, logits, targets, grad=None):
+        """(mean loss of shape (), per-row log-sum-exp) for 2-D logits and index targets;
+        ``grad`` (storage of logits' shape), where given, also receives dL/dlogits for
+        dL/dloss = 1: what ``softmax_cross_entropy_backward`` makes for g = 1."""
 
     @abc.abstractmethod
     def softmax_cross_entropy_backward(self, logits, targets, lse, g):

@@ -1,7 +1,9 @@
 #version 460
 // Softmax / log-softmax over rows (OP 0 / 1), their backward (BACKWARD = 1), and the
 // forward of the fused softmax cross-entropy (XENT = 1: per-row log-sum-exp and loss, and
-// their mean); the twins of dualgrad/cpu/softmax.py. One workgroup per row.
+// their mean; with XENT_GRAD = 1 also dL/dlogits for dL/dloss = 1 into y, as
+// xent_backward.comp makes it from the stored log-sum-exp); the twins of
+// dualgrad/cpu/softmax.py. One workgroup per row.
 //
 // XENT's mean: each workgroup, its rows' losses stored, counts itself in at counters[0];
 // the one that counts last adds every row's loss (thread j rows j, j + WG, ..., then a tree:
@@ -14,6 +16,7 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint LOG_ = 0;
 layout(constant_id = 1) const uint BACKWARD = 0;
 layout(constant_id = 2) const uint XENT = 0;
+layout(constant_id = 3) const uint XENT_GRAD = 0;
 #include "rows.glsl"
 
 // Rows' losses that the last workgroup reads back within the dispatch: coherent, so neither
@@ -72,10 +75,16 @@ void main() {
         for (uint j = lid; j < p.n; j += WG) s += exp(p.x.v[base + j] - m);
         s = wg_sum(s);
         if (XENT == 1) {
+            float l = m + log(s);
+            uint t = uint(p.t.v[r]);
             if (lid == 0) {
-                float l = m + log(s);
                 p.lse.v[r] = l;
-                p.out_.v[r] = l - p.x.v[base + uint(p.t.v[r])];
+                p.out_.v[r] = l - p.x.v[base + t];
+            }
+            if (XENT_GRAD == 1) {
+                float scale = 1.0 / float(p.rows);
+                for (uint j = lid; j < p.n; j += WG)
+                    p.y.v[base + j] = (exp(p.x.v[base + j] - l) - (t == j ? 1.0 : 0.0)) * scale;
             }
         } else if (LOG_ == 1) {
             float l = m + log(s);

@@ -64,6 +64,34 @@ def test_transfers_larger_than_the_staging_ring(backend, rng):
     assert stats["h2d_bytes"] >= x.nbytes and stats["d2h_bytes"] >= x.nbytes
 
 
+def test_the_staging_ring_is_reused_from_its_start_once_its_copies_have_run(backend, rng):
+    # A batch copied in each step lands where the last one did, once that one's copy has
+    # run; while a copy is recorded or in flight, the next goes after it.
+    rec = backend.rec
+    x = rng.standard_normal(10_000).astype(np.float32)
+    a, b = backend.upload(x), backend.upload(x)
+    assert a.alloc.address != b.alloc.address
+    assert rec._staged % STAGING_BYTES == 2 * 40_192         # b after a (256-byte steps)
+    backend.download(a)                                      # everything has run
+    backend.upload(x)
+    assert rec._staged % STAGING_BYTES == 40_192             # at the start again
+
+
+def test_copies_in_flight_keep_their_part_of_the_staging_ring(backend, rng):
+    # Each upload its own submit, eight times the ring's size in all, with no wait between:
+    # the ring wraps over batches still in flight and no copy reads another's bytes.
+    rec = backend.rec
+    n = STAGING_BYTES // 4 // 3 + 1000                    # 3 do not fit: the ring's end
+    arrays = [rng.standard_normal(n).astype(np.float32) for _ in range(24)]   # is skipped
+    handles = []
+    for x in arrays:
+        handles.append(backend.upload(x))
+        with backend.ctx.lock:
+            rec.flush()
+    for h, x in zip(handles, arrays):
+        np.testing.assert_array_equal(backend.download(h), x)
+
+
 def test_many_independent_updates_keep_barrier_tracking_bounded(backend, rng):
     # 500 parameters updated independently: correct results, and the recorder's hazard
     # lists never grow past their cap.

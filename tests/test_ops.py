@@ -529,8 +529,9 @@ def test_softmax(device, shape, axis, rng):
     check(dx, g64 - p * gs, "composite", n=n, mag=mag)
 
 
+@pytest.mark.parametrize("seed", [None, 2.5], ids=["from the loss", "given grad"])
 @pytest.mark.parametrize("rows, classes", [(5, 7), (3, 40), (1, 1)])
-def test_softmax_cross_entropy(device, rows, classes, rng):
+def test_softmax_cross_entropy(device, rows, classes, rng, seed):
     x = rng.uniform(-5, 5, (rows, classes)).astype(F32)
     targets = rng.integers(0, classes, rows)
     x64 = x.astype(np.float64)
@@ -542,14 +543,48 @@ def test_softmax_cross_entropy(device, rows, classes, rng):
         loss = dg.softmax_cross_entropy(t, targets)
         assert loss.shape == ()
         value = loss.numpy()
-        loss.backward()
+        loss.backward(None if seed is None else np.float32(seed))
         dx = t.grad.numpy()
     mag = np.mean(np.abs(lse[np.arange(rows), targets]) + np.abs(x64[np.arange(rows), targets]))
     check(value, -np.mean(picked), "composite", n=rows + classes, mag=mag)
     onehot = np.eye(classes)[targets]
     p = np.exp(ls)
-    mag = (p * (1 + np.abs(x64) + np.abs(lse)) + onehot) / rows
-    check(dx, (p - onehot) / rows, "composite", n=classes, mag=mag)
+    scale = 1.0 if seed is None else seed
+    mag = (p * (1 + np.abs(x64) + np.abs(lse)) + onehot) / rows * scale
+    check(dx, (p - onehot) / rows * scale, "composite", n=classes, mag=mag)
+
+
+@pytest.mark.parametrize("loss_is", ["the root", "a term of the root", "too large"])
+def test_the_cross_entropys_gradient_is_made_by_its_forward_where_backward_starts_there(
+        device, rng, monkeypatch, loss_is):
+    # backward() from the loss takes the logits' gradient that its forward made, and runs
+    # no backward kernel for it; below a sum of terms (or past SEEDED_LOGITS, where the
+    # forward makes none) the rule runs. The gradient is the same each way.
+    be = dg.api.device.active()
+    calls = []
+    real = be.softmax_cross_entropy_backward
+    monkeypatch.setattr(be, "softmax_cross_entropy_backward",
+                        lambda *a: (calls.append(1), real(*a))[1])
+    x = rng.uniform(-5, 5, (300, 10)).astype(F32)
+    targets = rng.integers(0, 10, 300)
+    w = dg.ag_param(rng.standard_normal((10, 10)).astype(F32))
+
+    def grad_of_w(root):
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(dg.linear(x, w), targets)
+            (loss if root else loss + dg.sum(w) * 0.0).backward()
+        g = w.grad.numpy()
+        w.grad = None
+        return g
+    if loss_is == "too large":
+        monkeypatch.setattr(dg.api.ops, "SEEDED_LOGITS", x.size - 1)
+    got = grad_of_w(root=loss_is != "a term of the root")
+    assert len(calls) == (0 if loss_is == "the root" else 1)
+    monkeypatch.setattr(dg.api.ops, "SEEDED_LOGITS", 0)         # the rule, from the loss
+    want = grad_of_w(root=True)
+    # (On the gpu 1 / rows and g / rows with g = 1 may round apart: a few ulps.)
+    np.testing.assert_allclose(got, want, rtol=4 * float(np.finfo(F32).eps), atol=1e-9)
+    assert np.abs(want).max() > 1e-3
 
 
 def test_mse_loss(device, rng):

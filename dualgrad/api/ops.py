@@ -22,6 +22,8 @@ from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape
                      bad_value)
 from .tensor import MAX_RANK, Tensor, ag_tensor, host_array
 
+SEEDED_LOGITS = 1 << 22         # softmax_cross_entropy makes its gradient in the forward
+                                # for logits up to this many elements (16 MiB of float32)
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
@@ -39,12 +41,13 @@ def _tensor(fn: str, name: str, x, like=None) -> Tensor:
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
 
-def _make(h, inputs: tuple, backward, backend, relu: bool = False) -> Tensor:
+def _make(h, inputs: tuple, backward, backend, relu: bool = False, seeded=None) -> Tensor:
     """Wrap a kernel's output handle in a Tensor and record how it was made (``relu``: the
-    op ends in a relu, and ``backward`` takes the gradient through it: see tape.py)."""
+    op ends in a relu, and ``backward`` takes the gradient through it; ``seeded``: the
+    inputs' gradients for an output gradient of one, made by the forward: see tape.py)."""
     out = Tensor(h.shape, h.dtype)
     backend.adopt(out, h)
-    return tape.record(out, inputs, backward, backend, h if relu else None)
+    return tape.record(out, inputs, backward, backend, h if relu else None, seeded)
 
 
 def _same_dtype(fn: str, a: Tensor, b: Tensor) -> None:
@@ -518,11 +521,17 @@ def softmax_cross_entropy(logits, targets) -> Tensor:
                             logits.shape[1])
     backend = device.active()
     hx, ht = backend.handle(logits), backend.indices(targets)
-    loss, lse = backend.softmax_cross_entropy(hx, ht)
+    # Where the loss is recorded, its forward also makes the logits' gradient for a seed of
+    # one, which backward() from the loss takes as it is: a dispatch and the seed fewer a
+    # step. (Not past SEEDED_LOGITS: there the dispatch is a small part of the kernels'
+    # time, and a loss summed with others would hold that storage unused.)
+    seeded = tape.recording() and logits.requires_grad and logits.size <= SEEDED_LOGITS
+    unit = backend.empty(logits.shape, logits.dtype) if seeded else None
+    loss, lse = backend.softmax_cross_entropy(hx, ht, unit)
 
     def backward(g, needs):
         return (backend.softmax_cross_entropy_backward(hx, ht, lse, g),)
-    return _make(loss, (logits,), backward, backend)
+    return _make(loss, (logits,), backward, backend, seeded=None if unit is None else (unit,))
 
 
 def mse_loss(pred, target) -> Tensor:

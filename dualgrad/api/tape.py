@@ -27,16 +27,19 @@ _local = threading.local()
 
 class Node:
     """How a recorded tensor was made: its inputs, the backward rule, the backend whose
-    storage the rule's saved handles live in, and ``relu``: the output's storage where the
-    op ends in a relu (the rule's gradient is then the one through it), else None."""
+    storage the rule's saved handles live in, ``relu``: the output's storage where the op
+    ends in a relu (the rule's gradient is then the one through it), else None, and
+    ``seeded``: the inputs' gradients for an output gradient of one, where the forward
+    made them (a loss: ``backward()`` from it then runs no rule for it), else None."""
 
-    __slots__ = ("inputs", "backward", "backend", "relu")
+    __slots__ = ("inputs", "backward", "backend", "relu", "seeded")
 
-    def __init__(self, inputs: tuple, backward, backend, relu=None):
+    def __init__(self, inputs: tuple, backward, backend, relu=None, seeded=None):
         self.inputs = inputs
         self.backward = backward
         self.backend = backend
         self.relu = relu
+        self.seeded = seeded
 
 
 def recording() -> bool:
@@ -76,14 +79,14 @@ def no_grad():
         _local.recording = was
 
 
-def record(out: Tensor, inputs: tuple, backward, backend, relu=None) -> Tensor:
+def record(out: Tensor, inputs: tuple, backward, backend, relu=None, seeded=None) -> Tensor:
     """Attach a Node to ``out`` when recording and an input requires grad (``relu``: the
-    output's storage, where the op ends in a relu)."""
+    output's storage, where the op ends in a relu; ``seeded``: see Node)."""
     if recording():
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True
-                out._node = Node(inputs, backward, backend, relu)
+                out._node = Node(inputs, backward, backend, relu, seeded)
                 break
     return out
 
@@ -197,17 +200,22 @@ def backward(tensor: Tensor, grad=None) -> None:
             raise InvalidValueError(
                 f"backward: the graph was recorded on the {t._node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
-    grads = {id(tensor): _seed_grad(tensor, grad, backend)}
+    seeded = tensor._node.seeded if grad is None else None
+    grads = {id(tensor): seeded or _seed_grad(tensor, grad, backend)}
     masked = set()          # tensors whose every gradient so far came Masked
     for t in reversed(order):
         g = grads.pop(id(t), None)
         if g is None:
             continue
         node = t._node
-        if node.relu is not None and id(t) not in masked:
-            g = backend.unary_backward("relu", node.relu, node.relu, g)
         needs = tuple(_need(i, backend) for i in node.inputs)
-        for inp, need, gi in zip(node.inputs, needs, node.backward(g, needs)):
+        if g is seeded:                 # the root's input gradients, made by its forward
+            gis = seeded
+        else:
+            if node.relu is not None and id(t) not in masked:
+                g = backend.unary_backward("relu", node.relu, node.relu, g)
+            gis = node.backward(g, needs)
+        for inp, need, gi in zip(node.inputs, needs, gis):
             if gi is None or not need:
                 continue
             came_masked = gi.__class__ is Masked

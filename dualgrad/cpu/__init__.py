@@ -112,8 +112,8 @@ class CpuBackend(Backend):
     def log_softmax_backward(self, y, g):
         return softmax.log_softmax_backward(y, g)
 
-    def softmax_cross_entropy(self, logits, targets):
-        return softmax.softmax_cross_entropy(logits, targets)
+    def softmax_cross_entropy(self, logits, targets, grad=None):
+        return softmax.softmax_cross_entropy(logits, targets, grad)
 
     def softmax_cross_entropy_backward(self, logits, targets, lse, g):
         return softmax.softmax_cross_entropy_backward(logits, targets, lse, g)

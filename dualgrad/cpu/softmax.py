@@ -112,13 +112,16 @@ def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
     return out
 
 
-def softmax_cross_entropy(logits: np.ndarray, targets: np.ndarray):
+def softmax_cross_entropy(logits: np.ndarray, targets: np.ndarray, grad=None):
     """Mean over rows of -log softmax(logits)[target]; returns (loss of shape (), the rows'
-    log-sum-exp, kept for the backward kernel)."""
+    log-sum-exp, kept for the backward kernel). ``grad`` (logits' shape), where given,
+    receives dL/dlogits for dL/dloss = 1, as the backward makes it."""
     lse = np.empty(logits.shape[0], logits.dtype)
     total = _xent_forward(logits, targets, lse) if logits.size else 0.0
     with np.errstate(invalid="ignore"):
         loss = np.array(total / logits.shape[0], dtype=logits.dtype)
+    if grad is not None and logits.size:
+        _xent_backward(logits, targets, lse, 1.0, grad)
     return loss, lse
 
 

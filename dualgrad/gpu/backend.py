@@ -675,7 +675,7 @@ class GpuBackend(Backend):
     def log_softmax_backward(self, y, g):
         return self._softmax_grad(y, g, 1)
 
-    def softmax_cross_entropy(self, logits, targets):
+    def softmax_cross_entropy(self, logits, targets, grad=None):
         rows, n = logits.shape
         lse, loss = self.empty((rows,)), self.empty(())
         if not rows:                                # (the mean of no rows, as 0 / 0)
@@ -683,9 +683,12 @@ class GpuBackend(Backend):
             return loss, lse
         with self.ctx.lock:         # (see _scratch) the rows' losses, summed in the dispatch
             per_row, writes = self._partials((rows,), [lse, loss])
-            self._run("softmax", (0, 0, 1),
-                      _push((logits.address, 0, 0, per_row, targets.address, lse.address,
-                             self._scratch(0, 1), loss.address), (rows, n)),
+            if grad is not None:
+                writes.append(grad)
+            self._run("softmax", (0, 0, 1, int(grad is not None)),
+                      _push((logits.address, grad.address if grad is not None else 0, 0,
+                             per_row, targets.address, lse.address, self._scratch(0, 1),
+                             loss.address), (rows, n)),
                       (min(rows, MAX_GROUPS), 1, 1), [logits, targets], writes)
         return loss, lse
 

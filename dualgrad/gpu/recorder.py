@@ -92,9 +92,11 @@ class Recorder:
             queueFamilyIndex=ctx.queue_family), None)
         LIVE["command_pool"] += 1
         self.staging = Block(ctx, STAGING_BYTES, staging_type, mapped=True)
-        self._staging_head = 0
+        # The ring's reservations, as positions that only grow (offset = position % size):
+        # everything before _released is no longer read by a batch in flight.
+        self._staged = self._released = 0
         self._idle: list = []                      # (command buffer, fence) ready for reuse
-        self._flight = collections.deque()         # [command buffer, fence, finished]
+        self._flight = collections.deque()         # [command buffer, fence, finished, staged]
         self._made: list = []                      # every (command buffer, fence) made
         self.cmd = None
         self._fence = None
@@ -330,13 +332,13 @@ class Recorder:
             self._submit_info.commandBufferCount = 1 if then is None else 2
             _check(self.lib.vkQueueSubmit(self.ctx.queue, 1, self._submit_info, self._fence),
                    "vkQueueSubmit")
-            self._flight.append([self.cmd, self._fence, False])
+            self._flight.append([self.cmd, self._fence, False, self._staged])
             self.counters.submits += 1
             self.cmd = self._fence = None
         if wait:
             while self._flight:
                 self._retire_oldest()
-            self._staging_head = 0            # nothing in flight uses the ring now
+            self._released = self._staged       # nothing submitted reads the ring now
         else:
             flight = self._flight
             while flight and (len(flight) > MAX_IN_FLIGHT or self._finished(flight[0])):
@@ -344,7 +346,7 @@ class Recorder:
         VALIDATION.raise_pending()
 
     def _finished(self, batch: list) -> bool:
-        """Whether a submitted batch [command buffer, fence, finished] has completed. A
+        """Whether a submitted batch [command buffer, fence, finished, ...] has completed. A
         fence seen signalled stays so until the batch is retired, so it is asked once."""
         if not batch[2]:
             batch[2] = self.lib.vkGetFenceStatus(self.ctx.device, batch[1]) == \
@@ -361,10 +363,11 @@ class Recorder:
         """Wait for the oldest submitted batch (unless it is known to be finished) and
         keep its command buffer and fence for reuse. (vkBeginCommandBuffer resets the
         buffer: its pool allows that, and it is no longer pending.)"""
-        cmd, fence, finished = self._flight.popleft()
+        cmd, fence, finished, staged = self._flight.popleft()
         self._fence_ptr[0] = fence
         if not finished:
             self._wait(fence)
+        self._released = staged
         _check(self.lib.vkResetFences(self.ctx.device, 1, self._fence_ptr), "vkResetFences")
         self._idle.append((cmd, fence))
 
@@ -386,11 +389,28 @@ class Recorder:
 
     # -- transfers ---------------------------------------------------------------------------
     def _reserve(self, nbytes: int) -> int:
-        """An offset in the staging ring with ``nbytes`` free (nbytes <= ring size)."""
-        if self._staging_head + nbytes > self.staging.size:
-            self.flush(wait=True)
-        offset = self._staging_head
-        self._staging_head = (offset + nbytes + 255) // 256 * 256
+        """An offset in the staging ring with ``nbytes`` free (nbytes <= ring size): after
+        the last reservation, or at the ring's start once nothing recorded or in flight
+        reads it. When the ring is full, waits for its oldest batches in flight, not for
+        all of them: the device keeps the rest to run. A command buffer run after it is
+        recorded (a captured step) must not read the ring: its uploads are the ordinary
+        stream's, made for each run."""
+        size = self.staging.size
+        while True:
+            staged = self._staged
+            if self._released == staged:
+                staged = -(-staged // size) * size        # the ring's start
+                self._released = staged
+            offset = staged % size
+            if offset + nbytes > size:                     # contiguous: skip the ring's end
+                staged, offset = staged + size - offset, 0
+            if staged + nbytes - self._released <= size:
+                break
+            if self._flight:
+                self._retire_oldest()
+            else:                         # this batch holds the space: submit it, then wait
+                self.flush(wait=True)
+        self._staged = staged + (nbytes + 255) // 256 * 256
         return offset
 
     def upload(self, alloc, data: np.ndarray) -> None:

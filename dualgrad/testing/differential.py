@@ -417,9 +417,16 @@ def _softmax_cross_entropy(data, pair):
     per_row = np.abs(clse) + np.abs(x[np.arange(rows), t])
     g = np.array(data.draw(st.floats(-4, 4, width=32), label="g"), F32)
     cd, gd = pair.twin("softmax_cross_entropy_backward", x, t, clse, g)
+    unit = []                   # the forward's gradient for dL/dloss = 1 (its grad output)
+    for backend in (pair.ref, pair.dut):
+        grad = backend.empty(x.shape, np.dtype(F32))
+        backend.softmax_cross_entropy(backend.upload(x), backend.indices(t), grad)
+        unit.append(backend.download(grad))
     return [pair.agree("softmax_cross_entropy", glse, clse, scale=np.abs(clse), length=n),
             pair.agree("softmax_cross_entropy", gl, cl, scale=per_row.mean(), length=n + rows),
             pair.agree("softmax_cross_entropy_backward", gd, cd,
+                       x=x.astype(np.float64) - clse[:, None]),
+            pair.agree("softmax_cross_entropy_backward", unit[1], unit[0],
                        x=x.astype(np.float64) - clse[:, None])]
 
 
