@@ -8,11 +8,17 @@ beside this one in the same process.
     python3 bench/bench_host.py --against /tmp/old  # or a copy of it (a directory holding
                                                     # its dualgrad/, where git is not)
 
+With ``--live`` it times the eager training step alone, submitted and waited for: each
+round queues its steps and waits for the device, so the figure is the step's whole time as
+a training loop sees it (on a GPU whose kernels keep up with the host, its host time), not
+only the recording's.
+
 Host speed drifts within a process and differs between processes (by up to 2x on the
 machines measured), so the two revisions alternate round by round and each figure is a
 median over rounds: the ratio is the figure to read. The revision's package is extracted
 with ``git archive`` and imported as ``dualgrad_ref`` (the package imports itself
-relatively). Any Vulkan device will do, lavapipe included: nothing runs on it.
+relatively). Any Vulkan device will do, lavapipe included: without ``--live`` nothing
+runs on it.
 """
 from __future__ import annotations
 
@@ -51,8 +57,9 @@ def extract(revision: str, into: str) -> None:
     (pathlib.Path(into) / "dualgrad").rename(pathlib.Path(into) / "dualgrad_ref")
 
 
-def cases(package: str, hidden: int, batch: int) -> tuple:
-    """({name: call}, round(call, calls) -> us a call) for the gpu backend of ``package``."""
+def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tuple:
+    """({name: call}, round(call, calls) -> us a call) for the gpu backend of ``package``:
+    recorded only, or with ``live_steps`` submitted and waited for."""
     dg = importlib.import_module(package)
     device = importlib.import_module(package + ".api.device")
     dg.ag_device("gpu")
@@ -110,7 +117,14 @@ def cases(package: str, hidden: int, batch: int) -> tuple:
         rec.free_captured(recorded)
         be.reset_pass()
         return seconds * 1e6
-    return calls, timed
+
+    def live(call, n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            call()
+        rec.flush(wait=True)
+        return (time.perf_counter() - start) / n * 1e6
+    return calls, (live if live_steps else timed)
 
 
 def main(argv=None) -> int:
@@ -121,6 +135,8 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=400, help="calls of an op per round (a "
                    "tenth as many training steps, at least 5)")
     p.add_argument("--train", default="256:128", help="H:batch of the training step")
+    p.add_argument("--live", action="store_true", help="the training step alone, run on the "
+                   "device: each round's steps queued, then a wait")
     args = p.parse_args(argv)
     hidden, batch = (int(v) for v in args.train.split(":"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,8 +145,10 @@ def main(argv=None) -> int:
             extract(args.against, tmp)
             sys.path.insert(0, tmp)
             packages.append("dualgrad_ref")
-        runs = {pkg: cases(pkg, hidden, batch) for pkg in packages}
+        runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in packages}
         names = list(runs["dualgrad"][0])
+        if args.live:
+            names = names[-1:]
         times = {(pkg, name): [] for pkg in packages for name in names}
         for r in range(args.rounds):
             for pkg in (packages if r % 2 == 0 else packages[::-1]):
@@ -139,8 +157,8 @@ def main(argv=None) -> int:
                     n = max(5, args.calls // 10) if name.startswith(HEAVY) else args.calls
                     times[pkg, name].append(timed(calls[name], n))
     ref = f"at {args.against}" if args.against else "n/a"
-    print(f"gpu backend host time a call, recorded only (medians of {args.rounds} rounds): "
-          f"this tree, {ref}, ratio")
+    how = "run on the device" if args.live else "host time a call, recorded only"
+    print(f"gpu backend {how} (medians of {args.rounds} rounds): this tree, {ref}, ratio")
     for name in names:
         ours = statistics.median(times["dualgrad", name])
         if args.against:

@@ -47,6 +47,23 @@ def test_gpu_benchmark_prints_its_table():
 
 
 @pytest.mark.gpu
+def test_host_benchmark_runs_the_training_step_live_against_a_revision():
+    """bench/bench_host.py --live times the training step alone, run on the device, for
+    this tree and for HEAD beside it."""
+    require_gpu()
+    script = BENCH.parent / "bench_host.py"
+    result = subprocess.run([sys.executable, str(script), "--rounds", "2", "--calls", "10",
+                             "--train", "32:16", "--against", "HEAD", "--live"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "run on the device" in result.stdout
+    rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)us\s+(\d+\.\d+)us\s+(\d+\.\d+)$",
+                      result.stdout, re.M)
+    assert [name for name, *_ in rows] == ["eager Adam step, MLP 784-32-32-10, batch 16"]
+    assert all(float(t) > 0 for t in rows[0][1:3])
+
+
+@pytest.mark.gpu
 def test_host_benchmark_compares_with_a_revision():
     """bench/bench_host.py times each case for this tree and for a git revision loaded
     beside it (HEAD here, so the ratios are about 1 but are printed)."""

@@ -12,6 +12,10 @@ the Node's ``relu``: its rule takes the gradient through that relu, which the ta
 may make it instead, as it writes the gradient (a product's store does it at no cost), and
 say so by returning ``Masked``; where every gradient that meets at the tensor came masked,
 the tape makes no second pass over it.
+
+A loss's forward may make its inputs' gradients for an output gradient of one (the Node's
+``seeded``: softmax cross-entropy does); ``backward()`` from that tensor, given no gradient,
+takes them as they are and runs no rule for it.
 """
 from __future__ import annotations
 
