@@ -682,9 +682,8 @@ class GpuBackend(Backend):
             self.fill(loss, float("nan"))
             return loss, lse
         with self.ctx.lock:         # (see _scratch) the rows' losses, summed in the dispatch
-            per_row, writes = self._partials((rows,), [lse, loss])
-            if grad is not None:
-                writes.append(grad)
+            outs = [lse, loss] if grad is None else [lse, loss, grad]
+            per_row, writes = self._partials((rows,), outs)
             self._run("softmax", (0, 0, 1, int(grad is not None)),
                       _push((logits.address, grad.address if grad is not None else 0, 0,
                              per_row, targets.address, lse.address, self._scratch(0, 1),
