@@ -148,7 +148,7 @@ def main(argv=None) -> int:
         runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in packages}
         names = list(runs["dualgrad"][0])
         if args.live:
-            names = names[-1:]
+            names = [name for name in names if name.startswith(HEAVY[1])]
         times = {(pkg, name): [] for pkg in packages for name in names}
         for r in range(args.rounds):
             for pkg in (packages if r % 2 == 0 else packages[::-1]):
