@@ -2,11 +2,13 @@
 // A float32 matmul operand split into the three bfloat16 pieces matmul_bf16x6.comp
 // multiplies: x = x0 + x1 + x2 exactly, with x0 = bf16(x), x1 = bf16(x - x0),
 // x2 = x - x0 - x1 (rounded to nearest even; x2 is a bfloat16 as it is). Done once per
-// operand here rather than by every workgroup of the product that reads the operand's tiles.
+// operand here rather than by every workgroup of the product that reads the operand's tiles,
+// both operands of a product in one dispatch: the grid's first workgroups take A (operand
+// 0), the rest B (operand 1), each walking its own operand as if it were alone.
 //
 // The pieces are three planes of the operand k-major, [batch][k][r] (r: A's m or B's n, R of
 // them, a multiple of 8), so a K step's tile row is one contiguous run. An operand stored
-// that way is split as it is (TRANSPOSE 0); one stored [batch][r][k] is transposed on the
+// that way is split as it is (its TRANSPOSE_ 0); one stored [batch][r][k] is transposed on the
 // way, through shared memory, so that both its reads and its writes are coalesced. A value
 // the split cannot represent exactly in pieces the tensor cores multiply as they are (inf,
 // NaN, |x| >= 2^63, whose first piece may round up to 2^64 and its products overflow, or
@@ -20,14 +22,17 @@
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint TRANSPOSE = 0;
+layout(constant_id = 0) const uint TRANSPOSE_0 = 0;   // operand 0 is stored [batch][r][k]
+layout(constant_id = 1) const uint TRANSPOSE_1 = 0;   // ... operand 1
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
 
-// R, K: the operand's extents; plane: the values in a piece plane (the whole operand).
+// Per operand: R, K, its extents; plane, the values in a piece plane (the whole operand);
+// n, the workgroups that walk it (a one-dimensional grid: operand 0's, then operand 1's).
 layout(push_constant) uniform Push {
-    Floats x; Words pieces;
-    uint R; uint K; uint plane;
+    Floats x0; Words pieces0; Floats x1; Words pieces1;
+    uint R0; uint K0; uint plane0; uint n0;
+    uint R1; uint K1; uint plane1; uint n1;
 } p;
 
 // The bfloat16 nearest to x, as float32 bits (finite x below 2^63: no carry into inf).
@@ -43,7 +48,7 @@ bool splittable(float x) {
 }
 
 // Eight consecutive values of the k-major operand, split, into word w of each plane.
-void store_split(uint w, float v[8]) {
+void store_split(Words pieces, uint plane, uint w, float v[8]) {
     uint words[3][4];                             // [piece][word], two values a word
     [[unroll]] for (uint i = 0; i < 8; ++i) {
         uint b0 = 0x7fc00000u, b1 = 0u, b2 = 0u;
@@ -60,41 +65,51 @@ void store_split(uint w, float v[8]) {
         }
     }
     [[unroll]] for (uint q = 0; q < 3; ++q)
-        p.pieces.v[q * (p.plane / 8) + w] =
-            uvec4(words[q][0], words[q][1], words[q][2], words[q][3]);
+        pieces.v[q * (plane / 8) + w] = uvec4(words[q][0], words[q][1], words[q][2], words[q][3]);
 }
 
 // TRANSPOSE: a workgroup takes a block of TR values of r by TK of k.
 const uint TR = 64, TK = 32;
 shared float block[TK][TR + 1];                   // [k][r]; the +1 spreads a column's banks
 
-void main() {
-    if (TRANSPOSE == 0) {
-        uint lanes = gl_NumWorkGroups.x * 256;
-        for (uint w = gl_GlobalInvocationID.x; w < p.plane / 8; w += lanes) {
-            vec4 lo = Quads(p.x).v[2 * w], hi = Quads(p.x).v[2 * w + 1];
-            store_split(w, float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w));
+// One operand, by its workgroup g of the n that walk it: words of 8 values, or blocks of
+// TR x TK, in strides of n. (The backend caps n at half the 65535 workgroups a dimension
+// every device allows.) The loops' bounds are the same across the workgroup, so its
+// barriers stay uniform.
+void split(Floats x, Words pieces, uint R, uint K, uint plane, bool transpose, uint g,
+           uint n) {
+    uint lid = gl_LocalInvocationID.x;
+    if (!transpose) {
+        for (uint w = g * 256 + lid; w < plane / 8; w += n * 256) {
+            vec4 lo = Quads(x).v[2 * w], hi = Quads(x).v[2 * w + 1];
+            store_split(pieces, plane, w, float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z,
+                                                   hi.w));
         }
         return;
     }
-    // Blocks of r and k are walked in strides of the grid, which the backend caps at the
-    // 65535 workgroups a dimension every device allows.
-    uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.z;
+    uint rows = (R + TR - 1) / TR, cols = (K + TK - 1) / TK;   // blocks of r, of k
+    uint blocks = rows * cols * (plane / (R * K));
     uint k = lid / (TR / 8), r = (lid % (TR / 8)) * 8;          // what the thread writes
-    for (uint r0 = gl_WorkGroupID.x * TR; r0 < p.R; r0 += gl_NumWorkGroups.x * TR) {
-        for (uint k0 = gl_WorkGroupID.y * TK; k0 < p.K; k0 += gl_NumWorkGroups.y * TK) {
-            [[unroll]] for (uint i = 0; i < TR * TK / 256; ++i) {   // reads along k
-                uint e = lid + i * 256, re = r0 + e / TK, ke = k0 + e % TK;
-                block[e % TK][e / TK] =
-                    re < p.R && ke < p.K ? p.x.v[(batch * p.R + re) * p.K + ke] : 0.0;
-            }
-            barrier();
-            if (k0 + k < p.K && r0 + r < p.R) {                      // writes along r
-                float v[8];
-                [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = block[k][r + i];
-                store_split(((batch * p.K + k0 + k) * p.R + r0 + r) / 8, v);
-            }
-            barrier();                                               // block is free again
+    for (uint blk = g; blk < blocks; blk += n) {
+        uint r0 = (blk % rows) * TR, k0 = (blk / rows % cols) * TK, batch = blk / (rows * cols);
+        [[unroll]] for (uint i = 0; i < TR * TK / 256; ++i) {       // reads along k
+            uint e = lid + i * 256, re = r0 + e / TK, ke = k0 + e % TK;
+            block[e % TK][e / TK] = re < R && ke < K ? x.v[(batch * R + re) * K + ke] : 0.0;
         }
+        barrier();
+        if (k0 + k < K && r0 + r < R) {                              // writes along r
+            float v[8];
+            [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = block[k][r + i];
+            store_split(pieces, plane, ((batch * K + k0 + k) * R + r0 + r) / 8, v);
+        }
+        barrier();                                                   // block is free again
     }
+}
+
+void main() {
+    uint g = gl_WorkGroupID.x;
+    if (g < p.n0)
+        split(p.x0, p.pieces0, p.R0, p.K0, p.plane0, TRANSPOSE_0 != 0, g, p.n0);
+    else
+        split(p.x1, p.pieces1, p.R1, p.K1, p.plane1, TRANSPOSE_1 != 0, g - p.n0, p.n1);
 }

@@ -16,9 +16,9 @@ from conftest import child_env, train_step
 from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
 from dualgrad.api import device
 from dualgrad.cpu.reduce import REDUCE_OPS
-from dualgrad.gpu import plans
+from dualgrad.gpu import backend as gpu_backend
+from dualgrad.gpu import dispatch, plans
 from dualgrad.gpu.backend import SCRATCH
-from dualgrad.gpu import dispatch
 from dualgrad.gpu.dispatch import SUM, reduce_recipe
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
 
@@ -106,13 +106,13 @@ def test_recipes_carry_their_uints_packed_as_the_tail_of_their_push_constants():
                                        48 << 10, 1024, False, plans.matmul_plan),
                 dispatch.matmul_recipe((1024, 1024), (1024, 1024), False, False, 1024, 1024,
                                        1024, 1, 48 << 10, 1024, True, plans.matmul_plan)]
-    assert products[0].partials is not None and products[1].pieces        # split K; tensor
+    assert products[0].partials is not None and products[1].split        # split K; tensor
     for recipe in (*passes, *products):
         assert (dispatch.packer(5).pack(*addrs) + recipe.tail ==
                 dispatch.push_constants(addrs, recipe.uints))
-    for piece in products[1].pieces:
-        assert (dispatch.packer(2).pack(*addrs[:2]) + piece.tail ==
-                dispatch.push_constants(addrs[:2], piece.uints))
+    split = products[1].split
+    assert (dispatch.packer(4).pack(*addrs[:4]) + split.tail ==
+            dispatch.push_constants(addrs[:4], split.uints))
     # a (4, 1, 3) + b (5, 3): 60 outputs of 4-D shape (1, 4, 5, 3), then each operand's
     # element strides along those axes (0 where it is broadcast)
     shape, tail, flat = dispatch.broadcast_layout((4, 1, 3), (5, 3), None)
@@ -217,21 +217,76 @@ def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
 
 
 @pytest.mark.gpu
-def test_workspace_ranges_used_again_give_the_same_results(gpu, rng):
+def test_workspace_ranges_used_again_give_the_same_results(gpu, rng, monkeypatch):
     """Past the end of the workspace its ranges are used again: a barrier orders each
     reuse after the last (the counters are back at zero by then), so many reductions in a
-    row, of two inputs in turn, each give the bits of the first of its kind."""
+    row, of two inputs in turn, each give the bits of the first of its kind. (In a
+    workspace made small for the test, so that it wraps in a few calls.)"""
     be = device.active()
+    scratch = 1 << 16
+    monkeypatch.setattr(gpu_backend, "SCRATCH", scratch)
+    monkeypatch.setattr(be, "_workspace_arrays", None)
+    monkeypatch.setattr(be, "_cursors", [0, 0, 0])
     xs = [rng.standard_normal((512, 4096)).astype(np.float32) for _ in range(2)]
     hs = [be.upload(x) for x in xs]
     (only,) = reduce_recipe(SUM, (512, 4096), (1,), plans.reduce_plan)
-    calls = 2 * SCRATCH // (only.partials[0] * only.partials[1]) + 3    # wraps twice
+    calls = 2 * scratch // (only.partials[0] * only.partials[1]) + 3    # wraps twice
     outs = [be.reduce("sum", hs[i % 2], (1,)) for i in range(calls)]
     want = [be.download(outs[0]), be.download(outs[1])]
     for i, out in enumerate(outs):
         assert np.array_equal(be.download(out), want[i % 2]), i
     for x, got in zip(xs, want):
         np.testing.assert_allclose(got, x.sum(axis=1, dtype=np.float64), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_split_k_products_keep_their_partial_results_in_the_workspace(gpu, rng):
+    """A split-K product's partial results, as a finishing reduction's, go in the next
+    range of the workspace: products recorded back to back allocate nothing but their
+    outputs and get no barrier between them (nothing they name to the recorder is shared),
+    and each gives the bits of the first."""
+    be = device.active()
+    a = be.upload(rng.standard_normal((8, 2048)).astype(np.float32))
+    b = be.upload(rng.standard_normal((2048, 16)).astype(np.float32))
+    assert plans.matmul_plan(8, 16, 2048, 1).splits > 1
+    first = be.matmul(a, b)
+    barriers, buffers = be.rec.counters.barriers, be.memory()["n_buffers"]
+    outs = [be.matmul(a, b) for _ in range(4)]
+    assert be.rec.counters.barriers == barriers
+    assert be.memory()["n_buffers"] == buffers + len(outs)
+    for out in outs:
+        assert np.array_equal(be.download(out), be.download(first))
+
+
+@pytest.mark.gpu
+def test_big_partial_results_go_in_a_range_made_at_first_need(gpu, rng, monkeypatch):
+    """Partial results past SCRATCH go in the workspace's big range, made by the first
+    product that needs it; where the budget has no room for that range, they are allocated
+    each their own, with the same bits."""
+    be = device.active()
+    a = be.upload(rng.standard_normal((32, 1024)).astype(np.float32))
+    b = be.upload(rng.standard_normal((1024, 4096)).astype(np.float32))
+    recipe = dispatch.matmul_recipe(a.shape, b.shape, False, False, 32, 4096, 1024, 1,
+                                    *be._matmul_limits, plans.matmul_plan)
+    assert SCRATCH < np.prod(recipe.partials) <= gpu_backend.BIG_SCRATCH // 2
+    monkeypatch.setattr(be, "_big_partials", None)
+    monkeypatch.setattr(be, "_cursors", [0, 0, 0])
+    first = be.matmul(a, b)
+    assert be._big_partials.size == gpu_backend.BIG_SCRATCH and be._cursors[2] > 0
+    buffers = be.memory()["n_buffers"]
+    again = be.matmul(a, b)
+    assert be.memory()["n_buffers"] == buffers + 1          # its output alone
+    monkeypatch.setattr(be, "_big_partials", None)
+    pool = be.persistent_pool
+
+    def no_room(nbytes):
+        raise dg.DeviceOutOfMemory("no room under the budget")
+    monkeypatch.setattr(pool, "alloc", no_room)
+    alone = be.matmul(a, b)
+    assert be._big_partials is False
+    assert be.memory()["n_buffers"] == buffers + 3          # its output and its partials
+    for out in (again, alone):
+        assert np.array_equal(be.download(out), be.download(first))
 
 
 @pytest.mark.gpu
@@ -271,7 +326,7 @@ def test_workspace_ranges_are_taken_under_the_device_lock(gpu, rng, monkeypatch)
     b = be.upload(rng.standard_normal((2048, 16)).astype(np.float32))
     assert plans.matmul_plan(8, 16, 2048, 1).splits > 1
     be.matmul(a, b)                                            # a split-K product
-    assert len(held) == 3 and all(held)
+    assert len(held) == 4 and all(held)      # (counters and partial results of each)
 
 
 @pytest.mark.gpu

@@ -101,25 +101,36 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     assert r.shader == "matmul_bf16x6" and r.partials is None
     assert r.spec == (*t, t.threads)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
-    # A (m x k, k contiguous) is transposed into k-major pieces; B^T stored (n x k) too.
-    assert [p.spec for p in r.pieces] == [(1,), (1,)]
-    assert [p.uints for p in r.pieces] == [(1024, 3072, 1024 * 3072), (768, 3072, 768 * 3072)]
-    assert r.pieces[0].groups == (1024 // 64, 3072 // 32, 1)
+    # A (m x k, k contiguous) is transposed into k-major pieces by blocks of 64 x 32; B^T
+    # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's.
+    s = r.split
+    blocks_a, blocks_b = 1024 // 64 * 3072 // 32, 768 // 64 * 3072 // 32
+    assert s.spec == (1, 1)
+    assert s.uints == (1024, 3072, 1024 * 3072, blocks_a, 768, 3072, 768 * 3072, blocks_b)
+    assert s.groups == (blocks_a + blocks_b, 1, 1)
+    assert s.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
     # ... and the kernel told each one's plane and batch stride (0: no batch).
     assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
 
 
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
-    # A batch of 3 A^T stored (3, 300, 144): k-major already; B (96 x 300) stored as B^T ...
+    # A batch of 3 A^T stored (3, 300, 144): k-major already, split as it is, its words
+    # walked along x; B (96 x 300) stored as B^T, shared by the batch: transposed once.
     r = dispatch.matmul_recipe((3, 300, 144), (96, 300), True, True, 144, 96, 300, 3,
                                48 << 10, 1024, True, forced(plans.TENSOR_TILE))
-    (pa, pb), layout = r.pieces, r.uints[-4:]
-    assert pa.spec == (0,) and pa.uints == (144, 300, 3 * 300 * 144)
-    assert pa.groups == dispatch.grid(3 * 300 * 144 // 8)
-    # ... shared by the batch: transposed once.
-    assert pb.spec == (1,) and pb.uints == (96, 300, 300 * 96) and pb.groups == (2, 10, 1)
+    s, layout = r.split, r.uints[-4:]
+    words = -(-3 * 300 * 144 // (8 * dispatch.WG))      # workgroups of 256 words
+    assert s.spec == (0, 1)
+    assert s.uints == (144, 300, 3 * 300 * 144, words, 96, 300, 300 * 96, 2 * 10)
+    assert s.groups == (words + 2 * 10, 1, 1)
     assert layout == (3 * 300 * 144, 300 * 144, 300 * 96, 0)
-    assert pa.floats == 3 * 3 * 300 * 144 // 2 and pb.floats == 3 * 300 * 96 // 2
+    assert s.floats == (3 * 3 * 300 * 144 // 2, 3 * 300 * 96 // 2)
+
+
+def test_an_operands_workgroups_leave_room_for_the_others():
+    # 2^27 words; 2^18 blocks of 64 x 32 (R = 2^24, K = 32): each walked by half the grid
+    for shape, k_major in (((1 << 14, 1 << 16), True), ((1 << 24, 32), False)):
+        assert dispatch.operand_split(shape, k_major)[1][3] == dispatch.MAX_GROUPS // 2
 
 
 def test_tensor_tiles_check_their_shape_and_limits():
@@ -191,28 +202,45 @@ UNSPLITTABLE = [np.inf, -np.inf, np.nan, 2.0 ** 63, 2.0 ** 64 - 2.0 ** 40, -2.0 
                                            ((2, 16, 70), False), ((2, 5, 40), True),
                                            ((8, 1), False), ((2, 136, 70), False),
                                            ((2, 40, 64), True)], ids=str)
-@pytest.mark.parametrize("cap", [None, 1], ids=["whole grid", "one group a dimension"])
+@pytest.mark.parametrize("cap", [None, 2], ids=["whole grid", "one group an operand"])
 def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypatch, shape,
                                                              k_major, cap):
-    """Three planes of bfloat16 values, [batch][k][r] whichever way the operand is stored;
-    a value the split cannot represent becomes (NaN, 0, 0). With the grid capped (as it is
-    at 65535 workgroups a dimension), the workgroups walk what is left."""
+    """Three planes of bfloat16 values, [batch][k][r] whichever way an operand is stored;
+    a value the split cannot represent becomes (NaN, 0, 0). A product's two operands go
+    through one pass: here the case's and a partner stored the other way. With the grid
+    capped (as it is at 65535 workgroups a dimension), the workgroups walk what is left."""
     if cap:
         monkeypatch.setattr(dispatch, "MAX_GROUPS", cap)
     backend = device.active()
+    operands = [(shape, k_major), ((2, 24, 40), not k_major)]
+    xs = [_with_unsplittable(rng, s) for s, _ in operands]
+    split_pass, *layouts = dispatch.split_pass(*operands[0], *operands[1])
+    if cap:
+        assert split_pass.groups == (2, 1, 1)
+    h0, h1 = (backend.upload(x) for x in xs)
+    out = backend.empty((sum(split_pass.floats),))
+    b_pieces = out.address + 4 * split_pass.floats[0]
+    backend._run("split_bf16", split_pass.spec,
+                 dispatch.push_constants((h0.address, out.address, h1.address, b_pieces),
+                                         split_pass.uints),
+                 split_pass.groups, [h0, h1], [out])
+    got = backend.download(out).view(np.uint16)
+    cut = 2 * split_pass.floats[0]                   # A's pieces, in bfloat16 values
+    for x, (_, km), (plane, _), part in zip(xs, operands, layouts, (got[:cut], got[cut:])):
+        assert np.array_equal(part.reshape((3, plane)), _pieces(x, km))
+
+
+def _with_unsplittable(rng, shape):
+    """Splittable values of ``shape`` with the unsplittable ones among them."""
     size = int(np.prod(shape))
     x = splittable_values(rng, max(size, 8))[:size]
     x[rng.choice(size, min(size, len(UNSPLITTABLE)), replace=False)] = \
         UNSPLITTABLE[:min(size, len(UNSPLITTABLE))]
-    x = x.reshape(shape)
-    split_pass, plane, _ = dispatch.split_pass(shape, k_major)
-    if cap:
-        assert split_pass.groups[:2] == (1, 1)
-    h, out = backend.upload(x), backend.empty((split_pass.floats,))
-    backend._run("split_bf16", split_pass.spec,
-                 dispatch.push_constants((h.address, out.address), split_pass.uints),
-                 split_pass.groups, [h], [out])
-    got = backend.download(out).view(np.uint16).reshape((3, plane))
+    return x.reshape(shape)
+
+
+def _pieces(x, k_major):
+    """The three k-major planes of bfloat16 bits the split pass should write for ``x``."""
     kr = x if k_major else np.swapaxes(x, -1, -2)
     values = np.ascontiguousarray(kr).reshape(-1)
     bad = ~((np.abs(values) < 2.0 ** 63) & ((np.abs(values) >= 2.0 ** -100) | (values == 0)))
@@ -220,8 +248,8 @@ def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypat
                      split(np.where(bad, 0, values).astype(np.float32))]).astype(np.uint16)
     want[0][bad] = 0x7FC0
     want[1:, bad] = 0
-    assert bad.sum() >= min(size, len(UNSPLITTABLE))
-    assert np.array_equal(got, want)
+    assert bad.sum() >= min(values.size, len(UNSPLITTABLE))
+    return want
 
 
 # -- the kernel, on a device with tensor cores ----------------------------------------------

@@ -156,12 +156,13 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
 
 
 class SplitPass(NamedTuple):
-    """One dispatch of split_bf16.comp: an operand into the bfloat16 pieces the tensor-core
-    kernel multiplies (three planes, k-major)."""
-    spec: tuple                   # (TRANSPOSE,)
-    uints: tuple                  # R, K, plane
+    """The dispatch of split_bf16.comp that splits both operands of a product into the
+    bfloat16 pieces the tensor-core kernel multiplies (three planes each, k-major), written
+    into one allocation: A's pieces, then B's."""
+    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1): A's, B's
+    uints: tuple                  # per operand: R, K, plane, the workgroups that walk it
     groups: tuple
-    floats: int                   # the pieces' size, in float32 words
+    floats: tuple                 # each operand's pieces' size, in float32 words
     tail: bytes = b""             # uints, packed
 
 
@@ -173,25 +174,37 @@ class MatmulRecipe(NamedTuple):
     uints: tuple
     groups: tuple
     partials: tuple | None        # the shape of the split-K partial products, if any
-    pieces: tuple = ()            # SplitPass of A and of B (the tensor-core kernel only)
+    split: SplitPass | None = None    # the pass before the tensor-core kernel
     tail: bytes = b""             # uints, packed
     sums: bool = False            # it writes op(A)'s row sums too (ROWSUM_A)
 
 
-def split_pass(shape: tuple, k_major: bool) -> tuple:
-    """(SplitPass, plane length, batch stride; lengths in bfloat16 values) of an operand
-    stored with this shape (2-D, or 3-D for a batch), k-major ([k][r]) or not ([r][k])."""
+def operand_split(shape: tuple, k_major: bool) -> tuple:
+    """(transpose, (R, K, plane, workgroups), plane, batch stride; lengths in bfloat16
+    values) of an operand stored with this shape (2-D, or 3-D for a batch), k-major
+    ([k][r]) or not ([r][k]), as split_bf16.comp splits it: by words of 8 values, or
+    transposed by blocks of 64 x 32, at most half of MAX_GROUPS workgroups walking them
+    (the other operand's follow them in the same grid)."""
     batch = shape[0] if len(shape) == 3 else 1
     k, r = shape[-2:] if k_major else shape[-1:-3:-1]
     if r % 8:
         raise ValueError(f"split_pass: the operand's other extent ({r}) is not a multiple "
                          "of 8")
     plane = batch * k * r
-    groups = grid(plane // 8) if k_major else (min(-(-r // 64), MAX_GROUPS),
-                                                min(-(-k // 32), MAX_GROUPS), batch)
-    return (SplitPass((int(not k_major),), (r, k, plane), groups, 3 * plane // 2,
-                      packed_uints((r, k, plane))), plane,
-            k * r if len(shape) == 3 else 0)
+    work = -(-plane // (8 * WG)) if k_major else -(-r // 64) * -(-k // 32) * batch
+    groups = max(1, min(work, MAX_GROUPS // 2))
+    return int(not k_major), (r, k, plane, groups), plane, k * r if len(shape) == 3 else 0
+
+
+def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool) -> tuple:
+    """(SplitPass, A's layout, B's layout) of a product's operands stored with these
+    shapes, each layout its plane and batch stride (0: one matrix for the whole batch)."""
+    ta, a_uints, a_plane, a_stride = operand_split(a_shape, a_k_major)
+    tb, b_uints, b_plane, b_stride = operand_split(b_shape, b_k_major)
+    uints = (*a_uints, *b_uints)
+    return (SplitPass((ta, tb), uints, (a_uints[3] + b_uints[3], 1, 1),
+                      (3 * a_plane // 2, 3 * b_plane // 2), packed_uints(uints)),
+            (a_plane, a_stride), (b_plane, b_stride))
 
 
 @functools.lru_cache(maxsize=4096)      # called on every matmul
@@ -219,12 +232,10 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
         plan = plans.sliced(t, k, 1)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if isinstance(t, plans.TensorTile):
-        split_a, *a_layout = split_pass(a_shape, trans_a)
-        split_b, *b_layout = split_pass(b_shape, not trans_b)
+        split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b)
         spec = (*t, t.threads)
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
-        return MatmulRecipe(t.shader, spec, uints, groups, None, (split_a, split_b),
-                            packed_uints(uints))
+        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -238,7 +249,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
             plan.splits, t.threads, int(whole), int(bias), int(relu), int(mask), int(sums))
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     return MatmulRecipe(t.shader, spec, uints, groups,
-                        (batch * plan.splits, m, n) if split else None, (), packed_uints(uints),
+                        (batch * plan.splits, m, n) if split else None, None, packed_uints(uints),
                         sums)
 
 

@@ -40,13 +40,17 @@ IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device th
                                   # to its last submitted batch: the next one then waits in
                                   # the queue instead of the GPU waiting for it, and small
                                   # batches stay in one submit
-MIN_BATCH = 4                     # ... once it holds this many dispatches: a submit costs
-                                  # the host 15-25 us (end, submit, retire, begin), so a
-                                  # host about as fast as the device that submits each
-                                  # dispatch to it falls behind and stays behind. (H200, in
-                                  # one process against 256 MiB and 3: add and relu over 16M
-                                  # 3-6% faster at 0.15-0.2 submits a call instead of 0.5,
-                                  # the eager H 4096 Adam step at 1.7-2.0 submits, not 7.2)
+MIN_BATCH = 8                     # ... once it holds this many dispatches: a submit costs
+                                  # the host 15-25 us (end, submit, retire, begin) and the
+                                  # device a gap between command buffers, so a host about
+                                  # as fast as the device that submits each dispatch to it
+                                  # falls behind and stays behind. (H200, three processes,
+                                  # 8 against 4 and 12 round by round: 1024^3 0.98-1.00 of
+                                  # PyTorch's time against 1.03-1.07 at 0.37 submits a call,
+                                  # not 0.76; the eager H 1024 Adam step 0.46-0.49 against
+                                  # 0.46-0.54 at 2 submits, not 3; the MLP's products alike
+                                  # or better; 3 against 4 and 256 MiB earlier: add and relu
+                                  # over 16M 3-6% slower, the H 4096 step at 7.2 submits)
 WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it sleeps: the
                                   # sleeping wait returns 25-40 us after the fence signals
                                   # (H200, a wait for one tiny dispatch, two processes: 76
