@@ -11,7 +11,9 @@ beside this one in the same process.
 With ``--live`` it times the eager training step alone, submitted and waited for: each
 round queues its steps and waits for the device, so the figure is the step's whole time as
 a training loop sees it (on a GPU whose kernels keep up with the host, its host time), not
-only the recording's.
+only the recording's. With ``--phases`` it times the eager step's phases instead (entering
+the tape, the batch's upload, forward, loss, backward, the optimizer's step, zero_grad),
+recorded only, or with ``--live`` run on the device (the wait then a phase of its own).
 
 Host speed drifts within a process and differs between processes (by up to 2x on the
 machines measured), so the two revisions alternate round by round and each figure is a
@@ -39,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 # Cases of many dispatches, run a tenth as often.
 HEAVY = ("Adam step() of 100 parameters of 512", "eager Adam step")
+PHASES = ("tape", "batch", "forward", "loss", "backward", "step", "zero_grad", "wait")
 ADAM = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
         "step_size", "bc2_sqrt")
 
@@ -88,6 +91,28 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
             loss.backward()
         opt.step()
         opt.zero_grad()
+
+    def phased_step(spent: list) -> None:
+        """The same step, each phase's seconds added to its entry of ``spent``."""
+        clock = time.perf_counter
+        t0 = clock()
+        with dg.with_grad_tape():
+            t1 = clock()
+            x = dg.ag_tensor(data[0])
+            t2 = clock()
+            logits = model(x)
+            t3 = clock()
+            loss = dg.softmax_cross_entropy(logits, data[1])
+            t4 = clock()
+            loss.backward()
+            t5 = clock()
+        opt.step()
+        t6 = clock()
+        opt.zero_grad()
+        t7 = clock()
+        for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5),
+                                    (t5, t6), (t6, t7))):
+            spent[i] += b - a
     calls = {
         "sum of 1M": lambda: be.reduce("sum", x, (0,)),
         "add of 1M, into one output": lambda: be.binary("add", x, y, out=out),
@@ -124,7 +149,40 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
             call()
         rec.flush(wait=True)
         return (time.perf_counter() - start) / n * 1e6
-    return calls, (live if live_steps else timed)
+
+    def phases(n: int) -> list:
+        """us a step in each of PHASES over ``n`` steps (the wait 0 unless live)."""
+        spent = [0.0] * len(PHASES)
+        if live_steps:
+            for _ in range(n):
+                phased_step(spent)
+            start = time.perf_counter()
+            rec.flush(wait=True)
+            spent[-1] = time.perf_counter() - start
+        else:
+            timed(lambda: phased_step(spent), n)
+        return [t / n * 1e6 for t in spent]
+    return calls, (live if live_steps else timed), phases
+
+
+def report_phases(runs: dict, packages: list, args) -> int:
+    """Print the median us a step of each phase of the eager training step, per package
+    (the packages alternating round by round), and the sum of those medians."""
+    steps = max(5, args.calls // 10)
+    times = {pkg: [] for pkg in packages}
+    for r in range(args.rounds):
+        for pkg in (packages if r % 2 == 0 else packages[::-1]):
+            times[pkg].append(runs[pkg][2](steps))
+    how = "run on the device" if args.live else "recorded only"
+    print(f"the eager training step's phases, us a step, {how} (medians of {args.rounds} "
+          f"rounds of {steps} steps): " + ", ".join(packages))
+    shown = PHASES if args.live else PHASES[:-1]
+    medians = [[statistics.median(t[i] for t in times[pkg]) for pkg in packages]
+               for i in range(len(shown))]
+    for name, row in zip(shown + ("total",), medians + [[sum(c) for c in zip(*medians)]]):
+        ratio = f" {row[0] / row[1]:6.2f}" if len(row) > 1 and row[1] else ""
+        print(f"  {name:<10}" + "".join(f" {v:9.1f}" for v in row) + ratio)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -137,6 +195,8 @@ def main(argv=None) -> int:
     p.add_argument("--train", default="256:128", help="H:batch of the training step")
     p.add_argument("--live", action="store_true", help="the training step alone, run on the "
                    "device: each round's steps queued, then a wait")
+    p.add_argument("--phases", action="store_true", help="the training step's phases, each "
+                   "timed (recorded only, or with --live run on the device)")
     args = p.parse_args(argv)
     hidden, batch = (int(v) for v in args.train.split(":"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,13 +206,15 @@ def main(argv=None) -> int:
             sys.path.insert(0, tmp)
             packages.append("dualgrad_ref")
         runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in packages}
+        if args.phases:
+            return report_phases(runs, packages, args)
         names = list(runs["dualgrad"][0])
         if args.live:
             names = [name for name in names if name.startswith(HEAVY[1])]
         times = {(pkg, name): [] for pkg in packages for name in names}
         for r in range(args.rounds):
             for pkg in (packages if r % 2 == 0 else packages[::-1]):
-                calls, timed = runs[pkg]
+                calls, timed, _ = runs[pkg]
                 for name in names:
                     n = max(5, args.calls // 10) if name.startswith(HEAVY) else args.calls
                     times[pkg, name].append(timed(calls[name], n))

@@ -64,6 +64,28 @@ def test_host_benchmark_runs_the_training_step_live_against_a_revision():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("live", [False, True], ids=["recorded", "live"])
+def test_host_benchmark_times_the_training_steps_phases(live):
+    """bench/bench_host.py --phases prints each phase of the eager step, this tree's and
+    HEAD's with their ratio, and their total; run on the device, the wait too."""
+    require_gpu()
+    script = BENCH.parent / "bench_host.py"
+    result = subprocess.run([sys.executable, str(script), "--rounds", "2", "--calls", "10",
+                             "--train", "32:16", "--against", "HEAD", "--phases"] +
+                            (["--live"] if live else []),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^  (\S+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", result.stdout,
+                      re.M)
+    phases = ["tape", "batch", "forward", "loss", "backward", "step", "zero_grad"]
+    assert [name for name, *_ in rows] == phases + ["wait"] * live + ["total"], result.stdout
+    times = {name: (float(ours), float(theirs)) for name, ours, theirs, _ in rows}
+    assert all(times[name][0] > 0 and times[name][1] > 0 for name in ("forward", "backward"))
+    parts = sum(ours for name, (ours, _) in times.items() if name != "total")
+    assert abs(times["total"][0] - parts) <= 0.1 * len(rows)   # (the rows are rounded)
+
+
+@pytest.mark.gpu
 def test_host_benchmark_compares_with_a_revision():
     """bench/bench_host.py times each case for this tree and for a git revision loaded
     beside it (HEAD here, so the ratios are about 1 but are printed)."""
