@@ -470,8 +470,8 @@ class GpuBackend(Backend):
     def _scratch(self, which: int, n: int) -> int:
         """The device address of ``n`` elements of the workspace's counters (``which`` 0)
         or partial results (1; 2: the big ones, made by ``_big_workspace``), the next ones
-        in turn: finishing reductions and split-K
-        products that follow one another use different ranges, so no barrier orders them.
+        in turn: finishing reductions and split-K products that follow one another use
+        different ranges, so no barrier orders them.
         Where the ranges start again from the first, a barrier orders each use after the
         last (the counters of a range are zero again once the dispatch that used it has
         finished); the dispatches do not name these ranges to the recorder, which spares
