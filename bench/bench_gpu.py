@@ -6,7 +6,10 @@ training step, run eagerly and replayed (``dg.capture_step``).
     python3 bench/bench_gpu.py --tiny             # small sizes, e.g. on lavapipe (smoke)
     python3 bench/bench_gpu.py --sweep            # every matmul tile and split K, each
                                                   # against PyTorch in the same rounds
+    python3 bench/bench_gpu.py --sweep --recorded # the same, kernels only (recorded chains
+                                                  # replayed, PyTorch's as CUDA graphs)
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
+    python3 bench/bench_gpu.py --only 'g3^T h'    # the matmul cases so named (any mode)
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
     python3 bench/bench_gpu.py --sections kernels # the matmul cases recorded and replayed
                                                   # (a CUDA graph for PyTorch): no host time
@@ -157,6 +160,8 @@ def matmul_runs(args, ours, torch):
     """Each matmul case ready to time: (name, (m, n, k), flops, our call, PyTorch's call
     and sync, or None and None)."""
     for name, m, n, k, ta, tb in matmul_cases(args):
+        if args.only and args.only not in name:
+            continue
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
         mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
@@ -247,6 +252,12 @@ SWEEP_TILES = dict(plans.TILES, **{
     "256x128": plans.Tile(256, 128, 16, 8, 8),
     "64x64 8x4": plans.Tile(64, 64, 16, 8, 4),
     "32x128": plans.Tile(32, 128, 16, 4, 8),
+    # K steps of 32 on other shapes than "deep"'s (the best of them on short K, H200:
+    # 1.16-1.19 of cuBLAS's kernel time on 1024 x 1024 x 256 and 1024 x 784 x 256, "deep"
+    # 1.12-1.14; 512 threads a workgroup, 128 x 64 and 64 x 128 with 4 x 4 a thread, and
+    # 128 x 128 x 16 with 8 x 4, were slower still)
+    "64x128 k32 4x8": plans.Tile(64, 128, 32, 4, 8),
+    "64x64 k32": plans.Tile(64, 64, 32, 4, 4),
     "tc 128x64": plans.TensorTile(128, 64, 16, 64, 32),
     "tc 128x64 k32": plans.TensorTile(128, 64, 32, 64, 32),
     "tc 128x128": plans.TensorTile(128, 128, 16, 64, 32),
@@ -267,12 +278,40 @@ def sweepable(tile, m: int, n: int, k: int, limits: tuple) -> bool:
     return True
 
 
+def sweep_timer(args, ours, torch):
+    """measure(mine, peer, sync_peer, calls) -> (ours, peer) seconds a product, for the
+    sweep: calls one by one, as the matmul section times them, or with ``args.recorded``
+    a chain of ``calls`` recorded once and replayed, as the kernels section does
+    (PyTorch's in one CUDA graph, made once per case): the kernels alone, without the
+    host time a call."""
+    graphs = {}
+
+    def one_by_one(mine, peer, sync_peer, calls):
+        return timed(args, mine, peer, ours.sync, sync_peer, calls)
+
+    def replayed(mine, peer, sync_peer, calls):
+        if peer is not None and peer not in graphs:
+            graphs.clear()                        # (a new case: the last one's is done)
+            graphs[peer] = peer_graph(torch, peer, calls)
+        replay, release = recorded(ours, mine, calls)
+        try:
+            t, tp = timed(args, replay, graphs.get(peer), ours.wait, sync_peer, REPLAYS)
+        finally:
+            release()
+            ours.sync()
+        return t / calls, (tp / calls if tp else None)
+    return replayed if args.recorded else one_by_one
+
+
 def sweep_matmul(args, ours, torch) -> None:
     """Every tile (and split K where the grid is small) on every case, each timed in the
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
-    ratio first (best time first without a peer)."""
+    ratio first (best time first without a peer); with ``args.recorded``, the kernels
+    alone (recorded chains replayed, as the kernels section times them)."""
     chosen, limits = plans.matmul_plan, ours.backend._matmul_limits
-    print("matmul sweep: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
+    measure = sweep_timer(args, ours, torch)
+    how = "recorded and replayed (kernels)" if args.recorded else "one by one"
+    print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
         for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
@@ -288,7 +327,7 @@ def sweep_matmul(args, ours, torch) -> None:
                     splits = {1}
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
-                    t, tp = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
+                    t, tp = measure(mine, peer, sync_peer, _calls(flops))
                     mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
                     ratio = f" ({t / tp:.2f})" if tp else ""
                     results.append((t / tp if tp else t, f"{label}({plan.splits}){mark} "
@@ -438,6 +477,9 @@ def parse(argv=None):
     p.add_argument("--tiny", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--sweep", action="store_true",
                    help="time every matmul tile and split K instead")
+    p.add_argument("--recorded", action="store_true",
+                   help="with --sweep: time each plan's kernels (a chain of products "
+                        "recorded once and replayed), not its calls one by one")
     p.add_argument("--overlap", action="store_true",
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
@@ -446,6 +488,8 @@ def parse(argv=None):
                    help="any of matmul, kernels (the matmul cases recorded once and "
                         "replayed: no host time), memory, train, startup, floor (tiny "
                         "chained kernels)")
+    p.add_argument("--only", default="", help="the matmul cases whose name contains this "
+                   "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)

@@ -156,21 +156,40 @@ def test_serial_products_wait_for_each_other(gpu):
 
 
 @pytest.mark.gpu
-def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys):
-    """--sweep (here one small square, no peer): a line per case, its eight fastest plans
-    in order of time, and the planner as it was afterwards."""
+@pytest.mark.parametrize("mode", [[], ["--recorded"]])
+def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys, mode):
+    """--sweep (here one small square, no peer), its calls one by one or recorded and
+    replayed: a line per case, its eight fastest plans in order of time, and the planner
+    as it was afterwards."""
     bench_gpu = bench_module()
     from dualgrad.gpu import plans
     natural = plans.matmul_plan
-    args = bench_gpu.parse(["--tiny"])
+    args = bench_gpu.parse(["--tiny", "--sweep", *mode])
     args.squares, args.mlp_shapes = [32], []
     bench_gpu.sweep_matmul(args, bench_gpu.Ours(), None)
     assert plans.matmul_plan is natural
-    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  32^3")]
+    out = capsys.readouterr().out
+    assert ("recorded and replayed (kernels)" in out) == bool(mode), out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("  32^3")]
     cells = re.findall(r"(\S+)\((\d+)\)\*? (\d+\.\d+) \[\d+\.\d+\]", line)
     assert len(cells) == 8, line
     times = [float(c[2]) for c in cells]
     assert times == sorted(times) and times[0] > 0, line
+
+
+@pytest.mark.gpu
+def test_only_keeps_the_matmul_cases_it_names(gpu):
+    """--only TEXT: the matmul cases whose name contains TEXT, and no others."""
+    bench_gpu = bench_module()
+    ours = bench_gpu.Ours()
+
+    def names(*argv):
+        args = bench_gpu.parse(["--tiny", *argv])
+        return [run[0] for run in bench_gpu.matmul_runs(args, ours, None)]
+    every = names()
+    assert len(every) == 9 and "64^3" in every             # a square and the MLP's eight
+    assert names("--only", "g3^T h") == ["H32B16 bwd g3^T h"]
+    assert names("--only", "bwd") == [n for n in every if "bwd" in n] != []
 
 
 @pytest.mark.gpu
