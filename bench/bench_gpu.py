@@ -222,22 +222,36 @@ REPLAYS = 5                       # replays per wait: a wait costs ours 20-130 u
                                   # 3 us a product if each replay were waited for
 
 
-def bench_kernels(args, ours, torch) -> list:
-    """The matmul cases with host time taken out: each case's chain of products recorded
-    once and replayed (ours: one reusable command buffer; PyTorch: one CUDA graph), so the
-    ratio compares the kernels and the gaps between them, not the per-call cost on the
-    host that the matmul section also measures."""
-    rows = []
-    for name, _, flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
-        calls = _calls(flops)
+def case_timer(args, ours, torch, peer, sync_peer, calls: int, replayed: bool):
+    """measure(mine) -> (ours, peer) seconds a product of one matmul case: ``calls`` calls
+    queued one by one, as the matmul section times them, or with ``replayed`` a chain of
+    ``calls`` recorded once and replayed (ours: one reusable command buffer; PyTorch's: one
+    CUDA graph, made here once for the case): the kernels alone, without the host time a
+    call."""
+    if not replayed:
+        return lambda mine: timed(args, mine, peer, ours.sync, sync_peer, calls)
+    peer_replay = peer_graph(torch, peer, calls) if peer else None
+
+    def measure(mine):
         replay, release = recorded(ours, mine, calls)
         try:
-            peer_replay = peer_graph(torch, peer, calls) if peer else None
-            t_ours, t_peer = timed(args, replay, peer_replay, ours.wait, sync_peer, REPLAYS)
+            t, tp = timed(args, replay, peer_replay, ours.wait, sync_peer, REPLAYS)
         finally:
             release()
             ours.sync()
-        t_ours, t_peer = t_ours / calls, (t_peer / calls if t_peer else None)
+        return t / calls, (tp / calls if tp else None)
+    return measure
+
+
+def bench_kernels(args, ours, torch) -> list:
+    """The matmul cases with host time taken out: each case's chain of products recorded
+    once and replayed (``case_timer``), so the ratio compares the kernels and the gaps
+    between them, not the per-call cost on the host that the matmul section also
+    measures."""
+    rows = []
+    for name, _, flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
+        measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops), True)
+        t_ours, t_peer = measure(mine)
         rows.append((f"recorded matmul {name} [{tflops(flops, t_ours, t_peer)} TF/s]",
                      t_ours, t_peer, ""))
     return rows
@@ -278,44 +292,20 @@ def sweepable(tile, m: int, n: int, k: int, limits: tuple) -> bool:
     return True
 
 
-def sweep_timer(args, ours, torch):
-    """measure(mine, peer, sync_peer, calls) -> (ours, peer) seconds a product, for the
-    sweep: calls one by one, as the matmul section times them, or with ``args.recorded``
-    a chain of ``calls`` recorded once and replayed, as the kernels section does
-    (PyTorch's in one CUDA graph, made once per case): the kernels alone, without the
-    host time a call."""
-    graphs = {}
-
-    def one_by_one(mine, peer, sync_peer, calls):
-        return timed(args, mine, peer, ours.sync, sync_peer, calls)
-
-    def replayed(mine, peer, sync_peer, calls):
-        if peer is not None and peer not in graphs:
-            graphs.clear()                        # (a new case: the last one's is done)
-            graphs[peer] = peer_graph(torch, peer, calls)
-        replay, release = recorded(ours, mine, calls)
-        try:
-            t, tp = timed(args, replay, graphs.get(peer), ours.wait, sync_peer, REPLAYS)
-        finally:
-            release()
-            ours.sync()
-        return t / calls, (tp / calls if tp else None)
-    return replayed if args.recorded else one_by_one
-
-
 def sweep_matmul(args, ours, torch) -> None:
     """Every tile (and split K where the grid is small) on every case, each timed in the
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
     ratio first (best time first without a peer); with ``args.recorded``, the kernels
     alone (recorded chains replayed, as the kernels section times them)."""
     chosen, limits = plans.matmul_plan, ours.backend._matmul_limits
-    measure = sweep_timer(args, ours, torch)
     how = "recorded and replayed (kernels)" if args.recorded else "one by one"
     print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
         for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
             best = chosen(m, n, k, 1, *limits)
+            measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
+                                 args.recorded)
             results = []
             for label, tile in SWEEP_TILES.items():
                 if not sweepable(tile, m, n, k, limits):
@@ -327,7 +317,7 @@ def sweep_matmul(args, ours, torch) -> None:
                     splits = {1}
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
-                    t, tp = measure(mine, peer, sync_peer, _calls(flops))
+                    t, tp = measure(mine)
                     mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
                     ratio = f" ({t / tp:.2f})" if tp else ""
                     results.append((t / tp if tp else t, f"{label}({plan.splits}){mark} "

@@ -8,7 +8,7 @@
 //
 // The pieces are three planes of the operand k-major, [batch][k][r] (r: A's m or B's n, R of
 // them, a multiple of 8), so a K step's tile row is one contiguous run. An operand stored
-// that way is split as it is (its TRANSPOSE_ 0); one stored [batch][r][k] is transposed on the
+// that way is split as it is (its TRANSPOSE_i is 0); one stored [batch][r][k] is transposed on the
 // way, through shared memory, so that both its reads and its writes are coalesced. A value
 // the split cannot represent exactly in pieces the tensor cores multiply as they are (inf,
 // NaN, |x| >= 2^63, whose first piece may round up to 2^64 and its products overflow, or
