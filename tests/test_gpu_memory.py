@@ -1,5 +1,7 @@
 """The device pools and transfers: sub-allocation, reuse, coalescing, generations, and
 transfers larger than the staging ring."""
+import time
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,27 @@ def test_the_staging_ring_is_reused_from_its_start_once_its_copies_have_run(back
     backend.download(a)                                      # everything has run
     backend.upload(x)
     assert rec._staged % STAGING_BYTES == 40_192             # at the start again
+
+
+def test_an_upload_takes_back_the_ring_from_batches_the_device_has_finished(backend, rng):
+    # Nobody waited for the batch that copied a, but the device has run it: b's copy goes
+    # to the ring's start, where a's went (memory still in the host's cache).
+    rec = backend.rec
+    with backend.ctx.lock:
+        rec.flush(wait=True)                                 # the whole ring free
+    x = rng.standard_normal(10_000).astype(np.float32)
+    a = backend.upload(x)
+    with backend.ctx.lock:
+        rec.flush()                                          # submitted, not waited for
+        deadline = time.monotonic() + 30
+        while rec._flight and not rec._finished(rec._flight[-1]):
+            assert time.monotonic() < deadline, "the device did not run a copy in 30 s"
+            time.sleep(0.001)
+    assert rec._staged % STAGING_BYTES == 40_192
+    b = backend.upload(2 * x)
+    assert rec._staged % STAGING_BYTES == 40_192             # at the start again
+    np.testing.assert_array_equal(backend.download(a), x)
+    np.testing.assert_array_equal(backend.download(b), 2 * x)
 
 
 def test_copies_in_flight_keep_their_part_of_the_staging_ring(backend, rng):

@@ -400,6 +400,14 @@ class Recorder:
         recorded (a captured step) must not read the ring: its uploads are the ordinary
         stream's, made for each run."""
         size = self.staging.size
+        flight = self._flight
+        # Batches the device has finished give their part of the ring back first (a fence
+        # status each), so that once all of it is back the copy goes to the ring's start,
+        # where the last one went, into memory still in the host's cache (an 800 KB batch:
+        # 40 us against 60 into the ring's cold parts on a 2-core Xeon; the H200 host's
+        # eager step did not move).
+        while flight and self._released != self._staged and self._finished(flight[0]):
+            self._retire_oldest()
         while True:
             staged = self._staged
             if self._released == staged:
