@@ -157,16 +157,15 @@ def peer_product(torch, a, b, ta, tb) -> tuple:
 
 
 def matmul_runs(args, ours, torch):
-    """Each matmul case ready to time: (name, (m, n, k, trans_a, trans_b), flops, our call,
-    PyTorch's call and sync, or None and None)."""
+    """Each matmul case ready to time: (name, (m, n, k), flops, our call, PyTorch's call
+    and sync, or None and None)."""
     for name, m, n, k, ta, tb in matmul_cases(args):
         if args.only and args.only not in name:
             continue
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
         mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-        yield (name, (m, n, k, ta, tb), 2.0 * m * n * k, mine,
-               *peer_product(torch, a, b, ta, tb))
+        yield (name, (m, n, k), 2.0 * m * n * k, mine, *peer_product(torch, a, b, ta, tb))
 
 
 def tflops(flops: float, t_ours: float, t_peer) -> str:
@@ -303,10 +302,8 @@ def sweep_matmul(args, ours, torch) -> None:
     print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
-        for name, (m, n, k, ta, tb), flops, mine, peer, sync_peer in matmul_runs(args, ours,
-                                                                                   torch):
-            k_major = ta and not tb           # (the cases ask for the product alone)
-            best = chosen(m, n, k, 1, *limits, k_major)
+        for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
+            best = chosen(m, n, k, 1, *limits)
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
                                  args.recorded)
             results = []
@@ -316,17 +313,14 @@ def sweep_matmul(args, ours, torch) -> None:
                 natural = plans.split_k(tile, m, n, k, 1).splits
                 splits = {s for s in (1, 2, 4, 8, 16, natural, 2 * natural)
                           if k >= 4 * s * tile.bk}
-                tried = {plans.sliced(tile, k, s) for s in splits | {1}}
-                if isinstance(tile, plans.TensorTile):     # whole K; split on load too
-                    tried = {plans.MatmulPlan(tile, 1, k)} | (
-                        {plans.MatmulPlan(tile, 1, k, True)} if k_major else set())
-                for plan in tried:
+                if isinstance(tile, plans.TensorTile):
+                    splits = {1}
+                for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
                     t, tp = measure(mine)
-                    mark = "*" if plan[:2] + plan[3:] == best[:2] + best[3:] else ""
+                    mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
                     ratio = f" ({t / tp:.2f})" if tp else ""
-                    label_ = label + (" on load" if plan.split_on_load else "")
-                    results.append((t / tp if tp else t, f"{label_}({plan.splits}){mark} "
+                    results.append((t / tp if tp else t, f"{label}({plan.splits}){mark} "
                                     f"{t * 1e3:.3f} [{flops / t / 1e12:.1f}]{ratio}"))
             results.sort()
             cells = "  ".join(cell for _, cell in results[:8])

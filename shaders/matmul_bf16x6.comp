@@ -13,7 +13,7 @@
 // step's terms only, never to the running sum. The error bound in the tolerance table
 // ("matmul") follows from these facts.
 //
-// The pieces come from split_bf16.comp, one pass for both operands: three planes of bfloat16
+// The pieces come from split_bf16.comp, one pass per operand: three planes of bfloat16
 // values, each operand stored k-major ([k][m] for A, [k][n] for B, transposed there where
 // the operand is not), so the rows of a K step's tile are contiguous runs of BM (or BN)
 // values in global memory, loaded as 16-byte words (8 values) and stored into shared memory
@@ -21,10 +21,6 @@
 // row-major). Each shared row is padded by 16 bytes so the 8 rows a matrix load reads at
 // once fall in different banks. (Operands stored with k contiguous, loaded as they are,
 // made 32-byte rows of a 16-deep step: 1.5 times slower on an H200.)
-// With SPLIT_ON_LOAD, there is no such pass: both operands are stored k-major already (A^T
-// and B as they are), and each workgroup splits its tiles as it carries them from global
-// to shared memory (bf16_split.glsl), reading 4 bytes a value instead of 6 and no pieces
-// in memory: one dispatch, for products too small to pay for the pass.
 //
 // A value the split cannot represent (inf, NaN, |x| >= 2^63, or nonzero |x| < 2^-100)
 // reaches the tensor cores as a NaN piece, so every output of its row or column is NaN; a
@@ -39,7 +35,6 @@
 #extension GL_EXT_bfloat16 : require
 #extension GL_KHR_shader_subgroup_vote : require
 #include "common.glsl"
-#include "bf16_split.glsl"
 
 layout(constant_id = 0) const uint BM = 128;    // tile rows
 layout(constant_id = 1) const uint BN = 64;     // tile columns
@@ -47,7 +42,6 @@ layout(constant_id = 2) const uint BK = 16;     // K step (a multiple of 16)
 layout(constant_id = 3) const uint WM = 64;     // rows of a warp's share (a multiple of 16)
 layout(constant_id = 4) const uint WN = 32;     // its columns (a multiple of 16)
 layout(local_size_x_id = 5) in;                 // = (BM / WM) * (BN / WN) * 32
-layout(constant_id = 6) const uint SPLIT_ON_LOAD = 0;  // split a, b here (pa, pb unused)
 
 // Groups of 8 bfloat16 values as one 16-byte word.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
@@ -66,8 +60,6 @@ const uint THREADS = (BM / WM) * (BN / WN) * 32;
 const uint GA = BM * BK / 8, GB = BK * BN / 8;  // words of a piece's tile
 const uint LA = (3 * GA + THREADS - 1) / THREADS; // words of A each thread loads per K step
 const uint LB = (3 * GB + THREADS - 1) / THREADS;
-const uint FA = (GA + THREADS - 1) / THREADS;   // ... or, SPLIT_ON_LOAD, groups of 8 floats
-const uint FB = (GB + THREADS - 1) / THREADS;
 const uint RM = WM / 16, RN = WN / 16;          // a warp's 16 x 16 blocks
 
 // Shared tiles, k-major: BK rows of BM (A) or BN (B) values, each padded by 8 values
@@ -140,50 +132,6 @@ void stash() {
         if (lid + i * THREADS < 3 * GB) tiles[sb[i]] = rb[i];
 }
 
-// SPLIT_ON_LOAD: group g (8 values along m or n at one k) of a K step's float32 tile of
-// `rows` x BK, from an operand stored k-major (`ld` values between its k rows): the slot of
-// its piece-0 word in the shared tile, and the 8 values, zero outside the matrix.
-void load_floats(Floats src, uint g, uint rows, uint row_words, uint extent, uint ld,
-                 uint r0, uint k0, uint base, uint at, out uint slot, out vec4 lo,
-                 out vec4 hi) {
-    uint k = k0 + g / (rows / 8), r = r0 + (g % (rows / 8)) * 8;
-    slot = at + (g / (rows / 8)) * row_words + g % (rows / 8);
-    lo = vec4(0.0);
-    hi = vec4(0.0);
-    if (k < p.K && r < extent) {
-        uint q = (base + k * ld + r) >> 2;      // 16-byte aligned: M, N multiples of 16
-        lo = Quads(src).v[q];
-        hi = Quads(src).v[q + 1];
-    }
-}
-
-vec4 fa[FA][2], fb[FB][2];
-uint fsa[FA], fsb[FB];
-
-void fetch_floats(uint m0, uint n0, uint k0, uint a_base, uint b_base) {
-    uint lid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0; i < FA; ++i)
-        load_floats(p.a, lid + i * THREADS, BM, A_ROW, p.M, p.a_sk, m0, k0, a_base, 0,
-                    fsa[i], fa[i][0], fa[i][1]);
-    [[unroll]] for (uint i = 0; i < FB; ++i)
-        load_floats(p.b, lid + i * THREADS, BN, B_ROW, p.N, p.b_sk, n0, k0, b_base, B_AT,
-                    fsb[i], fb[i][0], fb[i][1]);
-}
-
-void stash_split(uint slot, uint piece_words, vec4 lo, vec4 hi) {
-    uvec4 words[3];
-    split8(float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), words);
-    [[unroll]] for (uint q = 0; q < 3; ++q) tiles[slot + q * piece_words] = words[q];
-}
-
-void stash_floats() {
-    uint lid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0; i < FA; ++i)
-        if (lid + i * THREADS < GA) stash_split(fsa[i], A_PIECE, fa[i][0], fa[i][1]);
-    [[unroll]] for (uint i = 0; i < FB; ++i)
-        if (lid + i * THREADS < GB) stash_split(fsb[i], B_PIECE, fb[i][0], fb[i][1]);
-}
-
 void main() {
     uint lid = gl_LocalInvocationID.x, warp = lid / 32;
     uint wr = (warp / (BN / WN)) * WM, wc = (warp % (BN / WN)) * WN;   // the warp's share
@@ -196,23 +144,15 @@ void main() {
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = Acc(0.0);
 
     uint pa_base = batch * p.pa_pbs, pb_base = batch * p.pb_pbs;
-    if (SPLIT_ON_LOAD != 0) {
-        fetch_floats(m0, n0, 0, a_base, b_base);
-        stash_floats();
-    } else {
-        fetch(m0, n0, 0, pa_base, pb_base);
-        stash();
-    }
+    fetch(m0, n0, 0, pa_base, pb_base);
+    stash();
     barrier();
     // The next K step's words are fetched into registers before this step is multiplied
     // out, and stored once every warp is done reading the tiles. (Two stages of tiles, one
     // barrier a step, were 15-45% slower on an H200: bench/RESULTS.md.)
     for (uint t = 0; t < steps; ++t) {
         bool more = t + 1 < steps;
-        if (more) {
-            if (SPLIT_ON_LOAD != 0) fetch_floats(m0, n0, (t + 1) * BK, a_base, b_base);
-            else fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);
-        }
+        if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
             FragB b0[RN], b1[RN], b2[RN];
             [[unroll]] for (uint j = 0; j < RN; ++j) {
@@ -236,10 +176,7 @@ void main() {
             }
         }
         barrier();
-        if (more) {
-            if (SPLIT_ON_LOAD != 0) stash_floats();
-            else stash();
-        }
+        if (more) stash();
         barrier();      // unconditional: inside the if, the kernel ran erratically (H200)
     }
 

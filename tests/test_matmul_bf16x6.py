@@ -83,8 +83,7 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
     assert (plan.tile, plan.splits) == (wide, 1)      # never split K
     # Where 128 x 128 tiles would leave half the SMs idle (1024^3: 64 of them), 64 x 64.
     small = plans.TENSOR_TILES["small"]
-    assert plans.matmul_plan(1024, 1024, 1024, 1, tensor_cores=True) == (small, 1, 1024,
-                                                                          False)
+    assert plans.matmul_plan(1024, 1024, 1024, 1, tensor_cores=True) == (small, 1, 1024)
     assert plans.matmul_plan(1024, 1024, 1024, 2, tensor_cores=True).tile == wide
     # The narrow tile where only it fits (128 threads a workgroup at most).
     assert not wide.fits(threads=128) and narrow.fits(threads=128)
@@ -92,41 +91,6 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
     # Shared memory that holds no tensor tile (under 13.5 KiB; Vulkan guarantees 16): fma.
     assert plans.matmul_plan(*big, 12 << 10, 1024, True).tile.shader == "matmul"
     assert plans.matmul_plan(*big, 16 << 10, 1024, True).tile == small
-
-
-def test_a_weight_gradient_from_2_to_the_27_splits_its_operands_as_it_loads_them():
-    # A^T B with both stored k-major, the product alone: tensor cores, no split pass, from
-    # 2^27 multiply-adds (the H 1024 MLP's g2^T h: 1024 x 1024 x 256, 2^28) to 2^30.
-    plan = plans.matmul_plan(1024, 1024, 256, 1, tensor_cores=True, k_major=True)
-    assert plan == (plans.TENSOR_TILES["small"], 1, 256, True)
-    assert plans.matmul_plan(1024, 784, 256, 1, tensor_cores=True, k_major=True).split_on_load
-    for m, n, k, batch, k_major, cores in [
-            (1024, 1024, 256, 1, False, True),   # not k-major: the fma kernel
-            (512, 512, 256, 1, True, True),      # 2^26: too little work
-            (1024, 1000, 256, 1, True, True),    # N not whole 16-blocks
-            (1024, 1024, 128, 1, True, True),    # K below the bound's 248
-            (1024, 1024, 256, 1, True, False)]:  # no tensor cores
-        assert plans.matmul_plan(m, n, k, batch, tensor_cores=cores,
-                                 k_major=k_major).tile.shader == "matmul"
-    big = plans.matmul_plan(2048, 1024, 1024, 1, tensor_cores=True, k_major=True)
-    assert big.tile.shader == "matmul_bf16x6" and not big.split_on_load   # the pass pays
-
-
-def test_a_recipe_that_splits_on_load_is_one_dispatch_of_the_product_alone():
-    def recipe(trans_a=True, trans_b=False, **fused):
-        return dispatch.matmul_recipe((256, 1024), (1024, 256) if trans_b else (256, 1024),
-                                      trans_a, trans_b, 1024, 1024, 256, 1, 48 << 10, 1024,
-                                      True, plans.matmul_plan, **fused)
-    r, small = recipe(), plans.TENSOR_TILES["small"]
-    assert r.shader == "matmul_bf16x6" and r.split is None and r.partials is None
-    assert r.spec == (*small, small.threads, 1)          # SPLIT_ON_LOAD
-    assert r.uints == (1024, 1024, 256, 1, 1024, 1024, 1, 0, 0, 1024 * 1024, 0, 0, 0, 0)
-    assert r.groups == (16, 16, 1)
-    # Row sums (a bias's gradient), a bias, a relu or a mask: the fma kernel, which makes
-    # them in the same dispatch; B^T stored as it is: not k-major, the fma kernel too.
-    for other in (recipe(sums=True), recipe(bias=True), recipe(relu=True),
-                  recipe(mask=True), recipe(trans_b=True)):
-        assert other.shader == "matmul"
 
 
 def test_a_tensor_recipe_names_its_shader_and_constants():
@@ -338,34 +302,6 @@ def test_tensor_tiles_at_their_edges(tensor_pair, rng, monkeypatch, name, k, tra
     agree(tensor_pair, *operands(rng, (m, k), (k, n), trans_a, trans_b), trans_a, trans_b)
 
 
-def split_on_load(tile):
-    return lambda m, n, k, batch, *limits: plans.MatmulPlan(tile, 1, k, True)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(TENSOR_TILES))
-@pytest.mark.parametrize("k", [264, 263], ids=["K 264", "K 263"])
-def test_tensor_tiles_that_split_on_load_at_their_edges(tensor_pair, rng, monkeypatch, name,
-                                                        k):
-    """A^T B with both stored k-major, each workgroup splitting its tiles as it loads them:
-    one 16-block past a tile in M and N, K a few steps and a part."""
-    tile = TENSOR_TILES[name]
-    m, n = tile.bm + 16, tile.bn + 16
-    monkeypatch.setattr(plans, "matmul_plan", split_on_load(tile))
-    r = dispatch.matmul_recipe((k, m), (k, n), True, False, m, n, k, 1, 48 << 10, 1024, True,
-                               plans.matmul_plan)
-    assert r.spec[-1] == 1 and r.split is None
-    agree(tensor_pair, *operands(rng, (m, k), (k, n), True, False), True, False)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("shapes", [((3, 144, 300), (300, 80)), ((2, 160, 260), (2, 260, 96)),
-                                    ((2, 96, 272), (2, 272, 48))], ids=str)
-def test_batched_products_that_split_on_load(tensor_pair, rng, monkeypatch, shapes):
-    monkeypatch.setattr(plans, "matmul_plan", split_on_load(plans.TENSOR_TILES["small"]))
-    agree(tensor_pair, *operands(rng, *shapes, True, False), True, False)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shapes", [((3, 144, 300), (300, 80)), ((2, 160, 260), (2, 260, 96))],
                          ids=str)
@@ -442,35 +378,6 @@ def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng
     result = tensor_pair.agree("matmul", np.where(finite, got, 0), np.where(finite, ref, 0),
                                scale=np.where(finite, scale, 0), length=320)
     assert result.ok, result
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("value", [np.inf, np.nan, 2.0 ** 70, 1e-35])
-def test_an_unsplittable_value_split_on_load_sends_its_tile_to_the_exact_path(
-        tensor_pair, rng, monkeypatch, value):
-    """As with the split pass: the tile that holds it is the fma kernel's bits, the others
-    within the bound."""
-    a, b, a_st, b_st = operands(rng, (256, 320), (320, 256), True, False)
-    a[130, 5] = value
-    a_st = np.ascontiguousarray(a.T)
-    monkeypatch.setattr(plans, "matmul_plan", split_on_load(plans.TENSOR_TILE))
-    ref, got = tensor_pair.twin("matmul", a_st, b_st, True, False)
-    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["square"]))
-    _, fma = tensor_pair.twin("matmul", a_st, b_st, True, False)
-    assert np.array_equal(got[128:, :128].view(np.uint32), fma[128:, :128].view(np.uint32))
-    finite = np.isfinite(ref) & np.isfinite(got)
-    assert np.array_equal(np.isnan(got), np.isnan(ref))
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    result = tensor_pair.agree("matmul", np.where(finite, got, 0), np.where(finite, ref, 0),
-                               scale=np.where(finite, scale, 0), length=320)
-    assert result.ok, result
-
-
-@pytest.mark.gpu
-def test_a_weight_gradient_runs_on_tensor_cores_by_itself(tensor_pair, rng):
-    m, n, k = 1024, 784, 256                  # the H 1024 MLP's g1^T x
-    assert plans.matmul_plan(m, n, k, 1, tensor_cores=True, k_major=True).split_on_load
-    agree(tensor_pair, *operands(rng, (m, k), (k, n), True, False), True, False)
 
 
 @pytest.mark.gpu

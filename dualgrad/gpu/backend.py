@@ -611,7 +611,7 @@ class GpuBackend(Backend):
                 return r.sums
             self._run(r.shader, r.spec,
                       _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
-                      r.groups, [a, b, pieces] if split is not None else [a, b], writes)
+                      r.groups, [a, b, pieces], writes)
         self._epilogue(out, bias, relu, mask)
         return False
 

@@ -219,25 +219,18 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     bias to every row as it stores C (BIAS), ``relu``: then applies relu to it (RELU_C),
     ``mask``: then zeroes it where a mask matrix is not > 0 (MASK_C); ``sums``: it writes
     op(A)'s row sums too (ROWSUM_A), where K is whole and the recipe says so. The
-    tensor-core kernel does none of them, so its recipe does not say them; where it splits
-    both operands as it loads them (k-major, the product alone: ``MatmulPlan.split_on_load``)
-    no split pass comes first."""
+    tensor-core kernel does none of them, so its recipe does not say them."""
     ca, cb = a_shape[-1], b_shape[-1]
     a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
     a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
-    k_major = trans_a and not trans_b and not (bias or relu or mask or sums)
-    plan = planner(m, n, k, batch, shared, threads, tensor_cores, k_major)
+    plan = planner(m, n, k, batch, shared, threads, tensor_cores)
     t = plan.tile
     tiles = -(-n // t.bn) * -(-m // t.bm) * batch
     if plan.splits > 1 and tiles > COUNTERS:   # a counter per tile: else K stays whole
         plan = plans.sliced(t, k, 1)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
-    if isinstance(t, plans.TensorTile) and plan.split_on_load and k_major:
-        uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, 0, 0, 0, 0)
-        return MatmulRecipe(t.shader, (*t, t.threads, 1), uints, groups, None, None,
-                            packed_uints(uints))
     if isinstance(t, plans.TensorTile):
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b)
         spec = (*t, t.threads)

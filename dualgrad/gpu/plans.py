@@ -141,13 +141,6 @@ TENSOR_TILES = {
 TENSOR_TILE = TENSOR_TILES["wide"]
 MIN_TENSOR_K = 256
 MIN_TENSOR_WORK = 1 << 30         # multiply-adds
-# Below that, a product whose operands are both stored k-major (a weight gradient, A^T B)
-# goes on tensor cores from 2^27 multiply-adds too, with no split pass: the kernel splits
-# each tile as it loads it (SPLIT_ON_LOAD), one dispatch. There the fma kernel's best tiles
-# took 1.12-1.15 of cuBLAS's time on the H 1024 MLP's two (1024 x 1024 x 256, 1024 x 784 x
-# 256), the tensor-core kernel with its split pass 1.07-1.08, and 1.38-1.40 one call at a
-# time (two dispatches and an allocation a call).
-MIN_SPLIT_ON_LOAD_WORK = 1 << 27
 
 
 def tensor_tile(shared: int, threads: int) -> TensorTile | None:
@@ -159,8 +152,6 @@ class MatmulPlan(NamedTuple):
     tile: Tile | TensorTile       # its ``shader`` runs the product
     splits: int                   # K is cut into this many slices of kc, summed afterwards
     kc: int
-    split_on_load: bool = False   # (a tensor tile) it splits the operands' tiles as it loads
-                                  # them (both stored k-major), so no split pass comes first
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -185,23 +176,19 @@ def sliced(tile: Tile, k: int, splits: int) -> MatmulPlan:
 
 @functools.lru_cache(maxsize=4096)     # called on every dispatch
 def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
-                threads: int = 1024, tensor_cores: bool = False,
-                k_major: bool = False) -> MatmulPlan:
+                threads: int = 1024, tensor_cores: bool = False) -> MatmulPlan:
     """The tile and split for C (m x n) = A (m x k) @ B (k x n), batch times, on a device
     with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup, and
-    bfloat16 tensor cores if ``tensor_cores``; ``k_major``: A and B are both stored k-major
-    (A as A^T, B as it is) and the product alone is asked for (no bias, relu, mask or row
-    sums, which the fma kernel makes in the same dispatch)."""
+    bfloat16 tensor cores if ``tensor_cores``."""
     def groups(tile):
         return _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
-    work = m * n * k * batch
     if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
-            and (work >= MIN_TENSOR_WORK or k_major and work >= MIN_SPLIT_ON_LOAD_WORK)):
+            and m * n * k * batch >= MIN_TENSOR_WORK):
         tile, small = tensor_tile(shared, threads), TENSOR_TILES["small"]
         if tile is not None:
             if 2 * groups(tile) <= BUSY_GROUPS and small.fits(shared, threads):
                 tile = small
-            return MatmulPlan(tile, 1, k, work < MIN_TENSOR_WORK)
+            return MatmulPlan(tile, 1, k)
     wide, square = TILES["wide"], TILES["square"]
     if m <= 16:
         tile = TILES["rows"]

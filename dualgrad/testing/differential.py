@@ -331,21 +331,19 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
 @contextlib.contextmanager
 def tensor_cores_forced(backend):
     """Within it, ``backend`` runs every matmul its tensor-core kernel can run (whole 16 x 16
-    output blocks) on that kernel, however small the product (splitting the operands as it
-    loads them where both are stored k-major, else in a split pass first); on a backend
-    without tensor cores nothing changes. Yields whether they are used."""
+    output blocks) on that kernel, however small the product; on a backend without tensor
+    cores nothing changes. Yields whether they are used."""
     from ..gpu import plans
     if not getattr(getattr(backend, "ctx", None), "tensor_cores", False):
         yield False
         return
     natural = plans.matmul_plan
 
-    def plan(m, n, k, batch, shared=48 << 10, threads=1024, tensor_cores=True,
-             k_major=False):
+    def plan(m, n, k, batch, shared=48 << 10, threads=1024, *rest):
         tile = plans.tensor_tile(shared, threads)
         if m % 16 == 0 and n % 16 == 0 and tile is not None:
-            return plans.MatmulPlan(tile, 1, k, k_major)
-        return natural(m, n, k, batch, shared, threads, tensor_cores, k_major)
+            return plans.MatmulPlan(tile, 1, k)
+        return natural(m, n, k, batch, shared, threads, *rest)
     plans.matmul_plan = plan
     try:
         yield True
