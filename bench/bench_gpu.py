@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -280,6 +281,24 @@ SWEEP_TILES = dict(plans.TILES, **{
     "tc 256x64": plans.TensorTile(256, 64, 16, 64, 32)})
 
 
+def sweep_tiles(spec: str) -> dict:
+    """The tiles ``--tiles`` names: labels of SWEEP_TILES, or fma tiles written
+    BMxBNxBK/TMxTN (e.g. 128x64x32/8x8); every tile of SWEEP_TILES when empty."""
+    if not spec:
+        return SWEEP_TILES
+    tiles = {}
+    for label in spec.split(","):
+        if label in SWEEP_TILES:
+            tiles[label] = SWEEP_TILES[label]
+            continue
+        shape = re.fullmatch(r"(\d+)x(\d+)x(\d+)/(\d+)x(\d+)", label)
+        if shape is None:
+            raise SystemExit(f"--tiles: {label!r} is neither a tile of the sweep "
+                             f"({', '.join(SWEEP_TILES)}) nor BMxBNxBK/TMxTN")
+        tiles[label] = plans.Tile(*map(int, shape.groups()))
+    return tiles
+
+
 def sweepable(tile, m: int, n: int, k: int, limits: tuple) -> bool:
     """Whether the sweep times ``tile`` on this product on a device of these ``limits``
     (shared memory, threads, tensor cores): it fits them, and a tensor tile needs tensor
@@ -307,7 +326,7 @@ def sweep_matmul(args, ours, torch) -> None:
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
                                  args.recorded)
             results = []
-            for label, tile in SWEEP_TILES.items():
+            for label, tile in sweep_tiles(args.tiles).items():
                 if not sweepable(tile, m, n, k, limits):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
@@ -480,6 +499,8 @@ def parse(argv=None):
                         "chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
+    p.add_argument("--tiles", default="", help="with --sweep: only these tiles, by label or "
+                   "as BMxBNxBK/TMxTN (e.g. 'deep,128x64x32/8x8')")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)

@@ -177,6 +177,20 @@ def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys, mode):
     assert times == sorted(times) and times[0] > 0, line
 
 
+def test_tiles_names_the_sweeps_tiles_by_label_or_shape():
+    """--tiles: labels of the sweep's list or BMxBNxBK/TMxTN shapes, in the order given;
+    anything else stops the run naming the bad entry; empty: the whole list."""
+    bench_gpu = bench_module()
+    from dualgrad.gpu import plans
+    tiles = bench_gpu.sweep_tiles("deep,64x128x32/4x8")
+    assert list(tiles) == ["deep", "64x128x32/4x8"]
+    assert tiles["deep"] == plans.TILES["deep"]
+    assert tiles["64x128x32/4x8"] == plans.Tile(64, 128, 32, 4, 8)
+    assert bench_gpu.sweep_tiles("") is bench_gpu.SWEEP_TILES
+    with pytest.raises(SystemExit, match="'64x64/4x4' is neither"):
+        bench_gpu.sweep_tiles("deep,64x64/4x4")
+
+
 @pytest.mark.gpu
 def test_only_keeps_the_matmul_cases_it_names(gpu):
     """--only TEXT: the matmul cases whose name contains TEXT, and no others."""
