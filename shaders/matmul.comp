@@ -251,12 +251,18 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0, bool fin
 
 void main() {
     // A warp's 32 threads cover lx x ly threads of the WX x WY grid, not one 32-wide row:
-    // each K step, its shared-memory reads are then 4 A quads and 8 B quads (one wavefront
-    // each) instead of 1 and 32 (four wavefronts).
+    // each K step, its shared-memory reads are then 4 distinct A quads and 8 distinct B
+    // quads instead of 1 and 32. Shared memory returns 128 bytes a cycle, so a warp's vec4
+    // read takes 4 cycles, or 2 where lanes n and n ^ 1 (or n and n ^ 2) read one address.
+    // So lane bit 0 is ty's lowest bit, the bits above it tx, then the rest of ty: lanes
+    // n and n ^ 1 share tx (one B quad), n and n ^ 2 share ty (one A quad), and each read
+    // takes 2 cycles (8 x 4 a thread: 6 cycles of reads to 8 of fmas, not 8).
     uint lid = gl_LocalInvocationID.x;
     uint lx = min(8u, WX), ly = min(32u / lx, WY);
     uint blk = lid / (lx * ly), lane = lid % (lx * ly);
-    uint tx = (blk % (WX / lx)) * lx + lane % lx, ty = (blk / (WX / lx)) * ly + lane / lx;
+    uint pair = ly % 2 == 0 ? 1u : 0u, rest = lane >> pair;
+    uint tx = (blk % (WX / lx)) * lx + rest % lx;
+    uint ty = (blk / (WX / lx)) * ly + (rest / lx << pair) + (lane & pair);
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     uint z = gl_WorkGroupID.z, batch = z / SPLITS, split = z % SPLITS;
     uint a_base = batch * p.a_bs, b_base = batch * p.b_bs;
