@@ -95,12 +95,18 @@ TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
     "deep": Tile(128, 64, 32, 8, 4),       # small ones: 48 KiB, 256 threads
+    "deep half": Tile(64, 64, 32, 8, 4),   # ... where "deep" would split K 4 ways or more
     "medium": Tile(64, 64, 16, 4, 4),      # ... other K, or where "deep" does not fit
                                            # (16 KiB, 256 threads: every device has it)
     "rows": Tile(32, 64, 32, 4, 4),        # M <= 16 (a weight gradient of a small layer)
     "cols": Tile(64, 16, 32, 4, 4),        # N <= 16 (a small layer's forward)
 }
 MIN_DEEP_K = 64                   # two of "deep"'s K steps
+# "deep half": where "deep" leaves the GPU short of workgroups by 4 times or more and K
+# is deep enough to split, half its rows (128 threads, 8 x 4 each) make twice the grid, so
+# K is split half as many ways: fewer slices to store and add (H200, kernels alone, two
+# rounds: 256 x 1024 x 1024 as a layer's g W, 1.11 of cuBLAS's time split 2 against 1.13-1.15
+# for "deep" split 4; as its x W^T, 0.99-1.00 against 1.01).
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
 # Split K: the last slice of each tile adds the partial products within the dispatch
@@ -202,7 +208,10 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
         tile = square                     # (a split fills the rest of the GPU if K allows)
     elif (k >= MIN_DEEP_K and k % TILES["deep"].bk == 0
           and TILES["deep"].fits(shared, threads)):
-        tile = TILES["deep"]
+        tile, half = TILES["deep"], TILES["deep half"]
+        if (k >= SPLIT_FROM_K and 2 * groups(tile) < BUSY_GROUPS
+                and groups(half) > groups(tile) and half.fits(shared, threads)):
+            tile = half                   # twice the workgroups, half the split
     else:
         tile = TILES["medium"]
     return split_k(tile, m, n, k, batch)
