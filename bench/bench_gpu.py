@@ -8,6 +8,8 @@ training step, run eagerly and replayed (``dg.capture_step``).
                                                   # against PyTorch in the same rounds
     python3 bench/bench_gpu.py --sweep --recorded # the same, kernels only (recorded chains
                                                   # replayed, PyTorch's as CUDA graphs)
+    python3 bench/bench_gpu.py --sweep --tiles 'deep,64x64x32/8x4'
+                                                  # only these tiles (labels or shapes)
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
     python3 bench/bench_gpu.py --only 'g3^T h'    # the matmul cases so named (any mode)
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
