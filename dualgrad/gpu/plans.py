@@ -102,11 +102,11 @@ TILES = {
     "cols": Tile(64, 16, 32, 4, 4),        # N <= 16 (a small layer's forward)
 }
 MIN_DEEP_K = 64                   # two of "deep"'s K steps
-# "deep half": where "deep" leaves the GPU short of workgroups by 4 times or more and K
-# is deep enough to split, half its rows (128 threads, 8 x 4 each) make twice the grid, so
-# K is split half as many ways: fewer slices to store and add (H200, kernels alone, two
-# rounds: 256 x 1024 x 1024 as a layer's g W, 1.11 of cuBLAS's time split 2 against 1.13-1.15
-# for "deep" split 4; as its x W^T, 0.99-1.00 against 1.01).
+# "deep half": where "deep" makes fewer than half the workgroups the GPU needs (so K would
+# be split 4 ways or more) and K is deep enough to split, half its rows (128 threads, 8 x 4
+# each) make twice the grid, so K is split half as many ways: fewer slices to store and add
+# (H200, kernels alone, two rounds: 256 x 1024 x 1024 as a layer's g W, 1.11 of cuBLAS's
+# time split 2 against 1.13-1.15 for "deep" split 4; as its x W^T, 0.99-1.00 against 1.01).
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
 # Split K: the last slice of each tile adds the partial products within the dispatch
