@@ -319,6 +319,7 @@ def sweep_matmul(args, ours, torch) -> None:
     ratio first (best time first without a peer); with ``args.recorded``, the kernels
     alone (recorded chains replayed, as the kernels section times them)."""
     chosen, limits = plans.matmul_plan, ours.backend._matmul_limits
+    tiles = sweep_tiles(args.tiles)               # a bad entry stops the run before any case
     how = "recorded and replayed (kernels)" if args.recorded else "one by one"
     print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
@@ -328,7 +329,7 @@ def sweep_matmul(args, ours, torch) -> None:
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
                                  args.recorded)
             results = []
-            for label, tile in sweep_tiles(args.tiles).items():
+            for label, tile in tiles.items():
                 if not sweepable(tile, m, n, k, limits):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
