@@ -58,6 +58,8 @@ _OPTIM_PUSH = _packer(4, 2, len(ADAM_HYPER))   # w, g, m (buf), v; n, flags; the
 MAX_TABLE = 256
 TABLE_GROUPS = 32768              # about this many workgroups a table dispatch, at most
 _TABLE_ENTRY = struct.Struct("<4Q4I")
+MAX_TABLES_KEPT = 16              # tables kept for reuse (an optimizer's, or a few of them
+                                  # taking turns); past that, the kept ones are dropped
 
 
 def _sgd_scalars(buf, hyper: dict) -> tuple:
@@ -151,6 +153,7 @@ class GpuBackend(Backend):
         self._workspace_arrays = None
         self._big_partials = None     # BIG_SCRATCH's array (False: there was no room for it)
         self._cursors = [0, 0, 0]     # where the next _scratch range of each array starts
+        self._tables: dict = {}       # optimizer tables kept: their operands -> (table, grid)
         limits = ctx.limits           # (read once: a field of a driver struct is slow to read)
         self._matmul_limits = (limits.maxComputeSharedMemorySize,
                                limits.maxComputeWorkGroupInvocations, ctx.tensor_cores)
@@ -259,6 +262,7 @@ class GpuBackend(Backend):
             self._arenas.clear()
             self.persistent_pool.release()
             self._workspace_arrays = self._big_partials = None
+            self._tables = {}
             self._cursors = [0, 0, 0]
 
     def memory(self) -> dict:
@@ -852,7 +856,16 @@ class GpuBackend(Backend):
     def _table(self, part) -> tuple:
         """(the table of a TABLE dispatch over the operands of ``part`` (None: none), its
         grid): each tensor's workgroups take ``chunk`` elements each, at least 4 a
-        thread."""
+        thread. Outside a recording, a table of the same operands at the same addresses as
+        one made before (a training loop's next step) is that one again, kept in the
+        persistent pool: nothing is packed or written."""
+        key = None
+        if self._cap is None:
+            key = tuple([h.address if h is not None else 0 for q in part for h in q] +
+                        [q[0].size for q in part])
+            made = self._tables.get(key)
+            if made is not None:
+                return made
         total = sum(q[0].size for q in part)
         chunk = 4 * WG * -(-total // (4 * WG * TABLE_GROUPS))
         rows, first = [], 0
@@ -861,11 +874,16 @@ class GpuBackend(Backend):
             rows.append(_TABLE_ENTRY.pack(*addrs, q[0].size, first, chunk, 0))
             first += -(-q[0].size // chunk)
         data = b"".join(rows)
-        table = self.empty((len(data) // 4,), np.uint32)
         with self.ctx.lock:
-            if self._cap is not None:
-                self._cap.touch((table,))
+            cap = self._cap
+            table = self.empty((len(data) // 4,), np.uint32, persistent=cap is None)
+            if cap is not None:
+                cap.touch((table,))
             self.rec.update(table.alloc.block.buffer, table.alloc.offset, data, [table.span])
+            if cap is None and key is not None:   # (no recording began or ended meanwhile)
+                if len(self._tables) >= MAX_TABLES_KEPT:
+                    self._tables.clear()
+                self._tables[key] = table, (first, 1, 1)
         return table, (first, 1, 1)
 
     def _optim(self, kind, addrs, n, flags, floats, reads, writes, table_grid=None) -> None:
