@@ -274,6 +274,9 @@ SWEEP_TILES = dict(plans.TILES, **{
     # 1.12-1.14; 512 threads a workgroup, 128 x 64 and 64 x 128 with 4 x 4 a thread, and
     # 128 x 128 x 16 with 8 x 4, were slower still)
     "64x128 k32 4x8": plans.Tile(64, 128, 32, 4, 8),
+    "deep half": plans.Tile(64, 64, 32, 8, 4),     # (the plans' choice for a while, where
+                                                   # "deep" split K 4 ways or more)
+    "deep 8x4": plans.Tile(128, 64, 32, 8, 4),     # ("deep" before its threads took 4 x 8)
     "64x64 k32": plans.Tile(64, 64, 32, 4, 4),
     "tc 128x64": plans.TensorTile(128, 64, 16, 64, 32),
     "tc 128x64 k32": plans.TensorTile(128, 64, 32, 64, 32),

@@ -276,7 +276,7 @@ def test_split_k_keeps_k_whole_past_a_counter_per_tile():
     (10, 70, 4500, 1, "rows", 29), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 30),
     (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (200, 300, 96, 1, "deep", 1),
     (200, 300, 100, 1, "medium", 1), (64, 64, 5120, 1, "deep", 32),
-    (256, 520, 1024, 1, "deep half", 4),
+    (256, 520, 1024, 1, "deep", 8),
     (2050, 1000, 20, 1, "square", 1),
     (1030, 1000, 600, 1, "square", 2), (1030, 1000, 20, 1, "medium", 1),
     (1030, 1000, 12, 4, "wide", 1)], ids=str)
@@ -297,18 +297,17 @@ def test_small_products_take_k_steps_of_32_where_k_and_the_device_allow():
     assert plans.TILES["rows"].bk == plans.TILES["cols"].bk == 32
 
 
-def test_deep_products_short_of_workgroups_take_half_the_rows_and_half_the_split():
-    deep, half = plans.TILES["deep"], plans.TILES["deep half"]
-    assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (half, 2)      # 32 -> 64 groups
+def test_deep_products_short_of_workgroups_split_k():
+    deep = plans.TILES["deep"]
+    assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (deep, 4)      # 32 groups, 128 slices
     assert plans.matmul_plan(256, 1024, 256, 1)[:2] == (deep, 1)       # K too short to split
     assert plans.matmul_plan(1024, 1024, 256, 1)[:2] == (deep, 1)      # deep fills the GPU
     assert plans.matmul_plan(64, 64, 5120, 1)[:2] == (deep, 32)        # no more groups
 
 
 def test_k_is_split_until_about_a_slice_per_sm():
-    # 64 workgroups of 64 x 64 split 2 ways (128 slices), not 32 of 128 x 64 split 4; 16
-    # of 64 x 16 split 8.
-    assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (plans.TILES["deep half"], 2)
+    # 32 workgroups of 128 x 64 split 4 ways (128 slices); 16 of 64 x 16 split 8.
+    assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (plans.TILES["deep"], 4)
     assert plans.matmul_plan(1024, 10, 4096, 1)[:2] == (plans.TILES["cols"], 8)
 
 

@@ -94,19 +94,20 @@ class TensorTile(NamedTuple):
 TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
-    "deep": Tile(128, 64, 32, 8, 4),       # small ones: 48 KiB, 256 threads
-    "deep half": Tile(64, 64, 32, 8, 4),   # ... where "deep" would split K 4 ways or more
+    "deep": Tile(128, 64, 32, 4, 8),       # small ones: 48 KiB, 256 threads
     "medium": Tile(64, 64, 16, 4, 4),      # ... other K, or where "deep" does not fit
                                            # (16 KiB, 256 threads: every device has it)
     "rows": Tile(32, 64, 32, 4, 4),        # M <= 16 (a weight gradient of a small layer)
     "cols": Tile(64, 16, 32, 4, 4),        # N <= 16 (a small layer's forward)
 }
 MIN_DEEP_K = 64                   # two of "deep"'s K steps
-# "deep half": where "deep" makes fewer than half the workgroups the GPU needs (so K would
-# be split 4 ways or more) and K is deep enough to split, half its rows (128 threads, 8 x 4
-# each) make twice the grid, so K is split half as many ways: fewer slices to store and add
-# (H200, kernels alone, two rounds: 256 x 1024 x 1024 as a layer's g W, 1.11 of cuBLAS's
-# time split 2 against 1.13-1.15 for "deep" split 4; as its x W^T, 0.99-1.00 against 1.01).
+# "deep" gives each thread 4 rows and 8 columns (8 x 4 before: the same 6 cycles of
+# shared-memory reads to 8 of fmas a K step; H200, kernels alone, three to four sweeps:
+# 1024 x 1024 x 256 as g^T h 1.04-1.05 of cuBLAS's time against 1.08, 1024 x 784 x 256
+# 1.10-1.11 both, 256 x 1024 x 1024 as g W split 4 1.07-1.09 against 1.13-1.15). Split 4
+# ways, it also does as well as a 64 x 64 x 32 tile of 8 x 4 split 2 ways, which was taken
+# where "deep" split K 4 ways or more before (256 x 1024 x 1024: as g W 1.07-1.09 against
+# 1.10-1.11, as x W^T 0.98 against 0.99).
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
 # Split K: the last slice of each tile adds the partial products within the dispatch
@@ -208,10 +209,7 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
         tile = square                     # (a split fills the rest of the GPU if K allows)
     elif (k >= MIN_DEEP_K and k % TILES["deep"].bk == 0
           and TILES["deep"].fits(shared, threads)):
-        tile, half = TILES["deep"], TILES["deep half"]
-        if (k >= SPLIT_FROM_K and 2 * groups(tile) < BUSY_GROUPS
-                and groups(half) > groups(tile) and half.fits(shared, threads)):
-            tile = half                   # twice the workgroups, half the split
+        tile = TILES["deep"]
     else:
         tile = TILES["medium"]
     return split_k(tile, m, n, k, batch)
