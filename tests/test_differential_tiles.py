@@ -57,6 +57,16 @@ def forced(tile, splits):
     return lambda m, n, k, batch, *limits: plans.sliced(tile, k, splits)
 
 
+def forced_recipe(tile, splits, m, n, k, trans_a, trans_b):
+    """``forced(tile, splits)`` and the dispatch it makes of op(A) (m x k) @ op(B) (k x n),
+    each operand stored transposed where its flag says so."""
+    from dualgrad.gpu import dispatch
+    plan = forced(tile, splits)
+    sa, sb = ((k, m) if trans_a else (m, k)), ((n, k) if trans_b else (k, n))
+    return plan, dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m, n, k, 1, 48 << 10, 1024,
+                                        False, plan)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("vec", [True, False], ids=["vec4", "scalar"])
@@ -81,18 +91,17 @@ def test_matmul_tile_edges(pair, rng, monkeypatch, name, vec, split, trans_a, tr
                                              (True, True)])
 def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_b):
     # Two tiles each way and whole K steps: the kernel's variant without bounds tests.
-    from dualgrad.gpu import dispatch
     tile = plans.TILES[name]
     require_fits(tile)
     m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
-    plan = forced(tile, 3 if split else 1)
-    sa, sb = ((k, m) if trans_a else (m, k)), ((n, k) if trans_b else (k, n))
-    r = dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m, n, k, 1, 48 << 10, 1024, False,
-                               plan)
-    assert r.spec[12] == 1 and (r.partials is not None) == split        # WHOLE
-    # ... which a product one quad short of whole tiles does not take.
-    assert dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m - 4, n, k, 1, 48 << 10, 1024,
-                                  False, plan).spec[12] == 0
+    splits = 3 if split else 1
+    plan, r = forced_recipe(tile, splits, m, n, k, trans_a, trans_b)
+    assert r.spec[12] == 1 and r.shader == "matmul"                     # WHOLE
+    assert (r.partials is not None) == split
+    # ... which a product one quad short of whole tiles takes in its inner tiles only, and
+    # a product of K one quad past whole steps in none.
+    assert forced_recipe(tile, splits, m - 4, n, k, trans_a, trans_b)[1].spec[12] == 2
+    assert forced_recipe(tile, splits, m, n, k + 4, trans_a, trans_b)[1].spec[12] == 0
     monkeypatch.setattr(plans, "matmul_plan", plan)
     check_matmul(pair, rng, (m, k), (k, n), trans_a, trans_b)
 
@@ -100,7 +109,30 @@ def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "batched"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+@pytest.mark.parametrize("past", [4, 36], ids=["a quad past", "9 quads past"])
+def test_matmul_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name, split,
+                                                    trans_a, trans_b, past):
+    """Whole K steps but M and N past whole tiles (WHOLE 2): the inner tiles run without
+    bounds tests, the edge tiles with them, skipping the multiply-adds of their threads'
+    quads of rows and columns that lie outside C (a quad past: all but each thread's
+    first; 9 quads past: on some tiles none)."""
+    tile = plans.TILES[name]
+    require_fits(tile)
+    m, n, k = tile.bm + past, tile.bn + past, 6 * tile.bk
+    plan, r = forced_recipe(tile, 3 if split else 1, m, n, k, trans_a, trans_b)
+    assert r.spec[12] == 2 and r.shader == "matmul_edges"               # WHOLE
+    assert (r.partials is not None) == split
+    monkeypatch.setattr(plans, "matmul_plan", plan)
+    check_matmul(pair, rng, (m, k), (k, n), trans_a, trans_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
+@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "inner-whole",
+                                    "batched"])
 @pytest.mark.parametrize("then", ["", "relu", "mask"])
 def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, name, split,
                                                        layout, then):
@@ -119,6 +151,12 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
                                    False, plan, True, relu, mask)
         assert r.spec[12:16] == (1, 1, int(relu), int(mask))  # WHOLE, BIAS, RELU_C, MASK_C
         check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
+    elif layout == "inner-whole":       # whole K steps, M and N a quad past whole tiles
+        m, n, k = tile.bm + 4, 2 * tile.bn + 4, 6 * tile.bk
+        r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
+                                   False, plan, True, relu, mask)
+        assert r.spec[12] == 2                                          # WHOLE
+        check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
     elif layout == "batched":
         check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, True, relu, mask)
     else:
@@ -131,12 +169,14 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "split-k", "batched"])
+@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "inner-whole",
+                                    "split-k", "batched"])
 def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypatch, name,
                                                             layout):
     """op(A)'s row sums (a bias gradient) on every path: written by the first column of
-    tiles as it loads A (edge tiles with vec4 or scalar loads, whole tiles), or, where K
-    is split or the product batched, by a reduction after it."""
+    tiles as it loads A (edge tiles with vec4 or scalar loads, whole tiles, whole inner
+    tiles beside edge ones), or, where K is split or the product batched, by a reduction
+    after it."""
     from dualgrad.testing import differential
     tile = plans.TILES[name]
     require_fits(tile)
@@ -146,14 +186,16 @@ def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypat
     k = 2 * tile.bk + (4 if vec else 7)
     if layout == "whole":
         m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
+    elif layout == "inner-whole":
+        m, n, k = 2 * tile.bm + 4, tile.bn + 4, 6 * tile.bk
     counters = device.active().rec.counters
     for trans_a in (False, True):
         a = f32(rng, *((3, m, k) if layout == "batched" else (m, k)))
         before = counters.dispatches
         results = differential.matmul_sums_agreement(pair, a, f32(rng, k, n), trans_a, False)
         assert all(r.ok for r in results), results
-        assert counters.dispatches - before == (1 if layout.startswith(("edge", "whole"))
-                                                else 2)
+        assert counters.dispatches - before == (
+            1 if layout.startswith(("edge", "whole", "inner")) else 2)
 
 
 @pytest.mark.gpu

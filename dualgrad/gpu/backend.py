@@ -24,7 +24,7 @@ from ..cpu.reduce import REDUCE_OPS, keepdims_shape
 from . import plans
 from .capture import Capture
 from .context import Context
-from .dispatch import COUNT_EQ, COUNTERS, MAX_ELEMENTS, MAX_GROUPS, WG
+from .dispatch import COUNT_EQ, COUNTERS, FMA_SHADERS, MAX_ELEMENTS, MAX_GROUPS, WG
 from .dispatch import broadcast_layout as _broadcast_layout
 from .dispatch import check_size
 from .dispatch import grid as _groups
@@ -604,7 +604,7 @@ class GpuBackend(Backend):
                 counters = self._scratch(0, r.groups[0] * r.groups[1] * batch)  # one a tile
                 partials, writes = self._partials(r.partials, [out])
                 extra = (partials, counters)
-            if r.shader == "matmul":         # (it adds the bias, relus and masks, itself)
+            if r.shader in FMA_SHADERS:      # (it adds the bias, relus and masks, itself)
                 if r.sums:
                     writes.append(sums)
                 push = _ADDRESSES8.pack(a.address, b.address, out.address, *extra,

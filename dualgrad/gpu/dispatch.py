@@ -166,9 +166,14 @@ class SplitPass(NamedTuple):
     tail: bytes = b""             # uints, packed
 
 
+EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
+FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
+                                               # specialization, bias, relu, mask, row sums
+
+
 class MatmulRecipe(NamedTuple):
-    """One matmul dispatch (matmul.comp or matmul_bf16x6.comp), all but its addresses, and
-    the split passes that feed the tensor-core kernel."""
+    """One matmul dispatch (matmul.comp, matmul_edges.comp or matmul_bf16x6.comp), all but
+    its addresses, and the split passes that feed the tensor-core kernel."""
     shader: str
     spec: tuple
     uints: tuple
@@ -242,13 +247,17 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool,
     a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
     b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
     split = plan.splits > 1
-    whole = (a_vec and b_vec and m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
-             and plan.kc % t.bk == 0)
+    # WHOLE: 1, every tile lies inside the matrix with K in whole steps (no bounds tests);
+    # 2, M or N is not whole tiles, but some tiles lie inside: their workgroups take code
+    # without tests, the edge tiles' code with them (matmul_edges.comp, which holds both).
+    steps_whole = a_vec and b_vec and k % t.bk == 0 and plan.kc % t.bk == 0
+    whole = (0 if not steps_whole or m < t.bm or n < t.bn else
+             1 if m % t.bm == 0 and n % t.bn == 0 else 2)
     sums = sums and not split and t.threads >= t.bm     # (a thread for each row's sum)
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
-            plan.splits, t.threads, int(whole), int(bias), int(relu), int(mask), int(sums))
+            plan.splits, t.threads, whole, int(bias), int(relu), int(mask), int(sums))
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
-    return MatmulRecipe(t.shader, spec, uints, groups,
+    return MatmulRecipe(EDGE_TILES_SHADER if whole == 2 else t.shader, spec, uints, groups,
                         (batch * plan.splits, m, n) if split else None, None, packed_uints(uints),
                         sums)
 
