@@ -200,6 +200,27 @@ def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypat
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
+@pytest.mark.parametrize("shared_b", [True, False], ids=["one B", "a B each"])
+def test_batched_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name, split,
+                                                     shared_b):
+    """WHOLE 2 across a batch: each matrix's inner tiles without bounds tests, its edge
+    tiles with them, at the batch strides of A, B (or one B for all) and C."""
+    from dualgrad.gpu import dispatch
+    tile = plans.TILES[name]
+    require_fits(tile)
+    m, n, k, batch = tile.bm + 4, tile.bn + 4, 6 * tile.bk, 3
+    sa, sb = (batch, m, k), ((k, n) if shared_b else (batch, k, n))
+    plan = forced(tile, 3 if split else 1)
+    r = dispatch.matmul_recipe(sa, sb, False, False, m, n, k, batch, 48 << 10, 1024, False,
+                               plan)
+    assert r.spec[12] == 2 and r.shader == "matmul_edges"               # WHOLE
+    monkeypatch.setattr(plans, "matmul_plan", plan)
+    check_matmul(pair, rng, sa, sb, False, False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(plans.TILES))
 @pytest.mark.parametrize("shapes", [((3, 21, 37), (37, 18)), ((2, 20, 36), (2, 36, 24))],
                          ids=str)
 def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
