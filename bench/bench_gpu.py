@@ -14,7 +14,9 @@ training step, run eagerly and replayed (``dg.capture_step``).
     python3 bench/bench_gpu.py --only 'g3^T h'    # the matmul cases so named (any mode)
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
     python3 bench/bench_gpu.py --sections kernels # the matmul cases recorded and replayed
-                                                  # (a CUDA graph for PyTorch): no host time
+                                                  # (a CUDA graph for PyTorch): no host time;
+                                                  # and the floor's, the device's cost of a
+                                                  # dependent dispatch
 
 Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
 way: a number of calls queued, then a wait for the device (our queue's fence, or
@@ -257,6 +259,12 @@ def bench_kernels(args, ours, torch) -> list:
         t_ours, t_peer = measure(mine)
         rows.append((f"recorded matmul {name} [{tflops(flops, t_ours, t_peer)} TF/s]",
                      t_ours, t_peer, ""))
+    # The device's own cost of a dependent dispatch, against a dependent CUDA kernel's in a
+    # graph (H200: 1.8 us against 1.1; part of every small product's ratio above).
+    for name, mine, peer in floor_cases(ours, torch):
+        measure = case_timer(args, ours, torch, peer,
+                             torch.cuda.synchronize if torch else None, FLOOR_CALLS, True)
+        rows.append((f"recorded floor: {name}, chained", *measure(mine), ""))
     return rows
 
 
@@ -393,9 +401,13 @@ def bench_memory(args, ours, torch) -> list:
 
 
 # -- per-dispatch floor -----------------------------------------------------------------------
-def bench_floor(args, ours, torch) -> list:
+FLOOR_CALLS = 50                  # chained calls a wait (one by one) or a recording
+
+
+def floor_cases(ours, torch) -> list:
     """Tiny kernels, each call writing one output (so each waits for the one before): what
-    a dispatch costs when its work is next to nothing."""
+    a dispatch costs when its work is next to nothing. (name, our call, PyTorch's or
+    None)."""
     be = ours.backend
     x, out = ours.put(np.ones(64, np.float32)), be.empty((64,), persistent=True)
     a, w = ours.put(np.ones((256, 1024), np.float32)), ours.put(np.ones((10, 1024), np.float32))
@@ -410,11 +422,16 @@ def bench_floor(args, ours, torch) -> list:
         tprod = torch.empty(256, 10, device="cuda")
         peers = [lambda: torch.clamp_min(tx, 0, out=tout),
                  lambda: torch.matmul(ta, tw.t(), out=tprod)]
+    return [(name, mine, peer) for (name, mine), peer in zip(cases, peers)]
+
+
+def bench_floor(args, ours, torch) -> list:
+    """The floor cases called one by one: host and device time a dispatch."""
     rows = []
-    for (name, mine), peer in zip(cases, peers):
+    for name, mine, peer in floor_cases(ours, torch):
         t_ours, t_peer = timed(args, mine, peer, ours.sync,
-                               torch.cuda.synchronize if torch else None, 50)
-        host, _, _ = host_share(mine, ours, 50)
+                               torch.cuda.synchronize if torch else None, FLOOR_CALLS)
+        host, _, _ = host_share(mine, ours, FLOOR_CALLS)
         rows.append((f"floor: {name}, chained [host {host * 1e6:.1f}us]", t_ours, t_peer, ""))
     return rows
 
@@ -500,8 +517,8 @@ def parse(argv=None):
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,kernels,memory,train,startup",
-                   help="any of matmul, kernels (the matmul cases recorded once and "
-                        "replayed: no host time), memory, train, startup, floor (tiny "
+                   help="any of matmul, kernels (the matmul and floor cases recorded once "
+                        "and replayed: no host time), memory, train, startup, floor (tiny "
                         "chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")

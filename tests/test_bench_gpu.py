@@ -44,6 +44,10 @@ def test_gpu_benchmark_prints_its_table():
     assert all(float(t) > 0 for _, t in kernels), out
     floors = re.findall(r"^  floor: .*?, chained \[host \d+\.\d+us\]\s+(\d+\.\d+)ms", out, re.M)
     assert len(floors) == 2 and all(float(t) > 0 for t in floors), out
+    # ... and recorded once and replayed: the device's own cost of a dependent dispatch.
+    recorded = re.findall(r"^  recorded floor: (.*?), chained\s+(\d+\.\d+)ms", out, re.M)
+    assert [r[0] for r in recorded] == ["relu of 64", "256 x 10 x 1024 product x W^T"], out
+    assert all(float(t) > 0 for _, t in recorded), out
 
 
 @pytest.mark.gpu
