@@ -261,6 +261,23 @@ def _matmul(data, pair):
     return [_matmul_agreement(pair, *_matmul_operands(data))]
 
 
+@check("matmul:edge tiles")
+def _matmul_edge_tiles(data, pair):
+    """M and N a few quads past whole tiles (of the sides the planner cuts: 128 or 256
+    rows, 64 or 128 columns) and K in whole steps: the kernel whose inner tiles skip the
+    bounds tests that its edge tiles make (matmul_edges.comp), which sizes drawn freely
+    rarely reach."""
+    past = st.integers(1, 9)
+    m = data.draw(st.sampled_from([128, 256]), label="m") + 4 * data.draw(past)
+    n = data.draw(st.sampled_from([64, 128]), label="n") + 4 * data.draw(past)
+    k = data.draw(st.sampled_from([64, 128, 256]), label="k")
+    trans_a, trans_b = data.draw(st.booleans(), label="trans_a"), data.draw(st.booleans(),
+                                                                             label="trans_b")
+    a = data.draw(dgst.arrays((m, k)), label="a")
+    b = data.draw(dgst.arrays((k, n)), label="b")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
+
+
 @check("matmul:bias")
 def _matmul_bias(data, pair):
     """The product plus a bias per output column (a linear layer's forward)."""
