@@ -155,7 +155,7 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
         m, n, k = tile.bm + 4, 2 * tile.bn + 4, 6 * tile.bk
         r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
                                    False, plan, True, relu, mask)
-        assert r.spec[12] == 2                                          # WHOLE
+        assert r.spec[12:16] == (2, 1, int(relu), int(mask)) and r.shader == "matmul_edges"
         check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
     elif layout == "batched":
         check_matmul(pair, rng, (3, 21, 37), (37, 18), False, True, True, relu, mask)
