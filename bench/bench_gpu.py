@@ -19,9 +19,11 @@ training step, run eagerly and replayed (``dg.capture_step``).
                                                   # dependent dispatch
 
 Ratios are ours / peer in time (below 1: we are faster). Both sides are timed the same
-way: a number of calls queued, then a wait for the device (our queue's fence, or
-torch.cuda.synchronize), divided by the number of calls. PyTorch runs with TF32 off, so
-both compute full float32 products. Without PyTorch or CUDA the peer prints "n/a".
+way: a number of calls queued (for a product, milliseconds of them: see ``_calls``), then
+a wait for the device (our queue's fence, or torch.cuda.synchronize), divided by the number
+of calls; a matmul row also shows one call and its wait, the latency a lone product adds.
+PyTorch runs with TF32 off, so both compute full float32 products. Without PyTorch or CUDA
+the peer prints "n/a".
 """
 from __future__ import annotations
 
@@ -136,9 +138,18 @@ def _operands(m, n, k, ta, tb):
     return a, b
 
 
+MAX_CALLS = 200                   # calls per wait at most (see _calls)
+
+
 def _calls(flops: float) -> int:
-    """Calls per wait: enough that queueing and waiting are a small part of the time."""
-    return int(min(50, max(1, 2e11 // max(flops, 1.0))))
+    """Calls per wait: products of about 2e11 flops in all (milliseconds of work), at most
+    MAX_CALLS, so that a wait's fixed cost is a small part of the time on both sides. That
+    cost is the device's idle start (our first submit follows a few recorded calls) and the
+    wait's end: H200, beyond the products' own time, about 0.16 ms a wait for us and 0.04
+    ms for PyTorch, so 50 calls of a 17 us product (the cap until 2026-12-02) made it 16%
+    of our figure and 4% of PyTorch's, and 200 calls make it 4% and 1%. The matmul rows
+    show the cost itself: a call and its wait."""
+    return int(min(MAX_CALLS, max(1, 2e11 // max(flops, 1.0))))
 
 
 def our_product(args, ours, ha, hb, m, n, k, ta, tb):
@@ -178,13 +189,20 @@ def tflops(flops: float, t_ours: float, t_peer) -> str:
     return f"{flops / t_ours / 1e12:.1f}" + (f"/{flops / t_peer / 1e12:.1f}" if t_peer else "")
 
 
+def microseconds(t_ours: float, t_peer) -> str:
+    """Ours/peer in us (ours alone without a peer)."""
+    return f"{t_ours * 1e6:.0f}" + (f"/{t_peer * 1e6:.0f}" if t_peer else "") + "us"
+
+
 def bench_matmul(args, ours, torch) -> list:
     rows = []
     for name, _, flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
         t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
         host, _, _ = host_share(mine, ours, _calls(flops), 3)
+        one = timed(args, mine, peer, ours.sync, sync_peer, 1)    # latency, not throughput
         rows.append((f"matmul {name} [{tflops(flops, t_ours, t_peer)} TF/s; host "
-                     f"{host * 1e6:.0f}us]", t_ours, t_peer, "<= 1.1"))
+                     f"{host * 1e6:.0f}us; a call and its wait {microseconds(*one)}]",
+                     t_ours, t_peer, "<= 1.1"))
     return rows
 
 

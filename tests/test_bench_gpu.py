@@ -31,6 +31,9 @@ def test_gpu_benchmark_prints_its_table():
     names = [r[0] for r in rows]
     assert len(rows) == 9 + 6 + 2, out            # matmul cases, memory cases, two steps
     assert any(n.startswith("matmul 64^3") for n in names)
+    # Each matmul row also shows one call and its wait (ours alone without a peer).
+    waits = [re.search(r"; a call and its wait (\d+)(/\d+)?us\]$", n) for n in names[:9]]
+    assert all(waits) and all(int(w.group(1)) > 0 for w in waits), names
     assert any(n.startswith("sum (all)") for n in names)
     assert any(n.startswith("Adam step MLP H=32 batch=16 [") for n in names)
     assert any(n.startswith("Adam step MLP H=32 batch=16 replayed [") for n in names)
