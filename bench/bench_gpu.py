@@ -145,10 +145,10 @@ def _calls(flops: float) -> int:
     """Calls per wait: products of about 2e11 flops in all (milliseconds of work), at most
     MAX_CALLS, so that a wait's fixed cost is a small part of the time on both sides. That
     cost is the device's idle start (our first submit follows a few recorded calls) and the
-    wait's end: H200, beyond the products' own time, about 0.16 ms a wait for us and 0.04
+    wait's end: H200, beyond the products' own time, about 0.17 ms a wait for us and 0.03
     ms for PyTorch, so 50 calls of a 17 us product (the cap until 2026-12-02) made it 16%
-    of our figure and 4% of PyTorch's, and 200 calls make it 4% and 1%. The matmul rows
-    show the cost itself: a call and its wait."""
+    of our figure and 3% of PyTorch's, and 200 calls make it 5% and 1%. The matmul rows
+    show the latency itself: a call and its wait."""
     return int(min(MAX_CALLS, max(1, 2e11 // max(flops, 1.0))))
 
 
