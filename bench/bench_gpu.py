@@ -496,13 +496,13 @@ TRAIN_ROUNDS = 3                  # times the rounds of the other sections: the 
 
 def bench_training(args, ours, torch) -> list:
     rows = []
-    steady = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
+    step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
     for hidden, batch in args.train:
         peer = torch_cuda_step(torch, hidden, batch) if torch else None
         target = "<= 1.0" if hidden >= 4096 else "<= 0.5"
         for kind, make in (("", dualgrad_step), (" replayed", replayed_step)):
             mine = make(hidden, batch)
-            t_ours, t_peer = timed(steady, mine, peer, ours.wait,   # each step opens a tape
+            t_ours, t_peer = timed(step_args, mine, peer, ours.wait,  # each step opens a tape
                                    torch.cuda.synchronize if torch else None, 10)
             host, wait, submits = host_share(mine, ours, 10)
             rows.append((f"Adam step MLP H={hidden} batch={batch}{kind} [host "
