@@ -44,7 +44,9 @@ import dualgrad as dg  # noqa: E402
 from bench_cpu import (_mlp_data, _sizes, dualgrad_step, first_step_seconds,  # noqa: E402
                        mlp_train_step)
 from dualgrad.api import device  # noqa: E402
+from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
+from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 
 
@@ -66,11 +68,11 @@ class Ours:
 
     def wait(self) -> None:
         with self.backend.ctx.lock:
-            self.backend.rec.flush(wait=True)
+            self.backend.device.rec.flush(wait=True)
 
     def sync(self) -> None:
         self.wait()
-        self.backend.reset_pass()
+        self.backend.begin_pass(TAPE)
 
     def put(self, array):
         return self.backend.upload(np.ascontiguousarray(array), persistent=True)
@@ -97,7 +99,7 @@ def host_share(fn, ours, calls: int, repeats: int = 5) -> tuple:
     along the way) and then waiting for the device, as medians over ``repeats`` batches,
     and the submits per call."""
     host, wait = [], []
-    counters = ours.backend.rec.counters
+    counters = ours.backend.device.rec.counters
     submits = counters.submits
     for _ in range(repeats):
         start = time.perf_counter()
@@ -160,7 +162,7 @@ def our_product(args, ours, ha, hb, m, n, k, ta, tb):
     if args.overlap:
         return lambda: be.matmul(ha, hb, ta, tb)
     out = be.empty((m, n), persistent=True)
-    return lambda: be._matmul_into(ha, hb, out, ta, tb, m, n, k, 1)
+    return lambda: product_into(be.device, ha, hb, out, ta, tb, (m, n, k, 1))
 
 
 def peer_product(torch, a, b, ta, tb) -> tuple:
@@ -210,7 +212,7 @@ def recorded(ours, call, calls: int):
     """``calls`` calls of ``call`` recorded once into a reusable command buffer: (replay,
     release). What they allocate stays theirs until release (wait with ``ours.wait``,
     which keeps the pass pool, until then)."""
-    be, rec = ours.backend, ours.backend.rec
+    be, rec = ours.backend, ours.backend.device.rec
     with be.ctx.lock:
         rec.begin_capture()
     try:
@@ -347,7 +349,7 @@ def sweep_matmul(args, ours, torch) -> None:
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
     ratio first (best time first without a peer); with ``args.recorded``, the kernels
     alone (recorded chains replayed, as the kernels section times them)."""
-    chosen, limits = plans.matmul_plan, ours.backend._matmul_limits
+    chosen, limits = plans.matmul_plan, ours.backend.device.matmul_limits
     tiles = sweep_tiles(args.tiles)               # a bad entry stops the run before any case
     how = "recorded and replayed (kernels)" if args.recorded else "one by one"
     print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
@@ -432,7 +434,7 @@ def floor_cases(ours, torch) -> list:
     product = be.empty((256, 10), persistent=True)
     cases = [("relu of 64", lambda: be.unary("relu", x, out=out)),
              ("256 x 10 x 1024 product x W^T",
-              lambda: be._matmul_into(a, w, product, False, True, 256, 10, 1024, 1))]
+              lambda: product_into(be.device, a, w, product, False, True, (256, 10, 1024, 1)))]
     peers = [None, None]
     if torch:
         tx, tout = torch.ones(64, device="cuda"), torch.empty(64, device="cuda")

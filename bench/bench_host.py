@@ -67,7 +67,21 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
     device = importlib.import_module(package + ".api.device")
     dg.ag_device("gpu")
     be = device.active()
-    rec = be.rec
+    # Revisions before the Device noun (0bb87d6 and earlier) kept it all on the backend.
+    dev = getattr(be, "device", be)
+    rec = dev.rec
+    if hasattr(be, "begin_pass"):
+        product_into = importlib.import_module(package + ".gpu.kernels.matmul").product_into
+
+        def product():
+            product_into(dev, h, w, hout, False, True, (256, 1024, 1024, 1))
+
+        def reset():
+            be.begin_pass(0)
+    else:
+        def product():
+            be._matmul_into(h, w, hout, False, True, 256, 1024, 1024, 1)
+        reset = be.reset_pass
 
     def put(shape):
         return be.upload(np.ones(shape, np.float32), persistent=True)
@@ -119,8 +133,7 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
         "relu of 1M, into one output": lambda: be.unary("relu", x, out=out),
         "relu of 256 x 1024, a new output": lambda: be.unary("relu", h),
         "relu backward of 256 x 1024": lambda: be.unary_backward("relu", h, h, g),
-        "matmul 256 x 1024 x 1024, into one output":
-            lambda: be._matmul_into(h, w, hout, False, True, 256, 1024, 1024, 1),
+        "matmul 256 x 1024 x 1024, into one output": product,
         "adam_step of 256 x 1024": lambda: be.adam_step(h, g, hout, out, hyper),
         HEAVY[0]: many_opt.step,
         f"{HEAVY[1]}, MLP 784-{hidden}-{hidden}-10, batch {batch}": step,
@@ -140,7 +153,7 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
         with be.ctx.lock:
             recorded = rec.end_capture()
         rec.free_captured(recorded)
-        be.reset_pass()
+        reset()
         return seconds * 1e6
 
     def live(call, n: int) -> float:
@@ -195,6 +208,8 @@ def main(argv=None) -> int:
     p.add_argument("--train", default="256:128", help="H:batch of the training step")
     p.add_argument("--live", action="store_true", help="the training step alone, run on the "
                    "device: each round's steps queued, then a wait")
+    p.add_argument("--ref-first", action="store_true", help="open the revision's device "
+                   "before this tree's (by default this tree's is opened first)")
     p.add_argument("--phases", action="store_true", help="the training step's phases, each "
                    "timed (recorded only, or with --live run on the device)")
     args = p.parse_args(argv)
@@ -205,7 +220,10 @@ def main(argv=None) -> int:
             extract(args.against, tmp)
             sys.path.insert(0, tmp)
             packages.append("dualgrad_ref")
-        runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in packages}
+        # The device made second may be the faster one (a software device shares the host):
+        # --ref-first swaps which is made first, so processes can be run both ways.
+        made = packages[::-1] if args.ref_first else packages
+        runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in made}
         if args.phases:
             return report_phases(runs, packages, args)
         names = list(runs["dualgrad"][0])

@@ -6,15 +6,12 @@ with ``ag_device()``; the same training code runs on both.
 """
 from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
-from .api.errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
-                         DeviceOutOfMemory, DeviceUnavailable, DualgradError,
-                         InvalidValueError, ShapeError, TensorTooLarge,
-                         ValidationError)
+from .errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
+                     DeviceOutOfMemory, DeviceUnavailable, DualgradError, GraphFreedError,
+                     InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
-from .api.ops import (abs, add, clamp, div, dropout, embedding, exp, gelu, layer_norm,
-                      linear, log, log_softmax, matmul, max, maximum, mean, minimum,
-                      mse_loss, mul, neg, pow, relu, reshape, sigmoid, softmax,
-                      softmax_cross_entropy, sqrt, sub, sum, tanh, transpose)
+from .api import ops as _ops
+from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
 from .api.optim import (clip_grad_norm, optimizer_adam, optimizer_adamw, optimizer_sgd)
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
@@ -27,13 +24,11 @@ __all__ = [
     "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
-    "matmul", "add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "relu",
-    "gelu", "sigmoid", "tanh", "clamp", "maximum", "minimum", "sum", "mean", "max",
-    "reshape", "transpose", "softmax", "log_softmax", "softmax_cross_entropy", "mse_loss",
-    "linear", "layer_norm", "embedding", "dropout",
+    *_ops.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
-    "DeviceUnavailable", "DeadTensorError", "DeviceError", "DeviceOutOfMemory",
+    "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
+    "DeviceOutOfMemory",
     "TensorTooLarge", "CheckpointError", "ValidationError", "nn", "optim", "residency",
 ]

@@ -1,13 +1,15 @@
 """The backend contract: the primitives the front end calls, one set per backend.
 
-The front end (``dualgrad.api``) holds autograd, the gradient rules, optimizers and layers,
-and never asks which backend is active: it calls these methods on ``active()``. A backend
-implements them over its own *storage handle* type — a C-contiguous NumPy array on cpu, a
-sub-allocated device buffer on gpu. A handle has ``.shape`` and ``.dtype``.
+The front end (``dualgrad.api``) holds autograd, the gradient rules, optimizers, layers and
+the residency policy, and never asks which backend is active: it calls these methods on
+``active()``. A backend implements them over its own *storage handles*, a C-contiguous NumPy
+array on cpu, a sub-allocated device buffer on gpu, and never sees a Tensor. A handle has
+``.shape`` and ``.dtype``; a device handle also ``.scope`` ("pass" or "persistent") and
+``.live``.
 
-Kernels never see Tensors or autograd. Every kernel has a twin with the same name on the other
+Kernels never see autograd either. Every kernel has a twin with the same name on the other
 backend, and the differential tests hold each pair together within ``dualgrad.testing``'s
-tolerance table.
+tolerance table. The ops' codes and the optimizers' scalar names are ``dualgrad.kernel_ops``.
 """
 from __future__ import annotations
 
@@ -15,73 +17,51 @@ import abc
 
 import numpy as np
 
-# The scalars of the fused optimizer kernels, in the order the kernels take them. The front
-# end computes them per step in float64 (dualgrad.api.optim); backends round them to the
-# tensor dtype. 1 - beta is passed rather than formed from the rounded beta: float32(0.999)
-# is 1.3e-8 off, which is 1.3e-5 of 1 - 0.999.
-ADAM_HYPER = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
-              "step_size", "bc2_sqrt")
-SGD_HYPER = ("lr", "momentum", "dampening", "wd")
+# Pass storage comes in two slots a thread switches between: what a tape computes, and what
+# a no_grad() block outside any tape computes (an evaluation), each freed when the next
+# block of its kind begins.
+TAPE, EVAL = 0, 1
+
+
+class Epilogue:
+    """What a matrix product does to C as it stores it, in this order: add ``bias`` (one
+    value per column; one float32 addition, as binary("add") would make it), then apply
+    relu (``relu``), then keep it where ``mask`` (storage of C's shape) is > 0, else 0 (the
+    gradient through a relu whose output is the mask: unary_backward("relu", mask, mask,
+    C)). ``row_sums`` (storage of op(a)'s shape less its last axis): op(a)'s row sums are
+    written there too, as reduce("sum") of them (a linear layer's bias gradient beside its
+    weight gradient). ``kind`` is what a kernel's recipe depends on."""
+
+    __slots__ = ("bias", "relu", "mask", "row_sums", "kind")
+
+    def __init__(self, bias=None, relu: bool = False, mask=None, row_sums=None):
+        self.bias, self.relu, self.mask, self.row_sums = bias, relu, mask, row_sums
+        self.kind = (bias is not None, relu, mask is not None, row_sums is not None)
+
+
+PLAIN = Epilogue()                 # a product stored as it is
 
 
 class Backend(abc.ABC):
     """Abstract base of the cpu and gpu backends."""
 
     name: str = "?"
-
-    # -- residency: Tensor <-> storage -------------------------------------------------------
-    @abc.abstractmethod
-    def supports(self, dtype: np.dtype) -> bool:
-        """Whether tensors of this dtype can live on this backend."""
-
-    @abc.abstractmethod
-    def handle(self, t):
-        """The storage of tensor ``t`` on this backend. A host value is moved here at first use
-        (a parameter into the persistent pool) and stays; a freed one raises DeadTensorError."""
-
-    @abc.abstractmethod
-    def adopt(self, t, h) -> None:
-        """Make ``h`` the storage of ``t`` (the host cache, if any, is dropped)."""
-
-    @abc.abstractmethod
-    def host_value(self, t) -> np.ndarray:
-        """``t``'s current value as a host array (downloaded and cached where resident).
-        The caller must not modify it."""
-
-    def reset_pass(self) -> None:
-        """Free the pass pool (activations and other per-step tensors)."""
-
-    def release(self) -> None:
-        """Give the device up: rescue every live tensor's value to the host, free the pools."""
-
-    def memory(self) -> dict:
-        """Pool statistics in the keys of ``dg.tape_mem()``."""
-        return dict(buffer_bytes=0, n_buffers=0, p_buffer_bytes=0, p_n_buffers=0,
-                    reserved_bytes=0, p_reserved_bytes=0)
-
-    def transfers(self) -> dict:
-        """Transfer counters in the keys of ``dg.transfer_stats()``."""
-        return dict(h2d_bytes=0, h2d_calls=0, d2h_bytes=0, d2h_calls=0, submits=0)
-
-    def reset_transfers(self) -> None:
-        """Zero the transfer counters."""
-
-    # -- step capture ------------------------------------------------------------------------
-    def capture(self, run, args: list):
-        """Run the training step ``run(args)`` once and return ``(its result, a replay
-        object)`` (see ``EagerReplay`` for the replay interface). This default records
-        nothing: each replay runs the step again, which is what the cpu backend does."""
-        return run(args), EagerReplay(self, run)
-
-    def replay_dropout(self, recorded: tuple, seed: int, step: int) -> None:
-        """Before a replay: the dropout mask recorded with (seed, step) ``recorded`` is
-        drawn with ``seed`` and ``step`` this time. Nothing to do where steps are not
-        recorded."""
+    # Whether storage handles are host arrays: a tensor's storage is then its host value
+    # (``data``), and nothing is ever moved or rescued.
+    host_storage: bool = False
 
     # -- storage ----------------------------------------------------------------------------
     @abc.abstractmethod
+    def supports(self, dtype: np.dtype) -> bool:
+        """Whether storage of this dtype can live on this backend."""
+
+    @abc.abstractmethod
+    def owns(self, h) -> bool:
+        """Whether ``h`` is live storage of this backend (not freed, not another's)."""
+
+    @abc.abstractmethod
     def empty(self, shape: tuple, dtype: np.dtype, persistent: bool = False):
-        """Uninitialised storage."""
+        """Uninitialised storage (``persistent``: in the pool tapes do not free)."""
 
     @abc.abstractmethod
     def upload(self, array: np.ndarray, persistent: bool = False):
@@ -94,10 +74,6 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def download(self, h) -> np.ndarray:
         """A host copy of the storage's value."""
-
-    @abc.abstractmethod
-    def is_live(self, h) -> bool:
-        """False once the pool holding ``h`` has been reset or released."""
 
     @abc.abstractmethod
     def indices(self, array: np.ndarray):
@@ -114,6 +90,41 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def reshape(self, h, shape: tuple):
         """The same elements read with another shape (no copy)."""
+
+    # -- pools, counters --------------------------------------------------------------------
+    def begin_pass(self, slot: int) -> None:
+        """Free the calling thread's pass storage of ``slot`` (TAPE or EVAL) and put new pass
+        storage there from now on."""
+
+    def use_pass(self, slot: int) -> None:
+        """Put the calling thread's new pass storage in ``slot``, freeing nothing."""
+
+    def release(self) -> None:
+        """Give the device up: free every pool (the front end has rescued what it keeps)."""
+
+    def memory(self) -> dict:
+        """Pool statistics in the keys of ``dg.tape_mem()``."""
+        return dict(buffer_bytes=0, n_buffers=0, p_buffer_bytes=0, p_n_buffers=0,
+                    reserved_bytes=0, p_reserved_bytes=0)
+
+    def transfers(self) -> dict:
+        """Transfer counters in the keys of ``dg.transfer_stats()``."""
+        return dict(h2d_bytes=0, h2d_calls=0, d2h_bytes=0, d2h_calls=0, submits=0)
+
+    def reset_transfers(self) -> None:
+        """Zero the transfer counters."""
+
+    # -- step capture -----------------------------------------------------------------------
+    def record(self, args: list):
+        """Begin recording a training step whose arguments are the host arrays ``args``;
+        return the recording (see ``dualgrad.gpu.capture.Recording``), or None where steps
+        are not recorded (each replay then runs the step again, as on the cpu)."""
+        return None
+
+    def replay_dropout(self, recorded: tuple, seed: int, step: int) -> None:
+        """Before a replay: the dropout mask recorded with (seed, step) ``recorded`` is
+        drawn with ``seed`` and ``step`` this time. Nothing to do where steps are not
+        recorded."""
 
     # -- kernels ----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -147,17 +158,12 @@ class Backend(abc.ABC):
         """A contiguous copy of x with its axes permuted (up to 4-D)."""
 
     @abc.abstractmethod
-    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, bias=None,
-               out=None, relu: bool = False, mask=None, sums=None):
-        """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch. With
-        ``bias`` (one value per output column), each output is the product's value plus its
-        column's bias: one float32 addition, as binary("add") would make it; with ``relu``,
-        then unary("relu") of it; with ``mask`` (of the product's shape), then
-        unary_backward("relu", mask, mask, it): kept where mask > 0, else 0 (the gradient
-        through a relu whose output is ``mask``). Into ``out`` (storage of the product's
-        size, returned) where given. ``sums`` (storage of op(a)'s shape less its last axis):
-        op(a)'s row sums written there too, as reduce("sum") of them (a linear layer's bias
-        gradient beside its weight gradient)."""
+    def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, out=None,
+               epilogue: Epilogue = PLAIN):
+        """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch; op
+        transposes the last two axes where its flag is set. ``epilogue`` says what happens
+        to C as it is stored. Into ``out`` (storage of the product's size, returned) where
+        given."""
 
     @abc.abstractmethod
     def softmax(self, x):
@@ -226,28 +232,12 @@ class Backend(abc.ABC):
         same results, in one dispatch where the backend can."""
 
 
-class EagerReplay:
-    """A step that is not recorded: each replay runs it again. ``reason`` says why."""
+def dropout_threshold(p: float) -> int:
+    """The 24-bit cut below which dropout drops an element (both kernels' mask rule: see
+    ``dualgrad/cpu/dropout.py``)."""
+    return min(int(round(p * (1 << 24))), 1 << 24)
 
-    replayable = False
 
-    def __init__(self, backend: Backend, run, reason: str = "", capture=None,
-                 once: bool = False):
-        self.backend, self.run, self.reason = backend, run, reason
-        self._capture = capture            # a recording that was given up, to free
-        self.once = once                   # the reason was passing: record the next call
-
-    def usable(self, backend: Backend) -> bool:
-        """Whether a call on ``backend`` can use this object."""
-        return not self.once and backend is self.backend
-
-    def replay(self, args: list, hooks: list):
-        """Run the step for the new arguments (``hooks``: what a recorded replay would
-        redo on the host; running the step does it all itself)."""
-        return self.run(args)
-
-    def close(self) -> None:
-        """Free what the object holds."""
-        if self._capture is not None:
-            self._capture.close()
-            self._capture = None
+def dropout_scale(p: float, dtype) -> float:
+    """What dropout multiplies a kept element by: 1 / (1 - p), rounded to ``dtype``."""
+    return float(np.dtype(dtype).type(1.0 / (1.0 - p))) if p < 1.0 else 0.0

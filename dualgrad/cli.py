@@ -33,7 +33,7 @@ def _info(args) -> int:
 
 def _demo(args) -> int:
     from .demo import run_demo
-    from .api.errors import DualgradError
+    from .errors import DualgradError
     try:
         run_demo(device=args.device, steps=args.steps, batch=args.batch, hidden=args.hidden,
                  seed=args.seed)
@@ -44,7 +44,7 @@ def _demo(args) -> int:
 
 
 def _verify(args) -> int:
-    from .api.errors import DualgradError
+    from .errors import DualgradError
     from .verify import verify, write_report
     name = "gpu" if args.device is None else f"gpu:{args.device}"
     try:

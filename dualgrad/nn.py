@@ -1,6 +1,5 @@
 """Layers (``dg.nn``): see ``dualgrad.api.nn``."""
-from .api.nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ReLU,  # noqa: F401
-                     Sequential, Sigmoid, Tanh)
+from .api import nn as _nn
+from .api.nn import *  # noqa: F401,F403
 
-__all__ = ["Module", "Linear", "Sequential", "ReLU", "GELU", "Tanh", "Sigmoid", "LayerNorm",
-           "Embedding", "Dropout"]
+__all__ = list(_nn.__all__)

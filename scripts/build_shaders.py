@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Compile shaders/*.comp into dualgrad/gpu/spirv/*.spv with glslc (Vulkan 1.2 target) and
-record each source's hash, includes folded in, and the compiler that built it in
-dualgrad/gpu/spirv/MANIFEST.json; a test compares the manifest with the sources so a stale
-.spv cannot go unnoticed.
+"""Write shaders/opcodes.glsl from dualgrad/kernel_ops.py, then compile shaders/*.comp into
+dualgrad/gpu/spirv/*.spv with glslc (Vulkan 1.2 target) and record each source's hash,
+includes folded in, and the compiler that built it in dualgrad/gpu/spirv/MANIFEST.json;
+tests compare the header with the registry and the manifest with the sources, so neither
+can go stale unnoticed.
 
 Only shaders whose source changed since their .spv was built are compiled (``--all``: every
 one), with ``$GLSLC`` (default: glslc on PATH). A shader that needs a newer glslc than the
@@ -21,12 +22,23 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash  # noqa: E402
+from dualgrad.kernel_ops import glsl_header  # noqa: E402
 
 MANIFEST = SPIRV / "MANIFEST.json"
 NEWER = ("GL_EXT_bfloat16", "GL_KHR_cooperative_matrix")   # unknown to Debian 12's glslang
 
 
+def write_header() -> None:
+    """shaders/opcodes.glsl as the registry renders it (rewritten only when it differs)."""
+    header = SHADERS / "opcodes.glsl"
+    text = glsl_header()
+    if not header.exists() or header.read_text() != text:
+        header.write_text(text)
+        print(f"  {header.relative_to(ROOT)} written from dualgrad/kernel_ops.py")
+
+
 def main(argv) -> int:
+    write_header()
     glslc = shutil.which(os.environ.get("GLSLC", "glslc"))
     if glslc is None:
         print("build_shaders: glslc not found (Debian package 'glslc'; or set GLSLC)",

@@ -1,4 +1,5 @@
-// Shared by every kernel: buffer references, op codes, numerics helpers, Philox.
+// Shared by every kernel: buffer references, numerics helpers, Philox. (Op codes are in
+// opcodes.glsl, generated from dualgrad/kernel_ops.py.)
 //
 // Storage is addressed through buffer device addresses passed in push constants, so a
 // dispatch needs no descriptor set: bind pipeline, push constants, dispatch.
@@ -11,14 +12,6 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer Ints { int v
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Quads { vec4 v[]; };
 
 const uint WG = 256;             // threads per workgroup of the 1-D kernels
-
-// Op codes: the positions of the ops in dualgrad/cpu/elementwise.py's UNARY_OPS and
-// BINARY_OPS and dualgrad/cpu/reduce.py's REDUCE_OPS (a test checks they agree).
-const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIGMOID = 7,
-           TANH = 8, ADD_S = 9, MUL_S = 10, DIV_S = 11, RSUB_S = 12, RDIV_S = 13,
-           POW_S = 14, RPOW_S = 15, CLAMP = 16;
-const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6;
-const uint SUM = 0, MEAN = 1, MAX = 2, COUNT_EQ = 3;
 
 float f_inf() { return uintBitsToFloat(0x7f800000u); }
 float f_nan() { return uintBitsToFloat(0x7fc00000u); }

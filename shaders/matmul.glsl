@@ -37,17 +37,13 @@
 // bounds-checked scalar loads. Out-of-range elements read as 0, so edge tiles are exact.
 //
 // Whole tiles (WHOLE): a tile inside the matrix, with K in whole steps, needs no bounds
-// test on any load or store (5-7% faster on an H200's small products). WHOLE 1: every
-// tile is whole. WHOLE 2 (matmul_edges.comp, this file built with EDGE_TILES): M or N is
-// not a whole number of tiles, so the tiles inside take the code without tests and the
-// edge tiles the code with them (the shader holds both; main picks one per workgroup).
-// matmul.comp (WHOLE 0 or 1) is built without it: holding both made its whole tiles 4%
-// slower (H200: 1024 x 1024 x 256, 17.1 us against 16.5), so it stays as it was.
-// An edge tile also skips the multiply-adds of its threads' quads of rows or columns that
-// lie wholly outside C: with one wave of workgroups the product takes as long as its
-// slowest tile, and an edge tile with its tests but without those idle quads is not it
-// (H200, 1024 x 784 x 256 on 128 x 64 tiles: 17.1 us with every tile tested, 16.4 here;
-// 16.2 for 1024 x 832 x 256, whose 104 tiles are whole).
+// test on any load or store. WHOLE 1: every tile is whole. WHOLE 2 (matmul_edges.comp, this
+// file built with EDGE_TILES): M or N is not a whole number of tiles, so the tiles inside
+// take the code without tests and the edge tiles the code with them (the shader holds both;
+// main picks one per workgroup). matmul.comp (WHOLE 0 or 1) is built without it: holding
+// both made its whole tiles slower. An edge tile also skips the multiply-adds of its
+// threads' quads of rows or columns that lie wholly outside C: with one wave of workgroups
+// the product takes as long as its slowest tile (docs/performance.md).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
@@ -209,8 +205,7 @@ vec4 acc[TM][TN / 4];
 // it, added in order of slice (slice `mine`'s from the registers), so the result does not
 // depend on which slice came last. The outer loop runs over the fewer of the slices and
 // the thread's quads: the loads of one round (the inner loop's) can be in flight together,
-// each round waits for the one before. (H200: with 4 quads and 8 slices, quad by quad took
-// 2.5-3 us less than slice by slice; with 8 quads and 4 slices, 1.4 us more.)
+// each round waits for the one before (docs/performance.md).
 void add_slices(uint batch, uint mine, uint tx, uint ty, uint m0, uint n0 WHOLE_PARAM) {
     const uint QUADS = TM * TN / 4;
     vec4 sum[TM][TN / 4];

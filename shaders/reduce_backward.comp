@@ -5,6 +5,7 @@
 // through the output strides os (0 along reduced axes).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "opcodes.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;

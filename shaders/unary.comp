@@ -5,6 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
+#include "opcodes.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -25,13 +26,13 @@ float forward(float x, float a, float b) {
     if (OP == GELU) return x * normal_cdf(x);
     if (OP == SIGMOID) return sigmoid_f(x);
     if (OP == TANH) return tanh_f(x);
-    if (OP == ADD_S) return x + a;
-    if (OP == MUL_S) return x * a;
-    if (OP == DIV_S) return x / a;
-    if (OP == RSUB_S) return a - x;
-    if (OP == RDIV_S) return a / x;
-    if (OP == POW_S) return pow_c(x, a);
-    if (OP == RPOW_S) return pow_c(a, x);
+    if (OP == ADD_SCALAR) return x + a;
+    if (OP == MUL_SCALAR) return x * a;
+    if (OP == DIV_SCALAR) return x / a;
+    if (OP == RSUB_SCALAR) return a - x;
+    if (OP == RDIV_SCALAR) return a / x;
+    if (OP == POW_SCALAR) return pow_c(x, a);
+    if (OP == RPOW_SCALAR) return pow_c(a, x);
     return x < a ? a : (x > b ? b : x);          // CLAMP; NaN passes through
 }
 
@@ -45,13 +46,13 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == GELU) return g * (normal_cdf(x) + x * normal_pdf(x));
     if (OP == SIGMOID) return g * y * (1.0 - y);
     if (OP == TANH) return g * (1.0 - y * y);
-    if (OP == ADD_S) return g;
-    if (OP == MUL_S) return g * a;
-    if (OP == DIV_S) return g / a;
-    if (OP == RSUB_S) return -g;
-    if (OP == RDIV_S) return -g * a / (x * x);
-    if (OP == POW_S) return a == 0.0 ? 0.0 : g * a * pow_c(x, a - 1.0);
-    if (OP == RPOW_S) return (a == 0.0 && x >= 0.0) ? 0.0 : g * y * log(a);
+    if (OP == ADD_SCALAR) return g;
+    if (OP == MUL_SCALAR) return g * a;
+    if (OP == DIV_SCALAR) return g / a;
+    if (OP == RSUB_SCALAR) return -g;
+    if (OP == RDIV_SCALAR) return -g * a / (x * x);
+    if (OP == POW_SCALAR) return a == 0.0 ? 0.0 : g * a * pow_c(x, a - 1.0);
+    if (OP == RPOW_SCALAR) return (a == 0.0 && x >= 0.0) ? 0.0 : g * y * log(a);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

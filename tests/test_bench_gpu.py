@@ -148,7 +148,7 @@ def test_serial_products_wait_for_each_other(gpu):
     bench_gpu = bench_module()
     ours = bench_gpu.Ours()
     ha, hb = ours.put(np.ones((64, 32), np.float32)), ours.put(np.ones((32, 48), np.float32))
-    counters = ours.backend.rec.counters
+    counters = ours.backend.device.rec.counters
     made = {}
     for flags in ([], ["--overlap"]):
         product = bench_gpu.our_product(bench_gpu.parse(["--tiny", *flags]), ours, ha, hb,

@@ -7,7 +7,7 @@ import pytest
 
 import dualgrad as dg
 from conftest import train_step
-from dualgrad.api.errors import ArgumentTypeError, DeadTensorError, InvalidValueError
+from dualgrad.errors import ArgumentTypeError, DeadTensorError, InvalidValueError
 from dualgrad.gpu.capture import SLOT_WORDS
 from dualgrad.gpu.context import live_objects
 from dualgrad.residency import set_host_data, store_weight
@@ -444,7 +444,7 @@ def test_a_step_dropped_while_another_is_recorded_is_freed_when_that_recording_e
     for x, y in data[:3]:
         first(x, y)
     assert first.replayable
-    recording = [r for r, _ in first._recordings.values()][0]
+    recording = [r for r, _ in first._recordings.values()][0].recording
     other_model, other_opt, _ = make()
     train = step_fn(other_model, other_opt)
     closed_while_recording = []

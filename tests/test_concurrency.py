@@ -69,11 +69,11 @@ def test_two_threads_train_as_each_would_alone(gpu):
 
 def test_each_thread_has_its_own_pass_arena_and_a_dead_threads_is_reused(gpu):
     backend = active()
-    mine = backend.pass_pool
+    mine = backend.device.pass_pool
     seen = []
 
     def grab():
-        seen.append(backend.pass_pool)
+        seen.append(backend.device.pass_pool)
         dg.ag_tensor(np.ones(4)).numpy()
 
     first = threading.Thread(target=grab)
@@ -84,4 +84,4 @@ def test_each_thread_has_its_own_pass_arena_and_a_dead_threads_is_reused(gpu):
     second.join()
     assert seen[0] is not mine
     assert seen[1] is seen[0]                # the finished thread's arena was handed on
-    assert backend.pass_pool is mine
+    assert backend.device.pass_pool is mine

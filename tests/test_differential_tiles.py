@@ -7,7 +7,12 @@ import pytest
 
 from dualgrad import testing
 from dualgrad.api import device
-from dualgrad.gpu import plans
+from dualgrad.backend import Epilogue
+from dualgrad.gpu import plans, workspace
+from dualgrad.gpu.kernels import matmul
+
+
+LIMITS = (48 << 10, 1024, False)          # shared memory, threads, tensor cores
 
 
 def f32(rng, *shape):
@@ -26,7 +31,8 @@ def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False, relu=False, ma
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     shape = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])     # the product's
     g = f32(rng, *shape) if mask else None
-    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, c, None, relu, g)
+    ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
+                         Epilogue(bias=c, relu=relu, mask=g))
     if relu or mask:
         assert (ref == 0).any() and (ref != 0).any()     # (the relu or mask decided)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
@@ -60,11 +66,9 @@ def forced(tile, splits):
 def forced_recipe(tile, splits, m, n, k, trans_a, trans_b):
     """``forced(tile, splits)`` and the dispatch it makes of op(A) (m x k) @ op(B) (k x n),
     each operand stored transposed where its flag says so."""
-    from dualgrad.gpu import dispatch
     plan = forced(tile, splits)
     sa, sb = ((k, m) if trans_a else (m, k)), ((n, k) if trans_b else (k, n))
-    return plan, dispatch.matmul_recipe(sa, sb, trans_a, trans_b, m, n, k, 1, 48 << 10, 1024,
-                                        False, plan)
+    return plan, matmul.matmul_recipe(sa, sb, trans_a, trans_b, (m, n, k, 1), LIMITS, plan)
 
 
 @pytest.mark.gpu
@@ -139,7 +143,6 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
     """The bias (and the relu or the mask after it) on every store path: an edge tile with
     vec4 or scalar stores, whole tiles (no bounds tests), split K (added once, after the
     slices), a batch sharing it."""
-    from dualgrad.gpu import dispatch
     relu, mask = then == "relu", then == "mask"
     tile = plans.TILES[name]
     require_fits(tile)
@@ -147,14 +150,14 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
     monkeypatch.setattr(plans, "matmul_plan", plan)
     if layout == "whole":
         m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
-        r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
-                                   False, plan, True, relu, mask)
+        r = matmul.matmul_recipe((m, k), (n, k), False, True, (m, n, k, 1), LIMITS, plan,
+                                 (True, relu, mask, False))
         assert r.spec[12:16] == (1, 1, int(relu), int(mask))  # WHOLE, BIAS, RELU_C, MASK_C
         check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
     elif layout == "inner-whole":       # whole K steps, M and N a quad past whole tiles
         m, n, k = tile.bm + 4, 2 * tile.bn + 4, 6 * tile.bk
-        r = dispatch.matmul_recipe((m, k), (n, k), False, True, m, n, k, 1, 48 << 10, 1024,
-                                   False, plan, True, relu, mask)
+        r = matmul.matmul_recipe((m, k), (n, k), False, True, (m, n, k, 1), LIMITS, plan,
+                                 (True, relu, mask, False))
         assert r.spec[12:16] == (2, 1, int(relu), int(mask)) and r.shader == "matmul_edges"
         check_matmul(pair, rng, (m, k), (k, n), False, True, True, relu, mask)
     elif layout == "batched":
@@ -188,7 +191,7 @@ def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypat
         m, n, k = 2 * tile.bm, 2 * tile.bn, 6 * tile.bk
     elif layout == "inner-whole":
         m, n, k = 2 * tile.bm + 4, tile.bn + 4, 6 * tile.bk
-    counters = device.active().rec.counters
+    counters = device.active().device.rec.counters
     for trans_a in (False, True):
         a = f32(rng, *((3, m, k) if layout == "batched" else (m, k)))
         before = counters.dispatches
@@ -206,14 +209,12 @@ def test_batched_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, nam
                                                      shared_b):
     """WHOLE 2 across a batch: each matrix's inner tiles without bounds tests, its edge
     tiles with them, at the batch strides of A, B (or one B for all) and C."""
-    from dualgrad.gpu import dispatch
     tile = plans.TILES[name]
     require_fits(tile)
     m, n, k, batch = tile.bm + 4, tile.bn + 4, 6 * tile.bk, 3
     sa, sb = (batch, m, k), ((k, n) if shared_b else (batch, k, n))
     plan = forced(tile, 3 if split else 1)
-    r = dispatch.matmul_recipe(sa, sb, False, False, m, n, k, batch, 48 << 10, 1024, False,
-                               plan)
+    r = matmul.matmul_recipe(sa, sb, False, False, (m, n, k, batch), LIMITS, plan)
     assert r.spec[12] == 2 and r.shader == "matmul_edges"               # WHOLE
     monkeypatch.setattr(plans, "matmul_plan", plan)
     check_matmul(pair, rng, sa, sb, False, False)
@@ -245,9 +246,8 @@ def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, sha
     """A grid dimension holds at most MAX_GROUPS workgroups (65535 on most devices): with
     the backend's limit set to 3, products that pass it in rows, columns or batch agree
     with the reference, in several dispatches."""
-    from dualgrad.gpu import backend as gpu_backend
-    monkeypatch.setattr(gpu_backend, "MAX_GROUPS", 3)
-    counters = device.active().rec.counters
+    monkeypatch.setattr(matmul, "MAX_GROUPS", 3)
+    counters = device.active().device.rec.counters
     before = counters.dispatches
     check_matmul(pair, rng, *shapes, trans_a, trans_b, then == "bias", mask=then == "mask")
     assert counters.dispatches - before >= 2
@@ -271,16 +271,17 @@ def test_the_cross_entropys_mean_is_made_in_its_dispatch(pair, rng, rows):
     x = np.asarray(rng.uniform(-6.0, 6.0, (rows, 10)), np.float32)
     t = rng.integers(0, 10, rows)
     hx, ht = be.upload(x), be.indices(t)
-    be._workspace()
-    first = be._cursors[0]
-    before = be.rec.counters.dispatches
+    be.device.workspace.make()
+    first = be.device.workspace.cursors[0]
+    before = be.device.rec.counters.dispatches
     losses = [be.softmax_cross_entropy(hx, ht)[0]]
-    assert be.rec.counters.dispatches - before == 1
-    be._scratch(0, be._workspace_arrays[0].size)     # the rest of the counters, then
+    assert be.device.rec.counters.dispatches - before == 1
+    space = be.device.workspace
+    space.take(workspace.COUNTER, space.arrays[0].size)     # the rest of the counters, then
     if first:                                        # the ones before the first loss's
-        be._scratch(0, first)
+        space.take(workspace.COUNTER, first)
     losses.append(be.softmax_cross_entropy(hx, ht)[0])
-    assert be._cursors[0] == first + 64                 # (it took the first one's counter)
+    assert space.cursors[0] == first + 64            # (it took the first one's counter)
     losses += [be.softmax_cross_entropy(hx, ht)[0] for _ in range(2)]
     got = [be.download(loss) for loss in losses]
     assert all(np.array_equal(g, got[0]) for g in got)
@@ -300,9 +301,9 @@ def test_split_k_finishes_in_one_dispatch_and_leaves_its_counters_at_zero(pair, 
     monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["medium"], 4))
     a, b = f32(rng, 70, 300), f32(rng, 300, 90)
     ha, hb = be.upload(a), be.upload(b)
-    before = be.rec.counters.dispatches
+    before = be.device.rec.counters.dispatches
     outs = [be.matmul(ha, hb)]
-    assert be.rec.counters.dispatches - before == 1
+    assert be.device.rec.counters.dispatches - before == 1
     x = f32(rng, 9, 5000)
     hx = be.upload(x)
     for _ in range(5):
@@ -321,15 +322,14 @@ def test_split_k_finishes_in_one_dispatch_and_leaves_its_counters_at_zero(pair, 
 
 
 def test_split_k_keeps_k_whole_past_a_counter_per_tile():
-    from dualgrad.gpu import dispatch
     split = forced(plans.TILES["medium"], 4)
-    small = dispatch.matmul_recipe((64, 640), (640, 64), False, False, 64, 64, 640, 1,
-                                   48 << 10, 1024, False, split)
+    small = matmul.matmul_recipe((64, 640), (640, 64), False, False, (64, 64, 640, 1), LIMITS,
+                                 split)
     assert small.groups == (1, 1, 4) and small.partials == (4, 64, 64)
     # 2^16 + 1 batches of one tile each: a counter a tile would not fit in COUNTERS.
-    batch = dispatch.COUNTERS + 1
-    big = dispatch.matmul_recipe((batch, 64, 640), (640, 64), False, False, 64, 64, 640,
-                                 batch, 48 << 10, 1024, False, split)
+    batch = workspace.COUNTERS + 1
+    big = matmul.matmul_recipe((batch, 64, 640), (640, 64), False, False,
+                               (64, 64, 640, batch), LIMITS, split)
     assert big.groups == (1, 1, batch) and big.partials is None
 
 
@@ -470,9 +470,9 @@ def test_max_of_signed_zeros_does_not_depend_on_order(pair, rng, monkeypatch, ch
 def reduce_dispatches(backend, op, x, axes) -> int:
     """How many dispatches the gpu's reduction of x takes."""
     h = backend.upload(x)
-    before = backend.rec.counters.dispatches
+    before = backend.device.rec.counters.dispatches
     backend.reduce(op, h, axes)
-    return backend.rec.counters.dispatches - before
+    return backend.device.rec.counters.dispatches - before
 
 
 @pytest.mark.gpu
@@ -498,8 +498,7 @@ def test_split_reductions_finish_in_one_dispatch_where_they_can(
 @pytest.mark.parametrize("scratch", [1 << 16, 4], ids=["workspace", "allocated"])
 def test_finishing_reductions_keep_partials_in_the_workspace_or_their_own(pair, rng,
                                                                           monkeypatch, scratch):
-    from dualgrad.gpu import backend
-    monkeypatch.setattr(backend, "SCRATCH", scratch)
+    monkeypatch.setattr(workspace, "SCRATCH", scratch)
     for op in ("sum", "mean", "max"):
         check_reduce(pair, rng, op, (3, 5000), (1,))
         check_reduce(pair, rng, op, (700, 9), (0,))

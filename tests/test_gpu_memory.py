@@ -19,7 +19,7 @@ def backend(gpu):
 
 
 def test_arena_spills_into_new_blocks_and_reuses_them_after_reset(backend):
-    pool = ArenaPool(backend.ctx, backend.pass_pool.memory_type, block_size=1 << 20)
+    pool = ArenaPool(backend.ctx, backend.device.pass_pool.memory_type, block_size=1 << 20)
     try:
         allocs = [pool.alloc(300_000) for _ in range(7)]      # 3 fit in a 1 MiB block
         assert len(pool.blocks) == 3
@@ -39,7 +39,7 @@ def test_arena_spills_into_new_blocks_and_reuses_them_after_reset(backend):
 
 
 def test_free_list_reuses_and_coalesces(backend):
-    pool = FreeListPool(backend.ctx, backend.persistent_pool.memory_type, block_size=1 << 20)
+    pool = FreeListPool(backend.ctx, backend.device.persistent_pool.memory_type, block_size=1 << 20)
     try:
         a, b, c = (pool.alloc(100_000) for _ in range(3))
         start = a.address
@@ -69,7 +69,7 @@ def test_transfers_larger_than_the_staging_ring(backend, rng):
 def test_the_staging_ring_is_reused_from_its_start_once_its_copies_have_run(backend, rng):
     # A batch copied in each step lands where the last one did, once that one's copy has
     # run; while a copy is recorded or in flight, the next goes after it.
-    rec = backend.rec
+    rec = backend.device.rec
     x = rng.standard_normal(10_000).astype(np.float32)
     a, b = backend.upload(x), backend.upload(x)
     assert a.alloc.address != b.alloc.address
@@ -82,7 +82,7 @@ def test_the_staging_ring_is_reused_from_its_start_once_its_copies_have_run(back
 def test_an_upload_takes_back_the_ring_from_batches_the_device_has_finished(backend, rng):
     # Nobody waited for the batch that copied a, but the device has run it: b's copy goes
     # to the ring's start, where a's went (memory still in the host's cache).
-    rec = backend.rec
+    rec = backend.device.rec
     with backend.ctx.lock:
         rec.flush(wait=True)                                 # the whole ring free
     x = rng.standard_normal(10_000).astype(np.float32)
@@ -103,7 +103,7 @@ def test_an_upload_takes_back_the_ring_from_batches_the_device_has_finished(back
 def test_copies_in_flight_keep_their_part_of_the_staging_ring(backend, rng):
     # Each upload its own submit, eight times the ring's size in all, with no wait between:
     # the ring wraps over batches still in flight and no copy reads another's bytes.
-    rec = backend.rec
+    rec = backend.device.rec
     n = STAGING_BYTES // 4 // 3 + 1000                    # 3 do not fit: the ring's end
     arrays = [rng.standard_normal(n).astype(np.float32) for _ in range(24)]   # is skipped
     handles = []
@@ -125,7 +125,7 @@ def test_many_independent_updates_keep_barrier_tracking_bounded(backend, rng):
         p.grad = np.ones(8)
     before = [p.numpy() for p in params]
     opt.step()
-    tracked = len(backend.rec._written) + len(backend.rec._read)
+    tracked = len(backend.device.rec._written) + len(backend.device.rec._read)
     assert tracked <= MAX_TRACKED + 8
     for p, b in zip(params, before):
         np.testing.assert_allclose(p.numpy(), b - 0.5, rtol=1e-6)

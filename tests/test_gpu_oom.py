@@ -74,7 +74,7 @@ def budget_gpu(monkeypatch, gpu):
     dg.ag_device("cpu")
     monkeypatch.setenv(LIMIT_ENV, "8M")
     dg.ag_device("gpu")
-    assert active().budget.limit == 8 * MIB
+    assert active().device.budget.limit == 8 * MIB
     return active()
 
 
@@ -124,7 +124,7 @@ def test_a_driver_refusal_is_device_out_of_memory(gpu):
     train(model, opt, 1)
     kept, objects = weights(model), context.live_objects()
     with pytest.raises(dg.DeviceOutOfMemory) as info:
-        active().pass_pool.alloc(nbytes)
+        active().device.pass_pool.alloc(nbytes)
     message = str(info.value)
     need = -(-nbytes // memory.ALIGN) * memory.ALIGN       # the pools' allocation unit
     assert f"a {need}-byte pass allocation" in message
@@ -143,7 +143,7 @@ def test_a_tensor_past_the_kernels_index_is_refused_before_memory_is_asked_for(g
     model, opt = make_model(4)
     train(model, opt, 1)
     kept, objects = weights(model), context.live_objects()
-    reserved = active().pass_pool.reserved_bytes
+    reserved = active().device.pass_pool.reserved_bytes
     n = math.isqrt(MAX_ELEMENTS) + 1
     with pytest.raises(dg.TensorTooLarge, match=rf"shape \({n}, {n}\) has {n * n} elements"
                        rf".* at most {MAX_ELEMENTS} \(2\*\*31 - 1\)"):
@@ -152,7 +152,7 @@ def test_a_tensor_past_the_kernels_index_is_refused_before_memory_is_asked_for(g
         active().empty((MAX_ELEMENTS + 1,))
     assert active().empty((0, MAX_ELEMENTS + 1)).size == 0
     assert context.live_objects() == objects
-    assert active().pass_pool.reserved_bytes == reserved
+    assert active().device.pass_pool.reserved_bytes == reserved
     assert_same(weights(model), kept)
     assert np.isfinite(train(model, opt, 1, start=1))
 
@@ -164,7 +164,7 @@ def test_an_allocate_memory_failure_is_retried_once_then_raised(gpu, monkeypatch
     model, opt = make_model(2)
     train(model, opt, 1)
     kept = weights(model)
-    persistent = active().persistent_pool
+    persistent = active().device.persistent_pool
     reserved = persistent.reserved_bytes
     hog = dg.ag_param(np.ones(64 * MIB // 4, np.float32))     # a block of its own
     assert persistent.reserved_bytes > reserved

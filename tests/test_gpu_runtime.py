@@ -13,14 +13,14 @@ import pytest
 
 import dualgrad as dg
 from conftest import child_env, train_step
-from dualgrad.cpu.elementwise import BINARY_OPS, UNARY_OPS
+from dualgrad import kernel_ops
 from dualgrad.api import device
-from dualgrad.cpu.reduce import REDUCE_OPS
-from dualgrad.gpu import backend as gpu_backend
-from dualgrad.gpu import dispatch, plans
-from dualgrad.gpu.backend import SCRATCH
-from dualgrad.gpu.dispatch import SUM, reduce_recipe
+from dualgrad.gpu import dispatch, plans, workspace
+from dualgrad.gpu.kernels import elementwise, matmul
+from dualgrad.gpu.kernels import optim as gpu_optim
+from dualgrad.gpu.kernels.reduce import SUM, reduce_recipe
 from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash
+from dualgrad.gpu.workspace import SCRATCH
 
 ROOT = SHADERS.parent
 
@@ -81,7 +81,7 @@ MANY = [(i * 128, i * 128 + 64) for i in range(40)]       # more than MAX_TRACKE
 def test_a_barrier_comes_only_before_a_command_with_a_hazard(gpu, first, then, barrier):
     # Recorded into a capture that never runs, so the ranges need not be real memory.
     be = device.active()
-    rec, pipeline = be.rec, be.pipelines.get("unary", (0, 0))
+    rec, pipeline = be.device.rec, be.device.pipelines.get("unary", (0, 0))
     push = bytes(48)
     with be.ctx.lock:
         rec.begin_capture()
@@ -102,10 +102,11 @@ def test_recipes_carry_their_uints_packed_as_the_tail_of_their_push_constants():
     addrs = (0x10000, 0x20100, 0x30200, 0x40300, 0x50400)
     passes = (reduce_recipe(SUM, (64, 8192), (1,), plans.reduce_plan) +
               reduce_recipe(SUM, (3, 4, 5), (0, 2), plans.reduce_plan))
-    products = [dispatch.matmul_recipe((256, 784), (1024, 784), False, True, 256, 1024, 784, 1,
-                                       48 << 10, 1024, False, plans.matmul_plan),
-                dispatch.matmul_recipe((1024, 1024), (1024, 1024), False, False, 1024, 1024,
-                                       1024, 1, 48 << 10, 1024, True, plans.matmul_plan)]
+    products = [matmul.matmul_recipe((256, 784), (1024, 784), False, True, (256, 1024, 784, 1),
+                                     (48 << 10, 1024, False), plans.matmul_plan),
+                matmul.matmul_recipe((1024, 1024), (1024, 1024), False, False,
+                                     (1024, 1024, 1024, 1), (48 << 10, 1024, True),
+                                     plans.matmul_plan)]
     assert products[0].partials is not None and products[1].split        # split K; tensor
     for recipe in (*passes, *products):
         assert (dispatch.packer(5).pack(*addrs) + recipe.tail ==
@@ -115,7 +116,7 @@ def test_recipes_carry_their_uints_packed_as_the_tail_of_their_push_constants():
             dispatch.push_constants(addrs[:4], split.uints))
     # a (4, 1, 3) + b (5, 3): 60 outputs of 4-D shape (1, 4, 5, 3), then each operand's
     # element strides along those axes (0 where it is broadcast)
-    shape, tail, flat = dispatch.broadcast_layout((4, 1, 3), (5, 3), None)
+    shape, tail, flat = elementwise.broadcast_layout((4, 1, 3), (5, 3), None)
     assert (shape, flat) == ((4, 5, 3), 0)
     assert tail == dispatch.packed_uints((60, 1, 4, 5, 3, 12, 3, 0, 1, 15, 0, 3, 1))
 
@@ -165,8 +166,8 @@ def test_a_wait_returns_once_the_work_is_done_polling_or_sleeping(gpu, rng, monk
     from dualgrad.gpu import recorder
     be = device.active()
     monkeypatch.setattr(recorder, "WAIT_POLL_SECONDS", poll)
-    table = FenceStatus(be.rec.lib)
-    monkeypatch.setattr(be.rec, "lib", table)
+    table = FenceStatus(be.device.rec.lib)
+    monkeypatch.setattr(be.device.rec, "lib", table)
     h, want = chained_products(be, rng)
     np.testing.assert_allclose(be.download(h), want, rtol=1e-4, atol=1e-5)
     assert table.polls >= 1
@@ -181,8 +182,8 @@ def test_a_wait_sleeps_once_its_polling_time_is_up(gpu, rng, monkeypatch):
     from dualgrad.gpu import recorder
     be = device.active()
     monkeypatch.setattr(recorder, "WAIT_POLL_SECONDS", 0.02)
-    table = FenceStatus(be.rec.lib, be.rec.vk.VK_NOT_READY)
-    monkeypatch.setattr(be.rec, "lib", table)
+    table = FenceStatus(be.device.rec.lib, be.device.rec.vk.VK_NOT_READY)
+    monkeypatch.setattr(be.device.rec, "lib", table)
     h, want = chained_products(be, rng)
     np.testing.assert_allclose(be.download(h), want, rtol=1e-4, atol=1e-5)
     assert table.sleeps >= 1 and table.polls > 1
@@ -192,8 +193,8 @@ def test_a_wait_sleeps_once_its_polling_time_is_up(gpu, rng, monkeypatch):
 def test_a_lost_device_in_a_wait_is_a_device_error(gpu, rng, monkeypatch):
     be = device.active()
     h, _ = chained_products(be, rng, 2)
-    table = FenceStatus(be.rec.lib, be.rec.vk.VK_ERROR_DEVICE_LOST)
-    monkeypatch.setattr(be.rec, "lib", table)
+    table = FenceStatus(be.device.rec.lib, be.device.rec.vk.VK_ERROR_DEVICE_LOST)
+    monkeypatch.setattr(be.device.rec, "lib", table)
     with pytest.raises(dg.DeviceError, match="device may have been lost"):
         be.download(h)
     monkeypatch.undo()
@@ -209,9 +210,9 @@ def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
     h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
     assert [p.finish for p in reduce_recipe(SUM, (64, 8192), (1,), plans.reduce_plan)] == [True]
     first = be.reduce("sum", h, (1,))
-    before = be.rec.counters.barriers
+    before = be.device.rec.counters.barriers
     outs = [be.reduce("sum", h, (1,)) for _ in range(4)]
-    assert be.rec.counters.barriers == before
+    assert be.device.rec.counters.barriers == before
     for out in outs:
         assert np.array_equal(be.download(out), be.download(first))
 
@@ -224,9 +225,9 @@ def test_workspace_ranges_used_again_give_the_same_results(gpu, rng, monkeypatch
     workspace made small for the test, so that it wraps in a few calls.)"""
     be = device.active()
     scratch = 1 << 16
-    monkeypatch.setattr(gpu_backend, "SCRATCH", scratch)
-    monkeypatch.setattr(be, "_workspace_arrays", None)
-    monkeypatch.setattr(be, "_cursors", [0, 0, 0])
+    monkeypatch.setattr(workspace, "SCRATCH", scratch)
+    monkeypatch.setattr(be.device.workspace, "arrays", None)
+    monkeypatch.setattr(be.device.workspace, "cursors", [0, 0, 0])
     xs = [rng.standard_normal((512, 4096)).astype(np.float32) for _ in range(2)]
     hs = [be.upload(x) for x in xs]
     (only,) = reduce_recipe(SUM, (512, 4096), (1,), plans.reduce_plan)
@@ -250,9 +251,9 @@ def test_split_k_products_keep_their_partial_results_in_the_workspace(gpu, rng):
     b = be.upload(rng.standard_normal((2048, 16)).astype(np.float32))
     assert plans.matmul_plan(8, 16, 2048, 1).splits > 1
     first = be.matmul(a, b)
-    barriers, buffers = be.rec.counters.barriers, be.memory()["n_buffers"]
+    barriers, buffers = be.device.rec.counters.barriers, be.memory()["n_buffers"]
     outs = [be.matmul(a, b) for _ in range(4)]
-    assert be.rec.counters.barriers == barriers
+    assert be.device.rec.counters.barriers == barriers
     assert be.memory()["n_buffers"] == buffers + len(outs)
     for out in outs:
         assert np.array_equal(be.download(out), be.download(first))
@@ -266,24 +267,25 @@ def test_big_partial_results_go_in_a_range_made_at_first_need(gpu, rng, monkeypa
     be = device.active()
     a = be.upload(rng.standard_normal((32, 1024)).astype(np.float32))
     b = be.upload(rng.standard_normal((1024, 4096)).astype(np.float32))
-    recipe = dispatch.matmul_recipe(a.shape, b.shape, False, False, 32, 4096, 1024, 1,
-                                    *be._matmul_limits, plans.matmul_plan)
-    assert SCRATCH < np.prod(recipe.partials) <= gpu_backend.BIG_SCRATCH // 2
-    monkeypatch.setattr(be, "_big_partials", None)
-    monkeypatch.setattr(be, "_cursors", [0, 0, 0])
+    recipe = matmul.matmul_recipe(a.shape, b.shape, False, False, (32, 4096, 1024, 1),
+                                  be.device.matmul_limits, plans.matmul_plan)
+    space = be.device.workspace
+    assert SCRATCH < np.prod(recipe.partials) <= workspace.BIG_SCRATCH // 2
+    monkeypatch.setattr(space, "big", None)
+    monkeypatch.setattr(space, "cursors", [0, 0, 0])
     first = be.matmul(a, b)
-    assert be._big_partials.size == gpu_backend.BIG_SCRATCH and be._cursors[2] > 0
+    assert space.big.size == workspace.BIG_SCRATCH and space.cursors[2] > 0
     buffers = be.memory()["n_buffers"]
     again = be.matmul(a, b)
     assert be.memory()["n_buffers"] == buffers + 1          # its output alone
-    monkeypatch.setattr(be, "_big_partials", None)
-    pool = be.persistent_pool
+    monkeypatch.setattr(space, "big", None)
+    pool = be.device.persistent_pool
 
     def no_room(nbytes):
         raise dg.DeviceOutOfMemory("no room under the budget")
     monkeypatch.setattr(pool, "alloc", no_room)
     alone = be.matmul(a, b)
-    assert be._big_partials is False
+    assert space.big is False
     assert be.memory()["n_buffers"] == buffers + 3          # its output and its partials
     for out in (again, alone):
         assert np.array_equal(be.download(out), be.download(first))
@@ -297,13 +299,13 @@ def test_a_workspace_range_used_again_comes_after_a_barrier(gpu, rng):
     be = device.active()
     h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
     first = be.reduce("sum", h, (1,))            # (after the upload's barrier)
-    before = be.rec.counters.barriers
+    before = be.device.rec.counters.barriers
     be.reduce("sum", h, (1,))
-    assert be.rec.counters.barriers == before
-    be._cursors[1] = SCRATCH - 1                 # the next partial results wrap around
+    assert be.device.rec.counters.barriers == before
+    be.device.workspace.cursors[1] = SCRATCH - 1                 # the next partial results wrap around
     again = be.reduce("sum", h, (1,))
-    assert be.rec.counters.barriers == before + 1
-    assert be._cursors[1] < SCRATCH // 2
+    assert be.device.rec.counters.barriers == before + 1
+    assert be.device.workspace.cursors[1] < SCRATCH // 2
     assert np.array_equal(be.download(again), be.download(first))
 
 
@@ -314,12 +316,13 @@ def test_workspace_ranges_are_taken_under_the_device_lock(gpu, rng, monkeypatch)
     thread cannot take the same one in between."""
     be = device.active()
     held = []
-    taken = type(be)._scratch
+    space = be.device.workspace
+    taken = type(space).take
 
     def checked(self, which, n):
-        held.append(self.ctx.lock._is_owned())
+        held.append(self.device.lock._is_owned())
         return taken(self, which, n)
-    monkeypatch.setattr(type(be), "_scratch", checked)
+    monkeypatch.setattr(type(space), "take", checked)
     h = be.upload(rng.standard_normal((64, 8192)).astype(np.float32))
     be.reduce("sum", h, (1,))                                  # a finishing reduction
     a = be.upload(rng.standard_normal((8, 2048)).astype(np.float32))
@@ -354,8 +357,8 @@ def test_an_optimizer_step_reuses_the_table_of_the_step_before(gpu, rng, monkeyp
     x, y = rng.standard_normal((16, 12)).astype(np.float32), rng.integers(0, 5, 16)
     be = device.active()
     writes = []
-    update = be.rec.update
-    monkeypatch.setattr(be.rec, "update",
+    update = be.device.rec.update
+    monkeypatch.setattr(be.device.rec, "update",
                         lambda *a, **k: (writes.append(a[2]), update(*a, **k)))
 
     def train(keep_tables):
@@ -364,12 +367,12 @@ def test_an_optimizer_step_reuses_the_table_of_the_step_before(gpu, rng, monkeyp
         opt = dg.optimizer_adam(model.parameters(), lr=1e-2)
         for _ in range(4):
             if not keep_tables:
-                be._tables.clear()
+                be.device.tables.clear()
             train_step(model, opt, x, y)
         return [p.numpy() for p in model.parameters()]
 
     def table_writes():
-        return sum(len(w) == 4 * gpu_backend._TABLE_ENTRY.size for w in writes)
+        return sum(len(w) == 4 * gpu_optim.TABLE_ENTRY.size for w in writes)
     kept = train(keep_tables=True)
     assert table_writes() == 1
     writes.clear()
@@ -561,15 +564,20 @@ def test_every_shader_is_compiled_and_current():
             f"{name}.spv is stale: run `make shaders`"
 
 
-def test_shader_op_codes_match_the_cpu_kernels():
-    text = (SHADERS / "common.glsl").read_text()
-    codes = {name: int(v) for name, v in re.findall(r"\b([A-Z_]+) = (\d+)", text)}
-    glsl_unary = ["NEG", "EXP", "LOG", "SQRT", "ABS", "RELU", "GELU", "SIGMOID", "TANH",
-                  "ADD_S", "MUL_S", "DIV_S", "RSUB_S", "RDIV_S", "POW_S", "RPOW_S", "CLAMP"]
-    assert [codes[n] for n in glsl_unary] == list(range(len(UNARY_OPS)))
-    assert len(glsl_unary) == len(UNARY_OPS)
-    assert [codes[n.upper()] for n in BINARY_OPS] == list(range(len(BINARY_OPS)))
-    assert [codes[n.upper()] for n in REDUCE_OPS] == list(range(len(REDUCE_OPS)))
+def test_the_op_code_header_is_generated_from_the_registry():
+    """shaders/opcodes.glsl is what dualgrad/kernel_ops.py renders (``make shaders`` writes
+    it), and it gives every op of every family its registry code."""
+    text = (SHADERS / "opcodes.glsl").read_text()
+    assert text == kernel_ops.glsl_header(), "opcodes.glsl is stale: run `make shaders`"
+    codes = {name: int(v) for name, v in re.findall(r"\b([A-Z_0-9]+) = (\d+)", text)}
+    for family in (kernel_ops.UNARY, kernel_ops.BINARY, kernel_ops.REDUCE):
+        for op in family:
+            assert codes[op.name.upper()] == op.code
+    assert codes["COUNT_EQ"] == len(kernel_ops.REDUCE)
+    for i, name in enumerate(kernel_ops.ADAM_HYPER):
+        assert codes[f"ADAM_{name.upper()}"] == i
+    for i, name in enumerate(kernel_ops.SGD_HYPER):
+        assert codes[f"SGD_{name.upper()}"] == i
 
 
 def test_float_controls_are_added_to_the_spirv(tmp_path):
@@ -609,7 +617,7 @@ def test_one_update_of_many_tensors_is_each_ones_update_in_few_dispatches(gpu, r
     gives it, tensors spanning several workgroups or one, empty ones skipped; MAX_TABLE
     tensors a dispatch."""
     from dualgrad.api.optim import adam_hyper
-    from dualgrad.gpu.backend import MAX_TABLE
+    from dualgrad.gpu.kernels.optim import MAX_TABLE
     be = device.active()
     if kind == "adam":
         hyper, width = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False), 4
@@ -630,11 +638,11 @@ def test_one_update_of_many_tensors_is_each_ones_update_in_few_dispatches(gpu, r
     for handles in one:
         one_step(*handles, hyper)
     many = [[be.upload(a) for a in s] for s in states]
-    be.rec.flush()
-    before = be.rec.counters.dispatches
+    be.device.rec.flush()
+    before = be.device.rec.counters.dispatches
     many_steps(many, hyper)
     tables = -(-sum(1 for n in sizes if n) // MAX_TABLE)
-    assert be.rec.counters.dispatches - before == tables
+    assert be.device.rec.counters.dispatches - before == tables
     for a, b in zip(one, many):
         for x, y in zip(a, b):                    # every operand, written or not
             assert np.array_equal(be.download(x), be.download(y))

@@ -8,8 +8,10 @@ import pytest
 
 from dualgrad import testing
 from dualgrad.api import device
-from dualgrad.api.errors import InvalidValueError
+from dualgrad.errors import InvalidValueError
+from dualgrad.backend import Epilogue
 from dualgrad.gpu import dispatch, features, plans
+from dualgrad.gpu.kernels import matmul
 
 U = 2.0 ** -24
 
@@ -95,8 +97,8 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
 
 def test_a_tensor_recipe_names_its_shader_and_constants():
     # C (1024 x 768) = A (1024 x 3072) @ B^T, B stored (768 x 3072): 2^31.2 multiply-adds
-    r = dispatch.matmul_recipe((1024, 3072), (768, 3072), False, True, 1024, 768, 3072, 1,
-                               48 << 10, 1024, True, plans.matmul_plan)
+    r = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
+                             (48 << 10, 1024, True), plans.matmul_plan)
     t = plans.matmul_plan(1024, 768, 3072, 1, tensor_cores=True).tile
     assert r.shader == "matmul_bf16x6" and r.partials is None
     assert r.spec == (*t, t.threads)
@@ -116,8 +118,8 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
     # A batch of 3 A^T stored (3, 300, 144): k-major already, split as it is, its words
     # walked along x; B (96 x 300) stored as B^T, shared by the batch: transposed once.
-    r = dispatch.matmul_recipe((3, 300, 144), (96, 300), True, True, 144, 96, 300, 3,
-                               48 << 10, 1024, True, forced(plans.TENSOR_TILE))
+    r = matmul.matmul_recipe((3, 300, 144), (96, 300), True, True, (144, 96, 300, 3),
+                             (48 << 10, 1024, True), forced(plans.TENSOR_TILE))
     s, layout = r.split, r.uints[-4:]
     words = -(-3 * 300 * 144 // (8 * dispatch.WG))      # workgroups of 256 words
     assert s.spec == (0, 1)
@@ -130,7 +132,7 @@ def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
 def test_an_operands_workgroups_leave_room_for_the_others():
     # 2^27 words; 2^18 blocks of 64 x 32 (R = 2^24, K = 32): each walked by half the grid
     for shape, k_major in (((1 << 14, 1 << 16), True), ((1 << 24, 32), False)):
-        assert dispatch.operand_split(shape, k_major)[1][3] == dispatch.MAX_GROUPS // 2
+        assert matmul.operand_split(shape, k_major)[1][3] == dispatch.MAX_GROUPS // 2
 
 
 def test_tensor_tiles_check_their_shape_and_limits():
@@ -210,20 +212,20 @@ def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypat
     through one pass: here the case's and a partner stored the other way. With the grid
     capped (as it is at 65535 workgroups a dimension), the workgroups walk what is left."""
     if cap:
-        monkeypatch.setattr(dispatch, "MAX_GROUPS", cap)
+        monkeypatch.setattr(matmul, "MAX_GROUPS", cap)
     backend = device.active()
     operands = [(shape, k_major), ((2, 24, 40), not k_major)]
     xs = [_with_unsplittable(rng, s) for s, _ in operands]
-    split_pass, *layouts = dispatch.split_pass(*operands[0], *operands[1])
+    split_pass, *layouts = matmul.split_pass(*operands[0], *operands[1])
     if cap:
         assert split_pass.groups == (2, 1, 1)
     h0, h1 = (backend.upload(x) for x in xs)
     out = backend.empty((sum(split_pass.floats),))
     b_pieces = out.address + 4 * split_pass.floats[0]
-    backend._run("split_bf16", split_pass.spec,
-                 dispatch.push_constants((h0.address, out.address, h1.address, b_pieces),
-                                         split_pass.uints),
-                 split_pass.groups, [h0, h1], [out])
+    backend.device.launch("split_bf16", split_pass.spec,
+                          dispatch.push_constants((h0.address, out.address, h1.address,
+                                                   b_pieces), split_pass.uints),
+                          split_pass.groups, [h0, h1], [out])
     got = backend.download(out).view(np.uint16)
     cut = 2 * split_pass.floats[0]                   # A's pieces, in bfloat16 values
     for x, (_, km), (plane, _), part in zip(xs, operands, layouts, (got[:cut], got[cut:])):
@@ -322,21 +324,23 @@ def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pa
     a, b, a_st, b_st = operands(rng, (144, 300), (300, 96), False, True)
     bias = rng.uniform(-3.0, 3.0, 96).astype(np.float32)
     ha, hb, hbias = backend.upload(a_st), backend.upload(b_st), backend.upload(bias)
-    fused = backend.download(backend.matmul(ha, hb, False, True, hbias))
+    fused = backend.download(backend.matmul(ha, hb, False, True,
+                                            epilogue=Epilogue(bias=hbias)))
     alone = backend.matmul(ha, hb, False, True)
     assert np.array_equal(fused, backend.download(backend.binary("add", alone, hbias)))
-    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, bias)
+    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, None, Epilogue(bias=bias))
     scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
     assert tensor_pair.agree("matmul:bias", got, ref, scale=scale, length=300).ok
-    relu = backend.download(backend.matmul(ha, hb, False, True, hbias, relu=True))
+    relu = backend.download(backend.matmul(ha, hb, False, True,
+                                           epilogue=Epilogue(bias=hbias, relu=True)))
     assert np.array_equal(relu, np.where(fused <= 0, np.float32(0), fused))
     assert (relu == 0).any() and (relu > 0).any()
     mask = rng.uniform(-1.0, 1.0, fused.shape).astype(np.float32)
-    masked = backend.download(backend.matmul(ha, hb, False, True, hbias,
-                                             mask=backend.upload(mask)))
+    masked = backend.download(backend.matmul(
+        ha, hb, False, True, epilogue=Epilogue(bias=hbias, mask=backend.upload(mask))))
     assert np.array_equal(masked, np.where(mask > 0, fused, np.float32(0)))
     sums = backend.empty((144,), np.dtype(np.float32))
-    backend.matmul(ha, hb, False, True, sums=sums)         # (made by a reduction after it)
+    backend.matmul(ha, hb, False, True, epilogue=Epilogue(row_sums=sums))  # (a reduction's)
     assert np.array_equal(backend.download(sums),
                           backend.download(backend.reduce("sum", ha, (1,))))
 

@@ -15,7 +15,7 @@ from dualgrad.api import device
 dg.ag_device("gpu")
 x = dg.ag_tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
 print(float(dg.sum(dg.relu(x * 2.0)).item()))
-p = device.active().pipelines
+p = device.active().device.pipelines
 print(p.loaded_bytes, p.created)
 """
 

@@ -13,6 +13,7 @@ import pytest
 
 import dualgrad as dg
 from dualgrad import residency
+from dualgrad.backend import Epilogue
 
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], dtype=np.float32)
 
@@ -78,17 +79,36 @@ def test_ops_outside_a_tape_record_nothing(device):
 # ---------------------------------------------------------------------------------------------
 # Accumulation
 
-def test_gradients_accumulate_across_backward_calls(device):
+def test_gradients_accumulate_across_backward_calls_through_a_kept_graph(device):
     x = dg.ag_param(X)
     with dg.with_grad_tape():
-        # constants are made inside the tape: opening one frees the pass pool on gpu
         c = dg.ag_tensor(np.array([1.0, -2.0, 0.5]))
         loss = dg.sum(x * x * c)
-    loss.backward()
+    loss.backward(retain_graph=True)
     first = _grad(x)
     np.testing.assert_allclose(first, 2 * X * [1.0, -2.0, 0.5], rtol=1e-6)
     loss.backward()                      # the same graph again: added, not replaced
     np.testing.assert_allclose(_grad(x), 2 * first, rtol=1e-6)
+    # ... and freed by that one, as PyTorch does: a third raises and changes nothing
+    with pytest.raises(dg.GraphFreedError, match="retain_graph=True"):
+        loss.backward()
+    assert isinstance(dg.GraphFreedError("x"), RuntimeError)
+    np.testing.assert_allclose(_grad(x), 2 * first, rtol=1e-6)
+
+
+def test_a_second_backward_through_a_freed_part_of_a_graph_raises(device):
+    # Two losses sharing a trunk: the first backward frees the trunk, so the second
+    # raises before it adds anything (PyTorch: "Trying to backward through the graph a
+    # second time"), on both backends.
+    w = dg.ag_param(X)
+    with dg.with_grad_tape():
+        trunk = dg.tanh(w)
+        first, second = dg.sum(trunk * 2.0), dg.sum(trunk * 3.0)
+    first.backward()
+    before = _grad(w)
+    with pytest.raises(dg.GraphFreedError):
+        second.backward()
+    np.testing.assert_array_equal(_grad(w), before)
 
 
 def test_gradients_accumulate_across_tapes_until_zero_grad(device):
@@ -185,7 +205,7 @@ def test_a_kernel_given_an_output_writes_it_and_returns_it(device, op):
         bias = backend.upload(rng.standard_normal(3).astype(np.float32))
 
         def run(**out):
-            return backend.matmul(batch, a, False, False, bias, **out)
+            return backend.matmul(batch, a, False, False, epilogue=Epilogue(bias=bias), **out)
     elif op == "reduce":
         def run(**out):
             return backend.reduce("sum", a, (0,), **out)

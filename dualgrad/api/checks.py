@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .errors import bad_type, bad_value
+from ..errors import bad_type, bad_value
 
 
 def is_number(value) -> bool:

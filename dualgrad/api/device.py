@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from .errors import DeviceUnavailable, bad_type, bad_value
+from ..errors import DeviceUnavailable, bad_type, bad_value
 
 _lock = threading.RLock()
 _cpu = None
@@ -94,6 +94,7 @@ def ag_device(name: str | None = None) -> str:
 def _leave_gpu() -> None:
     global _gpu, _active
     if _gpu is not None:
+        residency.rescue(_gpu)
         _gpu.release()
         _gpu = None
         _active = None
@@ -132,3 +133,6 @@ def transfer_stats() -> dict:
 def reset_transfer_stats() -> None:
     """Zero the counters ``transfer_stats()`` reports."""
     active().reset_transfers()
+
+
+from . import residency  # noqa: E402  (it imports this module)

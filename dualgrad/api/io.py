@@ -18,7 +18,7 @@ import numpy as np
 import safetensors.numpy
 
 from . import random
-from .errors import CheckpointError, bad_type
+from ..errors import CheckpointError, bad_type
 from .nn import Module
 from .optim import Optimizer
 

@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
+from ..errors import InvalidValueError, bad_shape, bad_type
+from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
-from .errors import InvalidValueError, bad_shape, bad_type
 from .residency import store_weight
 from .tensor import Parameter, Tensor, ag_param, host_array
 
@@ -181,7 +182,7 @@ class Sequential(Module):
         while i < len(modules):
             m = modules[i]
             if (type(m) is Linear and i + 1 < len(modules)    # (not subclasses: they may
-                    and type(modules[i + 1]) is ReLU):          # compute something else)
+                    and type(modules[i + 1]) is ReLU):  # noqa: F821 (made below)
                 x = ops.linear(x, m.weight, m.bias, activation="relu")
                 i += 2
                 continue
@@ -199,32 +200,22 @@ class Sequential(Module):
         return iter(self._modules.values())
 
 
-class ReLU(Module):
-    """max(x, 0), elementwise."""
+def _activation(op: KernelOp) -> type:
+    """``dg.nn.<op.layer>``: a module applying the public unary op ``op`` (its registry
+    entry in ``dualgrad.kernel_ops`` names the layer)."""
+    name = op.name
 
     def forward(self, x):
-        return ops.relu(x)
+        return getattr(ops, name)(x)
+    return type(op.layer, (Module,), {"forward": forward, "__doc__": op.doc,
+                                      "__module__": __name__, "__qualname__": op.layer})
 
 
-class GELU(Module):
-    """x * Phi(x) with the exact normal CDF (PyTorch's default GELU)."""
-
-    def forward(self, x):
-        return ops.gelu(x)
-
-
-class Tanh(Module):
-    """Hyperbolic tangent, elementwise."""
-
-    def forward(self, x):
-        return ops.tanh(x)
-
-
-class Sigmoid(Module):
-    """1 / (1 + e**-x), elementwise."""
-
-    def forward(self, x):
-        return ops.sigmoid(x)
+# ReLU GELU Sigmoid Tanh ... : a module for each unary op whose entry names a layer.
+ACTIVATIONS = tuple(op.layer for op in UNARY if op.layer)
+for _op in UNARY:
+    if _op.layer:
+        globals()[_op.layer] = _activation(_op)
 
 
 class LayerNorm(Module):
@@ -300,3 +291,7 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "LayerNorm", "Embedding",
+           "Dropout"]

@@ -5,9 +5,13 @@ A backward rule is a closure ``backward(g, needs) -> tuple`` over the forward's 
 storage handles; ``needs[i]`` says whether input i wants a gradient (None where not): true,
 or a ``tape.Into`` (``tape.into(needs[i])``: storage the gradient may be written into, a
 leaf's first ``.grad``; a rule whose kernel takes an output writes it there, which saves a
-copy). A rule may return an input's gradient as ``tape.Masked`` where it has already
-taken it through the relu that input ends in (``tape.relu_mask``). Rules call backend kernels
-directly, so backward records nothing.
+copy). An op may leave the tape a transform it owes its output's gradient, and a consumer
+may apply it as it writes its own gradient (``tape.Settled``): ``ThroughRelu``, a linear
+layer made with its ReLU, is one. Rules call backend kernels directly, so backward records
+nothing.
+
+The unary ops that are public as they are (``exp``, ``relu``, ...) are made from their
+entries in ``dualgrad.kernel_ops`` (``_public_unary`` below).
 """
 from __future__ import annotations
 
@@ -16,11 +20,15 @@ import math
 
 import numpy as np
 
+from ..backend import PLAIN, Epilogue
+from ..errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
+                      bad_value)
+from ..kernel_ops import UNARY, KernelOp
+from ..shapes import MAX_RANK
 from . import capture, checks, device, tape
 from .checks import is_number
-from .errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
-                     bad_value)
-from .tensor import MAX_RANK, Tensor, ag_tensor, host_array
+from .residency import adopt, handle
+from .tensor import Tensor, ag_tensor, host_array
 
 SEEDED_LOGITS = 1 << 22         # softmax_cross_entropy makes its gradient in the forward
                                 # for logits up to this many elements (16 MiB of float32)
@@ -41,13 +49,13 @@ def _tensor(fn: str, name: str, x, like=None) -> Tensor:
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
 
-def _make(h, inputs: tuple, backward, backend, relu: bool = False, seeded=None) -> Tensor:
-    """Wrap a kernel's output handle in a Tensor and record how it was made (``relu``: the
-    op ends in a relu, and ``backward`` takes the gradient through it; ``seeded``: the
-    inputs' gradients for an output gradient of one, made by the forward: see tape.py)."""
-    out = Tensor(h.shape, h.dtype)
-    backend.adopt(out, h)
-    return tape.record(out, inputs, backward, backend, h if relu else None, seeded)
+def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None) -> Tensor:
+    """Wrap a kernel's output handle in a Tensor and record how it was made (``owed``: a
+    transform the tape applies to the output's gradient before ``backward``; ``seeded``:
+    the inputs' gradients for an output gradient of one, made by the forward: see
+    tape.py)."""
+    out = adopt(backend, Tensor(h.shape, h.dtype), h)
+    return tape.record(out, inputs, backward, backend, owed, seeded)
 
 
 def _same_dtype(fn: str, a: Tensor, b: Tensor) -> None:
@@ -106,7 +114,7 @@ def _axes(fn: str, x: Tensor, axis) -> tuple:
 def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
     x = _tensor(fn, "x", x)
     backend = device.active()
-    hx = backend.handle(x)
+    hx = handle(backend, x)
     hy = backend.unary(op, hx, a, b)
 
     def backward(g, needs):
@@ -114,49 +122,21 @@ def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
-def neg(x) -> Tensor:
-    """-x."""
-    return _unary("neg", "neg", x)
+def _public_unary(op: KernelOp):
+    """``dg.<op.name>(x)``: the kernel op applied elementwise, its gradient the kernel's
+    backward, with the registry's docstring."""
+    def public(x) -> Tensor:
+        return _unary(op.name, op.name, x)
+    public.__name__ = public.__qualname__ = op.name
+    public.__doc__ = op.doc
+    return public
 
 
-def exp(x) -> Tensor:
-    """e**x, elementwise."""
-    return _unary("exp", "exp", x)
-
-
-def log(x) -> Tensor:
-    """Natural logarithm, elementwise (-inf at 0, NaN below)."""
-    return _unary("log", "log", x)
-
-
-def sqrt(x) -> Tensor:
-    """Square root, elementwise (NaN below 0)."""
-    return _unary("sqrt", "sqrt", x)
-
-
-def abs(x) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
-    """|x|, elementwise; its gradient at 0 is 0."""
-    return _unary("abs", "abs", x)
-
-
-def relu(x) -> Tensor:
-    """max(x, 0), elementwise."""
-    return _unary("relu", "relu", x)
-
-
-def gelu(x) -> Tensor:
-    """x * Phi(x) with the exact (erf) normal CDF, as PyTorch's default GELU."""
-    return _unary("gelu", "gelu", x)
-
-
-def sigmoid(x) -> Tensor:
-    """1 / (1 + e**-x), elementwise."""
-    return _unary("sigmoid", "sigmoid", x)
-
-
-def tanh(x) -> Tensor:
-    """Hyperbolic tangent, elementwise."""
-    return _unary("tanh", "tanh", x)
+# neg exp log sqrt abs relu gelu sigmoid tanh ... : every unary op public as it is.
+PUBLIC_UNARY = tuple(op.name for op in UNARY if op.doc)
+for _op in UNARY:
+    if _op.doc:
+        globals()[_op.name] = _public_unary(_op)
 
 
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
@@ -198,7 +178,7 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
     _same_dtype(fn, a, b)
     _broadcast(fn, a.shape, b.shape)
     backend = device.active()
-    ha, hb = backend.handle(a), backend.handle(b)
+    ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.binary(op, ha, hb)
 
     def backward(g, needs):
@@ -269,7 +249,7 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     if op == "max" and any(x.shape[a] == 0 for a in axes):
         raise bad_shape("max", "x", x.shape, f"no zero-length axis among the reduced {axes}")
     backend = device.active()
-    hx = backend.handle(x)
+    hx = handle(backend, x)
     hk = backend.reduce(op, hx, axes, keepdims=True)
     kshape = tuple(hk.shape)
     out_shape = kshape if keepdims else tuple(n for i, n in enumerate(x.shape)
@@ -322,7 +302,7 @@ def reshape(x, *shape) -> Tensor:
     if len(shape) > MAX_RANK:
         raise bad_value("reshape", "shape", shape, f"at most {MAX_RANK} dimensions")
     backend = device.active()
-    hy = backend.reshape(backend.handle(x), shape)
+    hy = backend.reshape(handle(backend, x), shape)
 
     def backward(g, needs):
         return (backend.reshape(g, x.shape),)
@@ -349,7 +329,7 @@ def transpose(x, axes=None) -> Tensor:
         raise bad_value("transpose", "axes", axes,
                         f"a permutation of range({x.ndim}) for shape {x.shape}")
     backend = device.active()
-    hy = backend.permute(backend.handle(x), axes)
+    hy = backend.permute(handle(backend, x), axes)
     inverse = tuple(int(i) for i in np.argsort(axes))
 
     def backward(g, needs):
@@ -380,7 +360,7 @@ def matmul(a, b) -> Tensor:
     _same_dtype("matmul", a, b)
     _check_matmul("matmul", a, b, -1, -2)
     backend = device.active()
-    ha, hb = backend.handle(a), backend.handle(b)
+    ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.matmul(ha, hb)
 
     def backward(g, needs):
@@ -402,6 +382,28 @@ def matmul(a, b) -> Tensor:
                 gb = backend.matmul(ha, g, True, False, out=into)
         return ga, gb
     return _make(hy, (a, b), backward, backend)
+
+
+class ThroughRelu:
+    """What a linear layer made with its ReLU owes its output's gradient: the gradient
+    through that relu, kept where the output is > 0, else 0 (relu's backward from its
+    output, a projection). A product that consumes the output applies it as it stores
+    (matmul's mask epilogue) and returns its gradient ``tape.Settled``."""
+
+    __slots__ = ("mask",)
+
+    def __init__(self, mask):
+        self.mask = mask
+
+    def apply(self, backend, g):
+        return backend.unary_backward("relu", self.mask, self.mask, g)
+
+
+def _relu_mask(t: Tensor):
+    """The storage a gradient for ``t`` may be masked by as a product stores it: t's own,
+    where t is a linear layer's output made with its ReLU; else None."""
+    owed = tape.owed(t)
+    return owed.mask if owed.__class__ is ThroughRelu else None
 
 
 def linear(x, weight, bias=None, activation=None) -> Tensor:
@@ -428,19 +430,20 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
             raise bad_shape("linear", "bias", bias.shape, f"({weight.shape[0]},)")
         inputs += (bias,)
     backend = device.active()
-    hx, hw = backend.handle(x), backend.handle(weight)
-    hy = backend.matmul(hx, hw, False, True, backend.handle(bias) if bias is not None else None,
-                        relu=relu)
+    hx, hw = handle(backend, x), handle(backend, weight)
+    hb = handle(backend, bias) if bias is not None else None
+    hy = backend.matmul(hx, hw, False, True, epilogue=Epilogue(bias=hb, relu=relu))
 
     def backward(g, needs):         # (g: through the relu, which the tape takes care of)
         rows = x.size // x.shape[-1]
         g2 = backend.reshape(g, (rows, weight.shape[0]))
         gx = None
-        if needs[0]:        # x made by a relu: its gradient through it, as it is stored
-            mask = tape.relu_mask(x)
-            gx = backend.matmul(g, hw, mask=mask)
+        if needs[0]:        # x made with a relu: its gradient through it, as it is stored
+            mask = _relu_mask(x)
+            gx = backend.matmul(g, hw, epilogue=Epilogue(mask=mask) if mask is not None
+                                else PLAIN)
             if mask is not None:
-                gx = tape.Masked(gx)
+                gx = tape.Settled(gx)
         gw = gb = None
         if bias is not None and needs[2]:   # the sums of g's columns: with gw where it is
             gb = tape.into(needs[2])        # made, else alone
@@ -450,9 +453,10 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
                 gb = backend.empty((weight.shape[0],), x.dtype)
         if needs[1]:
             gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
-                                out=tape.into(needs[1]), sums=gb)
+                                out=tape.into(needs[1]),
+                                epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN)
         return (gx, gw) if bias is None else (gx, gw, gb)
-    return _make(hy, inputs, backward, backend, relu)
+    return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,7 +472,7 @@ def _last_axis_op(fn: str, kernel: str, x, axis) -> Tensor:
         inverse = tuple(int(i) for i in np.argsort(order))
         return transpose(_last_axis_op(fn, kernel, transpose(x, order), -1), inverse)
     backend = device.active()
-    hy = getattr(backend, kernel)(backend.handle(x))
+    hy = getattr(backend, kernel)(handle(backend, x))
     grad_kernel = getattr(backend, kernel + "_backward")
 
     def backward(g, needs):
@@ -520,7 +524,7 @@ def softmax_cross_entropy(logits, targets) -> Tensor:
     targets = class_indices("softmax_cross_entropy", "targets", targets, logits.shape[0],
                             logits.shape[1])
     backend = device.active()
-    hx, ht = backend.handle(logits), backend.indices(targets)
+    hx, ht = handle(backend, logits), backend.indices(targets)
     # Where the loss is recorded, its forward also makes the logits' gradient for a seed of
     # one, which backward() from the loss takes as it is: a dispatch and the seed fewer a
     # step. (Not past SEEDED_LOGITS: there the dispatch is a small part of the kernels'
@@ -561,8 +565,8 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
             raise bad_shape("layer_norm", name, t.shape, f"({x.shape[-1]},) to match x")
     eps = checks.number("layer_norm", "eps", eps, 0.0, lo_open=True)
     backend = device.active()
-    hx, hw = backend.handle(x), backend.handle(weight)
-    hy, hmean, hrstd = backend.layer_norm(hx, hw, backend.handle(bias), eps)
+    hx, hw = handle(backend, x), handle(backend, weight)
+    hy, hmean, hrstd = backend.layer_norm(hx, hw, handle(backend, bias), eps)
 
     def backward(g, needs):
         dx, dw, db = backend.layer_norm_backward(hx, hw, hmean, hrstd, g)
@@ -581,7 +585,7 @@ def embedding(table, indices) -> Tensor:
         raise bad_shape("embedding", "indices", idx.shape, f"at most {MAX_RANK - 1} dims")
     backend = device.active()
     hi = backend.indices(idx)
-    hy = backend.embedding(backend.handle(table), hi)
+    hy = backend.embedding(handle(backend, table), hi)
 
     def backward(g, needs):
         return (backend.embedding_backward(hi, g, table.shape[0]),)
@@ -599,7 +603,7 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
     if p == 0.0:
         return x
     backend = device.active()
-    hy = backend.dropout(backend.handle(x), float(p), int(seed), int(step))
+    hy = backend.dropout(handle(backend, x), float(p), int(seed), int(step))
 
     def backward(g, needs):
         return (backend.dropout(g, float(p), int(seed), int(step)),)
@@ -632,3 +636,7 @@ def _install_operators() -> None:
 
 
 _install_operators()
+
+__all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "clamp", "maximum",
+           "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
+           "softmax_cross_entropy", "mse_loss", "linear", "layer_norm", "embedding", "dropout"]

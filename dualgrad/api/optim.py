@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from . import capture, checks, device
-from .errors import InvalidValueError, bad_shape, bad_type, bad_value
+from .residency import adopt, handle
+from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
 from .tensor import Parameter, Tensor, host_array
 
 
@@ -46,11 +47,9 @@ def _params(fn: str, params):
 
 def _state_tensor(backend, p: Tensor) -> Tensor:
     """A zero-filled tensor shaped like p, in p's pool (persistent for resident weights)."""
-    t = Tensor(p.shape, p.dtype, persistent=p.persistent)
     h = backend.empty(p.shape, p.dtype, p.persistent)
     backend.fill(h, 0.0)
-    backend.adopt(t, h)
-    return t
+    return adopt(backend, Tensor(p.shape, p.dtype, persistent=p.persistent), h)
 
 
 class Optimizer:
@@ -73,7 +72,7 @@ class Optimizer:
             if set_to_none:
                 p.grad = None
             else:
-                backend.fill(backend.handle(p.grad), 0.0)
+                backend.fill(handle(backend, p.grad), 0.0)
                 p.grad.written()
 
     def _checked_hyper(self) -> None:
@@ -100,7 +99,7 @@ class Optimizer:
             if grad.shape != p.shape:
                 raise bad_shape("step", f"params[{self.param_names[i]}].grad",
                                 grad.shape, f"the parameter's shape {p.shape}")
-            todo.append((i, p, backend.handle(grad)))
+            todo.append((i, p, handle(backend, grad)))
         return backend, todo
 
     def step(self) -> None:
@@ -185,9 +184,9 @@ class Optimizer:
                 if k not in self._state_tensors:
                     self.state[i][k] = v
             for name, value in arrays.items():
-                t = Tensor(p.shape, p.dtype, persistent=p.persistent)
-                backend.adopt(t, backend.upload(value, p.persistent))
-                self.state[i][name] = t
+                self.state[i][name] = adopt(backend, Tensor(p.shape, p.dtype,
+                                                            persistent=p.persistent),
+                                            backend.upload(value, p.persistent))
 
     def _check_hyper(self, hyper: dict) -> None:
         pass
@@ -233,9 +232,9 @@ class SGD(Optimizer):
                 first = "momentum_buffer" not in state
                 if first:
                     state["momentum_buffer"] = _state_tensor(backend, p)
-                buf = backend.handle(state["momentum_buffer"])
+                buf = handle(backend, state["momentum_buffer"])
                 changed.append(state["momentum_buffer"])
-            groups.setdefault(first, []).append((backend.handle(p), g, buf))
+            groups.setdefault(first, []).append((handle(backend, p), g, buf))
         for first, params in groups.items():
             backend.sgd_steps(params, dict(lr=self.lr, momentum=self.momentum,
                                            dampening=self.dampening, wd=self.weight_decay,
@@ -283,8 +282,8 @@ class Adam(Optimizer):
             state["step"] += 1
             changed += (p, state["exp_avg"], state["exp_avg_sq"])
             group = groups.setdefault(state["step"], [])
-            group.append((backend.handle(p), g, backend.handle(state["exp_avg"]),
-                          backend.handle(state["exp_avg_sq"])))
+            group.append((handle(backend, p), g, handle(backend, state["exp_avg"]),
+                          handle(backend, state["exp_avg_sq"])))
         for step, params in groups.items():
             backend.adam_steps(params, adam_hyper(self.lr, self.betas, self.eps,
                                                   self.weight_decay, step, self._decoupled))
@@ -357,7 +356,7 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     grads = [p.grad for p in params if p.grad is not None]
     total_sq = None
     for g in grads:
-        h = backend.handle(g)
+        h = handle(backend, g)
         sq = backend.reduce("sum", backend.binary("mul", h, h), tuple(range(len(h.shape))))
         total_sq = sq if total_sq is None else backend.binary("add", total_sq, sq)
     dtype = grads[0].dtype if grads else np.dtype(np.float32)
@@ -367,12 +366,10 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     coef = backend.unary("rdiv_scalar", backend.unary("add_scalar", total, 1e-6), max_norm)
     coef = backend.unary("clamp", coef, -math.inf, 1.0)
     for g in grads:
-        h = backend.handle(g)
+        h = handle(backend, g)
         backend.binary("mul", h, coef, out=h)
         g.written()
-    out = Tensor((), dtype)
-    backend.adopt(out, total)
-    return out
+    return adopt(backend, Tensor((), dtype), total)
 
 
 # ---------------------------------------------------------------------------------------------

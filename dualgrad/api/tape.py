@@ -1,29 +1,32 @@
 """The gradient tape: ``with_grad_tape()``, ``no_grad()``, recording and ``backward()``.
 
 While a tape is open, every op whose inputs require grad records a Node on its output: the
-inputs and a closure that maps the output's gradient to the inputs' gradients (the rule sits
+inputs and a rule that maps the output's gradient to the inputs' gradients (the rule sits
 beside the op's forward in ``ops.py``). ``backward()`` sorts the recorded graph
 topologically and walks it in reverse, summing the gradients that meet at a tensor; leaves
-accumulate theirs in ``.grad``.
+accumulate theirs in ``.grad``. The tape knows no op; three protocols let an op save work:
 
-An op that ends in a relu (a linear layer and its ReLU in one kernel) records its output as
-the Node's ``relu``: its rule takes the gradient through that relu, which the tape makes
-(relu's backward from the output: kept where the output is > 0, else 0). A consumer's rule
-may make it instead, as it writes the gradient (a product's store does it at no cost), and
-say so by returning ``Masked``; where every gradient that meets at the tensor came masked,
-the tape makes no second pass over it.
-
-A loss's forward may make its inputs' gradients for an output gradient of one (the Node's
-``seeded``: softmax cross-entropy does); ``backward()`` from that tensor, given no gradient,
-takes them as they are and runs no rule for it.
+- ``owed``: an op may leave a transform for the tape to apply to its output's gradient
+  before its rule runs (an object with ``apply(backend, g)``; it must be a projection:
+  applying it twice is applying it once). A consumer's rule may apply it instead, as it
+  writes the gradient, and say so by returning the gradient as ``Settled``; where every
+  gradient that meets at the tensor came settled, the tape applies nothing.
+- ``Into``: in a rule's ``needs``, storage in a leaf's own pool for its first gradient; a
+  rule whose kernel takes an output writes it there, and the tape adopts it as the leaf's
+  ``.grad`` instead of copying it.
+- ``seeded``: a loss's forward may make its inputs' gradients for an output gradient of
+  one; ``backward()`` from that tensor, given no gradient, takes them as they are and runs
+  no rule for it.
 """
 from __future__ import annotations
 
-import contextlib
+import sys
 import threading
 
-from . import device
-from .errors import InvalidValueError, bad_shape, bad_type
+from ..backend import EVAL, TAPE
+from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type
+from . import checks, device, scopes
+from .residency import adopt, handle, keep_host_values
 from .tensor import Tensor, host_array
 
 _local = threading.local()
@@ -31,73 +34,103 @@ _local = threading.local()
 
 class Node:
     """How a recorded tensor was made: its inputs, the backward rule, the backend whose
-    storage the rule's saved handles live in, ``relu``: the output's storage where the op
-    ends in a relu (the rule's gradient is then the one through it), else None, and
+    storage the rule's saved handles live in, ``owed``: a transform the tape applies to the
+    output's gradient before the rule (see the module's docstring), else None, and
     ``seeded``: the inputs' gradients for an output gradient of one, where the forward
-    made them (a loss: ``backward()`` from it then runs no rule for it), else None."""
+    made them (a loss), else None. ``backward()`` frees it (``free``) unless told to keep
+    the graph, as PyTorch does: what the rules saved goes with it."""
 
-    __slots__ = ("inputs", "backward", "backend", "relu", "seeded")
+    __slots__ = ("inputs", "backward", "backend", "owed", "seeded")
 
-    def __init__(self, inputs: tuple, backward, backend, relu=None, seeded=None):
+    def __init__(self, inputs: tuple, backward, backend, owed=None, seeded=None):
         self.inputs = inputs
         self.backward = backward
         self.backend = backend
-        self.relu = relu
+        self.owed = owed
         self.seeded = seeded
+
+    def free(self) -> None:
+        """Drop the rule and what it saved, and the links to the inputs."""
+        self.inputs, self.backward, self.owed, self.seeded = (), None, None, None
 
 
 def recording() -> bool:
     return getattr(_local, "recording", False)
 
 
-@contextlib.contextmanager
-def with_grad_tape():
-    """Open a tape: free the pass pool (the previous step's activations and gradients of
-    non-parameters), then record ops until the block ends. Parameters, their gradients
-    and optimizer state are persistent and untouched. Tapes do not nest."""
-    if getattr(_local, "open", False):
-        raise InvalidValueError("with_grad_tape: a tape is already open in this thread; "
-                                "tapes do not nest (the inner one would free the outer "
-                                "one's activations)")
-    device.active().reset_pass()
-    _local.open, _local.recording = True, True
-    try:
-        yield
-    finally:
-        _local.open, _local.recording = False, False
+class with_grad_tape:  # noqa: N801 - used as a function, as torch.no_grad is
+    """Open a tape: ``with dg.with_grad_tape(): ...`` frees the memory of the previous
+    tape's tensors (activations, gradients of non-parameters: reading one afterwards raises
+    DeadTensorError on every backend), then records ops until the block ends. Parameters,
+    their gradients, optimizer state and values from the host are untouched. Tapes do not
+    nest. A tape left by an exception frees its own tensors at once."""
+
+    __slots__ = ("backend", "where", "before")
+
+    def __enter__(self):
+        if getattr(_local, "open", False):
+            raise InvalidValueError("with_grad_tape: a tape is already open in this thread; "
+                                    "tapes do not nest (the inner one would free the outer "
+                                    "one's activations)")
+        self.backend = backend = device.active()
+        self.where = scopes.block("with_grad_tape()", sys._getframe(1))
+        keep_host_values(backend)
+        self.before = scopes.begin(backend, TAPE, self.where)
+        _local.open = _local.recording = True
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        _local.open = _local.recording = False
+        if kind is not None:
+            keep_host_values(self.backend)
+            scopes.abandon(self.backend, TAPE, self.where)
+        scopes.resume(self.backend, self.before)
+        return False
 
 
-@contextlib.contextmanager
-def no_grad():
-    """Run ops without recording. Outside a tape it first frees the pass pool, as a tape
-    does, so an evaluation loop does not grow device memory; inside a tape it only pauses
-    recording."""
-    inside = getattr(_local, "open", False)
-    if not inside:
-        device.active().reset_pass()
-    was = recording()
-    _local.recording = False
-    try:
-        yield
-    finally:
-        _local.recording = was
+class no_grad:  # noqa: N801 - used as a function, as torch.no_grad is
+    """Run ops without recording: ``with dg.no_grad(): ...``. Inside a tape it only pauses
+    recording. Outside a tape it is an evaluation: it first frees the memory of the
+    previous evaluation's tensors (so an evaluation loop does not grow device memory), and
+    what it computes lives until the next one; the last tape's tensors (a loss) stay
+    readable."""
+
+    __slots__ = ("backend", "counted", "before", "was")
+
+    def __enter__(self):
+        self.backend = backend = device.active()
+        self.counted = not getattr(_local, "open", False)
+        self.before = TAPE
+        if self.counted and scopes.evaluation(backend, True):     # the outermost one
+            keep_host_values(backend)
+            self.before = scopes.begin(backend, EVAL,
+                                       scopes.block("no_grad()", sys._getframe(1)))
+        self.was = recording()
+        _local.recording = False
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        _local.recording = self.was
+        if self.counted and scopes.evaluation(self.backend, False):
+            scopes.resume(self.backend, self.before)
+        return False
 
 
-def record(out: Tensor, inputs: tuple, backward, backend, relu=None, seeded=None) -> Tensor:
-    """Attach a Node to ``out`` when recording and an input requires grad (``relu``: the
-    output's storage, where the op ends in a relu; ``seeded``: see Node)."""
+def record(out: Tensor, inputs: tuple, backward, backend, owed=None, seeded=None) -> Tensor:
+    """Attach a Node to ``out`` when recording and an input requires grad (``owed``,
+    ``seeded``: see Node)."""
     if recording():
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True
-                out._node = Node(inputs, backward, backend, relu, seeded)
+                out._node = Node(inputs, backward, backend, owed, seeded)
                 break
     return out
 
 
-class Masked:
-    """A backward rule's gradient for an input made by an op that ends in a relu, already
-    taken through that relu (zero where the input is not > 0)."""
+class Settled:
+    """A backward rule's gradient for an input whose node owes a transform, with that
+    transform already applied."""
 
     __slots__ = ("g",)
 
@@ -105,21 +138,26 @@ class Masked:
         self.g = g
 
 
-def relu_mask(t: Tensor):
-    """The storage that a gradient for ``t`` may be masked by (``Masked``): t's own, where
-    t is the output of an op that ends in a relu; else None."""
+def owed(t: Tensor):
+    """The transform the tape owes ``t``'s gradient (see Node), or None."""
     node = t._node
-    return node.relu if node is not None else None
+    return node.owed if node is not None else None
 
 
 def _topological(root: Tensor) -> list:
-    """Recorded tensors reachable from root, inputs before outputs (iterative DFS)."""
+    """Recorded tensors reachable from root, inputs before outputs (iterative DFS); a
+    freed node on the way raises GraphFreedError (nothing has changed yet)."""
     order, seen, stack = [], {id(root)}, [(root, False)]
     while stack:
         t, expanded = stack.pop()
         if expanded:
             order.append(t)
             continue
+        if t._node.backward is None:
+            raise GraphFreedError(
+                "backward: the graph was already freed by an earlier backward(); pass "
+                "retain_graph=True to that one to go through the graph again (gradients "
+                "add up in .grad), or compute the loss again")
         stack.append((t, True))
         for inp in t._node.inputs:
             if inp._node is not None and id(inp) not in seen:
@@ -175,21 +213,23 @@ def accumulate_leaf(t: Tensor, g, backend, store=None) -> None:
             store = backend.empty(t.shape, t.dtype, t.persistent)
         if g is not store:
             backend.copy(store, g)
-        grad = Tensor(t.shape, t.dtype, persistent=t.persistent)
-        backend.adopt(grad, store)
-        t._grad = grad
+        t._grad = adopt(backend, Tensor(t.shape, t.dtype, persistent=t.persistent), store,
+                        kept=t._scope is None)
     else:
-        h = backend.handle(t._grad)
+        h = handle(backend, t._grad)
         backend.binary("add", h, g, out=h)
         t._grad.written()
 
 
-def backward(tensor: Tensor, grad=None) -> None:
+def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
     """Backpropagate from ``tensor`` (usually a scalar loss, else pass ``grad``, the gradient
     with respect to it) and accumulate gradients into the ``.grad`` of every leaf that
-    requires grad. The tensor must have been computed under ``with_grad_tape()``."""
+    requires grad. The tensor must have been computed under ``with_grad_tape()``. The graph
+    is freed as it is used, as in PyTorch (a second backward() through it raises
+    GraphFreedError), unless ``retain_graph`` keeps it."""
     if not isinstance(tensor, Tensor):
         raise bad_type("backward", "tensor", tensor, "a Tensor")
+    retain_graph = checks.flag("backward", "retain_graph", retain_graph)
     backend = device.active()
     if tensor._node is None:
         if tensor.requires_grad:       # a leaf: its gradient is the seed itself
@@ -206,7 +246,7 @@ def backward(tensor: Tensor, grad=None) -> None:
                 f"the active backend is {backend.name}; run backward before switching")
     seeded = tensor._node.seeded if grad is None else None
     grads = {id(tensor): seeded or _seed_grad(tensor, grad, backend)}
-    masked = set()          # tensors whose every gradient so far came Masked
+    settled = set()         # tensors whose every gradient so far came Settled
     for t in reversed(order):
         g = grads.pop(id(t), None)
         if g is None:
@@ -216,22 +256,25 @@ def backward(tensor: Tensor, grad=None) -> None:
         if g is seeded:                 # the root's input gradients, made by its forward
             gis = seeded
         else:
-            if node.relu is not None and id(t) not in masked:
-                g = backend.unary_backward("relu", node.relu, node.relu, g)
+            if node.owed is not None and id(t) not in settled:
+                g = node.owed.apply(backend, g)
             gis = node.backward(g, needs)
         for inp, need, gi in zip(node.inputs, needs, gis):
             if gi is None or not need:
                 continue
-            came_masked = gi.__class__ is Masked
-            if came_masked:
+            came_settled = gi.__class__ is Settled
+            if came_settled:
                 gi = gi.g
             if inp._node is None:
                 accumulate_leaf(inp, gi, backend, into(need))
-            elif id(inp) in grads:      # (masked stays so only if this one is too)
+            elif id(inp) in grads:      # (settled stays so only if this one is too)
                 grads[id(inp)] = backend.binary("add", grads[id(inp)], gi)
-                if not came_masked:
-                    masked.discard(id(inp))
+                if not came_settled:
+                    settled.discard(id(inp))
             else:
                 grads[id(inp)] = gi
-                if came_masked:
-                    masked.add(id(inp))
+                if came_settled:
+                    settled.add(id(inp))
+    if not retain_graph:
+        for t in order:
+            t._node.free()

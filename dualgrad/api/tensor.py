@@ -1,13 +1,14 @@
 """Tensor and Parameter: a shape, a dtype, storage on one backend, and autograd links.
 
-Storage follows the residency rules:
+Storage follows the residency rules (``residency.py``):
 
 - ``data`` is a host array or None; ``ptr`` a device buffer or None. On cpu ``ptr`` is None and
   ``data`` is the storage. On gpu ``ptr`` is the storage and ``data`` at most a read cache,
   dropped whenever the buffer is written.
-- ``scope`` is ``"persistent"`` for a tensor in the device's persistent pool (parameters and
-  optimizer state), else ``"pass"`` (the pool each ``with_grad_tape()`` frees; on cpu it
-  means "no pool"). ``persistent`` says which pool a tensor belongs in when it gets there.
+- ``scope`` is ``"persistent"`` for a tensor in the device's persistent pool, else ``"pass"``
+  (the pools each tape or evaluation frees; on cpu it means "no pool"). ``persistent`` says
+  that a tensor's value outlives every tape (parameters, optimizer state, values from the
+  host): on a device it goes in the persistent pool.
 """
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentTypeError, bad_shape, bad_type
+from ..shapes import MAX_RANK
 from . import checks, device
-from .errors import ArgumentTypeError, bad_shape, bad_type
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -27,7 +29,7 @@ class Tensor:
     ``dg.ag_tensor(array)``; ops return new tensors."""
 
     __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "persistent", "_grad",
-                 "_node", "__weakref__")
+                 "_node", "_scope", "__weakref__")
     __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
 
     def __init__(self, shape: tuple, dtype, requires_grad: bool = False,
@@ -37,12 +39,12 @@ class Tensor:
         self.data = None
         self.ptr = None
         self.requires_grad = requires_grad
-        # Whether the value belongs in the persistent pool when it is on the device
-        # (parameters, their gradients, optimizer state): it decides where a host value is
-        # uploaded at first use there.
+        # Whether the value outlives every tape (parameters, their gradients, optimizer
+        # state, values from the host): on a device it lives in the persistent pool.
         self.persistent = persistent
         self._grad = None
         self._node = None
+        self._scope = None        # the scope a computed tensor lives in (scopes.py)
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -70,7 +72,7 @@ class Tensor:
     # -- reading -----------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """A host copy of the value (downloads from the device if needed)."""
-        return device.active().host_value(self).copy()
+        return residency.host_value(device.active(), self).copy()
 
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
@@ -80,7 +82,7 @@ class Tensor:
         """The value of a one-element tensor as a Python float."""
         if self.size != 1:
             raise bad_shape("item", "self", self.shape, "a tensor with exactly one element")
-        return float(device.active().host_value(self).reshape(-1)[0])
+        return float(residency.host_value(device.active(), self).reshape(-1)[0])
 
     def __float__(self) -> float:
         return self.item()
@@ -101,10 +103,10 @@ class Tensor:
     def grad(self, value) -> None:
         self._grad = None if value is None else _grad_from(self, value)
 
-    def backward(self, grad=None) -> None:
+    def backward(self, grad=None, retain_graph: bool = False) -> None:
         """Backpropagate from this tensor (see ``dg.backward``)."""
         from .tape import backward
-        backward(self, grad)
+        backward(self, grad, retain_graph)
 
 
 class Parameter(Tensor):
@@ -123,8 +125,8 @@ def _grad_from(t: Tensor, value) -> Tensor:
         raise bad_shape("grad", "grad", array.shape, f"the tensor's shape {t.shape}")
     backend = device.active()
     g = Tensor(t.shape, t.dtype, persistent=t.persistent)
-    backend.adopt(g, backend.upload(array.astype(t.dtype, copy=False), t.persistent))
-    return g
+    return residency.adopt(backend, g, backend.upload(array.astype(t.dtype, copy=False),
+                                                      t.persistent), kept=t._scope is None)
 
 
 def resolve_dtype(fn: str, dtype) -> np.dtype:
@@ -164,7 +166,10 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
 
     Input is converted to float32 unless ``dtype="float64"`` is asked for (float64 is
     supported by the cpu backend only). The tensor is a leaf; with ``requires_grad=True``
-    autograd accumulates its gradient in ``.grad``.
+    autograd accumulates its gradient in ``.grad``. Its value, and its gradient's, outlive
+    every tape on both backends (on gpu it is uploaded into the current pass pool, and
+    copied into the persistent pool, on the device, if it is still alive when that pool
+    is freed).
     """
     requires_grad = checks.flag("ag_tensor", "requires_grad", requires_grad)
     dtype = resolve_dtype("ag_tensor", dtype)
@@ -173,8 +178,7 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     backend = device.active()
     _check_dtype(backend, "ag_tensor", dtype)
     t = Tensor(value.shape, dtype, requires_grad)
-    backend.adopt(t, backend.upload(value))
-    return t
+    return residency.adopt(backend, t, backend.upload(value), kept=True)
 
 
 def ag_param(array, dtype=None) -> Parameter:
@@ -186,8 +190,7 @@ def ag_param(array, dtype=None) -> Parameter:
     backend = device.active()
     _check_dtype(backend, "ag_param", dtype)
     p = Parameter(value.shape, dtype, True, persistent=True)
-    backend.adopt(p, backend.upload(value, persistent=True))
-    return p
+    return residency.adopt(backend, p, backend.upload(value, persistent=True))
 
 
 def ag_data(t) -> np.ndarray:
@@ -196,9 +199,6 @@ def ag_data(t) -> np.ndarray:
     if isinstance(t, Tensor):
         return t.numpy()
     return host_array("ag_data", "t", t)
-
-
-MAX_RANK = 4
 
 
 def _check_rank(fn: str, value: np.ndarray) -> None:
@@ -211,3 +211,6 @@ def _check_dtype(backend, fn: str, dtype) -> None:
         raise ArgumentTypeError(f"{fn}: dtype {dtype} is not supported by the "
                                 f"{backend.name} backend; use float32")
 
+
+
+from . import residency  # noqa: E402  (it uses Tensor)

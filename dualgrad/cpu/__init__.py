@@ -1,17 +1,16 @@
 """The cpu backend: Numba kernels over NumPy arrays, the numerical reference.
 
-Storage handles are C-contiguous NumPy arrays; a tensor's storage is its ``data``. Data
+Storage handles are C-contiguous NumPy arrays: a tensor's storage is its host value. Data
 movement (copy, permute, fill) is NumPy's; arithmetic is Numba's, one module per kernel family
-with the same names as the shaders of the gpu backend.
+with the same names as the gpu backend's (``dualgrad/gpu/kernels``) and its shaders.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..backend import Backend
-from ..api.errors import DeadTensorError
+from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import elementwise, embedding, layernorm, matmul, optim, reduce, softmax
+from . import elementwise, embedding, layernorm, matmul, optim, permute, reduce, softmax
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -26,27 +25,15 @@ def _into(out, value: np.ndarray) -> np.ndarray:
 
 class CpuBackend(Backend):
     name = "cpu"
+    host_storage = True
 
+    # -- storage ----------------------------------------------------------------------------
     def supports(self, dtype) -> bool:
         return np.dtype(dtype) in _DTYPES
 
-    # -- residency ---------------------------------------------------------------------------
-    def handle(self, t):
-        if t.data is None:
-            raise DeadTensorError(
-                "this tensor's value lived only in a device pool that was freed before it "
-                "could be read; keep a reference to it, or read it before the next "
-                "with_grad_tape()")
-        return t.data
+    def owns(self, h) -> bool:
+        return isinstance(h, np.ndarray)
 
-    def adopt(self, t, h) -> None:
-        t.data = h
-        t.ptr = None
-
-    def host_value(self, t) -> np.ndarray:
-        return self.handle(t)
-
-    # -- storage ----------------------------------------------------------------------------
     def empty(self, shape, dtype, persistent=False):
         return np.empty(shape, dtype)
 
@@ -58,9 +45,6 @@ class CpuBackend(Backend):
 
     def download(self, h) -> np.ndarray:
         return h.copy()
-
-    def is_live(self, h) -> bool:
-        return True
 
     def indices(self, array):
         return np.asarray(array, dtype=np.int64, order="C")
@@ -94,11 +78,10 @@ class CpuBackend(Backend):
         return reduce.reduce_backward(op, x, y, g, axes)
 
     def permute(self, x, axes):
-        return np.transpose(x, axes).copy(order="C")      # keeps 0-d arrays 0-d
+        return permute.permute(x, axes)
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, bias=None, out=None, relu=False,
-               mask=None, sums=None):
-        return matmul.matmul(a, b, trans_a, trans_b, bias, out, relu, mask, sums)
+    def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
+        return matmul.matmul(a, b, trans_a, trans_b, out, epilogue)
 
     def softmax(self, x):
         return softmax.softmax(x)

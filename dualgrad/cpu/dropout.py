@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import dropout_scale, dropout_threshold
 from .jit import kernel, scalar
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -47,15 +48,10 @@ def _dropout(x, out, threshold, scale, seed, step):
                 out[i] = np.float64(x[i]) * scale if keep else 0.0
 
 
-def threshold(p: float) -> int:
-    """The 24-bit cut below which an element is dropped."""
-    return min(int(round(p * (1 << 24))), 1 << 24)
-
-
 def dropout(x: np.ndarray, p: float, seed: int, step: int) -> np.ndarray:
     """x * mask / (1 - p) with the mask of (seed, step); also the backward (same mask)."""
     out = np.empty_like(x)
-    scale = float(x.dtype.type(1.0 / (1.0 - p))) if p < 1.0 else 0.0
-    _dropout(x.reshape(-1), out.reshape(-1), np.uint64(threshold(p)), scale,
+    _dropout(x.reshape(-1), out.reshape(-1), np.uint64(dropout_threshold(p)),
+             dropout_scale(p, x.dtype),
              np.uint64(seed), np.uint64(step))
     return out

@@ -7,7 +7,7 @@ operations (+ - * / sqrt) on float32 inputs that rounding gives exactly the floa
 a float32 shader; the transcendental ones land within about half an ULP of the true value,
 which makes this backend a sound reference to measure the GPU against.
 
-An op is selected by a small integer code captured in a closure: Numba freezes closure
+An op is selected by its code (``dualgrad.kernel_ops``) captured in a closure: Numba freezes closure
 variables into constants, prunes the branches of the other ops, caches one compiled kernel
 per op, and the loops stay as fast as a hand-written one per op.
 """
@@ -17,18 +17,19 @@ import math
 
 import numpy as np
 
+from ..kernel_ops import BINARY, UNARY
+from ..shapes import broadcast_strides, pad4
 from . import split
 from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp, vtanh, vtanh_f32
 
-UNARY_OPS = ("neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh",
-             "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar",
-             "pow_scalar", "rpow_scalar", "clamp")
-BINARY_OPS = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-
 (NEG, EXP, LOG, SQRT, ABS, RELU, GELU, SIGMOID, TANH, ADD_S, MUL_S, DIV_S, RSUB_S, RDIV_S,
- POW_S, RPOW_S, CLAMP) = range(len(UNARY_OPS))
-ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = range(len(BINARY_OPS))
+ POW_S, RPOW_S, CLAMP) = UNARY.codes(
+    "neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh", "add_scalar",
+    "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar", "pow_scalar", "rpow_scalar",
+    "clamp")
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = BINARY.codes(
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum")
 
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -234,30 +235,14 @@ def _binary_grad_kernel(op):
     return kernel(binary_grad_kernel)
 
 
-_UNARY = [_unary_kernel(op) for op in range(len(UNARY_OPS))]
-_UNARY_GRAD = [_unary_grad_kernel(op) for op in range(len(UNARY_OPS))]
-_BINARY = [_binary_kernels(op) for op in range(len(BINARY_OPS))]
-_BINARY_GRAD = [_binary_grad_kernel(op) for op in range(len(BINARY_OPS))]
+_UNARY = [_unary_kernel(op.code) for op in UNARY]
+_UNARY_GRAD = [_unary_grad_kernel(op.code) for op in UNARY]
+_BINARY = [_binary_kernels(op.code) for op in BINARY]
+_BINARY_GRAD = [_binary_grad_kernel(op.code) for op in BINARY]
 
 
 # ---------------------------------------------------------------------------------------------
 # Entry points: the CPU twins of shaders/unary.comp and shaders/binary.comp.
-
-def pad4(shape) -> tuple:
-    """`shape` left-padded with ones to 4-D."""
-    return (1,) * (4 - len(shape)) + tuple(shape)
-
-
-def broadcast_strides(shape, out4) -> tuple:
-    """Element strides of a C-contiguous array of `shape` read as the 4-D shape `out4`
-    (0 along broadcast axes); shapes are right-aligned as in NumPy."""
-    shape4 = pad4(shape)
-    strides, step = [0, 0, 0, 0], 1
-    for axis in range(3, -1, -1):
-        strides[axis] = 0 if shape4[axis] == 1 and out4[axis] != 1 else step
-        step *= shape4[axis]
-    return tuple(strides)
-
 
 def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
@@ -266,7 +251,7 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     if op == "tanh" and x.dtype == out.dtype == np.float32:
         split.run(_tanh_f32_kernel, (x.reshape(-1), out.reshape(-1)))
         return out
-    split.run(_UNARY[UNARY_OPS.index(op)], (x.reshape(-1), out.reshape(-1)), a, b)
+    split.run(_UNARY[UNARY.code[op]], (x.reshape(-1), out.reshape(-1)), a, b)
     return out
 
 
@@ -275,7 +260,7 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
     """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
-    split.run(_UNARY_GRAD[UNARY_OPS.index(op)],
+    split.run(_UNARY_GRAD[UNARY.code[op]],
               (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1)), a, b)
     return out
 
@@ -284,7 +269,7 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     """x op y with NumPy broadcasting (up to 4-D)."""
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
-    flat, strided = _BINARY[BINARY_OPS.index(op)]
+    flat, strided = _BINARY[BINARY.code[op]]
     if x.shape == y.shape:
         split.run(flat, (x.reshape(-1), y.reshape(-1), out.reshape(-1)))
     elif out.size:
@@ -299,7 +284,7 @@ def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
     gx, gy = np.empty_like(g), np.empty_like(g)
     if g.size:
         s4 = pad4(g.shape)
-        _BINARY_GRAD[BINARY_OPS.index(op)](
+        _BINARY_GRAD[BINARY.code[op]](
             x.reshape(-1), y.reshape(-1), g.reshape(-1), gx.reshape(-1), gy.reshape(-1), s4,
             broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
     return gx, gy

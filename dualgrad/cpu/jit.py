@@ -3,11 +3,10 @@ model, so x / 0 gives inf or NaN (as IEEE arithmetic and the GPU do) instead of 
 ZeroDivisionError.
 
 Kernels run on the calling thread. NumPy's BLAS already spreads each matrix product over the
-cores; Numba worker threads next to BLAS's oversubscribed them (on 2 cores, an MLP step with
-threaded Adam and softmax kernels took 60 to 200 ms instead of 36), and the kernels between
-the products are memory-bound or small. Only an elementwise op over a million elements or
-more is cut into slices that run on every core (``split.py``); kernels release the GIL
-for that.
+cores, Numba worker threads next to BLAS's oversubscribed them (docs/performance.md), and
+the kernels between the products are memory-bound or small. Only an elementwise op over a
+million elements or more is cut into slices that run on every core (``split.py``); kernels
+release the GIL for that.
 
 Compiling takes seconds and happens once per install (Numba caches the machine code on
 disk); the first compilation in a process prints one line on stderr so the pause is not

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..backend import ADAM_HYPER, SGD_HYPER
+from ..kernel_ops import ADAM_HYPER, SGD_HYPER
 from .jit import kernel
 
 

@@ -29,12 +29,12 @@ import math
 import numpy as np
 from numba import types
 
-from .elementwise import pad4
+from ..kernel_ops import REDUCE
+from ..shapes import keepdims_shape, pad4, reduced_count
 from .jit import kernel, scalar
 from .vmath import bitcast
 
-REDUCE_OPS = ("sum", "mean", "max")
-SUM, MEAN, MAX = range(len(REDUCE_OPS))
+SUM, MEAN, MAX = REDUCE.codes("sum", "mean", "max")
 LANES = 64      # interleaved partial results along a contiguous run
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
 _NEG_INF_BITS = 0xFF800000      # -inf's; above them (as uint32): negative NaNs
@@ -141,14 +141,6 @@ def _max_runs_f32(x, acc, n):
         acc[r] = _max_f32_from_bits(top, utop, bottom) if n else -math.inf
 
 
-def keepdims_shape(shape, axes):
-    return tuple(1 if axis in axes else n for axis, n in enumerate(shape))
-
-
-def reduced_count(shape, axes) -> int:
-    return math.prod(shape[a] for a in axes)
-
-
 def _out_strides(shape, axes) -> np.ndarray:
     """4-D strides into the keepdims output for an input of `shape`: 0 on reduced axes."""
     kept = pad4(keepdims_shape(shape, axes))
@@ -251,10 +243,10 @@ def _rows_kernel(op):
     return kernel(rows_kernel)
 
 
-_REDUCE = [_reduce_kernel(op) for op in range(len(REDUCE_OPS))]
-_RUNS = [_runs_kernel(op) for op in range(len(REDUCE_OPS))]
-_ROWS = [_rows_kernel(op) for op in range(len(REDUCE_OPS))]
-_REDUCE_GRAD = [_reduce_grad_kernel(op) for op in range(len(REDUCE_OPS))]
+_REDUCE = [_reduce_kernel(op.code) for op in REDUCE]
+_RUNS = [_runs_kernel(op.code) for op in REDUCE]
+_ROWS = [_rows_kernel(op.code) for op in REDUCE]
+_REDUCE_GRAD = [_reduce_grad_kernel(op.code) for op in REDUCE]
 
 
 def _consecutive(shape, axes):
@@ -285,7 +277,7 @@ def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.nd
     """Sum, mean or max of x over `axes` (a tuple of non-negative axes)."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
-    code = REDUCE_OPS.index(op)
+    code = REDUCE.code[op]
     if acc.size:
         _reduce_into(code, x, acc, axes)
     if code == MEAN:
@@ -300,7 +292,7 @@ def reduce_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray,
                     axes: tuple) -> np.ndarray:
     """dL/dx of y = reduce(op, x, axes, keepdims=True), given dL/dy = g (keepdims shape)."""
     out = np.empty_like(x)
-    code = REDUCE_OPS.index(op)
+    code = REDUCE.code[op]
     n = reduced_count(x.shape, axes)
     scale = float(n) if (code == MEAN and n) else 1.0
     count = np.empty(g.shape, np.float64)

@@ -1,126 +1,114 @@
-"""A training step recorded into one reusable command buffer, and its replays.
+"""A training step recorded into one reusable command buffer, and its replays: the device's
+side of ``dg.capture_step`` (the front end's, ``dualgrad.api.capture``, keeps what concerns
+tensors and the host).
 
-While ``Capture.record`` runs the step, the backend records its commands into the capture's
-command buffer instead of the ordinary stream, and:
+While a ``Recording`` is entered (``with recording:``, the device lock held throughout, so
+other threads' work waits rather than land in it), the device records its commands into the
+recording's command buffer instead of the ordinary stream, and:
 
-- allocates the step's pass tensors in the capture's own arena, which stays reserved for
-  the capture's lifetime (their addresses are baked into the recorded push constants);
-  each replay bumps the arena's generation, so a tensor of an earlier replay reads as dead;
+- allocates the step's pass storage in the recording's own arena, which stays reserved for
+  its lifetime (the addresses are baked into the recorded push constants); each replay
+  bumps the arena's generation, so storage of an earlier replay reads as dead;
 - defers the uploads of the step's arguments: the buffers are kept, and every run (the
   first one and each replay) uploads the batch into them before submitting;
 - gives each optimizer kernel a slot of ten words in a small scalar buffer in place of push
   constants, rewritten before each run from what the optimizers' replay hooks compute, in
   the order they were recorded; a dropout mask's seed and step likewise, in a slot keyed by
   the (seed, step) it was recorded with (its forward and backward share it);
-- notes every tensor that existed before the step (parameters, their gradients, optimizer
-  state) with its buffer: a replay is refused (the step is recorded anew) once one of them
-  was replaced, reallocated or freed, so it never writes to freed memory;
-- keeps every allocation the commands touch alive while the capture lives.
+- keeps every allocation the commands touch alive while the recording lives.
 
-What cannot be replayed — reading a value back, uploading a host array that is not an
-argument, host-side index work (embedding's gradient) — ends the recording early:
-what was recorded is submitted, the rest of the step runs eagerly, and later calls run the
-step eagerly (``EagerReplay``, with the reason).
+What cannot be replayed (reading a value back, uploading a host array that is not an
+argument, host-side index work such as embedding's gradient) stops the recording early
+(``stop``): what was recorded is submitted, the rest of the step runs eagerly, and
+``reason`` says why.
 """
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
-from ..api.errors import DeviceError
-from ..backend import EagerReplay
+from ..errors import DeviceError
 from .memory import Allocation, ArenaPool, DeviceArray
 
 SLOT_WORDS = 10                   # nine float scalars and the flags of optim.comp
 SLOTS_PER_CHUNK = 64
-ARENA_BLOCK = 4 << 20
+ARENA_BLOCK = 4 << 20             # small blocks: a step's activations rarely need 64 MiB
 
 
-class Capture:
-    replayable = True
-
-    def __init__(self, backend, args: list):
-        self.backend = backend
+class Recording:
+    def __init__(self, dev, args: list):
+        self.dev = dev
         self.args = args
-        # Small blocks: a step's activations rarely need the pass pool's 64 MiB.
-        self.arena = ArenaPool(backend.ctx, backend._pool_type, ARENA_BLOCK, backend.budget)
-        self.arena.owner = backend
+        self.arena = ArenaPool(dev.ctx, dev.pool_type, ARENA_BLOCK, dev.budget)
+        self.arena.owner = dev
         self.cmd = None               # the recorded command buffer, once ended
         self.reason = ""              # why it cannot be replayed ("" while it can)
         self.once = False             # the reason will not recur: record the next call
         self.closed = False
         self.inputs: list = []        # (argument index, allocation)
-        self._owned: dict = {}        # id -> allocation made during the capture
+        self._owned: dict = {}        # id -> allocation made while recording
         self._touched: dict = {}      # id -> allocation a command touched
-        self._existing: list = []     # (tensor ref, allocation, grad, requires_grad)
-        self._seen: set = set()
-        self._new_persistent: list = []   # refs to tensors given new persistent storage
         self._chunks: list = []       # DeviceArrays of SLOTS_PER_CHUNK slots
         self.slots = 0
         self.scalars = np.zeros(0, np.float32)
         self._ordered: list = []      # the optimizer slots, in recording order
         self._keyed: dict = {}        # key -> slot (dropout masks)
         self._cursor = 0
-        self._result = None           # (shape, dtype, allocation) of the returned tensor
+        self._result = None           # (shape, dtype, allocation) of the step's result
+        self._before = None           # the arena the thread allocated in before
 
     # -- while recording ---------------------------------------------------------------------
-    def record(self, run):
-        """Run ``run(args)`` with the backend recording into this capture; returns
-        (result, replay object)."""
-        b = self.backend
-        arena = b.pass_pool
-        b.rec.begin_capture()
-        b._cap = self
-        b._captures.append(self)
-        b._local.arena = self.arena
+    def __enter__(self) -> "Recording":
+        dev = self.dev
+        dev.lock.acquire()
         try:
-            result = run(self.args)
+            dev.workspace.make()      # made (and zeroed) outside the recording
+            dev.rec.begin_capture()
         except BaseException:
-            self.stop("the step raised an error")      # run what it recorded, as eagerly
-            self.close()
+            dev.lock.release()
             raise
+        dev.capture = self
+        dev.recordings.append(self)
+        self._before = dev.hold_arena(self.arena)
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        dev = self.dev
+        try:
+            dev.restore_arena(self._before)
+            if kind is not None:
+                self.stop("the step raised an error")   # run what it recorded, as eagerly
+                self.close()
+            elif dev.capture is self:
+                self._finish()
         finally:
-            b._local.arena = arena
-        if not self.reason:
-            self._check_end(result)
-        if self.cmd is None:
-            self._finish()
-        if self.reason:
-            return result, EagerReplay(b, run, self.reason, self, self.once)
-        if result is not None:
-            h = result.ptr
-            self._result = (h.shape, h.dtype, h.alloc)
-        return result, self
+            dev.lock.release()
+
+    def end(self, result=None, reason: str = "", once: bool = False) -> None:
+        """The step ran to its end, returning the storage ``result`` (or None); ``reason``:
+        why the front end finds it cannot be replayed (``once``: a reason that will not
+        recur)."""
+        if reason:
+            self.stop(reason, once)
+        elif result is not None and result.alloc.pool is not self.arena:
+            self.stop("the step returns something other than a tensor it computed")
+        elif result is not None:
+            self._result = (result.shape, result.dtype, result.alloc)
 
     def stop(self, reason: str, once: bool = False) -> None:
         """Give the recording up: submit what was recorded (the rest of the step runs
         eagerly) and remember why (``once``: a reason that will not recur)."""
         if not self.reason:
             self.reason, self.once = reason, once
-        if self.backend._cap is self:
+        if self.dev.capture is self:
             self._finish()
 
     def _finish(self) -> None:
-        b = self.backend
-        self.cmd = b.rec.end_capture()
-        b._cap = None
+        dev = self.dev
+        self.cmd = dev.rec.end_capture()
+        dev.capture = None
         self._submit(self.args)
-        while b._closing:             # captures dropped while this one was recorded
-            b._closing.pop().close()
-
-    def _check_end(self, result) -> None:
-        from ..api.tensor import Tensor
-        if result is not None and not (isinstance(result, Tensor) and result.ptr is not None
-                                       and result.ptr.alloc.pool is self.arena):
-            self.reason = "the step returns something other than a tensor it computed"
-        elif not all(r() is not None and r()._grad is grad for r, _, grad, _ in self._existing):
-            self.reason = ("the step leaves gradients other than it found them: end it with "
-                           "optimizer.zero_grad()")
-        elif any(r() is not None for r in self._new_persistent):
-            self.reason = ("the step made new persistent state (optimizer state on a first "
-                           "step)")
-            self.once = True
+        while dev.closing:            # recordings dropped while this one was recorded
+            dev.closing.pop().close()
 
     def owned(self, alloc) -> None:
         self._owned[id(alloc)] = alloc
@@ -130,22 +118,17 @@ class Capture:
             if h is not None:
                 self._touched[id(h.alloc)] = h.alloc
 
-    def note(self, t) -> None:
-        """A tensor's storage was used: remember it when it existed before the step."""
-        alloc = t.ptr.alloc
-        if id(alloc) not in self._owned and id(t) not in self._seen:
-            self._seen.add(id(t))
-            self._existing.append((weakref.ref(t), alloc, t._grad, t.requires_grad))
-
-    def adopted(self, t, h) -> None:
-        if id(h.alloc) in self._owned and h.alloc.pool is not self.arena:
-            self._new_persistent.append(weakref.ref(t))
-
     def input_index(self, array):
         for k, arg in enumerate(self.args):
             if arg is array:
                 return k
         return None
+
+    def input(self, k: int, array) -> DeviceArray:
+        """Storage in the recording's arena for argument ``k``, uploaded at every run."""
+        h = self.dev.empty(array.shape, array.dtype)
+        self.inputs.append((k, h.alloc))
+        return h
 
     def slot(self, floats: list, flags: int) -> int:
         """The device address of the next optimizer slot, holding ``floats`` and
@@ -167,8 +150,8 @@ class Capture:
     def _new_slot(self) -> int:
         k = self.slots
         if k % SLOTS_PER_CHUNK == 0:
-            b = self.backend
-            self._chunks.append(b.empty((SLOTS_PER_CHUNK * SLOT_WORDS,), np.float32, True))
+            self._chunks.append(self.dev.empty((SLOTS_PER_CHUNK * SLOT_WORDS,), np.float32,
+                                               True))
             self.scalars = np.concatenate([self.scalars,
                                            np.zeros(SLOTS_PER_CHUNK * SLOT_WORDS, np.float32)])
         self.slots += 1
@@ -188,6 +171,10 @@ class Capture:
         self.scalars.view(np.uint32)[at:at + len(uints)] = uints
 
     # -- replaying ---------------------------------------------------------------------------
+    @property
+    def replayable(self) -> bool:
+        return not self.reason and not self.closed
+
     def put(self, floats: list, flags: int) -> None:
         """A replay hook's scalars for the next optimizer slot, in recording order."""
         if self._cursor >= len(self._ordered):
@@ -204,44 +191,31 @@ class Capture:
                               "does not use")
         self._put_uints(k, uints)
 
-    def usable(self, backend) -> bool:
-        """Whether the recording still fits: same backend, and every tensor that existed
-        before the step still has the same live storage, gradient and requires_grad."""
-        if self.closed or backend is not self.backend:
-            return False
-        for ref, alloc, grad, requires in self._existing:
-            t = ref()
-            if (t is None or t.ptr is None or t.ptr.alloc is not alloc or not alloc.live
-                    or t._grad is not grad or t.requires_grad != requires):
-                return False
-        return True
-
     def replay(self, args: list, hooks: list):
-        """Redo the host bookkeeping, upload the batch and the scalars, submit."""
-        b = self.backend
-        with b.ctx.lock:
+        """Run the host's hooks (their optimizer scalars fill the slots), upload the batch
+        and the scalars, submit; returns the result's storage of this run (or None)."""
+        dev = self.dev
+        with dev.lock:
             self._cursor = 0
-            b._sink = self
+            dev.sink = self
             try:
                 for run in hooks:
                     run()
             finally:
-                b._sink = None
+                dev.sink = None
             if self._cursor != len(self._ordered):
                 raise DeviceError("internal: a replay wrote fewer optimizer scalars than "
                                   "the recorded step uses")
-            for ref, _, _, _ in self._existing:
-                t = ref()
-                if t is not None:
-                    t.written()          # host caches of what the step writes are stale
-            self.arena.renew()           # earlier replays' tensors are dead
+            self.arena.renew()           # earlier replays' storage is dead
             self._submit(args)
             if self._result is None:
                 return None
-            return self._result_tensor()
+            shape, dtype, alloc = self._result
+            return DeviceArray(Allocation(self.arena, alloc.block, alloc.offset, alloc.nbytes,
+                                          self.arena.generation), shape, dtype)
 
     def _submit(self, args: list) -> None:
-        rec = self.backend.rec
+        rec = self.dev.rec
         for k, alloc in self.inputs:
             rec.upload(alloc, args[k])
         used = self.slots * SLOT_WORDS
@@ -251,36 +225,27 @@ class Capture:
             rec.upload(chunk.alloc, part)
         rec.submit(self.cmd)
 
-    def _result_tensor(self):
-        from ..api.tensor import Tensor
-        shape, dtype, alloc = self._result
-        h = DeviceArray(Allocation(self.arena, alloc.block, alloc.offset, alloc.nbytes,
-                                   self.arena.generation), shape, dtype)
-        t = Tensor(shape, dtype)
-        self.backend.adopt(t, h)
-        return t
-
     def close(self) -> None:
         """Free the command buffer and the arena (after the device is done with them)."""
         if self.closed:
             return
-        b = self.backend
-        with b.ctx.lock:
-            if b._cap is not None and b._cap is not self:
+        dev = self.dev
+        with dev.lock:
+            if dev.capture is not None and dev.capture is not self:
                 # Another step is being recorded, so the device cannot be waited for now:
                 # this one is closed when that recording ends.
-                if self not in b._closing:
-                    b._closing.append(self)
+                if self not in dev.closing:
+                    dev.closing.append(self)
                 return
             self.closed = True
-            if b._cap is self:
+            if dev.capture is self:
                 self.stop("closed while recording")
             if self.cmd is not None:
-                b.rec.free_captured(self.cmd)
+                dev.rec.free_captured(self.cmd)
                 self.cmd = None
             self.arena.release()
-            if self in b._captures:
-                b._captures.remove(self)
+            if self in dev.recordings:
+                dev.recordings.remove(self)
             self._owned.clear()
             self._touched.clear()
             self._chunks.clear()

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 
-from ..api.errors import DeviceUnavailable, InvalidValueError, ValidationError
+from ..errors import DeviceUnavailable, InvalidValueError, ValidationError
 from . import features
 
 _INSTALL_HINT = ("install a Vulkan loader and driver (on Debian: apt-get install libvulkan1 "

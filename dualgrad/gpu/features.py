@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..api.errors import InvalidValueError
+from ..errors import InvalidValueError
 
 ENV = "DUALGRAD_VK_TENSOR_CORES"
 EXTENSIONS = ("VK_KHR_cooperative_matrix", "VK_KHR_shader_bfloat16")

@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from ..api.errors import DeviceError, DeviceOutOfMemory, InvalidValueError
+from ..errors import DeviceError, DeviceOutOfMemory, InvalidValueError
 from .context import LIVE
 
 # Core Vulkan 1.2 flags the `vulkan` package leaves undefined (None); values from the spec.

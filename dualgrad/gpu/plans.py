@@ -80,17 +80,9 @@ class TensorTile(NamedTuple):
                 and self.shared_bytes <= shared and self.threads <= threads)
 
 
-# Measured on an H200 (bench/bench_gpu.py --sweep, each product waiting for the one
-# before): the widest tile wins once it yields about one workgroup per SM, 128 x 128 with K
-# steps of 8 below that down to 64 workgroups. Smaller products are bound by the latency of
-# their few K steps, not by arithmetic: there, K steps of 32 win (device time, a chain of
-# products recorded once and replayed as bench_gpu.py's kernels section does: 128 x 64 x
-# 32 took 18.1-18.3 us on 1024 x 1024 x 256 and 1024 x 784 x 256 against 19.5-21.8 for 64 x
-# 64 x 16, and 21.9-23.5 against 24.0-26.4 on 256 x 1024 x 1024 split 4 ways; for a layer
-# of 10 outputs, 64 x 16 x 32 and 32 x 64 x 32 took 0.78-0.91 of the time of their K-16
-# versions). Where K is shallower than two such steps, or not a whole number of them,
-# 64 x 64 x 16 stays (256 x 1024 x 10: 3.6 us against 5.1; 256 x 1024 x 784: 20.6 us
-# against 25.9).
+# The widest tile wins once it yields about one workgroup per SM; smaller products are bound
+# by the latency of their few K steps, where K steps of 32 win (measured on an H200:
+# docs/performance.md).
 TILES = {
     "wide": Tile(128, 256, 16, 8, 8),      # big products: 512 threads, 64 outputs each
     "square": Tile(128, 128, 8, 8, 8),     # mid-sized ones
@@ -101,45 +93,18 @@ TILES = {
     "cols": Tile(64, 16, 32, 4, 4),        # N <= 16 (a small layer's forward)
 }
 MIN_DEEP_K = 64                   # two of "deep"'s K steps
-# "deep" gives each thread 4 rows and 8 columns (8 x 4 before: the same 6 cycles of
-# shared-memory reads to 8 of fmas a K step; H200, kernels alone, three to four sweeps:
-# 1024 x 1024 x 256 as g^T h 1.04-1.05 of cuBLAS's time against 1.08, 1024 x 784 x 256
-# 1.10-1.11 both, 256 x 1024 x 1024 as g W split 4 1.07-1.09 against 1.13-1.15). Split 4
-# ways, it also does as well as a 64 x 64 x 32 tile of 8 x 4 split 2 ways, which was taken
-# where "deep" split K 4 ways or more before (256 x 1024 x 1024: as g W 1.07-1.09 against
-# 1.10-1.11, as x W^T 0.98 against 0.99).
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
-# Split K: the last slice of each tile adds the partial products within the dispatch
-# (matmul.comp), so a split costs scratch traffic (4 bytes an output a slice, mostly in L2)
-# but no second dispatch. K is halved until there are about as many slices as SMs (an H200
-# has 132): in a chain of products each waits for the one before, and a grid of 16 to 64
-# workgroups left most of the GPU idle (1024^3 on 64 workgroups: 0.144 ms; split 4 ways:
-# 0.079). A grid past that gains nothing from a split (1024 x 784 x 256 on 208 workgroups
-# of 64 x 64: 0.024 ms whole, slower split).
-# Splitting stops at 128 slices (not 132): 4 idle SMs cost less than the second half of
-# a split's epilogues (H200, device time: 1024 x 10 x 4096 on 64 x 16 x 32 tiles, 16
-# workgroups, 20.6-23.7 us split 8 ways against 25.3-27.5 split 16; 256 x 1024 x 1024 on
-# 128 x 64 x 32, 32 workgroups, split 4 ways the best of 1 to 16).
+# Split K: K is halved until there are about as many slices as SMs (an H200 has 132), and
+# the last slice of each tile adds the partial products within the dispatch; below
+# SPLIT_FROM_K the half of the K loop a split saves is worth less than its epilogue.
 BUSY_GROUPS = 128
 MIN_SPLIT_K = 128                 # the fewest K a split-K workgroup walks
-# ... and K below SPLIT_FROM_K stays whole: there, the half of the K loop a split saves was
-# worth less than the split's epilogue (store, count in, add the slices). H200, each
-# product against PyTorch in the same rounds, two rounds: 10 x 1024 x 256 (g3^T h) whole
-# 0.92-0.97 of PyTorch's time against 1.15-1.22 split in 2; 1024 x 1024 x 256 (g2^T h) on
-# 64 x 64 tiles whole 1.20-1.39 against 1.54-1.63 on 128 x 128 split in 2. Where K stays
-# whole, the 128 x 128 tile is taken only where it fills the GPU by itself.
 SPLIT_FROM_K = 512
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
-# the two split passes. On an H200 (bench_gpu.py --sweep, each product waiting for the one
-# before): from 2^30 multiply-adds the tensor tiles win (1024^3: 0.063 ms on 64 x 64 tiles
-# against 0.072 for the fma kernel's best tile and split); the H 1024 MLP's products (2^28)
-# stay faster on the fma kernel. 128 x 128 tiles of 8 warps win where they fill the GPU
-# (2048^3: 0.332 ms against 0.356-0.404 for smaller tiles; by 3-9% at 2^31.6); where they
-# would leave half the SMs idle or more, 64 x 64 tiles of 4 warps (four times the
-# workgroups, each about 20% slower) win (1024^3: 0.063 against 0.071 on 64 x 128 and over
-# 0.078 on 128 x 128). 128 x 64 is there for devices that allow fewer threads a workgroup.
+# the split pass; 128 x 128 tiles where they fill the GPU, 64 x 64 where those would leave
+# half the SMs idle (docs/performance.md).
 TENSOR_TILES = {
     "wide": TensorTile(128, 128, 16, 64, 32),
     "narrow": TensorTile(128, 64, 16, 64, 32),

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from ..api.errors import DeviceError
+from ..errors import DeviceError
 from .context import LIVE, VALIDATION
 from .memory import Block
 
@@ -41,27 +41,13 @@ IDLE_SUBMIT_BYTES = 16 << 20      # ... or before it is submitted to a device th
                                   # the queue instead of the GPU waiting for it, and small
                                   # batches stay in one submit
 MIN_BATCH = 8                     # ... once it holds this many dispatches: a submit costs
-                                  # the host 15-25 us (end, submit, retire, begin) and the
-                                  # device a gap between command buffers, so a host about
-                                  # as fast as the device that submits each dispatch to it
-                                  # falls behind and stays behind. (H200, three processes,
-                                  # 8 against 4 and 12 round by round: 1024^3 0.98-1.00 of
-                                  # PyTorch's time against 1.03-1.07 at 0.37 submits a call,
-                                  # not 0.76; the eager H 1024 Adam step 0.46-0.49 against
-                                  # 0.46-0.54 at 2 submits, not 3; the MLP's products alike
-                                  # or better; 3 against 4 and 256 MiB earlier: add and relu
-                                  # over 16M 3-6% slower, the H 4096 step at 7.2 submits)
-WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it sleeps: the
-                                  # sleeping wait returns 25-40 us after the fence signals
-                                  # (H200, a wait for one tiny dispatch, two processes: 76
-                                  # and 43 us sleeping, 36 and 18 polling; PyTorch's
-                                  # synchronize 26 and 7), most of a short wait; past a
-                                  # millisecond that is a small part of it
+                                  # the host 15-25 us and the device a gap, so a host that
+                                  # submits each dispatch falls behind (docs/performance.md)
+WAIT_POLL_SECONDS = 1e-3          # a wait polls its fence this long before it sleeps: a
+                                  # sleeping wait returns tens of us after the fence signals
 NO_BOUNDS = (float("inf"), float("-inf"), float("inf"), float("-inf"))  # nothing tracked
 MAX_TRACKED = 32                  # ranges tracked between barriers: a range within their
-                                  # bounds is checked against each (when every range was, 64
-                                  # cost independent reductions 6-8 us of Python a dispatch,
-                                  # 32 about 3.5, at a barrier per 8)
+                                  # bounds is checked against each, which costs Python time
 
 
 def _check(result: int, call: str) -> None:
@@ -403,9 +389,7 @@ class Recorder:
         flight = self._flight
         # Batches the device has finished give their part of the ring back first (a fence
         # status each), so that once all of it is back the copy goes to the ring's start,
-        # where the last one went, into memory still in the host's cache (an 800 KB batch:
-        # 40 us against 60 into the ring's cold parts on a 2-core Xeon; the H200 host's
-        # eager step did not move).
+        # still in the host's cache.
         while flight and self._released != self._staged and self._finished(flight[0]):
             self._retire_oldest()
         while True:

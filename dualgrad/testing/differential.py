@@ -17,6 +17,8 @@ import numpy as np
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
+from ..backend import Epilogue
+from ..kernel_ops import BINARY, UNARY
 from . import strategies as dgst
 from .tolerances import TOLERANCES, Agreement, agreement
 
@@ -57,6 +59,9 @@ class Pair:
 
 
 def _prepare(backend, a):
+    if isinstance(a, Epilogue):
+        return Epilogue(*(_prepare(backend, h) if h is not None else None
+                          for h in (a.bias, a.relu, a.mask, a.row_sums)))
     if isinstance(a, np.generic):
         a = np.asarray(a)
     if isinstance(a, np.ndarray):
@@ -89,14 +94,8 @@ def check(name: str):
 
 
 # -- elementwise ----------------------------------------------------------------------------
-from ..cpu.elementwise import BINARY_OPS, UNARY_OPS  # noqa: E402  (the op lists)
-
-# Where each unary op is drawn (its domain) and which special values it gets. pow's are
-# none: GLSL defines pow only for x > 0 (and x = 0 with y > 0).
-_UNARY_RANGE = {"log": (0.01, 50.0), "sqrt": (0.0, 50.0), "pow_scalar": (0.05, 4.0),
-                "rdiv_scalar": (0.2, 5.0), "exp": (-20.0, 20.0), "tanh": (-6.0, 6.0),
-                "sigmoid": (-30.0, 30.0), "gelu": (-9.0, 9.0)}
-_NO_SPECIALS = {"pow_scalar", "rpow_scalar"}
+# Where each unary op is drawn, and whether with special values, is its tolerance entry's
+# ``domain`` and ``specials``.
 # The scalar parameters (a, b) of each op.
 _UNARY_PARAMS = {
     "add_scalar": st.tuples(st.floats(-4, 4, width=32), st.just(0.0)),
@@ -112,23 +111,20 @@ _UNARY_PARAMS = {
 # of the exp2 that computes it.
 _UNARY_GROWTH = {"pow_scalar": lambda x, a: a * np.log2(np.abs(x)),
                  "rpow_scalar": lambda x, a: x * np.log2(a)}
-# Division is within 2.5 ULP only for denominators in [2^-126, 2^126] (Vulkan's precision
-# table), so rdiv_scalar (a / x, and -g a / x^2 backward) gets none either.
-_NO_SPECIALS = _NO_SPECIALS | {"rdiv_scalar"}
 # log's backward is g / x: for finite |x| > 2^126 NVIDIA's driver returns 0 for a result
 # near FLT_MIN (it multiplies by a reciprocal that flushes), which the table cannot bound.
 _DIVIDES_BY_X = {"log"}
 
 
 def _unary_specials(pair, op):
-    if op in _NO_SPECIALS:
+    if not TOLERANCES[f"unary:{op}"].specials:
         return ()
     return pair.specials(dgst.FINITE_SPECIALS, dgst.NONFINITE)
 
 
 def _unary_check(op):
     def run(data, pair):
-        lo, hi = _UNARY_RANGE.get(op, (-4.0, 4.0))
+        lo, hi = TOLERANCES[f"unary:{op}"].domain
         x = data.draw(dgst.arrays(dgst.shapes(max_dims=2, max_size=1 << 14), lo, hi,
                                   specials=_unary_specials(pair, op)), label="x")
         a, b = data.draw(_UNARY_PARAMS.get(op, st.just((0.0, 0.0))), label="a, b")
@@ -147,7 +143,7 @@ def _unary_check(op):
     return run
 
 
-for _op in UNARY_OPS:
+for _op in UNARY.names:
     check(f"unary:{_op}")(_unary_check(_op))
 
 
@@ -184,7 +180,7 @@ def _binary_check(op):
     return run
 
 
-for _op in BINARY_OPS:
+for _op in BINARY.names:
     check(f"binary:{_op}")(_binary_check(_op))
 
 
@@ -322,7 +318,7 @@ def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
     for backend in (pair.ref, pair.dut):
         sums = backend.empty(a.shape[:-1], np.dtype(np.float32))
         product = backend.matmul(backend.upload(a_st), backend.upload(b_st), trans_a, trans_b,
-                                 sums=sums)
+                                 epilogue=Epilogue(row_sums=sums))
         results.append((backend.download(product), backend.download(sums)))
     (cc, cs), (gc, gs) = results
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
@@ -335,7 +331,8 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
-    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, bias, None, relu, mask)
+    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
+                       Epilogue(bias=bias, relu=relu, mask=mask))
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])

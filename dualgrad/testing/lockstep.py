@@ -26,7 +26,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..api import device as _device
-from ..api.errors import bad_type, bad_value
+from ..errors import bad_type, bad_value
 
 TINY = float(np.finfo(np.float32).tiny)
 

@@ -50,6 +50,10 @@ class Tolerance:
     atol: float = 0.0
     gamma: float = 0.0
     rel: float = 0.0
+    # Where the differential check draws a unary op's input, and whether special values
+    # (signed zeros, subnormals, huge values, inf, NaN) are among them.
+    domain: tuple = (-4.0, 4.0)
+    specials: bool = True
 
     def describe(self) -> str:
         """The bound in a few symbols, e.g. ``"3 ULP + 2|x| ULP + gamma(n)*S"``."""
@@ -84,29 +88,36 @@ TOLERANCES: dict = {
     "unary:mul_scalar": Tolerance(_EXACT_ADD, exact=True),
     "unary:rsub_scalar": Tolerance(_EXACT_ADD, exact=True),
     "unary:div_scalar": Tolerance(_DIV, ulps=3),
-    "unary:rdiv_scalar": Tolerance(_DIV, ulps=3),
-    "unary:exp": Tolerance("Vulkan's exp is within 3 + 2|x| ULP", ulps=3, ulps_per_x=2),
+    "unary:rdiv_scalar": Tolerance(_DIV + "; drawn away from 0, without specials: Vulkan bounds "
+                                   "a division only for denominators in [2^-126, 2^126]",
+                                   ulps=3, domain=(0.2, 5.0), specials=False),
+    "unary:exp": Tolerance("Vulkan's exp is within 3 + 2|x| ULP", ulps=3, ulps_per_x=2,
+                           domain=(-20.0, 20.0)),
     "unary:log": Tolerance("Vulkan's log is within 3 ULP, or 2^-21 absolute in [0.5, 2]",
-                           ulps=3, atol=2.0 ** -21),
+                           ulps=3, atol=2.0 ** -21, domain=(0.01, 50.0)),
     "unary:sqrt": Tolerance("sqrt inherits 1/inversesqrt: 2 ULP, then a 2.5 ULP division",
-                            ulps=5),
+                            ulps=5, domain=(0.0, 50.0)),
     "unary:tanh": Tolerance("a Taylor polynomial below 0.4 (~2 ULP of rounding), else "
                             "(1 - e)/(1 + e) with e = exp(-2|x|): e's 3 + 4|x| ULP are damped "
                             "by 2e/(1 - e^2) <= 0.9 (e <= 0.45 and shrinking), plus a 2.5 ULP "
-                            "division and two roundings", ulps=8),
+                            "division and two roundings", ulps=8, domain=(-6.0, 6.0)),
     "unary:sigmoid": Tolerance("1/(1 + exp(-x)) for x >= 0 (exp's error damped by e/(1+e)), "
                                "exp(x)/(1 + exp(x)) below: exp's 3 + 2|x| ULP pass through, "
-                               "plus a 2.5 ULP division", ulps=7, ulps_per_x=2),
+                               "plus a 2.5 ULP division", ulps=7, ulps_per_x=2,
+                               domain=(-30.0, 30.0)),
     "unary:gelu": Tolerance("x * Phi(x), Phi from a Chebyshev erfc fit (1.2e-7 relative, "
                             "~2 ULP) times exp(-x^2/2 + poly) with exp's 3 + 2|arg| ULP, plus "
                             "|arg| ULP more because arg itself is a rounded float32 sum (the "
                             "square is exact); a few roundings; results that underflow "
                             "carry no relative accuracy", ulps=12, ulps_per_x=3,
-                            arg="half_square", atol=1e-30),
+                            arg="half_square", atol=1e-30, domain=(-9.0, 9.0)),
     "unary:pow_scalar": Tolerance("exp2(y log2 x): exp2's 3 + 2|t| ULP, with arg = t = "
                                   "y log2 x (the caller passes t), plus log2's 2^-21 "
-                                  "absolute error scaled by |y| ln2 / u", ulps=8, ulps_per_x=2),
-    "unary:rpow_scalar": Tolerance("as pow_scalar (t = x log2 a)", ulps=8, ulps_per_x=2),
+                                  "absolute error scaled by |y| ln2 / u; drawn where GLSL "
+                                  "defines pow (x > 0), without specials", ulps=8,
+                                  ulps_per_x=2, domain=(0.05, 4.0), specials=False),
+    "unary:rpow_scalar": Tolerance("as pow_scalar (t = x log2 a)", ulps=8, ulps_per_x=2,
+                                   specials=False),
     # -- unary backward -------------------------------------------------------------------
     "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),

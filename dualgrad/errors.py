@@ -31,6 +31,11 @@ class DeadTensorError(DualgradError, RuntimeError):
     """A tensor's device memory was freed (its pass pool was reset)."""
 
 
+class GraphFreedError(DualgradError, RuntimeError):
+    """backward() met a graph that an earlier backward() already used and freed (pass
+    ``retain_graph=True`` to the earlier one to go through it again)."""
+
+
 class DeviceError(DualgradError, RuntimeError):
     """The device reported a failure while running work."""
 

@@ -1,0 +1,268 @@
+"""Matrix products: matmul.comp and matmul_edges.comp (the float32 fma kernel, which applies
+the product's epilogue as it stores C) and, on devices with bfloat16 tensor cores,
+split_bf16.comp then matmul_bf16x6.comp (float32-accurate products from bfloat16 pieces); the
+twins of ``dualgrad/cpu/matmul.py``. The tile and split of a product are ``plans.matmul_plan``'s;
+its recipe (everything but the addresses) is cached per shape: every product asks."""
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+from ...backend import PLAIN, Epilogue
+from ...errors import DeviceError
+from .. import plans
+from ..dispatch import MAX_GROUPS, WG, packed_uints, packer
+from ..memory import DeviceArray
+from ..workspace import COUNTER, COUNTERS
+from . import elementwise, permute, reduce
+
+EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
+FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
+                                               # specialization, and the epilogue
+_ADDRESSES4, _ADDRESSES5, _ADDRESSES8 = packer(4), packer(5), packer(8)
+
+
+class SplitPass(NamedTuple):
+    """The dispatch of split_bf16.comp that splits both operands of a product into the
+    bfloat16 pieces the tensor-core kernel multiplies (three planes each, k-major), written
+    into one allocation: A's pieces, then B's."""
+    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1): A's, B's
+    uints: tuple                  # per operand: R, K, plane, the workgroups that walk it
+    groups: tuple
+    floats: tuple                 # each operand's pieces' size, in float32 words
+    tail: bytes = b""             # uints, packed
+
+
+class MatmulRecipe(NamedTuple):
+    """One matmul dispatch (matmul.comp, matmul_edges.comp or matmul_bf16x6.comp), all but
+    its addresses, and the split passes that feed the tensor-core kernel."""
+    shader: str
+    spec: tuple
+    uints: tuple
+    groups: tuple
+    partials: tuple | None        # the shape of the split-K partial products, if any
+    split: SplitPass | None = None    # the pass before the tensor-core kernel
+    tail: bytes = b""             # uints, packed
+    sums: bool = False            # it writes op(A)'s row sums too (ROWSUM_A)
+
+
+def operand_split(shape: tuple, k_major: bool) -> tuple:
+    """(transpose, (R, K, plane, workgroups), plane, batch stride; lengths in bfloat16
+    values) of an operand stored with this shape (2-D, or 3-D for a batch), k-major
+    ([k][r]) or not ([r][k]), as split_bf16.comp splits it: by words of 8 values, or
+    transposed by blocks of 64 x 32, at most half of MAX_GROUPS workgroups walking them
+    (the other operand's follow them in the same grid)."""
+    batch = shape[0] if len(shape) == 3 else 1
+    k, r = shape[-2:] if k_major else shape[-1:-3:-1]
+    if r % 8:
+        raise ValueError(f"split_pass: the operand's other extent ({r}) is not a multiple "
+                         "of 8")
+    plane = batch * k * r
+    work = -(-plane // (8 * WG)) if k_major else -(-r // 64) * -(-k // 32) * batch
+    groups = max(1, min(work, MAX_GROUPS // 2))
+    return int(not k_major), (r, k, plane, groups), plane, k * r if len(shape) == 3 else 0
+
+
+def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool) -> tuple:
+    """(SplitPass, A's layout, B's layout) of a product's operands stored with these
+    shapes, each layout its plane and batch stride (0: one matrix for the whole batch)."""
+    ta, a_uints, a_plane, a_stride = operand_split(a_shape, a_k_major)
+    tb, b_uints, b_plane, b_stride = operand_split(b_shape, b_k_major)
+    uints = (*a_uints, *b_uints)
+    return (SplitPass((ta, tb), uints, (a_uints[3] + b_uints[3], 1, 1),
+                      (3 * a_plane // 2, 3 * b_plane // 2), packed_uints(uints)),
+            (a_plane, a_stride), (b_plane, b_stride))
+
+
+@functools.lru_cache(maxsize=4096)      # called on every matmul
+def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, dims: tuple,
+                  limits: tuple, planner, kind: tuple = PLAIN.kind) -> MatmulRecipe:
+    """The tile ``planner`` picks for a product of ``dims`` (m, n, k, batch) on a device
+    with these ``limits`` (shared memory, threads a workgroup, tensor cores), as a
+    dispatch; ``kind`` is the epilogue's (``Epilogue.kind``). A split-K plan writes
+    (batch * splits, m, n) partial products that the last slice of each tile adds within
+    the dispatch, counting in at the workspace's counters (one per tile, so K stays whole
+    past COUNTERS tiles). The fma kernel applies the epilogue as it stores C (BIAS, RELU_C,
+    MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
+    thread for each row; the tensor-core kernel does none of them, so its recipe does not
+    say them."""
+    m, n, k, batch = dims
+    bias, relu, mask, sums = kind
+    ca, cb = a_shape[-1], b_shape[-1]
+    a_sm, a_sk = (1, ca) if trans_a else (ca, 1)
+    b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
+    a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
+    b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
+    plan = planner(m, n, k, batch, *limits)
+    t = plan.tile
+    tiles = -(-n // t.bn) * -(-m // t.bm) * batch
+    if plan.splits > 1 and tiles > COUNTERS:   # a counter per tile: else K stays whole
+        plan = plans.sliced(t, k, 1)
+    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
+    if isinstance(t, plans.TensorTile):
+        split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b)
+        spec = (*t, t.threads)
+        uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
+        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
+    # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
+    # the contiguous extent and every other stride a multiple of 4 (the pools align every
+    # allocation to 256 bytes).
+    a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
+    b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
+    split = plan.splits > 1
+    # WHOLE: 1, every tile lies inside the matrix with K in whole steps (no bounds tests);
+    # 2, M or N is not whole tiles, but some tiles lie inside: their workgroups take code
+    # without tests, the edge tiles' code with them (matmul_edges.comp, which holds both).
+    steps_whole = a_vec and b_vec and k % t.bk == 0 and plan.kc % t.bk == 0
+    whole = (0 if not steps_whole or m < t.bm or n < t.bn else
+             1 if m % t.bm == 0 and n % t.bn == 0 else 2)
+    sums = sums and not split and t.threads >= t.bm     # (a thread for each row's sum)
+    spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
+            plan.splits, t.threads, whole, int(bias), int(relu), int(mask), int(sums))
+    uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
+    return MatmulRecipe(EDGE_TILES_SHADER if whole == 2 else t.shader, spec, uints, groups,
+                        (batch * plan.splits, m, n) if split else None, None,
+                        packed_uints(uints), sums)
+
+
+def _offset(h: DeviceArray, elements: int) -> DeviceArray:
+    """``h`` read from ``elements`` further on (with the same shape, so the same strides):
+    a band of a product's operand. Its span stays the whole of ``h``'s (hazards are
+    tracked as for the whole)."""
+    view = DeviceArray(h.alloc, h.shape, h.dtype, None, h.size)
+    view.address = h.address + elements * h.dtype.itemsize
+    view.span = h.span
+    return view
+
+
+def _batch_band(h: DeviceArray, first: int, count: int) -> DeviceArray:
+    """Matrices ``first`` to ``first + count`` of a batched (3-D) operand or product; a
+    2-D one (shared by the batch) as it is."""
+    if len(h.shape) != 3:
+        return h
+    _, rows, cols = h.shape
+    view = _offset(h, first * rows * cols)
+    view.shape, view.size = (count, rows, cols), count * rows * cols
+    view.nbytes = view.size * h.dtype.itemsize
+    return view
+
+
+def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
+    ra, ca = a.shape[-2:]
+    rb, cb = b.shape[-2:]
+    m, k = (ca, ra) if trans_a else (ra, ca)
+    n = rb if trans_b else cb
+    batched = len(a.shape) == 3 or len(b.shape) == 3
+    batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
+    if out is None:
+        out = dev.empty((batch, m, n) if batched else (m, n))
+    sums = epilogue.row_sums
+    fused = out.size and product_into(dev, a, b, out, trans_a, trans_b, (m, n, k, batch),
+                                      epilogue)
+    if sums is not None and not fused:     # op(a)'s row sums by a reduction of their own
+        reduce.reduce(dev, "sum", a, (len(a.shape) - (2 if trans_a else 1),), out=sums)
+    return out
+
+
+def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
+                 tensor_cores=True) -> bool:
+    """Record the product op(a) @ op(b) of ``dims`` (m, n, k, batch) into ``out``; True
+    where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
+    matrix, whole K), else the caller makes them."""
+    shared, threads, cores = dev.matmul_limits
+    m, n, k, batch = dims
+    kind = epilogue.kind
+    if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
+        kind = kind[:3] + (False,)
+    r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims,
+                      (shared, threads, cores and tensor_cores), plans.matmul_plan, kind)
+    gx, gy, gz = r.groups
+    if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
+        _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r)
+        return False
+    split = r.split
+    if split is not None:         # the tensor-core kernel's bf16 pieces, A's then B's
+        pieces = dev.empty((split.floats[0] + split.floats[1],))
+        a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
+        dev.launch("split_bf16", split.spec,
+                   _ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces) + split.tail,
+                   split.groups, [a, b], [pieces])
+    bias, mask, sums = epilogue.bias, epilogue.mask, epilogue.row_sums
+    with dev.lock:                              # (a workspace range taken for it)
+        if r.partials is None:  # the pieces (tensor cores), else W and counters unused
+            extra = (a_pieces, b_pieces) if split is not None else (0, 0)
+            writes = [out]
+        else:                                   # split K: scratch and tile counters
+            counters = dev.workspace.take(COUNTER, gx * gy * batch)     # one a tile
+            partials, writes = dev.workspace.partials(r.partials, [out])
+            extra = (partials, counters)
+        if r.shader in FMA_SHADERS:      # (it applies the epilogue itself)
+            if r.sums:
+                writes.append(sums)
+            push = _ADDRESSES8.pack(a.address, b.address, out.address, *extra,
+                                    bias.address if bias is not None else 0,
+                                    mask.address if mask is not None else 0,
+                                    sums.address if r.sums else 0) + r.tail
+            dev.launch(r.shader, r.spec, push, r.groups, [a, b, bias, mask], writes)
+            return r.sums
+        dev.launch(r.shader, r.spec,
+                   _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
+                   r.groups, [a, b, pieces], writes)
+    _epilogue_apart(dev, out, epilogue)
+    return False
+
+
+def _epilogue_apart(dev, out, epilogue: Epilogue) -> None:
+    """The bias, the relu and the mask of a product made without them, as separate ops in
+    place (the same bits as the fma kernel's)."""
+    if epilogue.bias is not None:
+        elementwise.binary(dev, "add", out, epilogue.bias, out=out)
+    if epilogue.relu:
+        elementwise.unary(dev, "relu", out, out=out)
+    if epilogue.mask is not None:
+        elementwise.unary_backward(dev, "relu", epilogue.mask, epilogue.mask, out, out=out)
+
+
+def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
+    """A product whose grid passes a dimension's MAX_GROUPS workgroups (a tall, wide or
+    many-times batched one), as several: bands of the batch, or of C's rows, each read
+    and written through addresses offset into the operands (the fma kernel only: the
+    tensor-core kernel's split pass reads whole operands); too many columns, as the
+    transposed product, transposed back. Row sums are left to the caller."""
+    m, n, k, batch = dims
+    if r.groups[0] > MAX_GROUPS:            # C^T = op(B)^T op(A)^T has them as rows
+        shape_t = (batch, n, m) if len(out.shape) == 3 else (n, m)
+        product_t = dev.empty(shape_t)
+        product_into(dev, b, a, product_t, not trans_b, not trans_a, (n, m, k, batch))
+        permute.permute_into(dev, product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
+        _epilogue_apart(dev, out, epilogue)
+        return
+    # Bands of the batch (of one matrix where the rows need bands too). A band of 128
+    # matrices or more is never split, and a split product's grid holds fewer than 256
+    # workgroups: each band's grid fits.
+    if batch > 1:
+        band = MAX_GROUPS if r.groups[1] <= MAX_GROUPS else 1
+        if band >= batch:
+            raise DeviceError(f"internal: no band of the {r.groups} grid fits")
+        for b0 in range(0, batch, band):
+            nb = min(band, batch - b0)
+            a_, b_, out_ = (_batch_band(x, b0, nb) for x in (a, b, out))
+            mask = epilogue.mask
+            band_epilogue = Epilogue(epilogue.bias, epilogue.relu,
+                                     _batch_band(mask, b0, nb) if mask is not None else None)
+            product_into(dev, a_, b_, out_, trans_a, trans_b, (m, n, k, nb), band_epilogue,
+                         tensor_cores=False)
+        return
+    # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
+    # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
+    rows = MAX_GROUPS * 16
+    if rows >= m:
+        raise DeviceError(f"internal: no band of the {r.groups} grid fits")
+    a_row = 1 if trans_a else a.shape[-1]       # op(A)'s row stride
+    for r0 in range(0, m, rows):
+        mask = epilogue.mask
+        band_epilogue = Epilogue(epilogue.bias, epilogue.relu,
+                                 _offset(mask, r0 * n) if mask is not None else None)
+        product_into(dev, _offset(a, r0 * a_row), b, _offset(out, r0 * n), trans_a, trans_b,
+                     (min(rows, m - r0), n, k, batch), band_epilogue, tensor_cores=False)

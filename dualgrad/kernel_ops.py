@@ -1,0 +1,135 @@
+"""Every kernel op, defined once: its name, its family and its code (its position in the
+family), and the names of the optimizer kernels' scalars.
+
+The cpu kernels select an op by its code (Numba freezes it into a constant) and the shaders by
+a specialization constant; both read the codes from here, the shaders through
+``shaders/opcodes.glsl``, which ``make shaders`` writes from this module (a test fails when it
+is stale). An op's code is its position: a new op goes at the end of its family.
+
+A unary op with a ``doc`` is public as it is: the front end makes ``dg.<name>(x)`` from the
+entry (with that docstring; its gradient is the kernel's backward), and ``dg.nn.<layer>``
+where ``layer`` is given. Adding such an op touches its entry here, its cpu kernel
+(``cpu/elementwise.py``), its shader code (``shaders/unary.comp``) and its tolerance entries
+(``testing/tolerances.py``); the differential check and ``dualgrad verify`` cover it from those.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class KernelOp(NamedTuple):
+    name: str
+    family: str
+    code: int
+    doc: str = ""                 # public as dg.<name> with this docstring ("" : internal)
+    layer: str = ""               # the dg.nn module applying it ("" : none)
+
+
+class Family:
+    """The ops of one kernel family, in code order."""
+
+    def __init__(self, name: str, ops: list):
+        self.name = name
+        self.ops = tuple(KernelOp(op[0], name, code, *op[1:]) for code, op in enumerate(ops))
+        self._by_name = {op.name: op for op in self.ops}
+        self.code = {op.name: op.code for op in self.ops}    # (a dict: kernels look up)
+        if len(self._by_name) != len(self.ops):
+            raise ValueError(f"kernel_ops: an op of the {name} family is listed twice")
+
+    @property
+    def names(self) -> tuple:
+        return tuple(op.name for op in self.ops)
+
+    def __getitem__(self, name: str) -> KernelOp:
+        return self._by_name[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._by_name
+
+    def __iter__(self):
+        return iter(self.ops)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def codes(self, *names: str) -> tuple:
+        """The codes of the named ops, in the order given."""
+        return tuple(self.code[n] for n in names)
+
+
+UNARY = Family("unary", [
+    ("neg", "-x."),
+    ("exp", "e**x, elementwise."),
+    ("log", "Natural logarithm, elementwise (-inf at 0, NaN below)."),
+    ("sqrt", "Square root, elementwise (NaN below 0)."),
+    ("abs", "|x|, elementwise; its gradient at 0 is 0."),
+    ("relu", "max(x, 0), elementwise.", "ReLU"),
+    ("gelu", "x * Phi(x) with the exact (erf) normal CDF, as PyTorch's default GELU.",
+     "GELU"),
+    ("sigmoid", "1 / (1 + e**-x), elementwise.", "Sigmoid"),
+    ("tanh", "Hyperbolic tangent, elementwise.", "Tanh"),
+    # Ops with scalar parameters a, b: the forms binary ops take with a number operand.
+    ("add_scalar",), ("mul_scalar",), ("div_scalar",), ("rsub_scalar",), ("rdiv_scalar",),
+    ("pow_scalar",), ("rpow_scalar",), ("clamp",),
+])
+
+BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),
+                           ("minimum",)])
+
+REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
+# reduce.comp's own extra op, after the family's: counts the elements equal to the maximum
+# (max's backward shares the gradient among ties).
+COUNT_EQ = len(REDUCE)
+
+OPTIM = Family("optim", [("adam",), ("sgd",)])
+
+# The scalars of the fused optimizer kernels, in the order the kernels take them. The front
+# end computes them per step in float64 (dualgrad.api.optim); backends round them to the
+# tensor dtype. 1 - beta is passed rather than formed from the rounded beta: float32(0.999)
+# is 1.3e-8 off, which is 1.3e-5 of 1 - 0.999.
+ADAM_HYPER = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
+              "step_size", "bc2_sqrt")
+SGD_HYPER = ("lr", "momentum", "dampening", "wd")
+OPTIM_SCALARS = max(len(ADAM_HYPER), len(SGD_HYPER))
+# SGD's flags, as optim.comp reads them.
+SGD_FLAGS = (("flag_buffer", 1), ("flag_nesterov", 2), ("flag_first", 4))
+
+
+def glsl_header() -> str:
+    """``shaders/opcodes.glsl``: the codes above as GLSL constants."""
+    lines = ["// Generated from dualgrad/kernel_ops.py by `make shaders`: do not edit.",
+             "// Op codes (specialization constants select them) and the optimizer scalars'",
+             "// positions."]
+
+    def consts(pairs) -> str:
+        text, line = [], "const uint"
+        items = [f"{n.upper()} = {v}" for n, v in pairs]
+        for k, item in enumerate(items):
+            item += ";" if k == len(items) - 1 else ","
+            if len(line) + 1 + len(item) > 96:
+                text.append(line)
+                line = "          "
+            line += " " + item
+        return "\n".join(text + [line])
+    for family in (UNARY, BINARY, REDUCE):
+        lines.append(f"// {family.name}")
+        lines.append(consts((op.name, op.code) for op in family))
+    lines.append("// reduce.comp's own: counts the elements equal to the maximum")
+    lines.append(consts([("count_eq", COUNT_EQ)]))
+    lines.append("// optimizer kinds, their scalars' positions and SGD's flags")
+    lines.append(consts((f"kind_{op.name}", op.code) for op in OPTIM))
+    lines.append(consts([("optim_scalars", OPTIM_SCALARS)]))
+    lines.append(consts((f"adam_{n}", i) for i, n in enumerate(ADAM_HYPER)))
+    lines.append(consts((f"sgd_{n}", i) for i, n in enumerate(SGD_HYPER)))
+    lines.append(consts((f"sgd_{n}", bit) for n, bit in SGD_FLAGS))
+    return "\n".join(lines) + "\n"
+
+
+def _check_names() -> None:
+    """The GLSL names of all families are distinct (they share one header)."""
+    names = [op.name for f in (UNARY, BINARY, REDUCE) for op in f] + ["count_eq"]
+    if len(set(names)) != len(names):
+        raise ValueError("kernel_ops: two ops share a name across families")
+
+
+_check_names()

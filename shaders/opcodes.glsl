@@ -1,0 +1,20 @@
+// Generated from dualgrad/kernel_ops.py by `make shaders`: do not edit.
+// Op codes (specialization constants select them) and the optimizer scalars'
+// positions.
+// unary
+const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIGMOID = 7,
+           TANH = 8, ADD_SCALAR = 9, MUL_SCALAR = 10, DIV_SCALAR = 11, RSUB_SCALAR = 12,
+           RDIV_SCALAR = 13, POW_SCALAR = 14, RPOW_SCALAR = 15, CLAMP = 16;
+// binary
+const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6;
+// reduce
+const uint SUM = 0, MEAN = 1, MAX = 2;
+// reduce.comp's own: counts the elements equal to the maximum
+const uint COUNT_EQ = 3;
+// optimizer kinds, their scalars' positions and SGD's flags
+const uint KIND_ADAM = 0, KIND_SGD = 1;
+const uint OPTIM_SCALARS = 9;
+const uint ADAM_BETA1 = 0, ADAM_BETA2 = 1, ADAM_ONE_MINUS_BETA1 = 2, ADAM_ONE_MINUS_BETA2 = 3,
+           ADAM_EPS = 4, ADAM_L2 = 5, ADAM_DECAY = 6, ADAM_STEP_SIZE = 7, ADAM_BC2_SQRT = 8;
+const uint SGD_LR = 0, SGD_MOMENTUM = 1, SGD_DAMPENING = 2, SGD_WD = 3;
+const uint SGD_FLAG_BUFFER = 1, SGD_FLAG_NESTEROV = 2, SGD_FLAG_FIRST = 4;
