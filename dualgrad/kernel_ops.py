@@ -71,6 +71,9 @@ UNARY = Family("unary", [
     # Ops with scalar parameters a, b: the forms binary ops take with a number operand.
     ("add_scalar",), ("mul_scalar",), ("div_scalar",), ("rsub_scalar",), ("rdiv_scalar",),
     ("pow_scalar",), ("rpow_scalar",), ("clamp",),
+    ("silu", "x * sigmoid(x), elementwise (PyTorch's SiLU).", "SiLU"),
+    ("softplus", "log(1 + e**x), elementwise, and x itself where x > 20 (PyTorch's Softplus "
+                 "with beta 1 and threshold 20).", "Softplus"),
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),

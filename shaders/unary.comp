@@ -16,6 +16,31 @@ layout(push_constant) uniform Push {
     uint n; float a; float b;
 } p;
 
+const float SOFTPLUS_THRESHOLD = 20.0;     // PyTorch's default: softplus(x) is x above it
+
+// log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) <= 1/3, by its odd series to
+// s^17 (truncated below 2^-29 of the result): only + - * and one division, so no log's
+// absolute error where the result is small.
+float log1p_unit(float e) {
+    float s = e / (2.0 + e), s2 = s * s;
+    float q = 1.0 / 17.0;
+    q = q * s2 + 1.0 / 15.0;
+    q = q * s2 + 1.0 / 13.0;
+    q = q * s2 + 1.0 / 11.0;
+    q = q * s2 + 1.0 / 9.0;
+    q = q * s2 + 1.0 / 7.0;
+    q = q * s2 + 1.0 / 5.0;
+    q = q * s2 + 1.0 / 3.0;
+    return 2.0 * s + 2.0 * s * (s2 * q);
+}
+
+// (sigmoid(x), sigmoid(-x)), each from e = exp(-|x|) <= 1: 1 - sigmoid(x) without the
+// cancellation of subtracting it from 1.
+vec2 sigmoid_pair(float x) {
+    float e = exp(-abs(x)), d = 1.0 + e;
+    return x >= 0.0 ? vec2(1.0 / d, e / d) : vec2(e / d, 1.0 / d);
+}
+
 float forward(float x, float a, float b) {
     if (OP == NEG) return -x;
     if (OP == EXP) return exp(x);
@@ -33,6 +58,9 @@ float forward(float x, float a, float b) {
     if (OP == RDIV_SCALAR) return a / x;
     if (OP == POW_SCALAR) return pow_c(x, a);
     if (OP == RPOW_SCALAR) return pow_c(a, x);
+    if (OP == SILU) return x * sigmoid_f(x);
+    if (OP == SOFTPLUS)
+        return x > SOFTPLUS_THRESHOLD ? x : (x > 0.0 ? x : 0.0) + log1p_unit(exp(-abs(x)));
     return x < a ? a : (x > b ? b : x);          // CLAMP; NaN passes through
 }
 
@@ -53,6 +81,11 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == RDIV_SCALAR) return -g * a / (x * x);
     if (OP == POW_SCALAR) return a == 0.0 ? 0.0 : g * a * pow_c(x, a - 1.0);
     if (OP == RPOW_SCALAR) return (a == 0.0 && x >= 0.0) ? 0.0 : g * y * log(a);
+    if (OP == SILU) {
+        vec2 s = sigmoid_pair(x);
+        return g * s.x * (1.0 + x * s.y);
+    }
+    if (OP == SOFTPLUS) return x > SOFTPLUS_THRESHOLD ? g : g * sigmoid_f(x);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

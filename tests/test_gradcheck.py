@@ -181,6 +181,9 @@ UNARY = {
     "gelu": (dg.gelu, np_gelu, lambda s: uni(s, -4, 4)),
     "sigmoid": (dg.sigmoid, np_sigmoid, lambda s: uni(s, -8, 8)),   # both branches
     "tanh": (dg.tanh, np.tanh, lambda s: uni(s, -3, 3)),
+    "silu": (dg.silu, lambda x: x * np_sigmoid(x), lambda s: uni(s, -6, 6)),
+    "softplus": (dg.softplus, lambda x: np.where(x > 20, x, np.logaddexp(0.0, x)),
+                 lambda s: uni(s, -6, 25)),          # past the threshold too
     "clamp_min": (lambda x: dg.clamp(x, min=-0.5), lambda x: np.maximum(x, -0.5),
                   lambda s: grid(s, 0.03)),
     "clamp_max": (lambda x: dg.clamp(x, max=0.7), lambda x: np.minimum(x, 0.7),

@@ -506,3 +506,19 @@ def test_manual_seed_repeats_initialisation(device):
     c = make_model()
     assert not np.array_equal(params_of(c)["0.weight"], params_of(a)["0.weight"])
     assert c[2][0].seed != a[2][0].seed
+
+
+def test_silu_and_softplus_layers_apply_their_ops(device, rng):
+    # the layers made from the ops' registry entries, as PyTorch's nn.SiLU and nn.Softplus
+    # (beta 1, threshold 20)
+    x = np.array([-30.0, -2.0, -1e-3, 0.0, 0.5, 19.0, 21.0], np.float32)
+    t = dg.ag_tensor(x)
+    for layer, op in ((dg.nn.SiLU(), dg.silu), (dg.nn.Softplus(), dg.softplus)):
+        assert isinstance(layer, dg.nn.Module) and type(layer).__name__ in repr(layer)
+        np.testing.assert_array_equal(layer(t).numpy(), op(t).numpy())
+    rtol = (8 + 2 * 30) * 2.0 ** -24     # the tolerance table's bound at |x| <= 30
+    np.testing.assert_allclose(dg.nn.Softplus()(t).numpy(),
+                               np.where(x > 20, x, np.logaddexp(0.0, x)), rtol=rtol)
+    np.testing.assert_allclose(dg.nn.SiLU()(t).numpy(), x / (1 + np.exp(-x.astype(float))),
+                               rtol=rtol, atol=1e-30)
+    assert dg.nn.SiLU.__doc__ == dg.silu.__doc__ and "Softplus" in dg.softplus.__doc__

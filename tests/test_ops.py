@@ -227,6 +227,28 @@ def np_sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+def np_sigmoid_tail(x):
+    """sigmoid without 1 + tanh's cancellation for x << 0 (np_sigmoid loses digits there)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def np_silu(x):
+    return x * np_sigmoid_tail(x)
+
+
+def np_silu_grad(x):
+    return np_sigmoid_tail(x) * (1 + x * np_sigmoid_tail(-x))
+
+
+def np_softplus(x):                    # PyTorch's: x itself past the threshold 20
+    return np.where(x > 20, x, np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))))
+
+
+def np_softplus_grad(x):
+    return np.where(x > 20, 1.0, np_sigmoid_tail(x))
+
+
 def s32(v):
     """A Python number as the float32 the op computes with."""
     return float(F32(v))
@@ -276,6 +298,14 @@ UNARY = {
                 lambda x, g, r: np.abs(r) * (1 + np.abs(x)) + np.abs(g)),
     "tanh": (dg.tanh, np.tanh, lambda x: 1.0 - np.tanh(x) ** 2, f32(-10.0, 10.0),
              "transcendental", "composite", None, with_g),
+    # silu's gradient s (1 + x (1 - s)) cancels near x = -1.28: measured against the
+    # magnitude of its terms, |g s| (1 + |x|), and exp's growth
+    "silu": (dg.silu, np_silu, np_silu_grad, f32(-20.0, 20.0), "composite", "composite",
+             exp_scaled(lambda x: x),
+             lambda x, g, r: (np.abs(r) + np.abs(g) * (1 + np.abs(x))) * (1 + np.abs(x))),
+    "softplus": (dg.softplus, np_softplus, np_softplus_grad, f32(-30.0, 30.0), "composite",
+                 "composite", exp_scaled(lambda x: x),
+                 lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
     "clamp": (lambda t: dg.clamp(t, -1.5, 2.5), lambda x: np.clip(x, -1.5, 2.5),
               lambda x: ((x >= -1.5) & (x <= 2.5)) * 1.0, f32(-5.0, 5.0), "exact", "exact",
               None, None),
@@ -727,6 +757,8 @@ SPECIAL_CASES = [
     ("sqrt", dg.sqrt, np.sqrt, "div"),
     ("tanh", dg.tanh, np.tanh, "transcendental"),
     ("sigmoid", dg.sigmoid, np_sigmoid, "transcendental"),
+    ("silu", dg.silu, np_silu, "composite"),            # NaN at -inf, as x * sigmoid(x)
+    ("softplus", dg.softplus, np_softplus, "composite"),
     ("clamp", lambda t: dg.clamp(t, -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), "exact"),
     ("maximum_s", lambda t: dg.maximum(t, 0.5), lambda x: np.maximum(x, 0.5), "exact"),
     ("minimum_s", lambda t: dg.minimum(t, 0.5), lambda x: np.minimum(x, 0.5), "exact"),

@@ -24,15 +24,25 @@ from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp, vtanh, vtanh_f32
 
 (NEG, EXP, LOG, SQRT, ABS, RELU, GELU, SIGMOID, TANH, ADD_S, MUL_S, DIV_S, RSUB_S, RDIV_S,
- POW_S, RPOW_S, CLAMP) = UNARY.codes(
+ POW_S, RPOW_S, CLAMP, SILU, SOFTPLUS) = UNARY.codes(
     "neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh", "add_scalar",
     "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar", "pow_scalar", "rpow_scalar",
-    "clamp")
+    "clamp", "silu", "softplus")
+SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = BINARY.codes(
     "add", "sub", "mul", "div", "pow", "maximum", "minimum")
 
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
+
+
+@scalar
+def sigmoid64(x):
+    """1 / (1 + e**-x) with no overflow on either side (e**-|x| is at most 1); e**-|x| is 0
+    past float64's range (vexp stops at its smallest subnormal), so that x * sigmoid(x) at
+    -inf is NaN, as IEEE arithmetic and the shader make it."""
+    e = 0.0 if abs(x) >= 745.0 else vexp(-abs(x))     # (NaN takes vexp: NaN)
+    return 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
 
 
 @scalar
@@ -53,10 +63,15 @@ def unary_scalar(op, x, a, b):
     if op == GELU:       # Phi(x) = erfc(-x / sqrt 2) / 2 keeps its accuracy for x << 0
         return 0.5 * x * math.erfc(-x * _SQRT1_2)
     if op == SIGMOID:
-        e = vexp(-abs(x))                 # at most 1: no overflow on either side
-        return 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+        return sigmoid64(x)
     if op == TANH:
         return vtanh(x)
+    if op == SILU:
+        return x * sigmoid64(x)
+    if op == SOFTPLUS:           # max(x, 0) + log(1 + e**-|x|): nothing overflows
+        if x > SOFTPLUS_THRESHOLD:
+            return x
+        return (x if x > 0.0 else 0.0) + math.log1p(vexp(-abs(x)))
     if op == ADD_S:
         return x + a
     if op == MUL_S:
@@ -101,6 +116,11 @@ def unary_grad_scalar(op, x, y, g, a, b):
         return g * y * (1.0 - y)
     if op == TANH:
         return g * (1.0 - y * y)
+    if op == SILU:               # d/dx x s(x) = s(x) (1 + x (1 - s(x)))
+        s = sigmoid64(x)
+        return g * s * (1.0 + x * sigmoid64(-x))
+    if op == SOFTPLUS:
+        return g if x > SOFTPLUS_THRESHOLD else g * sigmoid64(x)
     if op == ADD_S:
         return g
     if op == MUL_S:

@@ -118,6 +118,14 @@ TOLERANCES: dict = {
                                   ulps_per_x=2, domain=(0.05, 4.0), specials=False),
     "unary:rpow_scalar": Tolerance("as pow_scalar (t = x log2 a)", ulps=8, ulps_per_x=2,
                                    specials=False),
+    "unary:silu": Tolerance("x sigmoid(x): sigmoid's 7 + 2|x| ULP (exp's 3 + 2|x| through a "
+                            "2.5 ULP division), then one rounding", ulps=8, ulps_per_x=2,
+                            domain=(-30.0, 30.0)),
+    "unary:softplus": Tolerance("max(x, 0) + log1p(e), e = exp(-|x|): exp's 3 + 2|x| ULP pass "
+                                "through log1p (whose result is about e where e is small); "
+                                "log1p from its atanh series, a 2.5 ULP division and a few "
+                                "roundings (~5 ULP); x itself past 20 on both",
+                                ulps=8, ulps_per_x=2, domain=(-30.0, 30.0)),
     # -- unary backward -------------------------------------------------------------------
     "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),
@@ -146,6 +154,15 @@ TOLERANCES: dict = {
     "unary_backward:rpow_scalar": Tolerance("g y log(a): log's 3 ULP, or its 2^-21 absolute "
                                             "error in [0.5, 2] (relative to scale = |g y|), "
                                             "plus two roundings", ulps=6, rel=2.0 ** -20),
+    "unary_backward:silu": Tolerance("g s (1 + x (1 - s)), s and 1 - s each from exp(-|x|) "
+                                     "(7 + 2|x| ULP): relative to the result where nothing "
+                                     "cancels; 1 + x (1 - s) cancels near x = -1.28 (silu's "
+                                     "minimum), where the terms' error, 12u of S = |g x s|, "
+                                     "is allowed besides", ulps=12, ulps_per_x=2,
+                                     rel=12 * U32),
+    "unary_backward:softplus": Tolerance("g sigmoid(x): sigmoid's 7 + 2|x| ULP and one "
+                                         "rounding; g itself past 20 on both", ulps=8,
+                                         ulps_per_x=2),
     # -- binary ---------------------------------------------------------------------------
     "binary:add": Tolerance(_EXACT_ADD, exact=True),
     "binary:sub": Tolerance(_EXACT_ADD, exact=True),
