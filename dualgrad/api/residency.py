@@ -84,17 +84,17 @@ def adopt(backend, t: Tensor, h, kept: bool = False) -> Tensor:
             if step is not None:
                 step.adopted(t, h)
         if kept and not t.persistent:
-            scopes.keep(backend, t)
+            scopes.of(backend).keep(t)
     t._scope = None if t.persistent or kept else scopes.current(backend)
     return t
 
 
-def keep_host_values(backend) -> None:
+def keep_host_values(backend, lifetimes) -> None:
     """Before ``backend`` frees the calling thread's pass storage: every value from the
-    host still alive there (and the gradients of such values) is copied into persistent
-    storage, on the device. Such a value rarely outlives its tape (the graph that holds a
-    batch is freed by backward), so this is usually nothing."""
-    for t in scopes.kept(backend):
+    host still alive there (and the gradients of such values: ``lifetimes.keep``) is copied
+    into persistent storage, on the device. Such a value rarely outlives its tape (the graph
+    that holds a batch is freed by backward), so this is usually nothing."""
+    for t in lifetimes.take_kept():
         ptr = t.ptr
         if ptr is None or not backend.owns(ptr) or ptr.scope != "pass":
             continue

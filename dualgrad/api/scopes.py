@@ -64,100 +64,81 @@ class Scope:
                 "t.item() keep it), or compute it again.")
 
 
-class _Slots:
-    """A backend's scopes in one thread: one per slot, the slot in use and its scope, and
-    the tensors that outlive every scope but sit in pass storage (``keep``)."""
+class Lifetimes:
+    """A backend's scopes in one thread (``of(backend)``): one per slot, the slot in use
+    and its scope, and the tensors that outlive every scope but sit in pass storage
+    (``keep``)."""
 
-    __slots__ = ("scopes", "slot", "current", "evaluations", "kept")
+    __slots__ = ("backend", "scopes", "slot", "current", "evaluations", "kept")
 
-    def __init__(self):
+    def __init__(self, backend):
+        self.backend = backend
         self.scopes = [Scope("outside any tape"), Scope("outside any tape")]
         self.slot = TAPE
         self.current = self.scopes[TAPE]
         self.evaluations = 0          # no_grad() blocks open outside a tape
         self.kept = None              # a WeakSet, made at first need
 
+    def keep(self, t) -> None:
+        """``t`` outlives every scope though its storage is pass storage (a value from the
+        host): ``take_kept`` hands it over before a block frees that storage."""
+        if self.kept is None:
+            self.kept = weakref.WeakSet()
+        self.kept.add(t)
 
-def _slots(backend) -> _Slots:
+    def take_kept(self) -> list:
+        """The tensors ``keep`` was given that are still alive, forgotten here (the caller
+        moves them out of pass storage)."""
+        alive = list(self.kept)
+        self.kept.clear()
+        return alive
+
+    def begin(self, slot: int, where: tuple) -> int:
+        """A block of ``slot``'s kind begins (``where``: ``block()``): end that slot's
+        scope, free its memory, and compute in a new scope there. Returns the slot in use
+        before."""
+        before = self.slot
+        self.scopes[slot].end((where, "began"))
+        self.backend.begin_pass(slot)
+        self.scopes[slot] = self.current = Scope(where)
+        self.slot = slot
+        return before
+
+    def resume(self, slot: int) -> None:
+        """Compute in ``slot``'s current scope again (a block of the other kind ended)."""
+        if self.slot != slot:
+            self.backend.use_pass(slot)
+            self.slot = slot
+            self.current = self.scopes[slot]
+
+    def abandon(self, slot: int, where: tuple) -> None:
+        """An exception left the block that opened ``slot``'s scope: end it and free its
+        memory now (a failed step's activations would otherwise hold memory until the next
+        block), then compute in a new scope there."""
+        self.scopes[slot].end((where, "was left by an exception"))
+        self.backend.begin_pass(slot)
+        fresh = Scope(f"after {_describe(where)} was left by an exception")
+        self.scopes[slot] = fresh
+        if self.slot == slot:
+            self.current = fresh
+
+
+def of(backend) -> Lifetimes:
+    """The calling thread's Lifetimes on ``backend``."""
     table = getattr(_local, "table", None)
     if table is None:
         table = _local.table = {}
-    slots = table.get(backend)
-    if slots is None:
-        slots = table[backend] = _Slots()
-    return slots
+    lifetimes = table.get(backend)
+    if lifetimes is None:
+        lifetimes = table[backend] = Lifetimes(backend)
+    return lifetimes
 
 
 def current(backend) -> Scope:
     """The scope that tensors computed now on ``backend`` live in."""
     table = getattr(_local, "table", None)
-    slots = table.get(backend) if table is not None else None
-    return (slots or _slots(backend)).current
+    lifetimes = table.get(backend) if table is not None else None
+    return (lifetimes or of(backend)).current
 
 
-def keep(backend, t) -> None:
-    """``t`` outlives every scope though its storage is pass storage (a value from the
-    host): it is handed to ``kept`` before a block frees that storage."""
-    slots = _slots(backend)
-    if slots.kept is None:
-        slots.kept = weakref.WeakSet()
-    slots.kept.add(t)
-
-
-def kept(backend) -> list:
-    """The tensors ``keep`` was given in this thread that are still alive (and forgets
-    them: the caller moves them out of pass storage)."""
-    slots = _slots(backend)
-    if not slots.kept:
-        return []
-    alive = list(slots.kept)
-    slots.kept.clear()
-    return alive
-
-
-def begin(backend, slot: int, where: tuple) -> int:
-    """A block of ``slot``'s kind begins (``where``: ``block()``): end that slot's scope,
-    free its memory, and compute in a new scope there. Returns the slot in use before."""
-    slots = _slots(backend)
-    before = slots.slot
-    slots.scopes[slot].end((where, "began"))
-    backend.begin_pass(slot)
-    slots.scopes[slot] = slots.current = Scope(where)
-    slots.slot = slot
-    return before
-
-
-def resume(backend, slot: int) -> None:
-    """Compute in ``slot``'s current scope again (a block of the other kind ended)."""
-    slots = _slots(backend)
-    if slots.slot != slot:
-        backend.use_pass(slot)
-        slots.slot = slot
-        slots.current = slots.scopes[slot]
-
-
-def abandon(backend, slot: int, where: tuple) -> None:
-    """An exception left the block that opened ``slot``'s scope: end it and free its
-    memory now (a failed step's activations would otherwise hold memory until the next
-    block), then compute in a new scope there."""
-    slots = _slots(backend)
-    slots.scopes[slot].end((where, "was left by an exception"))
-    backend.begin_pass(slot)
-    fresh = Scope(f"after {_describe(where)} was left by an exception")
-    slots.scopes[slot] = fresh
-    if slots.slot == slot:
-        slots.current = fresh
-
-
-def evaluation(backend, enter: bool) -> bool:
-    """Count a no_grad() block outside a tape in or out; True for the outermost one."""
-    slots = _slots(backend)
-    if enter:
-        slots.evaluations += 1
-        return slots.evaluations == 1
-    slots.evaluations -= 1
-    return slots.evaluations == 0
-
-
-__all__ = ["Scope", "TAPE", "EVAL", "block", "current", "keep", "kept", "begin", "resume",
-           "abandon", "evaluation"]
+__all__ = ["Scope", "Lifetimes", "TAPE", "EVAL", "block", "of", "current"]

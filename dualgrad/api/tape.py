@@ -37,8 +37,9 @@ class Node:
     storage the rule's saved handles live in, ``owed``: a transform the tape applies to the
     output's gradient before the rule (see the module's docstring), else None, and
     ``seeded``: the inputs' gradients for an output gradient of one, where the forward
-    made them (a loss), else None. ``backward()`` frees it (``free``) unless told to keep
-    the graph, as PyTorch does: what the rules saved goes with it."""
+    made them (a loss), else None. ``backward()`` frees it unless told to keep the graph,
+    as PyTorch does: the rule (and what it saved) and the links to the inputs go; a freed
+    node's ``backward`` is None."""
 
     __slots__ = ("inputs", "backward", "backend", "owed", "seeded")
 
@@ -48,10 +49,6 @@ class Node:
         self.backend = backend
         self.owed = owed
         self.seeded = seeded
-
-    def free(self) -> None:
-        """Drop the rule and what it saved, and the links to the inputs."""
-        self.inputs, self.backward, self.owed, self.seeded = (), None, None, None
 
 
 def recording() -> bool:
@@ -65,26 +62,30 @@ class with_grad_tape:  # noqa: N801 - used as a function, as torch.no_grad is
     their gradients, optimizer state and values from the host are untouched. Tapes do not
     nest. A tape left by an exception frees its own tensors at once."""
 
-    __slots__ = ("backend", "where", "before")
+    __slots__ = ("lifetimes", "where", "before")
 
     def __enter__(self):
         if getattr(_local, "open", False):
             raise InvalidValueError("with_grad_tape: a tape is already open in this thread; "
                                     "tapes do not nest (the inner one would free the outer "
                                     "one's activations)")
-        self.backend = backend = device.active()
+        backend = device.active()
+        self.lifetimes = lifetimes = scopes.of(backend)
         self.where = scopes.block("with_grad_tape()", sys._getframe(1))
-        keep_host_values(backend)
-        self.before = scopes.begin(backend, TAPE, self.where)
+        if lifetimes.kept:
+            keep_host_values(backend, lifetimes)
+        self.before = lifetimes.begin(TAPE, self.where)
         _local.open = _local.recording = True
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
         _local.open = _local.recording = False
+        lifetimes = self.lifetimes
         if kind is not None:
-            keep_host_values(self.backend)
-            scopes.abandon(self.backend, TAPE, self.where)
-        scopes.resume(self.backend, self.before)
+            if lifetimes.kept:
+                keep_host_values(lifetimes.backend, lifetimes)
+            lifetimes.abandon(TAPE, self.where)
+        lifetimes.resume(self.before)
         return False
 
 
@@ -95,24 +96,31 @@ class no_grad:  # noqa: N801 - used as a function, as torch.no_grad is
     what it computes lives until the next one; the last tape's tensors (a loss) stay
     readable."""
 
-    __slots__ = ("backend", "counted", "before", "was")
+    __slots__ = ("lifetimes", "counted", "before", "was")
 
     def __enter__(self):
-        self.backend = backend = device.active()
+        backend = device.active()
+        self.lifetimes = lifetimes = scopes.of(backend)
         self.counted = not getattr(_local, "open", False)
         self.before = TAPE
-        if self.counted and scopes.evaluation(backend, True):     # the outermost one
-            keep_host_values(backend)
-            self.before = scopes.begin(backend, EVAL,
-                                       scopes.block("no_grad()", sys._getframe(1)))
+        if self.counted:
+            lifetimes.evaluations += 1
+            if lifetimes.evaluations == 1:                  # the outermost evaluation
+                if lifetimes.kept:
+                    keep_host_values(backend, lifetimes)
+                self.before = lifetimes.begin(EVAL,
+                                              scopes.block("no_grad()", sys._getframe(1)))
         self.was = recording()
         _local.recording = False
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
         _local.recording = self.was
-        if self.counted and scopes.evaluation(self.backend, False):
-            scopes.resume(self.backend, self.before)
+        if self.counted:
+            lifetimes = self.lifetimes
+            lifetimes.evaluations -= 1
+            if not lifetimes.evaluations:
+                lifetimes.resume(self.before)
         return False
 
 
@@ -229,7 +237,8 @@ def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
     GraphFreedError), unless ``retain_graph`` keeps it."""
     if not isinstance(tensor, Tensor):
         raise bad_type("backward", "tensor", tensor, "a Tensor")
-    retain_graph = checks.flag("backward", "retain_graph", retain_graph)
+    if retain_graph is not False:
+        retain_graph = checks.flag("backward", "retain_graph", retain_graph)
     backend = device.active()
     if tensor._node is None:
         if tensor.requires_grad:       # a leaf: its gradient is the seed itself
@@ -252,7 +261,7 @@ def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
         if g is None:
             continue
         node = t._node
-        needs = tuple(_need(i, backend) for i in node.inputs)
+        needs = [_need(i, backend) for i in node.inputs]
         if g is seeded:                 # the root's input gradients, made by its forward
             gis = seeded
         else:
@@ -277,4 +286,5 @@ def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
                     settled.add(id(inp))
     if not retain_graph:
         for t in order:
-            t._node.free()
+            node = t._node
+            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None

@@ -29,8 +29,9 @@ class GpuBackend(Backend):
         self.ctx = ctx
         self.device = device = Device(ctx)
         self.device_index = device.index
-        # The storage calls every op makes, bound to the device's own: one call fewer each.
+        # The calls every op or tape makes, bound to the device's own: one call fewer each.
         self.owns, self.empty, self.reshape = device.owns, device.empty, device.reshape
+        self.begin_pass, self.use_pass = device.begin_pass, device.use_pass
 
     # -- storage ----------------------------------------------------------------------------
     def supports(self, dtype) -> bool:

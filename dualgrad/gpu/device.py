@@ -71,6 +71,7 @@ class Device:
         limits = ctx.limits           # (read once: a field of a driver struct is slow to read)
         self.matmul_limits = (limits.maxComputeSharedMemorySize,
                               limits.maxComputeWorkGroupInvocations, ctx.tensor_cores)
+        self.fma_limits = self.matmul_limits[:2] + (False,)     # tensor cores not used
 
     # -- pools -------------------------------------------------------------------------------
     def _thread_arenas(self) -> list:

@@ -170,13 +170,13 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     """Record the product op(a) @ op(b) of ``dims`` (m, n, k, batch) into ``out``; True
     where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
     matrix, whole K), else the caller makes them."""
-    shared, threads, cores = dev.matmul_limits
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
         kind = kind[:3] + (False,)
     r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims,
-                      (shared, threads, cores and tensor_cores), plans.matmul_plan, kind)
+                      dev.matmul_limits if tensor_cores else dev.fma_limits,
+                      plans.matmul_plan, kind)
     gx, gy, gz = r.groups
     if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
         _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r)
