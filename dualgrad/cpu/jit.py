@@ -8,26 +8,38 @@ the kernels between the products are memory-bound or small. Only an elementwise 
 million elements or more is cut into slices that run on every core (``split.py``); kernels
 release the GIL for that.
 
-Compiling takes seconds and happens once per install (Numba caches the machine code on
-disk); the first compilation in a process prints one line on stderr so the pause is not
-silent.
+Compiling takes seconds and happens once per install: Numba keeps the machine code in
+dualgrad's cache directory (``numba/`` under ``DUALGRAD_CACHE_DIR``, beside the gpu's
+pipelines; ``NUMBA_CACHE_DIR``, where set, is Numba's own choice and stays). Never inside
+the installed package: a reinstall would leave files there that shadow the next install.
+Where there is no writable cache directory, kernels are compiled in each process. The first
+compilation in a process prints one line on stderr so the pause is not silent.
 """
+import os
 import sys
 
+import numba
 from numba import njit
 from numba.core import event
+
+from ..paths import writable_subdirectory
+
+if not os.environ.get("NUMBA_CACHE_DIR"):
+    _where = writable_subdirectory("numba")
+    numba.config.CACHE_DIR = str(_where) if _where is not None else ""
+CACHING = bool(numba.config.CACHE_DIR)       # (set before any kernel below is decorated)
 
 
 def kernel(fn):
     """A compiled kernel, cached on disk across processes."""
-    return njit(cache=True, nogil=True, error_model="numpy")(fn)
+    return njit(cache=CACHING, nogil=True, error_model="numpy")(fn)
 
 
 def fma_kernel(fn):
     """A kernel in which a multiply and an add may fuse (one rounding instead of two) where
     the CPU has FMA: for the kernels that evaluate vmath's polynomials, whose float32
     results do not change by it."""
-    return njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})(fn)
+    return njit(cache=CACHING, nogil=True, error_model="numpy", fastmath={"contract"})(fn)
 
 
 def scalar(fn):

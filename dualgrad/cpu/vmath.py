@@ -20,8 +20,7 @@ capped at 20, which keeps k within [-29, 0] and drops the clamps, the split 2**k
 branches of the general path; its float32 results are vtanh's, bit for bit.
 
 Numba's disk cache keys a kernel on its own file, not on the helpers it inlines: after
-editing this file, delete dualgrad/cpu/__pycache__ (an install writes fresh files, so users
-are not affected).
+editing this file, delete the cache's ``numba/`` directory (``jit.py`` says where it is).
 """
 from __future__ import annotations
 

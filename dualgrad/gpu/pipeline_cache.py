@@ -17,22 +17,15 @@ import os
 import pathlib
 import sys
 
+from ..paths import cache_directory
+
 MAGIC = b"dualgrad-pipelines-1\n"
 _DIGEST = 32                          # bytes of SHA-256
 
 
-def directory() -> pathlib.Path | None:
-    """Where the cache files go; None when ``DUALGRAD_CACHE_DIR`` is set empty."""
-    explicit = os.environ.get("DUALGRAD_CACHE_DIR")
-    if explicit is not None:
-        return pathlib.Path(explicit) if explicit else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "dualgrad"
-
-
 def file_for(properties) -> pathlib.Path | None:
     """The cache file of a device with these VkPhysicalDeviceProperties (None: off)."""
-    where = directory()
+    where = cache_directory()
     if where is None:
         return None
     uuid = bytes(properties.pipelineCacheUUID).hex()
