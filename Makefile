@@ -1,8 +1,14 @@
 # make demo     install the package and train the demo classifier on the cpu backend
 # make test     install system and Python test dependencies, then run the test suite
-# make shaders  recompile changed shaders/*.comp into dualgrad/gpu/spirv/*.spv (glslc, or GLSLC=path)
+#               (the quick profile; PYTEST_ARGS='-m "" ' with HYPOTHESIS_PROFILE=exhaustive: all)
+# make shaders  regenerate shaders/opcodes.glsl, recompile changed shaders/*.comp into
+#               dualgrad/gpu/spirv/*.spv (glslc, or GLSLC=path)
 # make bench    run the benchmarks (PyTorch as the peer where installed; bench/RESULTS.md)
-PYTHON ?= python3
+# The targets use the active virtual environment, or else make .venv and use it
+# (scripts/python-env.sh); PYTHON=... picks another interpreter.
+ifeq ($(origin PYTHON), undefined)
+PYTHON := $(shell scripts/python-env.sh)
+endif
 PIP ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
@@ -10,7 +16,7 @@ PYTEST_ARGS ?=
 
 demo:
 	$(PIP) install -q .
-	dualgrad demo
+	$(PYTHON) -m dualgrad demo
 
 test-deps:
 	./scripts/install-system-deps.sh

@@ -11,11 +11,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import dualgrad as dg
+from dualgrad.paths import writable_subdirectory
 
-settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,
+# "quick" for the README's test command; "exhaustive" (CI) draws four times the cases;
+# "dev" draws new ones each run (not derandomized).
+settings.register_profile("quick", max_examples=25, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("exhaustive", max_examples=100, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=60, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "quick"))
 
 REQUIRE_GPU = os.environ.get("DUALGRAD_REQUIRE_GPU") == "1"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -82,8 +87,12 @@ def gpu():
 @pytest.fixture(scope="session", autouse=True)
 def _own_pipeline_cache(tmp_path_factory):
     """The suite keeps its compiled pipelines in a directory of its own, not the user's
-    cache (the device is opened after this, on the first gpu test)."""
+    cache (the device is opened after this, on the first gpu test); the cpu kernels Numba
+    compiles stay in the user's cache, where a run finds them already compiled."""
     if "DUALGRAD_CACHE_DIR" not in os.environ:
+        numba_dir = writable_subdirectory("numba")
+        if numba_dir is not None and "NUMBA_CACHE_DIR" not in os.environ:
+            os.environ["NUMBA_CACHE_DIR"] = str(numba_dir)
         os.environ["DUALGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("pipeline-cache"))
     yield
 

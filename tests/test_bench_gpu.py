@@ -15,6 +15,7 @@ from conftest import require_gpu
 BENCH = pathlib.Path(__file__).resolve().parent.parent / "bench" / "bench_gpu.py"
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 def test_gpu_benchmark_prints_its_table():
     require_gpu()
@@ -53,6 +54,7 @@ def test_gpu_benchmark_prints_its_table():
     assert all(float(t) > 0 for _, t in recorded), out
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 def test_host_benchmark_runs_the_training_step_live_against_a_revision():
     """bench/bench_host.py --live times the training step alone, run on the device, for
@@ -70,6 +72,7 @@ def test_host_benchmark_runs_the_training_step_live_against_a_revision():
     assert all(float(t) > 0 for t in rows[0][1:3])
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 @pytest.mark.parametrize("live", [False, True], ids=["recorded", "live"])
 def test_host_benchmark_times_the_training_steps_phases(live):
@@ -162,6 +165,7 @@ def test_serial_products_wait_for_each_other(gpu):
     assert made == {False: 5, True: 0}
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", [[], ["--recorded"]])
 def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys, mode):

@@ -133,7 +133,9 @@ def test_matmul_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
+@pytest.mark.parametrize("name", [n if n == "medium" else                 # (the others: CI)
+                                  pytest.param(n, marks=pytest.mark.exhaustive)
+                                  for n in sorted(plans.TILES)])
 @pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
 @pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "inner-whole",
                                     "batched"])
@@ -253,6 +255,7 @@ def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, sha
     assert counters.dispatches - before >= 2
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 def test_a_product_of_more_row_tiles_than_a_grid_holds(pair, rng):
     # 4 194 368 rows on 64-row tiles: 65 537 tiles down the grid, past its 65 535.
@@ -260,7 +263,8 @@ def test_a_product_of_more_row_tiles_than_a_grid_holds(pair, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows", [1, 300, 70000], ids=["1 row", "300 rows", "70000 rows"])
+@pytest.mark.parametrize("rows", [1, 300, pytest.param(70000, marks=pytest.mark.exhaustive)],
+                         ids=["1 row", "300 rows", "70000 rows"])
 def test_the_cross_entropys_mean_is_made_in_its_dispatch(pair, rng, rows):
     # The last workgroup to finish its rows adds the rows' losses (past SCRATCH of them, kept
     # in storage of their own; past MAX_GROUPS, workgroups take several rows each): one

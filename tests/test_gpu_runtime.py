@@ -217,6 +217,7 @@ def test_independent_finishing_reductions_need_no_barrier(gpu, rng):
         assert np.array_equal(be.download(out), be.download(first))
 
 
+@pytest.mark.exhaustive
 @pytest.mark.gpu
 def test_workspace_ranges_used_again_give_the_same_results(gpu, rng, monkeypatch):
     """Past the end of the workspace its ranges are used again: a barrier orders each
