@@ -6,7 +6,8 @@ with ``ag_device()``; the same training code runs on both.
 """
 from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
-from .errors import (ArgumentTypeError, CheckpointError, DeadTensorError, DeviceError,
+from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
+                     CheckpointNotFoundError, DeadTensorError, DeviceError,
                      DeviceOutOfMemory, DeviceUnavailable, DualgradError, GraphFreedError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
@@ -30,5 +31,6 @@ __all__ = [
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory",
-    "TensorTooLarge", "CheckpointError", "ValidationError", "nn", "optim", "residency",
+    "TensorTooLarge", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
+    "ValidationError", "nn", "optim", "residency",
 ]

@@ -60,7 +60,16 @@ class TensorTooLarge(DeviceOutOfMemory):
 
 
 class CheckpointError(DualgradError, ValueError):
-    """A checkpoint file is unreadable, corrupted or does not fit the model."""
+    """A checkpoint file is corrupted, not a checkpoint, or does not fit the model."""
+
+
+class CheckpointFileError(DualgradError, OSError):
+    """A checkpoint's path cannot be read or written (a directory, no permission), as
+    ``open()`` would say; ``errno`` and ``filename`` are set."""
+
+
+class CheckpointNotFoundError(CheckpointFileError, FileNotFoundError):
+    """The checkpoint to load, or the directory to save one into, does not exist."""
 
 
 def describe(value) -> str:

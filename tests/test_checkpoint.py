@@ -2,6 +2,7 @@
 refusal of files that do not fit or are damaged, and atomic writes that never leave a
 partial file at the target, even when the saving process is killed midway.
 """
+import errno
 import json
 import os
 import pathlib
@@ -252,9 +253,25 @@ def test_tampered_metadata_refused(saved):
 
 
 def test_missing_file_refused(tmp_path):
+    # as open() and torch.load: FileNotFoundError (and ours), naming the argument
     model, opt, _ = setup()
-    with pytest.raises(dg.CheckpointError):
+    with pytest.raises(FileNotFoundError, match="load_checkpoint: argument 'path'") as info:
         dg.load_checkpoint(tmp_path / "absent.safetensors", model, opt)
+    assert isinstance(info.value, dg.DualgradError)
+    assert info.value.filename == str(tmp_path / "absent.safetensors")
+
+
+def test_a_save_where_it_cannot_go_is_refused_before_anything_is_written(tmp_path):
+    model, opt, _ = setup()
+    with pytest.raises(FileNotFoundError, match="argument 'path' is in a directory that "
+                       "does not exist"):
+        dg.save_checkpoint(tmp_path / "missing" / "ck.safetensors", model, opt)
+    with pytest.raises(OSError, match="argument 'path' is a directory") as info:
+        dg.save_checkpoint(tmp_path, model, opt)
+    assert info.value.errno == errno.EISDIR and isinstance(info.value, dg.DualgradError)
+    with pytest.raises(TypeError, match="argument 'extra' holds a value JSON cannot hold"):
+        dg.save_checkpoint(tmp_path / "ck.safetensors", model, opt, extra={"f": print})
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,13 +400,16 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(tmp_path, stop):
         child.kill()
         child.wait()
     leftovers = [p for p in tmp_path.iterdir() if p != path]
-    assert len(leftovers) == 1 and leftovers[0].name.startswith(".tmp-")   # the cut-off file
+    assert [p.name for p in leftovers] == [f".{path.name}.{child.pid}.tmp"]   # cut off
     assert assert_complete_checkpoint(path) == 1             # the target is the first save
     if stop == "write":
         with pytest.raises(dg.CheckpointError):
             dg.api.io.read_checkpoint(leftovers[0])          # the half-written second save
     else:
         assert assert_complete_checkpoint(leftovers[0]) == 2  # whole, but never renamed
+    # the next save of the same path removes what the killed one left
+    dg.save_checkpoint(path, dg.nn.Linear(1024, 2048), extra={"n": 3})
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def test_saves_killed_at_random_moments_leave_a_complete_checkpoint(tmp_path):
@@ -422,6 +442,7 @@ dg.save_checkpoint(out, model, opt, sched)
 """
 
 
+@pytest.mark.exhaustive
 def test_resume_in_a_fresh_process_continues_exactly(tmp_path, device):
     # Adam with weight decay, a warm-up cosine schedule and dropout: every piece of state a
     # resumed run needs comes through the file.

@@ -21,7 +21,7 @@ from dualgrad.api import random as dg_random
 # callers catch it.
 BUILTIN = {dg.ShapeError: ValueError, dg.InvalidValueError: ValueError,
            dg.CheckpointError: ValueError, dg.ArgumentTypeError: TypeError,
-           dg.DeadTensorError: RuntimeError}
+           dg.DeadTensorError: RuntimeError, dg.CheckpointNotFoundError: FileNotFoundError}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,8 +564,8 @@ CASES = [
          lambda w: dg.optim.WarmupCosineLR(w.opt, warmup_steps=10, total_steps=5), Value,
          r"^WarmupCosineLR: argument 'total_steps'"),
     # checkpoints
-    Case("load-missing-checkpoint", _load_missing_checkpoint, dg.CheckpointError,
-         r"^load_checkpoint: cannot read .*missing\.ckpt"),
+    Case("load-missing-checkpoint", _load_missing_checkpoint, dg.CheckpointNotFoundError,
+         r"load_checkpoint: argument 'path' names no file: .*missing\.ckpt"),
     Case("load-garbage-checkpoint", _load_garbage_checkpoint, dg.CheckpointError,
          r"^load_checkpoint: .*garbage\.ckpt"),
     Case("load-foreign-checkpoint", _load_foreign_checkpoint, dg.CheckpointError,

@@ -8,17 +8,19 @@ SHA-256 over all of it, tensors included.
 """
 from __future__ import annotations
 
+import errno
+import glob
 import hashlib
 import json
 import os
 import struct
-import tempfile
 
 import numpy as np
 import safetensors.numpy
 
 from . import random
-from ..errors import CheckpointError, bad_type
+from ..errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
+                      CheckpointNotFoundError, bad_type)
 from .nn import Module
 from .optim import Optimizer
 
@@ -40,16 +42,26 @@ def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
                     scheduler=None, extra: dict | None = None) -> None:
     """Write ``model`` (and ``optimizer``, ``scheduler``, and a JSON-serialisable ``extra``)
     to ``path``. The file is written beside the target, flushed to disk and renamed over
-    it, so a crash mid-save leaves the previous checkpoint intact."""
+    it, so a crash mid-save leaves the previous checkpoint intact; the next save removes
+    what such a crash left. Everything is checked first: a missing directory
+    (FileNotFoundError), a directory in the way (IsADirectoryError's errno), values JSON
+    cannot hold (TypeError), each naming the argument."""
     if not isinstance(model, Module):
         raise bad_type("save_checkpoint", "model", model, "a dg.nn.Module")
     if optimizer is not None and not isinstance(optimizer, Optimizer):
         raise bad_type("save_checkpoint", "optimizer", optimizer, "a dualgrad optimizer")
+    path = _target(path)
+    try:
+        extra_text = json.dumps(extra if extra is not None else {})
+    except (TypeError, ValueError) as exc:
+        raise ArgumentTypeError(f"save_checkpoint: argument 'extra' holds a value JSON cannot "
+                                f"hold ({exc}); expected numbers, strings, lists and dicts "
+                                "of them") from None
     tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
     meta = {"format": FORMAT,
             "model_extra": json.dumps(model.extra_state()),
             "generator": json.dumps(random.get_state()),
-            "extra": json.dumps(extra if extra is not None else {})}
+            "extra": extra_text}
     if optimizer is not None:
         sd = optimizer.state_dict()
         scalars = {}
@@ -65,16 +77,63 @@ def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
         meta["scheduler"] = json.dumps(scheduler.state_dict())
     meta["checksum"] = _digest(tensors, meta)
     blob = safetensors.numpy.save(tensors, metadata=meta)
-    _write_atomically(os.fspath(path), blob)
+    _write_atomically(path, blob)
+
+
+def _target(path) -> str:
+    """``path`` as a string, after checking where a checkpoint would go: its directory
+    exists and it is not a directory itself."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise bad_type("save_checkpoint", "path", path, "a file path") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CheckpointNotFoundError(
+            errno.ENOENT, f"save_checkpoint: argument 'path' is in a directory that does not "
+            f"exist ({folder!r})", path)
+    if os.path.isdir(path):
+        raise CheckpointFileError(errno.EISDIR, "save_checkpoint: argument 'path' is a "
+                                  "directory; expected a file path", path)
+    return path
+
+
+def _temporary(path: str) -> str:
+    """The name a save of ``path`` writes first: hidden, beside it, with this process's
+    id, so that a later save can tell its own from a killed one's (``_remove_stale``)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    return os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+
+
+def _remove_stale(path: str) -> None:
+    """Remove what saves of ``path`` killed midway left (their processes are gone)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    for tmp in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*.tmp")):
+        pid = tmp[len(os.path.join(folder, f".{name}.")):-len(".tmp")]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:               # (another user's process)
+        return True
+    return True
 
 
 def _write_atomically(path: str, blob: bytes) -> None:
+    _remove_stale(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=folder)
+    tmp = _temporary(path)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)          # what a plain open() would have given
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)   # (the umask's)
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
             f.flush()
@@ -99,10 +158,18 @@ def _write_atomically(path: str, blob: bytes) -> None:
 def read_checkpoint(path) -> tuple:
     """(tensors, metadata) of a checkpoint file, after verifying its format and checksum."""
     try:
-        with open(os.fspath(path), "rb") as f:
+        path = os.fspath(path)
+    except TypeError:
+        raise bad_type("load_checkpoint", "path", path, "a file path") from None
+    try:
+        with open(path, "rb") as f:
             blob = f.read()
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(errno.ENOENT, "load_checkpoint: argument 'path' names "
+                                      "no file", path) from None
     except OSError as exc:
-        raise CheckpointError(f"load_checkpoint: cannot read {path!r}: {exc}") from None
+        raise CheckpointFileError(exc.errno, f"load_checkpoint: argument 'path' cannot be "
+                                  f"read ({exc.strerror})", path) from None
     try:
         (n,) = struct.unpack("<Q", blob[:8])
         header = json.loads(blob[8:8 + n])

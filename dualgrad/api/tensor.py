@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, bad_shape, bad_type
+from ..errors import ArgumentTypeError, DeadTensorError, bad_shape, bad_type
 from ..shapes import MAX_RANK
 from . import checks, device
 
@@ -65,9 +65,44 @@ class Tensor:
         return self.shape[0]
 
     def __repr__(self) -> str:
+        """Its values (NumPy's summary past a thousand elements: reading them waits for the
+        device), then shape, dtype and where the value lives."""
         kind = type(self).__name__
+        try:
+            text = np.array2string(residency.host_value(device.active(), self),
+                                   separator=", ", prefix=kind + "(", threshold=1000)
+        except DeadTensorError:
+            text = "<freed>"
+        where = "gpu" if self.ptr is not None else "cpu"     # (where the value lives)
         grad = ", requires_grad=True" if self.requires_grad else ""
-        return f"{kind}(shape={self.shape}, dtype={self.dtype.name}, scope={self.scope}{grad})"
+        return (f"{kind}({text}, shape={self.shape}, dtype={self.dtype.name}, "
+                f"device={where}{grad})")
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise bad_shape("bool", "self", self.shape, "a tensor with exactly one element "
+                            "(the truth of several values is ambiguous, as in NumPy and "
+                            "PyTorch: reduce them first)")
+        return bool(residency.host_value(device.active(), self).reshape(-1)[0])
+
+    # -- copies --------------------------------------------------------------------------------
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A tensor of the same class, value (copied where it lives, on the device where it
+        is there), requires_grad and gradient, with storage of its own; no history."""
+        backend = device.active()
+        h = backend.empty(self.shape, self.dtype, self.persistent)
+        backend.copy(h, residency.handle(backend, self))
+        copy = type(self)(self.shape, self.dtype, self.requires_grad, self.persistent)
+        residency.adopt(backend, copy, h, kept=self._scope is None)
+        memo[id(self)] = copy
+        if self._grad is not None:
+            copy._grad = self._grad.__deepcopy__(memo)
+        return copy
+
+    def __reduce__(self):
+        """Pickled as its value (a NumPy array), class and requires_grad, never its device
+        storage; unpickled onto the backend active then."""
+        return _unpickle, (type(self), self.numpy(), self.requires_grad)
 
     # -- reading -----------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -113,6 +148,12 @@ class Parameter(Tensor):
     """A trainable tensor: always requires grad; on gpu it lives in the persistent pool."""
 
     __slots__ = ()
+
+
+def _unpickle(cls, value: np.ndarray, requires_grad: bool) -> Tensor:
+    if cls is Parameter:
+        return ag_param(value, dtype=value.dtype)
+    return ag_tensor(value, requires_grad=requires_grad, dtype=value.dtype)
 
 
 def _grad_from(t: Tensor, value) -> Tensor:
