@@ -8,7 +8,8 @@ from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
 from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      CheckpointNotFoundError, DeadTensorError, DeviceError,
-                     DeviceOutOfMemory, DeviceUnavailable, DualgradError, GraphFreedError,
+                     DeviceOutOfMemory, DeviceUnavailable, DualgradError, DualgradWarning,
+                     GraphFreedError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api import ops as _ops
@@ -30,7 +31,7 @@ __all__ = [
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
-    "DeviceOutOfMemory",
+    "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
     "ValidationError", "nn", "optim", "residency",
 ]

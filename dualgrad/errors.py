@@ -72,6 +72,10 @@ class CheckpointNotFoundError(CheckpointFileError, FileNotFoundError):
     """The checkpoint to load, or the directory to save one into, does not exist."""
 
 
+class DualgradWarning(UserWarning):
+    """Something works but probably not as meant (filter with ``warnings``' category)."""
+
+
 def describe(value) -> str:
     """A short, readable rendering of a value for an error message."""
     shape = getattr(value, "shape", None)

@@ -477,7 +477,7 @@ def test_schedule_closed_form(name):
     for s in range(1, 15):                                  # past the end of each schedule
         sched.step()
         assert opt.lr == pytest.approx(formula(s), rel=1e-12), f"step {s}"
-        assert sched.get_last_lr() == opt.lr
+        assert sched.get_last_lr() == [opt.lr]
 
 
 def test_schedule_endpoints():

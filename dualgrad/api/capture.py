@@ -25,11 +25,12 @@ and requires_grad), the tensors the step made, and whether it made persistent st
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, InvalidValueError, bad_type
+from ..errors import ArgumentTypeError, DualgradWarning, InvalidValueError, bad_type
 from . import checks, device
 from .scopes import Scope
 from .tensor import Tensor
@@ -191,26 +192,37 @@ class _Replay:
         self.recording.close()
 
 
-def _as_input(k: int, value) -> np.ndarray:
-    """Argument k as a C-contiguous float32 (real input) or int32 (integer input) array."""
+def _as_input(name: str, value) -> np.ndarray:
+    """An argument (``name``: "args[k]" or the keyword) as a C-contiguous float32 (real
+    input) or int32 (integer input) array."""
     if isinstance(value, (str, bytes)) or value is None or isinstance(value, Tensor):
-        raise bad_type("capture_step", f"args[{k}]", value,
+        raise bad_type("capture_step", name, value,
                        "a NumPy array of the batch (not a tensor or a string)")
     try:
         array = np.asarray(value)
     except (TypeError, ValueError):
-        raise bad_type("capture_step", f"args[{k}]", value, "a NumPy array") from None
+        raise bad_type("capture_step", name, value, "a NumPy array") from None
     if array.dtype.kind in "biu":
         dtype = np.int32
         if array.size and (array.min() < -2 ** 31 or array.max() >= 2 ** 31):
-            raise InvalidValueError(f"capture_step: argument 'args[{k}]' holds integers "
+            raise InvalidValueError(f"capture_step: argument '{name}' holds integers "
                                     "beyond int32")
     elif array.dtype.kind == "f":
         dtype = np.float32
     else:
-        raise ArgumentTypeError(f"capture_step: argument 'args[{k}]' has dtype {array.dtype};"
+        raise ArgumentTypeError(f"capture_step: argument '{name}' has dtype {array.dtype};"
                                 " expected real numbers")
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+def _with_keywords(fn, positional: int, names: tuple):
+    """fn taking all its arrays positionally: the last ``len(names)`` become keywords."""
+    if not names:
+        return fn
+
+    def call(*arrays):
+        return fn(*arrays[:positional], **dict(zip(names, arrays[positional:])))
+    return call
 
 
 class CapturedStep:
@@ -225,12 +237,16 @@ class CapturedStep:
         self.captures = 0             # how many times the step was recorded
         self.replays = 0
         self._recordings: dict = {}   # signature -> (replay object, _Step)
+        self._warned = False          # about recording many argument shapes
         # Free the recordings with the step (not at exit: the device may be gone).
         weakref.finalize(self, _close_all, self._recordings).atexit = False
 
-    def __call__(self, *args):
-        arrays = [_as_input(k, a) for k, a in enumerate(args)]
-        key = tuple((a.shape, a.dtype.str) for a in arrays)
+    def __call__(self, *args, **kwargs):
+        arrays = [_as_input(f"args[{k}]", a) for k, a in enumerate(args)]
+        arrays += [_as_input(name, a) for name, a in kwargs.items()]
+        names = tuple(kwargs)
+        key = (names,) + tuple((a.shape, a.dtype.str) for a in arrays)
+        fn = _with_keywords(self.fn, len(args), names)
         backend = device.active()
         found = self._recordings.get(key)
         if found is not None:
@@ -251,30 +267,41 @@ class CapturedStep:
             replay.close()
         self.calls += 1
         if self.calls <= self.warmup:
-            return self.fn(*arrays)
-        result, replay, step = self._record(backend, arrays)
+            return fn(*arrays)
+        result, replay, step = self._record(backend, fn, arrays)
         self.captures += 1
         if len(self._recordings) >= MAX_SHAPES:
             oldest = next(iter(self._recordings))
             self._recordings.pop(oldest)[0].close()
+            self._warn_of_many_shapes()
         self._recordings[key] = (replay, step)
         return result
 
-    def _record(self, backend, arrays: list) -> tuple:
+    def _warn_of_many_shapes(self) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"capture_step: the step was recorded {self.captures} times for different "
+                f"argument shapes (it keeps {MAX_SHAPES} recordings); each new shape records "
+                "it again, which costs more than running it eagerly. Give it batches of a few "
+                "fixed shapes (drop or pad the last, smaller batch).",
+                DualgradWarning, stacklevel=3)
+
+    def _record(self, backend, fn, arrays: list) -> tuple:
         """Run the step once, recording it where the backend records: (its result, the
         replay object, the _Step)."""
         step = _Step(arrays)
         recording = backend.record(arrays)
         if recording is None:
-            return step.run(self.fn), EagerReplay(backend, self.fn), step
+            return step.run(fn), EagerReplay(backend, fn), step
         with recording:
             step.recording = recording
-            result = step.run(self.fn)
+            result = step.run(fn)
             reason, once = step.verdict(result)
             recording.end(result.ptr if reason == "" and result is not None else None,
                           reason, once)
         if recording.reason:
-            return result, EagerReplay(backend, self.fn, recording.reason, recording,
+            return result, EagerReplay(backend, fn, recording.reason, recording,
                                        recording.once), step
         return result, _Replay(backend, recording), step
 
@@ -304,15 +331,16 @@ def _close_all(recordings: dict) -> None:
 def capture_step(fn=None, *, warmup: int = 1):
     """Record a training step once and replay it with each new batch.
 
-    ``fn(*batch)`` runs one whole step — forward under ``with_grad_tape()``, ``backward``,
+    ``fn(*batch, **named)`` runs one whole step — forward under ``with_grad_tape()``, ``backward``,
     ``optimizer.step()``, ``optimizer.zero_grad()`` — and returns the loss tensor (or
-    None). Its arguments are NumPy arrays, passed to ``fn`` as float32 (real input) or
-    int32 (integer input). The first ``warmup`` calls run eagerly (the optimizer makes its
+    None). Its arguments, positional or keyword, are NumPy arrays, passed to ``fn`` as
+    float32 (real input) or int32 (integer input). The first ``warmup`` calls run eagerly (the optimizer makes its
     state); the next call is recorded, and later calls with arguments of the same shapes
     and dtypes replay the recording: the new batch is uploaded into the recorded input
     buffers, the optimizers' per-step scalars (step counts, learning rates) into a small
     buffer, and the recorded commands are submitted. Arguments of other shapes are
-    recorded anew (a few signatures are kept). Use as ``step = capture_step(fn)`` or as a
+    recorded anew (a few signatures are kept; a ``DualgradWarning`` says when a loop keeps
+    recording new shapes). Use as ``step = capture_step(fn)`` or as a
     decorator, ``@capture_step`` or ``@capture_step(warmup=2)``.
     """
     if fn is None:

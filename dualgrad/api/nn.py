@@ -9,11 +9,28 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_shape, bad_type
+from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
 from .residency import store_weight
 from .tensor import Parameter, Tensor, ag_param, host_array
+
+
+def _refuse_unregistered_collection(module, name, value) -> None:
+    """Layers or parameters held in a list, tuple or dict would train silently untouched
+    (neither ``parameters()`` nor checkpoints see them): refuse them when assigned."""
+    if isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return
+    if any(isinstance(v, (Module, Parameter)) for v in items):
+        raise ArgumentTypeError(
+            f"{type(module).__name__}: attribute '{name}' is a {type(value).__name__} holding "
+            "layers or parameters, which would not be registered (parameters() and "
+            "checkpoints would miss them); use dg.nn.Sequential(...) or assign each one as "
+            "an attribute of its own")
 
 
 class Module:
@@ -29,6 +46,7 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise InvalidValueError(f"{type(self).__name__}: call super().__init__() before "
                                     "assigning attributes")
+        _refuse_unregistered_collection(self, name, value)
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
         if isinstance(value, Parameter):
@@ -143,6 +161,12 @@ class Module:
         return ""
 
 
+def _uniform(bound: float, shape: tuple) -> np.ndarray:
+    """U(-bound, bound) drawn in float32 (no float64 copy of a large layer)."""
+    u = random.generator().random(shape, dtype=np.float32)
+    return u * np.float32(2 * bound) - np.float32(bound)
+
+
 class Linear(Module):
     """y = x @ weight.T + bias; weight (out, in) and bias initialised from
     U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch."""
@@ -152,10 +176,8 @@ class Linear(Module):
         self.in_features = checks.integer("Linear", "in_features", in_features, 1)
         self.out_features = checks.integer("Linear", "out_features", out_features, 1)
         bound = 1.0 / math.sqrt(self.in_features)
-        rng = random.generator()
-        self.weight = ag_param(rng.uniform(-bound, bound, (self.out_features,
-                                                           self.in_features)))
-        self.bias = ag_param(rng.uniform(-bound, bound, self.out_features)) if bias else None
+        self.weight = ag_param(_uniform(bound, (self.out_features, self.in_features)))
+        self.bias = ag_param(_uniform(bound, (self.out_features,))) if bias else None
 
     def forward(self, x) -> Tensor:
         return ops.linear(x, self.weight, self.bias)
@@ -227,8 +249,8 @@ class LayerNorm(Module):
         self.normalized_shape = checks.integer("LayerNorm", "normalized_shape",
                                                normalized_shape, 1)
         self.eps = checks.number("LayerNorm", "eps", eps, 0.0, lo_open=True)
-        self.weight = ag_param(np.ones(self.normalized_shape))
-        self.bias = ag_param(np.zeros(self.normalized_shape))
+        self.weight = ag_param(np.ones(self.normalized_shape, np.float32))
+        self.bias = ag_param(np.zeros(self.normalized_shape, np.float32))
 
     def forward(self, x):
         return ops.layer_norm(x, self.weight, self.bias, self.eps)
@@ -246,7 +268,7 @@ class Embedding(Module):
         self.num_embeddings = checks.integer("Embedding", "num_embeddings", num_embeddings, 1)
         self.embedding_dim = checks.integer("Embedding", "embedding_dim", embedding_dim, 1)
         self.weight = ag_param(random.generator().standard_normal(
-            (self.num_embeddings, self.embedding_dim)))
+            (self.num_embeddings, self.embedding_dim), dtype=np.float32))
 
     def forward(self, indices):
         return ops.embedding(self.weight, indices)

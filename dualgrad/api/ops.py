@@ -261,19 +261,38 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
-def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (None: all axes; an int or a tuple of ints)."""
+def _dim_or_axis(fn: str, axis, dim, keepdims, keepdim) -> tuple:
+    """PyTorch's ``dim=``/``keepdim=`` as aliases of NumPy's ``axis=``/``keepdims=``."""
+    if dim is not None:
+        if axis is not None:
+            raise ArgumentTypeError(f"{fn}: got both 'axis' and 'dim'; pass one of them")
+        axis = dim
+    if keepdim is not None:
+        if keepdims is not None:
+            raise ArgumentTypeError(f"{fn}: got both 'keepdims' and 'keepdim'; pass one of them")
+        keepdims = keepdim
+    return axis, False if keepdims is None else keepdims
+
+
+def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (None: all axes; an int or a tuple of ints); ``dim`` and
+    ``keepdim`` are accepted as PyTorch spells them."""
+    axis, keepdims = _dim_or_axis("sum", axis, dim, keepdims, keepdim)
     return _reduce("sum", x, axis, keepdims)
 
 
-def mean(x, axis=None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` (None: all axes); the mean of no elements is NaN."""
+def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
+    """Mean over ``axis`` (None: all axes); the mean of no elements is NaN. ``dim`` and
+    ``keepdim`` are accepted as PyTorch spells them."""
+    axis, keepdims = _dim_or_axis("mean", axis, dim, keepdims, keepdim)
     return _reduce("mean", x, axis, keepdims)
 
 
-def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over ``axis`` (None: all axes), as ``torch.amax``: NaN propagates, and tied
-    maxima share the gradient evenly."""
+def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Maximum over ``axis`` (None: all axes), as ``torch.amax`` (values only, no indices):
+    NaN propagates, and tied maxima share the gradient evenly. ``dim`` and ``keepdim`` are
+    accepted as PyTorch spells them."""
+    axis, keepdims = _dim_or_axis("max", axis, dim, keepdims, keepdim)
     return _reduce("max", x, axis, keepdims)
 
 
@@ -480,14 +499,16 @@ def _last_axis_op(fn: str, kernel: str, x, axis) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
-def softmax(x, axis: int = -1) -> Tensor:
-    """exp(x) / sum(exp(x)) along ``axis``."""
-    return _last_axis_op("softmax", "softmax", x, axis)
+def softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``axis`` (``dim`` in PyTorch's spelling; default -1)."""
+    axis, _ = _dim_or_axis("softmax", axis, dim, None, None)
+    return _last_axis_op("softmax", "softmax", x, -1 if axis is None else axis)
 
 
-def log_softmax(x, axis: int = -1) -> Tensor:
-    """x - logsumexp(x) along ``axis``."""
-    return _last_axis_op("log_softmax", "log_softmax", x, axis)
+def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """x - logsumexp(x) along ``axis`` (``dim`` in PyTorch's spelling; default -1)."""
+    axis, _ = _dim_or_axis("log_softmax", axis, dim, None, None)
+    return _last_axis_op("log_softmax", "log_softmax", x, -1 if axis is None else axis)
 
 
 def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarray:
@@ -613,26 +634,45 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Tensor operators and methods
 
+def _reduction_method(op):
+    """``Tensor.<op>``: the reduction as a method, also reached by ``np.sum(t)``,
+    ``np.mean(t)`` and ``np.max(t)`` (which pass ``dtype=`` and ``out=``)."""
+    def method(self, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None,
+               out=None, **numpy_kwargs):
+        name = f"Tensor.{op.__name__}"
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            raise bad_value(name, "dtype", dtype, f"None or the tensor's own {self.dtype}")
+        if out is not None:
+            raise bad_value(name, "out", out, "None (results are new tensors)")
+        if numpy_kwargs:
+            raise ArgumentTypeError(f"{name}: unexpected arguments {sorted(numpy_kwargs)}")
+        return op(self, axis, keepdims, dim=dim, keepdim=keepdim)
+    method.__name__ = op.__name__
+    method.__qualname__ = f"Tensor.{op.__name__}"
+    method.__doc__ = op.__doc__
+    return method
+
+
+def _named(name: str, fn):
+    fn.__name__ = name
+    fn.__qualname__ = f"Tensor.{name}"
+    return fn
+
+
 def _install_operators() -> None:
+    """Python's operators and the method forms of ops, on Tensor (defined here because the
+    ops are)."""
     T = Tensor
-    T.__add__ = lambda a, b: add(a, b)
-    T.__radd__ = lambda a, b: add(b, a)
-    T.__sub__ = lambda a, b: sub(a, b)
-    T.__rsub__ = lambda a, b: sub(b, a)
-    T.__mul__ = lambda a, b: mul(a, b)
-    T.__rmul__ = lambda a, b: mul(b, a)
-    T.__truediv__ = lambda a, b: div(a, b)
-    T.__rtruediv__ = lambda a, b: div(b, a)
-    T.__pow__ = lambda a, b: pow(a, b)
-    T.__rpow__ = lambda a, b: pow(b, a)
-    T.__matmul__ = lambda a, b: matmul(a, b)
-    T.__rmatmul__ = lambda a, b: matmul(b, a)
-    T.__neg__ = lambda a: neg(a)
+    binary = {"add": add, "sub": sub, "mul": mul, "truediv": div, "pow": pow,
+              "matmul": matmul}
+    for name, op in binary.items():
+        setattr(T, f"__{name}__", _named(f"__{name}__", lambda a, b, op=op: op(a, b)))
+        setattr(T, f"__r{name}__", _named(f"__r{name}__", lambda a, b, op=op: op(b, a)))
+    T.__neg__ = _named("__neg__", lambda a: neg(a))
     T.T = property(lambda a: transpose(a), doc="The tensor with its axes reversed.")
-    T.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
-    T.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)
-    T.max = lambda a, axis=None, keepdims=False: max(a, axis, keepdims)
-    T.reshape = lambda a, *shape: reshape(a, *shape)
+    for op in (sum, mean, max):
+        setattr(T, op.__name__, _reduction_method(op))
+    T.reshape = _named("reshape", lambda a, *shape: reshape(a, *shape))
 
 
 _install_operators()

@@ -396,9 +396,10 @@ class LRScheduler:
         self.last_step += 1
         self.optimizer.lr = self.lr_at(self.last_step)
 
-    def get_last_lr(self) -> float:
-        """The learning rate the schedule last set."""
-        return self.optimizer.lr
+    def get_last_lr(self) -> list:
+        """The learning rate the schedule last set, as a list (one entry per parameter
+        group, as in PyTorch; a dualgrad optimizer has one group)."""
+        return [self.optimizer.lr]
 
     def state_dict(self) -> dict:
         """The schedule's position, for checkpoints."""
