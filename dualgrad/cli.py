@@ -1,4 +1,4 @@
-"""The ``dualgrad`` command: ``info``, ``demo``, ``verify``."""
+"""The dualgrad command line: info, demo, verify."""
 from __future__ import annotations
 
 import argparse
@@ -50,7 +50,7 @@ def _verify(args) -> int:
     try:
         result = verify(name, examples=args.examples, seed=args.seed, only=args.only)
     except DualgradError as exc:
-        print(f"dualgrad verify: {exc}", file=sys.stderr)
+        print(f"dualgrad verify: {str(exc).removeprefix('verify: ')}", file=sys.stderr)
         return 2
     if args.report:
         write_report(result, args.report)
@@ -59,7 +59,10 @@ def _verify(args) -> int:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
@@ -72,7 +75,10 @@ def _index(text: str) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="dualgrad", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="dualgrad", description="dualgrad: one autograd API on a Numba cpu backend and "
+        "a Vulkan gpu backend. 'dualgrad verify' checks this machine's Vulkan device against "
+        "the cpu reference.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="version, backends and Vulkan devices").set_defaults(run=_info)
     demo = sub.add_parser("demo", help="train a small digit classifier")

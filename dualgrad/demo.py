@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 
+from .progress import Progress
+
 _FONT = (
     "01110 10001 10011 10101 11001 10001 01110",
     "00100 01100 00100 00100 00100 00100 01110",
@@ -27,7 +29,12 @@ GLYPHS = np.array([[[c == "1" for c in row] for row in digit.split()] for digit 
 
 
 def make_digits(n: int, seed: int = 0, noise: float = 0.3):
-    """(x of shape (n, 64) float32, y of shape (n,) int64): noisy 8x8 digit images."""
+    """``n`` noisy 8x8 images of the digits 0-9 and their labels, drawn from ``seed``.
+
+    Returns ``(x, y)``: ``x`` of shape (n, 64), float32 (each row an image, row by row;
+    values about 0 to 1.4 plus Gaussian noise of standard deviation ``noise``), ``y`` of
+    shape (n,), int64 labels 0-9. The same ``seed`` gives the same data; use different seeds
+    for training and held-out sets."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 10, n)
     placed = np.zeros((10, 2, 4, 8, 8), np.float32)      # every digit at every offset
@@ -60,7 +67,9 @@ def run_demo(device: str = "cpu", steps: int = 500, batch: int = 128, hidden: in
             f"(batch {batch})")
         warmup = min(10, steps - 1)          # the first steps include kernel compilation
         loss, t_window = float("nan"), time.perf_counter()
+        progress = Progress(steps, "training")
         for step in range(1, steps + 1):
+            progress.show(step - 1, f"step {step}")
             if step == warmup + 1:
                 t_steady = time.perf_counter()
             idx = rng.integers(0, len(x_train), batch)
@@ -74,9 +83,11 @@ def run_demo(device: str = "cpu", steps: int = 500, batch: int = 128, hidden: in
                 loss = loss_t.item()      # the only read: it waits for the device's work
                 now = time.perf_counter()
                 done = step % report_every or report_every
+                progress.close()
                 out(f"  step {step:5d}/{steps}  loss {loss:.4f}  "
                     f"{1e3 * (now - t_window) / done:.2f} ms/step")
                 t_window = now
+        progress.close()
         ms = 1e3 * (time.perf_counter() - t_steady) / (steps - warmup)
         with dg.no_grad():
             logits = model(dg.ag_tensor(x_test)).numpy()

@@ -7,14 +7,20 @@ and returns a non-zero exit status on any disagreement. Needs no pytest.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import platform
 import sys
 import time
+import warnings
+
+import numpy as np
 
 from . import __version__
 from .api import device
+from .errors import InvalidValueError
+from .progress import Progress
 from .testing import CHECKS, Pair, run_check
 from .testing.differential import EntryStats
 from .testing.lockstep import lockstep
@@ -22,6 +28,10 @@ from .testing.models import MODELS
 
 LOCKSTEP_STEPS = 20
 LOCKSTEP_TOLERANCE = 1e-4
+LEGEND = ("max |err|, max rel: largest difference from the cpu; max ULP: in float32 units in "
+          "the last place; of bound: worst error / allowed (<= 1 agrees); gamma(n)*S: the "
+          "bound of an n-term float32 sum, n*2^-24/(1-n*2^-24) times S, the sum of the terms' "
+          "magnitudes (docs/numerics.md)")
 
 
 def _lockstep_runs(steps: int) -> dict:
@@ -42,37 +52,57 @@ def verify(device_name: str = "gpu", examples: int = 25, seed: int | None = None
     tables to ``out`` (default stdout) and return the report (``report["ok"]`` says whether
     all agreed)."""
     out = out if out is not None else sys.stdout
+    checks = [c for c in CHECKS if not only or only in c.name]
+    if not checks:
+        raise InvalidValueError(f"verify: argument 'only' ({only!r}) is in no check's name; "
+                                f"names look like {', '.join(c.name for c in CHECKS[:3])}")
     previous = device.ag_device(device_name)
     try:
-        gpu = device.active()
-        info = gpu.ctx.info
-        print(f"dualgrad {__version__} verify: {info['name']} (Vulkan {info['api_version']}, "
-              f"driver {info['driver']}), {examples} examples per check", file=out, flush=True)
-        pair = Pair(gpu)
-        checks = [c for c in CHECKS if not only or only in c.name]
-        reports, started = [], time.perf_counter()
-        for i, chk in enumerate(checks, start=1):
-            t0 = time.perf_counter()
-            print(f"[{i:>2}/{len(checks)}] {chk.name:<26}", end=" ", file=out, flush=True)
-            report = run_check(chk, pair, examples=examples, seed=seed)
-            reports.append(report)
-            print(f"{'ok' if report.ok else 'DISAGREE'}  ({report.examples} examples, "
-                  f"{time.perf_counter() - t0:.1f} s)", file=out, flush=True)
-        lock = {}
-        if not only:
-            print(f"lockstep: 3 models, {LOCKSTEP_STEPS} Adam steps each ...", end=" ",
-                  file=out, flush=True)
-            lock = _lockstep_runs(LOCKSTEP_STEPS)
-            print("ok" if all(r.ok for r in lock.values()) else "DIVERGED", file=out,
-                  flush=True)
-        result = _report(info, examples, reports, lock, time.perf_counter() - started)
-        _print_tables(result, out)
-        return result
+        with _quiet_numpy():
+            return _verify(checks, examples, seed, only, out)
     finally:
         device.ag_device(previous)
 
 
-def _report(info, examples, reports, lock, seconds) -> dict:
+@contextlib.contextmanager
+def _quiet_numpy():
+    """Overflow and invalid-value warnings of the references' NumPy arithmetic are expected
+    (the inputs include infinities and NaN) and would read like faults."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _verify(checks, examples, seed, only, out) -> dict:
+    gpu = device.active()
+    info = gpu.ctx.info
+    print(f"dualgrad {__version__} verify: {info['name']} (Vulkan {info['api_version']}, "
+          f"driver {info['driver']}), {examples} examples per check"
+          f"{'' if seed is None else f', seed {seed}'}", file=out, flush=True)
+    pair = Pair(gpu)
+    reports, started = [], time.perf_counter()
+    progress = Progress(len(checks), "verify", out)
+    for i, chk in enumerate(checks, start=1):
+        t0 = time.perf_counter()
+        progress.show(i - 1, chk.name)
+        report = run_check(chk, pair, examples=examples, seed=seed)
+        reports.append(report)
+        progress.log(f"[{i:>2}/{len(checks)}] {chk.name:<26} "
+                     f"{'ok' if report.ok else 'DISAGREE'}  ({report.examples} examples, "
+                     f"{time.perf_counter() - t0:.1f} s)")
+    lock = {}
+    if not only:
+        progress.show(len(checks), f"lockstep: 3 models, {LOCKSTEP_STEPS} Adam steps each")
+        lock = _lockstep_runs(LOCKSTEP_STEPS)
+        progress.log(f"lockstep: 3 models, {LOCKSTEP_STEPS} Adam steps each ... "
+                     f"{'ok' if all(r.ok for r in lock.values()) else 'DIVERGED'}")
+    progress.close()
+    result = _report(info, examples, seed, reports, lock, time.perf_counter() - started)
+    _print_tables(result, out)
+    return result
+
+
+def _report(info, examples, seed, reports, lock, seconds) -> dict:
     entries = {}
     for report in reports:
         for key, stats in report.entries.items():
@@ -88,7 +118,8 @@ def _report(info, examples, reports, lock, seconds) -> dict:
                                              "preserves_nan", "preserves_denormals",
                                              "tensor_cores")
                        if k in info},
-            "examples_per_check": examples, "seconds": round(seconds, 1),
+            "examples_per_check": examples, "seed": seed, "derandomized": seed is None,
+            "seconds": round(seconds, 1),
             "entries": {k: v.as_dict() for k, v in sorted(entries.items())},
             "failures": failures, "lockstep": lockstep_rows}
 
@@ -115,6 +146,10 @@ def _print_tables(result: dict, out) -> None:
               f"{float(r['max_divergence']):>9.3g} {'':>8} "
               f"{_figure(float(r['max_divergence']) / r['bound']):>8}  "
               f"{'ok' if r['ok'] else 'FAIL':4}  {r['bound']:g} (2-norm, relative)", file=out)
+    print(f"\n{LEGEND}", file=out)
+    print("\nworst input per op (the example of the largest 'of bound'):", file=out)
+    for key, e in result["entries"].items():
+        print(f"  {key:<32} {e['worst_input']}", file=out)
     for name, text in result["failures"].items():
         print(f"\n{name} disagrees:\n  " + text.replace("\n", "\n  "), file=out)
     for name, r in result["lockstep"].items():

@@ -109,3 +109,42 @@ def test_demo_trains_to_the_same_accuracy_on_the_gpu(gpu):
     assert gpu_run["accuracy"] > 0.3
     assert abs(gpu_run["accuracy"] - cpu["accuracy"]) <= 0.01
     assert abs(gpu_run["loss"] - cpu["loss"]) <= 1e-3 * (1 + cpu["loss"])
+
+
+def test_a_bad_number_names_the_argument_in_plain_words(tmp_path):
+    result = _run(tmp_path, "demo", "--steps", "abc")
+    assert result.returncode == 2
+    assert "argument --steps: expected a positive integer, got 'abc'" in result.stderr
+    assert "_positive" not in result.stderr
+
+
+def test_help_is_plain_text(tmp_path):
+    result = _run(tmp_path, "--help")
+    assert result.returncode == 0 and "verify" in result.stdout
+    assert "``" not in result.stdout
+
+
+def test_progress_is_quiet_off_a_terminal_and_live_on_one():
+    import io
+    from dualgrad.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, live in ((io.StringIO(), False), (Terminal(), True)):
+        progress = Progress(3, "work", stream, interval=0.0)
+        progress.show(1, "first")
+        progress.log("a line that stays")
+        progress.show(2, "second")
+        progress.close()
+        text = stream.getvalue()
+        assert "a line that stays\n" in text
+        assert ("work [1/3] first" in text) is live and ("\r" in text) is live
+        if live:
+            assert text.endswith("\r")                   # the display is cleared
+
+
+def test_the_demo_data_helper_is_documented():
+    doc = demo.make_digits.__doc__
+    assert "(n, 64)" in doc and "int64" in doc and "seed" in doc

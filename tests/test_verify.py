@@ -1,8 +1,10 @@
 """``dualgrad verify`` and the differential checks it runs: they report agreement on a real
 device, and a deliberately perturbed kernel makes them fail, naming the op."""
 import json
+import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -99,3 +101,42 @@ def test_verify_reports_a_missing_device(capsys):
     status = cli.main(["verify", "--device", "99"])
     assert status == 2
     assert "dualgrad verify:" in capsys.readouterr().err
+
+
+def test_verify_only_matching_nothing_is_an_error(capsys):
+    status = cli.main(["verify", "--only", "no-such-check"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "argument 'only' ('no-such-check') is in no check's name" in err
+    assert "verify: verify:" not in err
+    assert device.ag_device() == "cpu"                   # nothing was opened
+
+
+def test_verify_reports_a_legend_the_worst_inputs_and_the_seed(gpu, tmp_path, capsys):
+    path = tmp_path / "report.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # NumPy's overflow notes stay quiet
+        status = cli.main(["verify", "--only", "unary:exp", "--examples", "4", "--seed", "7",
+                           "--report", str(path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "seed 7" in out
+    assert "max ULP: in float32 units in the last place" in out and "gamma(n)*S" in out
+    worst = re.search(r"^  unary:exp +(.+)$", out, re.M)
+    assert worst and re.search(r"\bx float32 \(", worst.group(1)), out
+    report = json.loads(path.read_text())
+    assert report["seed"] == 7 and report["derandomized"] is False
+    assert report["entries"]["unary:exp"]["worst_input"] == worst.group(1)
+
+
+def test_the_worst_input_is_the_example_of_the_largest_ratio():
+    from dualgrad.testing.differential import EntryStats
+    from dualgrad.testing.tolerances import Agreement
+    stats = EntryStats("unary:exp")
+    for worst, example in [(0.2, "a"), (0.7, "b"), (0.1, "c")]:
+        stats.add(Agreement("unary:exp", True, 0.0, 0.0, worst, 1), example)
+    assert (stats.worst, stats.worst_input) == (0.7, "b")
+    other = EntryStats("unary:exp")
+    other.add(Agreement("unary:exp", True, 0.0, 0.0, 0.9, 1), "d")
+    stats.merge(other)
+    assert (stats.worst, stats.worst_input, stats.cases) == (0.9, "d", 4)

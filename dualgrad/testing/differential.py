@@ -634,22 +634,26 @@ class EntryStats:
     max_rel: float = 0.0
     worst: float = 0.0        # the largest error / bound ratio (<= 1 passes)
     failed: bool = False
+    worst_input: str = ""     # the example that gave ``worst`` (its draws, summarised)
 
-    def add(self, result: Agreement) -> None:
+    def add(self, result: Agreement, example: str = "") -> None:
         self.cases += 1
         self.elements += result.count
         self.max_abs = max(self.max_abs, result.max_abs)
         self.max_ulp = max(self.max_ulp, result.max_ulp)
         self.max_rel = max(self.max_rel, result.max_rel)
-        self.worst = max(self.worst, result.worst)
+        if result.worst > self.worst or self.cases == 1:
+            self.worst, self.worst_input = result.worst, example
         self.failed |= not result.ok
 
     def merge(self, other: "EntryStats") -> None:
         """Fold in the figures of ``other`` (the same entry, from another check)."""
         self.cases += other.cases
         self.elements += other.elements
-        for name in ("max_abs", "max_ulp", "max_rel", "worst"):
+        for name in ("max_abs", "max_ulp", "max_rel"):
             setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        if other.worst > self.worst or not self.worst_input:
+            self.worst, self.worst_input = other.worst, other.worst_input
         self.failed |= other.failed
 
     @property
@@ -662,6 +666,35 @@ class EntryStats:
         d["ok"] = not self.failed
         return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
                 for k, v in d.items()}
+
+
+class _Drawn:
+    """Hypothesis's ``data``, noting what each draw gave, to name an entry's worst input."""
+
+    def __init__(self, data):
+        self.data, self.draws = data, []
+
+    def draw(self, strategy, label=None):
+        value = self.data.draw(strategy, label=label)
+        self.draws.append((label or "?", value))
+        return value
+
+    def summary(self) -> str:
+        return "; ".join(f"{label} {_summarise(value)}" for label, value in self.draws)
+
+
+def _summarise(value) -> str:
+    """An array by its shape and range (its values when few); anything else by repr."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.size > 4:
+        finite = value[np.isfinite(value)]
+        specials = value.size - finite.size
+        span = (f"in [{finite.min():.4g}, {finite.max():.4g}]" if finite.size else "")
+        extra = f", {specials} non-finite" if specials else ""
+        return f"{value.dtype} {value.shape} {span}{extra}"
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} {value.shape} {np.array2string(value.reshape(-1), precision=4)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclasses.dataclass
@@ -686,8 +719,10 @@ def run_check(chk: Check, pair: Pair, examples: int = 25, seed: int | None = Non
 
     def body(data):
         report.examples += 1
-        for result in chk.run(data, pair):
-            report.entries.setdefault(result.key, EntryStats(result.key)).add(result)
+        drawn = _Drawn(data)
+        for result in chk.run(drawn, pair):
+            report.entries.setdefault(result.key, EntryStats(result.key)).add(
+                result, drawn.summary())
             if not result.ok:
                 raise Disagreement(result, chk.name)
 
