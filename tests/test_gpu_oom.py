@@ -185,3 +185,27 @@ def test_an_allocate_memory_failure_is_retried_once_then_raised(gpu, monkeypatch
     assert_same(weights(model), kept)
     assert outer_sum(8192).numpy().shape == (8192, 8192)
     assert np.isfinite(train(model, opt, 1, start=1))
+
+
+def _refused_step(model, rows):
+    try:
+        with dg.with_grad_tape():
+            dg.sum(model(dg.ag_tensor(np.ones((rows, 256), np.float32)))).backward()
+    except dg.DeviceOutOfMemory:
+        return True
+    return False
+
+
+def test_a_step_refused_for_memory_gives_back_its_batch_and_activations(budget_gpu):
+    """A step that fails for want of memory frees what it made (its activations and the
+    batch it uploaded) once the exception is handled: as much fits afterwards as before."""
+    model = dg.nn.Sequential(dg.nn.Linear(256, 1024), dg.nn.ReLU(), dg.nn.Linear(1024, 4))
+    fresh = dg.tape_mem()
+    assert _refused_step(model, 2048)       # 2048 x 1024 activations: 8 MiB, past the budget
+    gc.collect()
+    after = dg.tape_mem()
+    assert after["buffer_bytes"] == fresh["buffer_bytes"]
+    assert after["p_buffer_bytes"] == fresh["p_buffer_bytes"]
+    # the largest pass tensor that fit before the step still fits, and training goes on
+    assert outer_sum(1024).numpy().shape == (1024, 1024)
+    assert not _refused_step(model, 64)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
-from conftest import child_env, train_step
+from conftest import child_env, require_gpu, train_step
 from dualgrad import kernel_ops
 from dualgrad.api import device
 from dualgrad.gpu import dispatch, plans, workspace
@@ -647,3 +647,27 @@ def test_one_update_of_many_tensors_is_each_ones_update_in_few_dispatches(gpu, r
     for a, b in zip(one, many):
         for x, y in zip(a, b):                    # every operand, written or not
             assert np.array_equal(be.download(x), be.download(y))
+
+
+@pytest.mark.gpu
+def test_opening_the_device_refuses_a_bad_tensor_core_switch_on_any_device():
+    require_gpu()
+    code = "import dualgrad as dg; dg.ag_device('gpu')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(DUALGRAD_VK_TENSOR_CORES="off"), timeout=120)
+    assert done.returncode != 0
+    assert "InvalidValueError: environment variable DUALGRAD_VK_TENSOR_CORES is 'off'" \
+        in done.stderr
+
+
+@pytest.mark.gpu
+def test_a_software_device_says_once_what_it_is():
+    require_gpu()
+    code = ("import dualgrad as dg\n"
+            "for name in ('gpu', 'cpu', 'gpu'): dg.ag_device(name)\n"
+            "print(dg.api.device.active().ctx.info['type'])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    notices = done.stderr.count("is a software emulation on the CPU, meant for testing")
+    assert notices == (1 if done.stdout.strip() == "cpu" else 0)

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from conftest import child_env, require_gpu
+from dualgrad import paths
 from dualgrad.gpu import pipeline_cache
 
 STEP = """
@@ -56,12 +57,12 @@ def test_an_unwritable_place_is_reported_not_raised(tmp_path, capsys):
 
 def test_the_cache_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("DUALGRAD_CACHE_DIR", str(tmp_path))
-    assert pipeline_cache.directory() == tmp_path
+    assert paths.cache_directory() == tmp_path
     monkeypatch.setenv("DUALGRAD_CACHE_DIR", "")
-    assert pipeline_cache.directory() is None
+    assert paths.cache_directory() is None
     monkeypatch.delenv("DUALGRAD_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert pipeline_cache.directory() == tmp_path / "xdg" / "dualgrad"
+    assert paths.cache_directory() == tmp_path / "xdg" / "dualgrad"
 
 
 @pytest.mark.gpu

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 
 from ..errors import DeviceUnavailable, bad_type, bad_value
@@ -88,7 +89,22 @@ def ag_device(name: str | None = None) -> str:
         backend = GpuBackend.open(index)      # raises DeviceUnavailable before any change
         _leave_gpu()
         _gpu = _active = backend
+        _notice_software_device(backend.ctx.info)
         return previous
+
+
+_software_noticed = False
+
+
+def _notice_software_device(info: dict) -> None:
+    """Say once per process that a software Vulkan device (lavapipe) emulates a GPU on the
+    CPU: right for testing, but slower than the cpu backend."""
+    global _software_noticed
+    if info.get("type") == "cpu" and not _software_noticed:
+        _software_noticed = True
+        print(f"dualgrad: the gpu device '{info.get('name', '?')}' is a software emulation "
+              "on the CPU, meant for testing (results hold, speed does not; the cpu backend "
+              "is faster)", file=sys.stderr, flush=True)
 
 
 def _leave_gpu() -> None:

@@ -299,7 +299,8 @@ class Context:
         self.queue_family = info["queue_family"]
         # bfloat16 tensor cores for big matrix products, where the device has them and
         # DUALGRAD_VK_TENSOR_CORES does not turn them off (features.py)
-        self.tensor_cores = bool(info["tensor_cores"]) and features.requested()
+        # (the variable is read first so that a bad value is refused on every device)
+        self.tensor_cores = features.requested() and bool(info["tensor_cores"])
         self.device = self._create_device()
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pipelines = Pipelines(self)
