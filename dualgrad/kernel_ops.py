@@ -74,6 +74,16 @@ UNARY = Family("unary", [
     ("silu", "x * sigmoid(x), elementwise (PyTorch's SiLU).", "SiLU"),
     ("softplus", "log(1 + e**x), elementwise, and x itself where x > 20 (PyTorch's Softplus "
                  "with beta 1 and threshold 20).", "Softplus"),
+    ("square", "x * x, elementwise."),
+    ("sign", "-1, 0 or 1 by the sign of x, elementwise (0 for NaN and for -0, as in PyTorch); "
+             "its gradient is 0."),
+    ("floor", "The largest integer not above x, elementwise; its gradient is 0."),
+    ("ceil", "The smallest integer not below x, elementwise; its gradient is 0."),
+    ("round", "The nearest integer, halves to the even one (as torch.round), elementwise; "
+              "its gradient is 0."),
+    ("trunc", "x rounded toward zero to an integer, elementwise; its gradient is 0."),
+    # x limited to [a, b]; unlike clamp, no gradient at the bounds (PyTorch's hardtanh).
+    ("hardtanh",),
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),

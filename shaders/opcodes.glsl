@@ -5,7 +5,8 @@
 const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIGMOID = 7,
            TANH = 8, ADD_SCALAR = 9, MUL_SCALAR = 10, DIV_SCALAR = 11, RSUB_SCALAR = 12,
            RDIV_SCALAR = 13, POW_SCALAR = 14, RPOW_SCALAR = 15, CLAMP = 16, SILU = 17,
-           SOFTPLUS = 18;
+           SOFTPLUS = 18, SQUARE = 19, SIGN = 20, FLOOR = 21, CEIL = 22, ROUND = 23, TRUNC = 24,
+           HARDTANH = 25;
 // binary
 const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6;
 // reduce

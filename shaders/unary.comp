@@ -61,7 +61,14 @@ float forward(float x, float a, float b) {
     if (OP == SILU) return x * sigmoid_f(x);
     if (OP == SOFTPLUS)
         return x > SOFTPLUS_THRESHOLD ? x : (x > 0.0 ? x : 0.0) + log1p_unit(exp(-abs(x)));
-    return x < a ? a : (x > b ? b : x);          // CLAMP; NaN passes through
+    if (OP == SQUARE) return x * x;
+    // (GLSL's sign keeps -0 and NaN; a select of -1 or 0 may be folded into a negation, -0)
+    if (OP == SIGN) return float(x > 0.0) - float(x < 0.0);
+    if (OP == FLOOR) return floor(x);
+    if (OP == CEIL) return ceil(x);
+    if (OP == ROUND) return roundEven(x);
+    if (OP == TRUNC) return trunc(x);
+    return x < a ? a : (x > b ? b : x);          // CLAMP, HARDTANH; NaN passes through
 }
 
 float backward(float x, float y, float g, float a, float b) {
@@ -86,6 +93,9 @@ float backward(float x, float y, float g, float a, float b) {
         return g * s.x * (1.0 + x * s.y);
     }
     if (OP == SOFTPLUS) return x > SOFTPLUS_THRESHOLD ? g : g * sigmoid_f(x);
+    if (OP == SQUARE) return (x * g) * 2.0;      // (2x would overflow first)
+    if (OP == SIGN || OP == FLOOR || OP == CEIL || OP == ROUND || OP == TRUNC) return 0.0;
+    if (OP == HARDTANH) return (x <= a || x >= b) ? 0.0 : g;   // NaN lets g through
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

@@ -184,6 +184,16 @@ UNARY = {
     "silu": (dg.silu, lambda x: x * np_sigmoid(x), lambda s: uni(s, -6, 6)),
     "softplus": (dg.softplus, lambda x: np.where(x > 20, x, np.logaddexp(0.0, x)),
                  lambda s: uni(s, -6, 25)),          # past the threshold too
+    "square": (dg.square, np.square, lambda s: uni(s, -3, 3)),
+    # the rounding ops are flat between integers: the grid keeps x 0.03 from each
+    "floor": (dg.floor, np.floor, lambda s: grid(s, 0.03)),
+    "ceil": (dg.ceil, np.ceil, lambda s: grid(s, 0.03)),
+    "round": (dg.round, np.rint, lambda s: grid(s, 0.03)),
+    "trunc": (dg.trunc, np.trunc, lambda s: grid(s, 0.03)),
+    "sign": (dg.sign, np.sign, away0),
+    "hardtanh": (lambda x: dg.hardtanh(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7),
+                 lambda s: grid(s, 0.03)),
+    "relu6": (dg.relu6, lambda x: np.clip(x, 0.0, 6.0), lambda s: grid(s, 0.03)),
     "clamp_min": (lambda x: dg.clamp(x, min=-0.5), lambda x: np.maximum(x, -0.5),
                   lambda s: grid(s, 0.03)),
     "clamp_max": (lambda x: dg.clamp(x, max=0.7), lambda x: np.minimum(x, 0.7),

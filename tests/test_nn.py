@@ -522,3 +522,22 @@ def test_silu_and_softplus_layers_apply_their_ops(device, rng):
     np.testing.assert_allclose(dg.nn.SiLU()(t).numpy(), x / (1 + np.exp(-x.astype(float))),
                                rtol=rtol, atol=1e-30)
     assert dg.nn.SiLU.__doc__ == dg.silu.__doc__ and "Softplus" in dg.softplus.__doc__
+
+
+def test_hardtanh_and_relu6_layers_and_their_bounds(device):
+    x = np.array([-7.0, -1.5, -0.5, 0.0, 0.5, 2.0, 6.0, 9.0], np.float32)
+    with dg.no_grad():
+        assert np.array_equal(dg.nn.Hardtanh()(x).numpy(), np.clip(x, -1, 1))
+        assert np.array_equal(dg.nn.Hardtanh(-2.0, 3.0)(x).numpy(), np.clip(x, -2, 3))
+        assert np.array_equal(dg.nn.ReLU6()(x).numpy(), np.clip(x, 0, 6))
+    assert "min_val=-2.0, max_val=3.0" in repr(dg.nn.Hardtanh(-2.0, 3.0))
+    for bad in ((1.0, 1.0), (2.0, -2.0)):
+        with pytest.raises(dg.InvalidValueError, match="'min_val' .* must be less than"):
+            dg.nn.Hardtanh(*bad)
+    with pytest.raises(dg.InvalidValueError, match="hardtanh: argument 'max_val'"):
+        dg.hardtanh(x, 0.0, float("inf"))
+    # at the bounds no gradient flows (clamp's does)
+    t = dg.ag_tensor(np.array([-1.0, 0.0, 1.0], np.float32), requires_grad=True)
+    with dg.with_grad_tape():
+        dg.sum(dg.hardtanh(t)).backward()
+    assert np.array_equal(t.grad.numpy(), [0.0, 1.0, 0.0])

@@ -240,6 +240,31 @@ for _op in UNARY:
         globals()[_op.layer] = _activation(_op)
 
 
+class Hardtanh(Module):
+    """``hardtanh(x, min_val, max_val)``: x limited to [min_val, max_val]."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
+        super().__init__()
+        self.min_val = checks.number("Hardtanh", "min_val", min_val)
+        self.max_val = checks.number("Hardtanh", "max_val", max_val)
+        if self.min_val >= self.max_val:
+            raise InvalidValueError(f"Hardtanh: argument 'min_val' ({self.min_val}) must be "
+                                    f"less than 'max_val' ({self.max_val})")
+
+    def forward(self, x):
+        return ops.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+class ReLU6(Module):
+    """``relu6(x)``: min(max(x, 0), 6)."""
+
+    def forward(self, x):
+        return ops.relu6(x)
+
+
 class LayerNorm(Module):
     """Normalises the last axis (of size ``normalized_shape``), then scales by ``weight``
     (ones) and shifts by ``bias`` (zeros)."""
@@ -315,5 +340,5 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "LayerNorm", "Embedding",
-           "Dropout"]
+__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "Hardtanh", "ReLU6", "LayerNorm",
+           "Embedding", "Dropout"]

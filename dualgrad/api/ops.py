@@ -154,6 +154,23 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
     return _unary("clamp", "clamp", x, lo, hi)
 
 
+def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """x limited to [min_val, max_val], elementwise, as PyTorch's hardtanh: NaN passes
+    through, and the gradient flows only strictly inside the bounds (``clamp``'s flows at
+    them too)."""
+    lo = checks.number("hardtanh", "min_val", min_val)
+    hi = checks.number("hardtanh", "max_val", max_val)
+    if lo >= hi:
+        raise InvalidValueError(f"hardtanh: argument 'min_val' ({lo}) must be less than "
+                                f"'max_val' ({hi})")
+    return _unary("hardtanh", "hardtanh", x, lo, hi)
+
+
+def relu6(x) -> Tensor:
+    """min(max(x, 0), 6), elementwise (``hardtanh(x, 0, 6)``, as PyTorch's relu6)."""
+    return _unary("hardtanh", "relu6", x, 0.0, 6.0)
+
+
 # How a binary op with one Python-number operand maps to a one-tensor op with a scalar
 # parameter, so scalars never become device buffers: (op, tensor-on-left form,
 # tensor-on-right form), each (unary op, scalar transform).
@@ -677,6 +694,7 @@ def _install_operators() -> None:
 
 _install_operators()
 
-__all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "clamp", "maximum",
+__all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "clamp", "hardtanh",
+           "relu6", "maximum",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "softmax_cross_entropy", "mse_loss", "linear", "layer_norm", "embedding", "dropout"]

@@ -24,10 +24,12 @@ from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp, vtanh, vtanh_f32
 
 (NEG, EXP, LOG, SQRT, ABS, RELU, GELU, SIGMOID, TANH, ADD_S, MUL_S, DIV_S, RSUB_S, RDIV_S,
- POW_S, RPOW_S, CLAMP, SILU, SOFTPLUS) = UNARY.codes(
+ POW_S, RPOW_S, CLAMP, SILU, SOFTPLUS, SQUARE, SIGN, FLOOR, CEIL, ROUND, TRUNC,
+ HARDTANH) = UNARY.codes(
     "neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "sigmoid", "tanh", "add_scalar",
     "mul_scalar", "div_scalar", "rsub_scalar", "rdiv_scalar", "pow_scalar", "rpow_scalar",
-    "clamp", "silu", "softplus")
+    "clamp", "silu", "softplus", "square", "sign", "floor", "ceil", "round", "trunc",
+    "hardtanh")
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = BINARY.codes(
     "add", "sub", "mul", "div", "pow", "maximum", "minimum")
@@ -86,7 +88,19 @@ def unary_scalar(op, x, a, b):
         return math.pow(x, a)
     if op == RPOW_S:
         return math.pow(a, x)
-    # CLAMP: NaN passes through, as in PyTorch.
+    if op == SQUARE:             # exact in float64, so rounded once to float32
+        return x * x
+    if op == SIGN:
+        return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+    if op == FLOOR:
+        return np.floor(x)
+    if op == CEIL:
+        return np.ceil(x)
+    if op == ROUND:
+        return np.rint(x)        # halves to even
+    if op == TRUNC:
+        return np.trunc(x)
+    # CLAMP and HARDTANH: NaN passes through, as in PyTorch.
     if x < a:
         return a
     if x > b:
@@ -135,6 +149,12 @@ def unary_grad_scalar(op, x, y, g, a, b):
         return 0.0 if a == 0.0 else g * a * math.pow(x, a - 1.0)
     if op == RPOW_S:
         return 0.0 if (a == 0.0 and x >= 0.0) else g * y * math.log(a)
+    if op == SQUARE:             # x g, then doubled (exact here; the shader's order)
+        return (x * g) * 2.0
+    if op == SIGN or op == FLOOR or op == CEIL or op == ROUND or op == TRUNC:
+        return 0.0
+    if op == HARDTANH:           # no gradient at the bounds; NaN lets g through (PyTorch)
+        return 0.0 if (x <= a or x >= b) else g
     # CLAMP
     return g if (x >= a and x <= b) else 0.0
 

@@ -106,6 +106,7 @@ _UNARY_PARAMS = {
     "pow_scalar": st.tuples(st.sampled_from([-2.0, -0.5, 0.5, 2.0, 2.7, 3.0]), st.just(0.0)),
     "rpow_scalar": st.tuples(st.sampled_from([0.5, 1.7, 2.0, 10.0]), st.just(0.0)),
     "clamp": st.tuples(st.floats(-2, 0, width=32), st.floats(0, 2, width=32)),
+    "hardtanh": st.tuples(st.floats(-2, 0, width=32), st.floats(0, 2, width=32)),
 }
 # What each op's error grows with (the table's arg(x)): for pow, t = a log2 x, the argument
 # of the exp2 that computes it.

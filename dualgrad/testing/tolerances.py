@@ -76,6 +76,9 @@ def gamma(n) -> np.ndarray:
 
 _EXACT_ADD = "IEEE +, -, * are correctly rounded on both (Vulkan requires it); one operation"
 _EXACT_MOVE = "data movement or a selection: no arithmetic"
+_ROUNDING = ("floor", "ceil", "round", "trunc")
+_TO_INTEGER = ("rounding a float32 to an integral float32 is exact (GLSL's floor, ceil, trunc, "
+               "roundEven; NumPy's on the cpu)")
 _DIV = "OpFDiv is within 2.5 ULP in Vulkan; the cpu division is correctly rounded"
 
 TOLERANCES: dict = {
@@ -126,11 +129,21 @@ TOLERANCES: dict = {
                                 "log1p from its atanh series, a 2.5 ULP division and a few "
                                 "roundings (~5 ULP); x itself past 20 on both",
                                 ulps=8, ulps_per_x=2, domain=(-30.0, 30.0)),
+    "unary:square": Tolerance(_EXACT_ADD, exact=True),
+    "unary:sign": Tolerance(_EXACT_MOVE, exact=True),
+    **{f"unary:{op}": Tolerance(_TO_INTEGER, exact=True) for op in _ROUNDING},
+    "unary:hardtanh": Tolerance(_EXACT_MOVE, exact=True),
     # -- unary backward -------------------------------------------------------------------
     "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),
     "unary_backward:relu": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:clamp": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:hardtanh": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:square": Tolerance("(x g) 2: one correctly rounded product, then an exact "
+                                       "doubling (the cpu rounds 2xg once); they part only "
+                                       "where x g is subnormal, by 1 ULP", ulps=1),
+    **{f"unary_backward:{op}": Tolerance("the constant 0", exact=True)
+       for op in ("sign", *_ROUNDING)},
     "unary_backward:add_scalar": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:rsub_scalar": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:mul_scalar": Tolerance(_EXACT_ADD, exact=True),
