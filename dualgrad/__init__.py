@@ -12,7 +12,9 @@ from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      GraphFreedError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
+from .api import creation as _creation
 from .api import ops as _ops
+from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
 from .api.optim import (clip_grad_norm, optimizer_adam, optimizer_adamw, optimizer_sgd)
 from .api.random import manual_seed
@@ -26,7 +28,7 @@ __all__ = [
     "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
-    *_ops.__all__,
+    *_ops.__all__, *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",

@@ -1,0 +1,144 @@
+"""Tensors made from a size or a pattern, on the active backend, as PyTorch's factories.
+
+Each builds its values on the host and uploads them once, as ``ag_tensor`` does, so both
+backends hold the same numbers bit for bit; ``rand`` and ``randn`` draw from dualgrad's
+generator (``manual_seed`` repeats them). Tensors are float32 unless ``dtype="float64"``
+(cpu backend only). Unlike PyTorch, ``arange`` of integers gives float32 too: dualgrad's
+tensors are floating point.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InvalidValueError, bad_type
+from ..shapes import MAX_RANK
+from . import checks, random
+from .checks import is_number
+from .tensor import Tensor, ag_tensor, resolve_dtype
+
+
+def _size(fn: str, size: tuple) -> tuple:
+    """``f(2, 3)`` or ``f((2, 3))``: a shape of non-negative ints, at most MAX_RANK long."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    if len(size) > MAX_RANK:
+        raise InvalidValueError(f"{fn}: argument 'size' has {len(size)} dimensions; at most "
+                                f"{MAX_RANK}")
+    return tuple(checks.integer(fn, "size", n, 0) for n in size)
+
+
+def _make(fn: str, value: np.ndarray, dtype, requires_grad: bool) -> Tensor:
+    checks.flag(fn, "requires_grad", requires_grad)
+    return ag_tensor(value, requires_grad=requires_grad, dtype=dtype)
+
+
+def _number(fn: str, name: str, value) -> float:
+    if not is_number(value):
+        raise bad_type(fn, name, value, "a number")
+    return float(value)
+
+
+def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+    shape = _size("zeros", size)
+    return _make("zeros", np.zeros(shape, resolve_dtype("zeros", dtype)), dtype, requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
+    shape = _size("ones", size)
+    return _make("ones", np.ones(shape, resolve_dtype("ones", dtype)), dtype, requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value`` (inf and NaN allowed)."""
+    shape = _size("full", (size,) if not isinstance(size, (tuple, list)) else tuple(size))
+    value = _number("full", "fill_value", fill_value)
+    return _make("full", np.full(shape, value, resolve_dtype("full", dtype)), dtype,
+                 requires_grad)
+
+
+def _like(fn: str, t) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise bad_type(fn, "input", t, "a dualgrad Tensor")
+    return t
+
+
+def zeros_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """Zeros of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
+    t = _like("zeros_like", input)
+    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype,
+                 requires_grad=requires_grad)
+
+
+def ones_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """Ones of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
+    t = _like("ones_like", input)
+    return ones(t.shape, dtype=t.dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """``fill_value`` in ``input``'s shape (and dtype, unless ``dtype`` is given)."""
+    t = _like("full_like", input)
+    return full(t.shape, fill_value, dtype=t.dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+    """start, start + step, ... below ``end`` (``arange(n)``: 0 .. n-1), as torch.arange;
+    the values are computed in float64, then rounded to the dtype."""
+    if end is None:
+        start, end = 0, start
+    lo = _number("arange", "start", start)
+    hi = _number("arange", "end", end)
+    d = _number("arange", "step", step)
+    for name, v in (("start", lo), ("end", hi), ("step", d)):
+        if not math.isfinite(v):
+            raise InvalidValueError(f"arange: argument '{name}' is {v}; expected a finite "
+                                    "number")
+    if d == 0 or (hi - lo) * d < 0:
+        raise InvalidValueError(f"arange: argument 'step' ({d}) must be nonzero and point "
+                                f"from start ({lo}) toward end ({hi})")
+    count = max(0, math.ceil((hi - lo) / d))
+    value = lo + d * np.arange(count, dtype=np.float64)
+    return _make("arange", value.astype(resolve_dtype("arange", dtype)), dtype, requires_grad)
+
+
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as
+    torch.linspace (computed in float64, then rounded to the dtype)."""
+    lo = _number("linspace", "start", start)
+    hi = _number("linspace", "end", end)
+    n = checks.integer("linspace", "steps", steps, 0)
+    value = np.linspace(lo, hi, n, dtype=np.float64)
+    return _make("linspace", value.astype(resolve_dtype("linspace", dtype)), dtype,
+                 requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+    """An n x m (default n x n) matrix with ones on the diagonal."""
+    rows = checks.integer("eye", "n", n, 0)
+    cols = rows if m is None else checks.integer("eye", "m", m, 0)
+    return _make("eye", np.eye(rows, cols, dtype=resolve_dtype("eye", dtype)), dtype,
+                 requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Uniform values in [0, 1), drawn from dualgrad's generator (``manual_seed``)."""
+    shape = _size("rand", size)
+    value = random.generator().random(shape, dtype=resolve_dtype("rand", dtype))
+    return _make("rand", value, dtype, requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal values, drawn from dualgrad's generator (``manual_seed``)."""
+    shape = _size("randn", size)
+    value = random.generator().standard_normal(shape, dtype=resolve_dtype("randn", dtype))
+    return _make("randn", value, dtype, requires_grad)
+
+
+__all__ = ["zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
+           "linspace", "eye", "rand", "randn"]
