@@ -331,16 +331,17 @@ def _close_all(recordings: dict) -> None:
 def capture_step(fn=None, *, warmup: int = 1):
     """Record a training step once and replay it with each new batch.
 
-    ``fn(*batch, **named)`` runs one whole step — forward under ``with_grad_tape()``, ``backward``,
-    ``optimizer.step()``, ``optimizer.zero_grad()`` — and returns the loss tensor (or
-    None). Its arguments, positional or keyword, are NumPy arrays, passed to ``fn`` as
-    float32 (real input) or int32 (integer input). The first ``warmup`` calls run eagerly (the optimizer makes its
-    state); the next call is recorded, and later calls with arguments of the same shapes
-    and dtypes replay the recording: the new batch is uploaded into the recorded input
-    buffers, the optimizers' per-step scalars (step counts, learning rates) into a small
-    buffer, and the recorded commands are submitted. Arguments of other shapes are
-    recorded anew (a few signatures are kept; a ``DualgradWarning`` says when a loop keeps
-    recording new shapes). Use as ``step = capture_step(fn)`` or as a
+    ``fn(*batch, **named)`` runs one whole step — forward under ``with_grad_tape()``,
+    ``backward``, ``optimizer.step()``, ``optimizer.zero_grad()`` — and returns the loss
+    tensor (or None). Its arguments, positional or keyword, are NumPy arrays, passed to
+    ``fn`` as float32 (real input) or int32 (integer input). The first ``warmup`` calls run
+    eagerly (the optimizer makes its state); the next call is recorded, and later calls
+    with arguments of the same shapes and dtypes replay the recording: the new batch is
+    uploaded into the recorded input buffers, the optimizers' per-step scalars (step
+    counts, learning rates) into a small buffer, and the recorded commands are submitted.
+    Arguments of other shapes are recorded anew (a few signatures are kept; a
+    ``DualgradWarning`` says when a loop keeps recording new shapes). Use as
+    ``step = capture_step(fn)`` or as a
     decorator, ``@capture_step`` or ``@capture_step(warmup=2)``.
     """
     if fn is None:

@@ -54,7 +54,7 @@ def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
 
 def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value`` (inf and NaN allowed)."""
-    shape = _size("full", (size,) if not isinstance(size, (tuple, list)) else tuple(size))
+    shape = _size("full", (size,))
     value = _number("full", "fill_value", fill_value)
     return _make("full", np.full(shape, value, resolve_dtype("full", dtype)), dtype,
                  requires_grad)

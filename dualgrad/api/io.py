@@ -123,8 +123,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:               # (another user's process)
-        return True
+    except OSError:               # another user's process: alive
+        pass
     return True
 
 

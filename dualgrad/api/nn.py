@@ -245,11 +245,7 @@ class Hardtanh(Module):
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
         super().__init__()
-        self.min_val = checks.number("Hardtanh", "min_val", min_val)
-        self.max_val = checks.number("Hardtanh", "max_val", max_val)
-        if self.min_val >= self.max_val:
-            raise InvalidValueError(f"Hardtanh: argument 'min_val' ({self.min_val}) must be "
-                                    f"less than 'max_val' ({self.max_val})")
+        self.min_val, self.max_val = ops.hardtanh_bounds("Hardtanh", min_val, max_val)
 
     def forward(self, x):
         return ops.hardtanh(x, self.min_val, self.max_val)

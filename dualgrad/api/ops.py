@@ -158,12 +158,18 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x limited to [min_val, max_val], elementwise, as PyTorch's hardtanh: NaN passes
     through, and the gradient flows only strictly inside the bounds (``clamp``'s flows at
     them too)."""
-    lo = checks.number("hardtanh", "min_val", min_val)
-    hi = checks.number("hardtanh", "max_val", max_val)
-    if lo >= hi:
-        raise InvalidValueError(f"hardtanh: argument 'min_val' ({lo}) must be less than "
-                                f"'max_val' ({hi})")
+    lo, hi = hardtanh_bounds("hardtanh", min_val, max_val)
     return _unary("hardtanh", "hardtanh", x, lo, hi)
+
+
+def hardtanh_bounds(fn: str, min_val, max_val) -> tuple:
+    """(min_val, max_val) as floats, checked: finite, min_val < max_val."""
+    lo = checks.number(fn, "min_val", min_val)
+    hi = checks.number(fn, "max_val", max_val)
+    if lo >= hi:
+        raise InvalidValueError(f"{fn}: argument 'min_val' ({lo}) must be less than "
+                                f"'max_val' ({hi})")
+    return lo, hi
 
 
 def relu6(x) -> Tensor:

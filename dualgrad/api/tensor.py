@@ -12,6 +12,7 @@ Storage follows the residency rules (``residency.py``):
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -92,12 +93,12 @@ class Tensor:
         backend = device.active()
         h = backend.empty(self.shape, self.dtype, self.persistent)
         backend.copy(h, residency.handle(backend, self))
-        copy = type(self)(self.shape, self.dtype, self.requires_grad, self.persistent)
-        residency.adopt(backend, copy, h, kept=self._scope is None)
-        memo[id(self)] = copy
+        twin = type(self)(self.shape, self.dtype, self.requires_grad, self.persistent)
+        residency.adopt(backend, twin, h, kept=self._scope is None)
+        memo[id(self)] = twin
         if self._grad is not None:
-            copy._grad = self._grad.__deepcopy__(memo)
-        return copy
+            twin._grad = copy.deepcopy(self._grad, memo)
+        return twin
 
     def __reduce__(self):
         """Pickled as its value (a NumPy array), class and requires_grad, never its device

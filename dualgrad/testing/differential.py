@@ -674,14 +674,19 @@ class _Drawn:
 
     def __init__(self, data):
         self.data, self.draws = data, []
+        self._summary = None          # made once, after the last draw
 
     def draw(self, strategy, label=None):
         value = self.data.draw(strategy, label=label)
         self.draws.append((label or "?", value))
+        self._summary = None
         return value
 
     def summary(self) -> str:
-        return "; ".join(f"{label} {_summarise(value)}" for label, value in self.draws)
+        if self._summary is None:
+            self._summary = "; ".join(f"{label} {_summarise(value)}"
+                                      for label, value in self.draws)
+        return self._summary
 
 
 def _summarise(value) -> str:
