@@ -11,6 +11,9 @@ PYTHON := $(shell scripts/python-env.sh)
 endif
 PIP ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
+# Test processes: a first run spends most of its time compiling (the cpu kernels in Numba,
+# the shaders in lavapipe's LLVM), one core each; two keep a two-core machine busy.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-deps shaders bench
 
@@ -23,7 +26,7 @@ test-deps:
 	$(PIP) install -q -e '.[test]'
 
 test: test-deps
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 shaders:
 	$(PYTHON) scripts/build_shaders.py

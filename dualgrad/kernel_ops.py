@@ -9,7 +9,7 @@ is stale). An op's code is its position: a new op goes at the end of its family.
 A unary op with a ``doc`` is public as it is: the front end makes ``dg.<name>(x)`` from the
 entry (with that docstring; its gradient is the kernel's backward), and ``dg.nn.<layer>``
 where ``layer`` is given. Adding such an op touches its entry here, its cpu kernel
-(``cpu/elementwise.py``), its shader code (``shaders/unary.comp``) and its tolerance entries
+(``cpu/unary.py``), its shader code (``shaders/unary.comp``) and its tolerance entries
 (``testing/tolerances.py``); the differential check and ``dualgrad verify`` cover it from those.
 """
 from __future__ import annotations

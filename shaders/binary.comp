@@ -1,6 +1,6 @@
 #version 460
 // Elementwise x op y with NumPy broadcasting up to 4-D, and its backward (both operands'
-// gradients in the broadcast shape); the twin of dualgrad/cpu/elementwise.py
+// gradients in the broadcast shape); the twin of dualgrad/cpu/binary.py
 // (binary_scalar, binary_grad_scalar). Strides are in elements, 0 along broadcast axes;
 // FLAT = 1 when both operands have the output's shape (no index arithmetic).
 #extension GL_GOOGLE_include_directive : require

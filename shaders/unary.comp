@@ -1,6 +1,6 @@
 #version 460
 // Elementwise y = op(x) and its backward dx = op'(x, y) * g; the twin of
-// dualgrad/cpu/elementwise.py (unary_scalar, unary_grad_scalar). OP is a specialization
+// dualgrad/cpu/unary.py (its forward and backward rules). OP is a specialization
 // constant, BACKWARD selects the gradient kernel.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require

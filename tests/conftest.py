@@ -3,6 +3,8 @@
 GPU tests skip when no Vulkan device exists, except under DUALGRAD_REQUIRE_GPU=1 (as CI runs
 them), where a missing device fails the test instead: a GPU test never passes by not running.
 """
+import collections
+import itertools
 import os
 import pathlib
 
@@ -40,6 +42,35 @@ def child_env(*paths, **env) -> dict:
         else:
             merged[key] = value
     return merged
+
+
+def covering(**axes) -> tuple:
+    """``(argnames, params)`` for ``pytest.mark.parametrize`` over the cross product of
+    ``axes`` (argnames -> list of (id, value); a value is a tuple where the argnames name
+    several). For tests whose every combination compiles a GPU pipeline of its own, which
+    a software device (lavapipe) takes a second or more for: the default run takes a few
+    combinations in which every value of every axis occurs at least once; the rest are
+    marked ``exhaustive`` (CI runs them all)."""
+    names = list(axes)
+    combos = list(itertools.product(*(range(len(axes[n])) for n in names)))
+    uncovered = {(a, i) for a, n in enumerate(names) for i in range(len(axes[n]))}
+    quick, used = set(), collections.Counter()
+    while uncovered:       # greedily: the combination covering most values yet, then the
+        best = max(combos, key=lambda c: (      # one of the values least taken so far
+            sum(v in uncovered for v in enumerate(c)), -sum(used[v] for v in enumerate(c))))
+        quick.add(best)
+        uncovered -= set(enumerate(best))
+        used.update(enumerate(best))
+    params = []
+    for combo in combos:
+        values, ids = [], []
+        for name, i in zip(names, combo):
+            ident, value = axes[name][i]
+            values.extend(value if "," in name else (value,))
+            ids.append(ident)
+        marks = () if combo in quick else (pytest.mark.exhaustive,)
+        params.append(pytest.param(*values, id="-".join(ids), marks=marks))
+    return ",".join(names), params
 
 
 def train_step(model, opt, x, y):

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from dualgrad.cpu import elementwise, split
+from dualgrad.cpu import binary, split, unary
 from dualgrad.kernel_ops import BINARY, UNARY
 
 
@@ -58,19 +58,19 @@ def test_cut_kernels_give_the_bits_of_one_call(monkeypatch, dtype):
     g = rng.standard_normal(n).astype(dtype)
     for op in ("exp", "tanh", "gelu", "relu"):
         whole = np.empty_like(x)
-        elementwise._UNARY[UNARY[op].code](x, whole, 0.0, 0.0)
+        unary.KERNELS[UNARY[op].code](x, whole, 0.0, 0.0)
         if op == "tanh" and dtype == np.float32:
-            elementwise._tanh_f32_kernel(x, whole)
-        got = elementwise.unary(op, x)
+            unary._tanh_f32_kernel(x, whole)
+        got = unary.unary(op, x)
         assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
         grad = np.empty_like(x)
-        elementwise._UNARY_GRAD[UNARY[op].code](x, got, g, grad, 0.0, 0.0)
-        assert np.array_equal(elementwise.unary_backward(op, x, got, g).view(np.uint8),
+        unary.GRAD_KERNELS[UNARY[op].code](x, got, g, grad, 0.0, 0.0)
+        assert np.array_equal(unary.unary_backward(op, x, got, g).view(np.uint8),
                               grad.view(np.uint8)), op
     for op in ("add", "mul", "div", "pow"):
         whole = np.empty_like(x)
-        elementwise._BINARY[BINARY[op].code][0](x, y, whole)
-        got = elementwise.binary(op, x, y)
+        binary._BINARY[BINARY[op].code][0](x, y, whole)
+        got = binary.binary(op, x, y)
         assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
 
 
@@ -80,7 +80,7 @@ def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):
     import multiprocessing
     monkeypatch.setattr(split, "cores", lambda: 2)
     x = np.ones(2 * split.SPLIT_MIN, np.float32)
-    elementwise.unary("exp", x)                   # the parent's pool exists
+    unary.unary("exp", x)                         # the parent's pool exists
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
         total = pool.apply_async(_child_sum_of_exp, (x,)).get(timeout=120)
@@ -88,4 +88,4 @@ def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):
 
 
 def _child_sum_of_exp(x):
-    return float(np.sum(elementwise.unary("exp", x), dtype=np.float64))
+    return float(np.sum(unary.unary("exp", x), dtype=np.float64))

@@ -11,8 +11,17 @@ from dualgrad.backend import Epilogue
 from dualgrad.gpu import plans, workspace
 from dualgrad.gpu.kernels import matmul
 
+from conftest import covering
+
 
 LIMITS = (48 << 10, 1024, False)          # shared memory, threads, tensor cores
+
+# Axes of the tile tests: each combination is a pipeline of its own (``covering``).
+NAME = [(n, n) for n in sorted(plans.TILES)]
+VEC = [("vec4", True), ("scalar", False)]
+SPLIT = [("whole-k", False), ("split-k", True)]
+TRANS = {"trans_a,trans_b": [("NN", (False, False)), ("TN", (True, False)),
+                             ("NT", (False, True)), ("TT", (True, True))]}
 
 
 def f32(rng, *shape):
@@ -72,11 +81,7 @@ def forced_recipe(tile, splits, m, n, k, trans_a, trans_b):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("vec", [True, False], ids=["vec4", "scalar"])
-@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
-                                             (True, True)])
+@pytest.mark.parametrize(*covering(name=NAME, vec=VEC, split=SPLIT, **TRANS))
 def test_matmul_tile_edges(pair, rng, monkeypatch, name, vec, split, trans_a, trans_b):
     tile = plans.TILES[name]
     require_fits(tile)
@@ -89,10 +94,7 @@ def test_matmul_tile_edges(pair, rng, monkeypatch, name, vec, split, trans_a, tr
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
-                                             (True, True)])
+@pytest.mark.parametrize(*covering(name=NAME, split=SPLIT, **TRANS))
 def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_b):
     # Two tiles each way and whole K steps: the kernel's variant without bounds tests.
     tile = plans.TILES[name]
@@ -111,11 +113,8 @@ def test_matmul_whole_tiles(pair, rng, monkeypatch, name, split, trans_a, trans_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True),
-                                             (True, True)])
-@pytest.mark.parametrize("past", [4, 36], ids=["a quad past", "9 quads past"])
+@pytest.mark.parametrize(*covering(name=NAME, split=SPLIT, **TRANS,
+                                   past=[("a quad past", 4), ("9 quads past", 36)]))
 def test_matmul_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name, split,
                                                     trans_a, trans_b, past):
     """Whole K steps but M and N past whole tiles (WHOLE 2): the inner tiles run without
@@ -133,13 +132,10 @@ def test_matmul_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [n if n == "medium" else                 # (the others: CI)
-                                  pytest.param(n, marks=pytest.mark.exhaustive)
-                                  for n in sorted(plans.TILES)])
-@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "inner-whole",
-                                    "batched"])
-@pytest.mark.parametrize("then", ["", "relu", "mask"])
+@pytest.mark.parametrize(*covering(
+    name=NAME, split=SPLIT,
+    layout=[(x, x) for x in ("edge-vec4", "edge-scalar", "whole", "inner-whole", "batched")],
+    then=[("bias", ""), ("relu", "relu"), ("mask", "mask")]))
 def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, name, split,
                                                        layout, then):
     """The bias (and the relu or the mask after it) on every store path: an edge tile with
@@ -173,9 +169,9 @@ def test_matmul_adds_the_bias_as_it_stores_the_product(pair, rng, monkeypatch, n
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("layout", ["edge-vec4", "edge-scalar", "whole", "inner-whole",
-                                    "split-k", "batched"])
+@pytest.mark.parametrize(*covering(
+    name=NAME, layout=[(x, x) for x in ("edge-vec4", "edge-scalar", "whole", "inner-whole",
+                                        "split-k", "batched")]))
 def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypatch, name,
                                                             layout):
     """op(A)'s row sums (a bias gradient) on every path: written by the first column of
@@ -204,9 +200,8 @@ def test_matmul_writes_the_row_sums_of_a_beside_the_product(pair, rng, monkeypat
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("split", [False, True], ids=["whole-k", "split-k"])
-@pytest.mark.parametrize("shared_b", [True, False], ids=["one B", "a B each"])
+@pytest.mark.parametrize(*covering(name=NAME, split=SPLIT,
+                                   shared_b=[("one B", True), ("a B each", False)]))
 def test_batched_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, name, split,
                                                      shared_b):
     """WHOLE 2 across a batch: each matrix's inner tiles without bounds tests, its edge
@@ -223,9 +218,9 @@ def test_batched_inner_tiles_whole_edge_tiles_tested(pair, rng, monkeypatch, nam
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(plans.TILES))
-@pytest.mark.parametrize("shapes", [((3, 21, 37), (37, 18)), ((2, 20, 36), (2, 36, 24))],
-                         ids=str)
+@pytest.mark.parametrize(*covering(
+    name=NAME, shapes=[(str(s), s) for s in [((3, 21, 37), (37, 18)),
+                                             ((2, 20, 36), (2, 36, 24))]]))
 def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
     tile = plans.TILES[name]
     require_fits(tile)
@@ -235,14 +230,15 @@ def test_batched_split_k(pair, rng, monkeypatch, name, shapes):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shapes", [((200, 24), (24, 20)),          # rows: bands of 48
-                                    ((20, 24), (24, 300)),          # columns: transposed
-                                    ((7, 20, 24), (24, 20)),        # batch: bands of 3
-                                    ((2, 200, 24), (2, 24, 20)),    # batch and rows
-                                    ((2, 20, 24), (2, 24, 300))],   # batch and columns
-                         ids=str)
-@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True), (True, False)])
-@pytest.mark.parametrize("then", ["", "bias", "mask"])
+@pytest.mark.parametrize(*covering(
+    shapes=[(str(s), s) for s in [((200, 24), (24, 20)),          # rows: bands of 48
+                                  ((20, 24), (24, 300)),          # columns: transposed
+                                  ((7, 20, 24), (24, 20)),        # batch: bands of 3
+                                  ((2, 200, 24), (2, 24, 20)),    # batch and rows
+                                  ((2, 20, 24), (2, 24, 300))]],  # batch and columns
+    **{"trans_a,trans_b": [("NN", (False, False)), ("TT", (True, True)),
+                           ("TN", (True, False))]},
+    then=[("plain", ""), ("bias", "bias"), ("mask", "mask")]))
 def test_a_product_past_the_grid_limit_runs_in_bands(pair, rng, monkeypatch, shapes,
                                                      trans_a, trans_b, then):
     """A grid dimension holds at most MAX_GROUPS workgroups (65535 on most devices): with
@@ -337,16 +333,20 @@ def test_split_k_keeps_k_whole_past_a_counter_per_tile():
     assert big.groups == (1, 1, batch) and big.partials is None
 
 
-# Shapes whose natural plans are each tile, with and without split K.
+# Shapes whose natural plans are each tile, with and without split K (the default run takes
+# one shape per tile; the split ones are big products, seconds each on a software device).
+NATURAL_PLANS = [(10, 33, 5, 1, "rows", 1), (257, 7, 9, 1, "cols", 1),
+                 (130, 129, 40, 1, "medium", 1), (200, 300, 96, 1, "deep", 1),
+                 (2050, 1000, 20, 1, "square", 1), (1030, 1000, 12, 4, "wide", 1)]
+MORE_NATURAL_PLANS = [(10, 70, 4500, 1, "rows", 29), (300, 10, 8400, 1, "cols", 30),
+                      (200, 300, 100, 1, "medium", 1), (64, 64, 5120, 1, "deep", 32),
+                      (256, 520, 1024, 1, "deep", 8), (1030, 1000, 600, 1, "square", 2),
+                      (1030, 1000, 20, 1, "medium", 1)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,batch,tile,splits", [
-    (10, 70, 4500, 1, "rows", 29), (10, 33, 5, 1, "rows", 1), (300, 10, 8400, 1, "cols", 30),
-    (257, 7, 9, 1, "cols", 1), (130, 129, 40, 1, "medium", 1), (200, 300, 96, 1, "deep", 1),
-    (200, 300, 100, 1, "medium", 1), (64, 64, 5120, 1, "deep", 32),
-    (256, 520, 1024, 1, "deep", 8),
-    (2050, 1000, 20, 1, "square", 1),
-    (1030, 1000, 600, 1, "square", 2), (1030, 1000, 20, 1, "medium", 1),
-    (1030, 1000, 12, 4, "wide", 1)], ids=str)
+@pytest.mark.parametrize("m,n,k,batch,tile,splits", NATURAL_PLANS + [
+    pytest.param(*case, marks=pytest.mark.exhaustive) for case in MORE_NATURAL_PLANS], ids=str)
 def test_matmul_natural_plans(pair, rng, m, n, k, batch, tile, splits):
     plan = plans.matmul_plan(m, n, k, batch)
     assert (plan.tile, plan.splits) == (plans.TILES[tile], splits)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import elementwise, embedding, layernorm, matmul, optim, permute, reduce, softmax
+from . import binary, embedding, layernorm, matmul, optim, permute, reduce, softmax, unary
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -60,16 +60,16 @@ class CpuBackend(Backend):
 
     # -- kernels ----------------------------------------------------------------------------
     def unary(self, op, x, a=0.0, b=0.0, out=None):
-        return elementwise.unary(op, x, a, b, out)
+        return unary.unary(op, x, a, b, out)
 
     def unary_backward(self, op, x, y, g, a=0.0, b=0.0, out=None):
-        return elementwise.unary_backward(op, x, y, g, a, b, out)
+        return unary.unary_backward(op, x, y, g, a, b, out)
 
     def binary(self, op, a, b, out=None):
-        return elementwise.binary(op, a, b, out)
+        return binary.binary(op, a, b, out)
 
     def binary_backward(self, op, a, b, g):
-        return elementwise.binary_backward(op, a, b, g)
+        return binary.binary_backward(op, a, b, g)
 
     def reduce(self, op, x, axes, keepdims=False, out=None):
         return _into(out, reduce.reduce(op, x, axes, keepdims))

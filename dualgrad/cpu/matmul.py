@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import PLAIN, Epilogue
-from . import elementwise, reduce
+from . import reduce, unary
 
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,
@@ -34,8 +34,8 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
     if epilogue.bias is not None:
         c += epilogue.bias
     if epilogue.relu:
-        elementwise.unary("relu", c, out=c)
+        unary.unary("relu", c, out=c)
     if epilogue.mask is not None:
         mask = epilogue.mask.reshape(c.shape)
-        elementwise.unary_backward("relu", mask, mask, c, out=c)
+        unary.unary_backward("relu", mask, mask, c, out=c)
     return c if out is None else out

@@ -1,6 +1,6 @@
 """Elementwise kernels: unary.comp (ops with up to two scalar parameters, and their
 backward) and binary.comp (NumPy broadcasting up to 4-D, and both operands' gradients); the
-twins of ``dualgrad/cpu/elementwise.py``."""
+twins of ``dualgrad/cpu/unary.py`` and ``dualgrad/cpu/binary.py``."""
 from __future__ import annotations
 
 import functools

@@ -1,0 +1,149 @@
+"""Broadcasting binary ops (x op y) and their backward kernels: the twin of
+``shaders/binary.comp``.
+
+Each element is computed in float64 and rounded once to the output dtype: for + - * / on
+float32 inputs that gives exactly the float32 result (double rounding through float64 is
+innocuous for them), so those ops are bit-exact twins of a float32 shader.
+
+A kernel is compiled per op, its code (``dualgrad.kernel_ops``) captured in a closure: Numba
+freezes it into a constant and LLVM drops the other ops' branches, so the loops are as fast
+as one written per op.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernel_ops import BINARY
+from ..shapes import broadcast_strides, pad4
+from . import split
+from .jit import kernel, scalar
+
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = BINARY.codes(
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum")
+
+
+@scalar
+def binary_scalar(op, x, y):
+    if op == ADD:
+        return x + y
+    if op == SUB:
+        return x - y
+    if op == MUL:
+        return x * y
+    if op == DIV:
+        return x / y
+    if op == POW:
+        return math.pow(x, y)
+    if op == MAXIMUM:
+        return x if (x > y or x != x) else y     # NaN propagates from either side
+    # MINIMUM
+    return x if (x < y or x != x) else y
+
+
+@scalar
+def binary_grad_scalar(op, x, y, g):
+    """(dL/dx, dL/dy) for one element of x op y, given g = dL/d(x op y)."""
+    if op == ADD:
+        return g, g
+    if op == SUB:
+        return g, -g
+    if op == MUL:
+        return g * y, g * x
+    if op == DIV:
+        return g / y, -g * x / (y * y)
+    if op == POW:
+        gx = 0.0 if y == 0.0 else g * y * math.pow(x, y - 1.0)
+        # d/dy x**y = x**y log x; PyTorch masks it to 0 where x == 0 and y >= 0.
+        gy = 0.0 if (x == 0.0 and y >= 0.0) else g * math.pow(x, y) * math.log(x)
+        return gx, gy
+    if op == MAXIMUM:
+        if x == y:
+            return 0.5 * g, 0.5 * g              # ties split the gradient, as in PyTorch
+        return (g, 0.0) if x > y else (0.0, g)
+    # MINIMUM
+    if x == y:
+        return 0.5 * g, 0.5 * g
+    return (g, 0.0) if x < y else (0.0, g)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel factories: one compiled (and cached) kernel per op. Arrays arrive flattened; a
+# broadcast operand comes with 4-D element strides (0 along a broadcast axis), read into
+# locals before the loops so the compiler can vectorise the inner one.
+
+def _binary_kernels(op):
+    def binary_flat(x, y, out):
+        for i in range(out.size):
+            out[i] = binary_scalar(op, np.float64(x[i]), np.float64(y[i]))
+
+    def binary_strided(x, y, out, shape, sx, sy):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        x0, x1, x2, x3 = sx[0], sx[1], sx[2], sx[3]
+        y0, y1, y2, y3 = sy[0], sy[1], sy[2], sy[3]
+        for row in range(shape[0] * n1 * n2):         # one row = one run along the last axis
+            i0, i1, i2 = row // (n1 * n2), (row // n2) % n1, row % n2
+            bx = i0 * x0 + i1 * x1 + i2 * x2
+            by = i0 * y0 + i1 * y1 + i2 * y2
+            o = row * n3
+            if x3 == 1 and y3 == 1:       # contiguous runs (e.g. adding a bias row): slices
+                xs, ys, os = x[bx:bx + n3], y[by:by + n3], out[o:o + n3]    # vectorise
+                for i3 in range(n3):
+                    os[i3] = binary_scalar(op, np.float64(xs[i3]), np.float64(ys[i3]))
+                continue
+            for i3 in range(n3):
+                out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * x3]),
+                                            np.float64(y[by + i3 * y3]))
+    return kernel(binary_flat), kernel(binary_strided)
+
+
+def _binary_grad_kernel(op):
+    def binary_grad_kernel(x, y, g, gx, gy, shape, sx, sy):
+        n1, n2, n3 = shape[1], shape[2], shape[3]
+        x0, x1, x2, x3 = sx[0], sx[1], sx[2], sx[3]
+        y0, y1, y2, y3 = sy[0], sy[1], sy[2], sy[3]
+        for row in range(shape[0] * n1 * n2):
+            i0, i1, i2 = row // (n1 * n2), (row // n2) % n1, row % n2
+            bx = i0 * x0 + i1 * x1 + i2 * x2
+            by = i0 * y0 + i1 * y1 + i2 * y2
+            o = row * n3
+            for i3 in range(n3):
+                da, db = binary_grad_scalar(op, np.float64(x[bx + i3 * x3]),
+                                            np.float64(y[by + i3 * y3]),
+                                            np.float64(g[o + i3]))
+                gx[o + i3] = da
+                gy[o + i3] = db
+    return kernel(binary_grad_kernel)
+
+
+_BINARY = [_binary_kernels(op.code) for op in BINARY]
+_BINARY_GRAD = [_binary_grad_kernel(op.code) for op in BINARY]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points.
+
+def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
+    """x op y with NumPy broadcasting (up to 4-D)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    out = np.empty(shape, np.result_type(x, y)) if out is None else out
+    flat, strided = _BINARY[BINARY.code[op]]
+    if x.shape == y.shape:
+        split.run(flat, (x.reshape(-1), y.reshape(-1), out.reshape(-1)))
+    elif out.size:
+        s4 = pad4(shape)
+        strided(x.reshape(-1), y.reshape(-1), out.reshape(-1), s4,
+                broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+    return out
+
+
+def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
+    """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down)."""
+    gx, gy = np.empty_like(g), np.empty_like(g)
+    if g.size:
+        s4 = pad4(g.shape)
+        _BINARY_GRAD[BINARY.code[op]](
+            x.reshape(-1), y.reshape(-1), g.reshape(-1), gx.reshape(-1), gy.reshape(-1), s4,
+            broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+    return gx, gy

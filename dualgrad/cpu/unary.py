@@ -1,0 +1,390 @@
+"""Unary ops y = op(x), ops with scalar parameters a and b, and their backward kernels: the
+twin of ``shaders/unary.comp``.
+
+Each op has a forward rule y = op(x) and a backward rule dL/dx = op'(x, y) * g: small
+functions of one float64 element, whose result is rounded once to the output dtype. For
+the basic IEEE operations on float32 inputs that gives exactly the float32 result, so those
+ops are bit-exact twins of a float32 shader; the transcendental ones land within about half
+an ULP of the true value, which makes this backend a sound reference to measure the GPU
+against.
+
+A kernel is compiled per op, the op's code captured in its closure (a constant to Numba);
+``forward(op, ...)`` and ``backward(op, ...)`` resolve to that op's rules while Numba types
+the kernel, so each kernel types and compiles only its own op's rules, in about 0.1 s. (One
+function branching over every op had Numba type every branch for each kernel: 2 s a kernel,
+four minutes of a first test run.)
+
+Adding an op: a ``@forward_rule`` and a ``@backward_rule`` naming it (every op of the
+registry has both, checked at import).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from ..kernel_ops import UNARY
+from . import split
+from .jit import fma_kernel, kernel, scalar
+from .vmath import vexp, vtanh, vtanh_f32
+
+SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+FORWARD: dict = {}                   # op code -> compiled rule (x, a, b) -> y
+BACKWARD: dict = {}                  # op code -> compiled rule (x, y, g, a, b) -> dL/dx
+
+
+def _registrar(table: dict):
+    def rule_for(*names: str):
+        """Makes the decorated function the rule of the named ops."""
+        def register(fn):
+            compiled = scalar(fn)
+            for name in names:
+                table[UNARY.code[name]] = compiled
+            return compiled
+        return register
+    return rule_for
+
+
+forward_rule = _registrar(FORWARD)
+backward_rule = _registrar(BACKWARD)
+
+
+def forward(op, x, a, b):
+    """y = op(x) for one float64 element; usable only inside a compiled kernel."""
+    raise TypeError("unary_rules.forward is called from compiled kernels only")
+
+
+def backward(op, x, y, g, a, b):
+    """dL/dx for one element, given x, y = op(x) and g = dL/dy; compiled kernels only."""
+    raise TypeError("unary_rules.backward is called from compiled kernels only")
+
+
+@overload(forward, inline="always")
+def _forward_of(op, x, a, b):
+    if isinstance(op, types.IntegerLiteral):     # (None for other types: Numba tries on)
+        rule = FORWARD[op.literal_value]
+        return lambda op, x, a, b: rule(x, a, b)
+    return None
+
+
+@overload(backward, inline="always")
+def _backward_of(op, x, y, g, a, b):
+    if isinstance(op, types.IntegerLiteral):
+        rule = BACKWARD[op.literal_value]
+        return lambda op, x, y, g, a, b: rule(x, y, g, a, b)
+    return None
+
+
+@scalar
+def exp_minus_abs(x):
+    """e**-|x| <= 1, and 0 past float64's range (vexp stops at its smallest subnormal), so
+    that x * sigmoid(x) at -inf is NaN, as IEEE arithmetic and the shader make it."""
+    return 0.0 if abs(x) >= 745.0 else vexp(-abs(x))     # (NaN takes vexp: NaN)
+
+
+@scalar
+def sigmoid64(x):
+    """1 / (1 + e**-x) with no overflow on either side."""
+    e = exp_minus_abs(x)
+    return 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+
+
+# -- forward --------------------------------------------------------------------------------
+
+@forward_rule("neg")
+def _neg(x, a, b):
+    return -x
+
+
+@forward_rule("exp")
+def _exp(x, a, b):
+    return vexp(x)
+
+
+@forward_rule("log")
+def _log(x, a, b):
+    return math.log(x)
+
+
+@forward_rule("sqrt")
+def _sqrt(x, a, b):
+    return math.sqrt(x)
+
+
+@forward_rule("abs")
+def _abs(x, a, b):
+    return abs(x)
+
+
+@forward_rule("relu")
+def _relu(x, a, b):
+    return 0.0 if x <= 0.0 else x          # NaN passes through, -0 becomes +0
+
+
+@forward_rule("gelu")
+def _gelu(x, a, b):
+    return 0.5 * x * math.erfc(-x * _SQRT1_2)   # Phi by erfc keeps its accuracy for x << 0
+
+
+@forward_rule("sigmoid")
+def _sigmoid(x, a, b):
+    return sigmoid64(x)
+
+
+@forward_rule("tanh")
+def _tanh(x, a, b):
+    return vtanh(x)
+
+
+@forward_rule("add_scalar")
+def _add_scalar(x, a, b):
+    return x + a
+
+
+@forward_rule("mul_scalar")
+def _mul_scalar(x, a, b):
+    return x * a
+
+
+@forward_rule("div_scalar")
+def _div_scalar(x, a, b):
+    return x / a
+
+
+@forward_rule("rsub_scalar")
+def _rsub_scalar(x, a, b):
+    return a - x
+
+
+@forward_rule("rdiv_scalar")
+def _rdiv_scalar(x, a, b):
+    return a / x
+
+
+@forward_rule("pow_scalar")
+def _pow_scalar(x, a, b):
+    return math.pow(x, a)
+
+
+@forward_rule("rpow_scalar")
+def _rpow_scalar(x, a, b):
+    return math.pow(a, x)
+
+
+@forward_rule("clamp", "hardtanh")
+def _clamp(x, a, b):
+    if x < a:                  # NaN passes through, as in PyTorch
+        return a
+    return b if x > b else x
+
+
+@forward_rule("silu")
+def _silu(x, a, b):
+    return x * sigmoid64(x)
+
+
+@forward_rule("softplus")
+def _softplus(x, a, b):
+    if x > SOFTPLUS_THRESHOLD:
+        return x
+    return (x if x > 0.0 else 0.0) + math.log1p(exp_minus_abs(x))   # nothing overflows
+
+
+@forward_rule("square")
+def _square(x, a, b):
+    return x * x               # exact in float64, so rounded once to float32
+
+
+@forward_rule("sign")
+def _sign(x, a, b):
+    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
+
+
+@forward_rule("floor")
+def _floor(x, a, b):
+    return np.floor(x)
+
+
+@forward_rule("ceil")
+def _ceil(x, a, b):
+    return np.ceil(x)
+
+
+@forward_rule("round")
+def _round(x, a, b):
+    return np.rint(x)          # halves to even
+
+
+@forward_rule("trunc")
+def _trunc(x, a, b):
+    return np.trunc(x)
+
+
+# -- backward -------------------------------------------------------------------------------
+
+@backward_rule("neg", "rsub_scalar")
+def _neg_grad(x, y, g, a, b):
+    return -g
+
+
+@backward_rule("add_scalar")
+def _pass_grad(x, y, g, a, b):
+    return g
+
+
+@backward_rule("exp")
+def _exp_grad(x, y, g, a, b):
+    return g * y
+
+
+@backward_rule("log")
+def _log_grad(x, y, g, a, b):
+    return g / x
+
+
+@backward_rule("sqrt")
+def _sqrt_grad(x, y, g, a, b):
+    return g / (2.0 * y)
+
+
+@backward_rule("abs")
+def _abs_grad(x, y, g, a, b):
+    return g * (1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0))
+
+
+@backward_rule("relu")
+def _relu_grad(x, y, g, a, b):
+    return g if x > 0.0 else 0.0
+
+
+@backward_rule("gelu")
+def _gelu_grad(x, y, g, a, b):
+    cdf = 0.5 * math.erfc(-x * _SQRT1_2)
+    return g * (cdf + x * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+@backward_rule("sigmoid")
+def _sigmoid_grad(x, y, g, a, b):
+    return g * y * (1.0 - y)
+
+
+@backward_rule("tanh")
+def _tanh_grad(x, y, g, a, b):
+    return g * (1.0 - y * y)
+
+
+@backward_rule("mul_scalar")
+def _mul_scalar_grad(x, y, g, a, b):
+    return g * a
+
+
+@backward_rule("div_scalar")
+def _div_scalar_grad(x, y, g, a, b):
+    return g / a
+
+
+@backward_rule("rdiv_scalar")
+def _rdiv_scalar_grad(x, y, g, a, b):
+    return -g * a / (x * x)
+
+
+@backward_rule("pow_scalar")
+def _pow_scalar_grad(x, y, g, a, b):
+    return 0.0 if a == 0.0 else g * a * math.pow(x, a - 1.0)
+
+
+@backward_rule("rpow_scalar")
+def _rpow_scalar_grad(x, y, g, a, b):
+    return 0.0 if (a == 0.0 and x >= 0.0) else g * y * math.log(a)
+
+
+@backward_rule("clamp")
+def _clamp_grad(x, y, g, a, b):
+    return g if (x >= a and x <= b) else 0.0
+
+
+@backward_rule("hardtanh")
+def _hardtanh_grad(x, y, g, a, b):
+    return 0.0 if (x <= a or x >= b) else g     # none at the bounds; NaN lets g through
+
+
+@backward_rule("silu")
+def _silu_grad(x, y, g, a, b):
+    s = sigmoid64(x)                            # d/dx x s(x) = s(x) (1 + x (1 - s(x)))
+    return g * s * (1.0 + x * sigmoid64(-x))
+
+
+@backward_rule("softplus")
+def _softplus_grad(x, y, g, a, b):
+    return g if x > SOFTPLUS_THRESHOLD else g * sigmoid64(x)
+
+
+@backward_rule("square")
+def _square_grad(x, y, g, a, b):
+    return (x * g) * 2.0       # x g, then doubled (exact here; the shader's order)
+
+
+@backward_rule("sign", "floor", "ceil", "round", "trunc")
+def _zero_grad(x, y, g, a, b):
+    return 0.0
+
+
+_missing = [op.name for op in UNARY if op.code not in FORWARD or op.code not in BACKWARD]
+if _missing:
+    raise ImportError(f"cpu/unary.py: no forward or backward rule for {_missing}")
+
+
+# -- kernels: one compiled (and cached) per op; arrays arrive flattened ---------------------
+
+def _unary_kernel(op):
+    def unary_kernel(x, out, a, b):
+        for i in range(x.size):
+            out[i] = forward(op, np.float64(x[i]), a, b)
+    return fma_kernel(unary_kernel)               # exp, sigmoid, tanh: vmath polynomials
+
+
+def _unary_grad_kernel(op):
+    def unary_grad_kernel(x, y, g, out, a, b):
+        for i in range(g.size):
+            out[i] = backward(op, np.float64(x[i]), np.float64(y[i]), np.float64(g[i]), a, b)
+    return kernel(unary_grad_kernel)
+
+
+@fma_kernel
+def _tanh_f32_kernel(x, out):
+    """out = tanh(x) for float32 arrays: vtanh_f32's shortcut, the same bits as the tanh
+    kernel."""
+    for i in range(x.size):
+        out[i] = vtanh_f32(np.float64(x[i]))
+
+
+KERNELS = [_unary_kernel(op.code) for op in UNARY]
+GRAD_KERNELS = [_unary_grad_kernel(op.code) for op in UNARY]
+
+
+# -- entry points ---------------------------------------------------------------------------
+
+def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
+    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
+    out = np.empty_like(x) if out is None else out
+    a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
+    if op == "tanh" and x.dtype == out.dtype == np.float32:
+        split.run(_tanh_f32_kernel, (x.reshape(-1), out.reshape(-1)))
+        return out
+    split.run(KERNELS[UNARY.code[op]], (x.reshape(-1), out.reshape(-1)), a, b)
+    return out
+
+
+def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
+                   out=None) -> np.ndarray:
+    """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
+    out = np.empty_like(g) if out is None else out
+    a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
+    split.run(GRAD_KERNELS[UNARY.code[op]],
+              (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1)), a, b)
+    return out
