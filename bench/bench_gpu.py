@@ -420,6 +420,56 @@ def bench_memory(args, ours, torch) -> list:
     return rows
 
 
+def unary_cases(torch) -> list:
+    """(our op, its scalar parameter, positive inputs only, PyTorch's call or None) for the
+    unary ops the front end makes public."""
+    F = torch.nn.functional if torch else None
+    cases = [("exp", 0.0, False, "exp"), ("exp2", 0.0, False, "exp2"),
+             ("expm1", 0.0, False, "expm1"), ("log", 0.0, True, "log"),
+             ("log2", 0.0, True, "log2"), ("log10", 0.0, True, "log10"),
+             ("log1p", 0.0, True, "log1p"), ("sqrt", 0.0, True, "sqrt"),
+             ("rsqrt", 0.0, True, "rsqrt"), ("reciprocal", 0.0, True, "reciprocal"),
+             ("sigmoid", 0.0, False, "sigmoid"), ("tanh", 0.0, False, "tanh")]
+    rows = [(op, a, pos, (lambda x, n=name: getattr(torch, n)(x)) if torch else None)
+            for op, a, pos, name in cases]
+    activations = [("gelu", 0.0, lambda x: F.gelu(x)),
+                   ("gelu_tanh", 0.0, lambda x: F.gelu(x, approximate="tanh")),
+                   ("silu", 0.0, lambda x: F.silu(x)), ("softplus", 0.0, lambda x: F.softplus(x)),
+                   ("mish", 0.0, lambda x: F.mish(x)), ("elu", 1.0, lambda x: F.elu(x)),
+                   ("selu", 0.0, lambda x: F.selu(x)), ("celu", 1.0, lambda x: F.celu(x)),
+                   ("leaky_relu", 0.01, lambda x: F.leaky_relu(x)),
+                   ("hardsigmoid", 0.0, lambda x: F.hardsigmoid(x)),
+                   ("hardswish", 0.0, lambda x: F.hardswish(x)),
+                   ("softsign", 0.0, lambda x: F.softsign(x)),
+                   ("logsigmoid", 0.0, lambda x: F.logsigmoid(x))]
+    return rows + [(op, a, False, fn if torch else None) for op, a, fn in activations]
+
+
+def bench_unary(args, ours, torch) -> list:
+    """Each public unary op's forward over ``args.elements`` float32 elements (8 bytes an
+    element: read and write), against PyTorch's."""
+    n = args.elements
+    rng = np.random.default_rng(4)
+    normal = rng.standard_normal(n).astype(np.float32)
+    positive = rng.uniform(0.1, 4.0, n).astype(np.float32)
+    inputs = {False: normal, True: positive}
+    handles = {k: ours.put(v) for k, v in inputs.items()}
+    tensors = {k: torch.from_numpy(v).cuda() for k, v in inputs.items()} if torch else {}
+    be = ours.backend
+    out = be.empty((n,), persistent=True)
+    rows = []
+    for op, a, pos, theirs in unary_cases(torch):
+        h = handles[pos]
+        mine = (lambda o=op, h=h, a=a: be.unary(o, h, a, out=out))
+        peer = (lambda f=theirs, t=tensors.get(pos): f(t)) if torch else None
+        t_ours, t_peer = timed(args, mine, peer, ours.sync,
+                               torch.cuda.synchronize if torch else None, 20)
+        speed = f"{8 * n / t_ours / 1e9:.0f}" + (f"/{8 * n / t_peer / 1e9:.0f}" if t_peer
+                                                 else "")
+        rows.append((f"unary {op} [{speed} GB/s]", t_ours, t_peer, "<= 1.25"))
+    return rows
+
+
 # -- per-dispatch floor -----------------------------------------------------------------------
 FLOOR_CALLS = 50                  # chained calls a wait (one by one) or a recording
 
@@ -544,10 +594,10 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,kernels,memory,train,startup",
+    p.add_argument("--sections", default="matmul,kernels,memory,unary,train,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
-                        "and replayed: no host time), memory, train, startup, floor (tiny "
-                        "chained kernels)")
+                        "and replayed: no host time), memory, unary (each public unary "
+                        "op), train, startup, floor (tiny chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
     p.add_argument("--tiles", default="", help="with --sweep: only these tiles, by label or "
@@ -579,7 +629,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
-                        ("memory", bench_memory),
+                        ("memory", bench_memory), ("unary", bench_unary),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

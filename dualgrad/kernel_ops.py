@@ -64,8 +64,7 @@ UNARY = Family("unary", [
     ("sqrt", "Square root, elementwise (NaN below 0)."),
     ("abs", "|x|, elementwise; its gradient at 0 is 0."),
     ("relu", "max(x, 0), elementwise.", "ReLU"),
-    ("gelu", "x * Phi(x) with the exact (erf) normal CDF, as PyTorch's default GELU.",
-     "GELU"),
+    ("gelu",),             # x Phi(x), the exact (erf) form; public as dg.gelu (approximate=)
     ("sigmoid", "1 / (1 + e**-x), elementwise.", "Sigmoid"),
     ("tanh", "Hyperbolic tangent, elementwise.", "Tanh"),
     # Ops with scalar parameters a, b: the forms binary ops take with a number operand.
@@ -84,6 +83,27 @@ UNARY = Family("unary", [
     ("trunc", "x rounded toward zero to an integer, elementwise; its gradient is 0."),
     # x limited to [a, b]; unlike clamp, no gradient at the bounds (PyTorch's hardtanh).
     ("hardtanh",),
+    ("reciprocal", "1 / x, elementwise."),
+    ("rsqrt", "1 / sqrt(x), elementwise."),
+    ("exp2", "2**x, elementwise."),
+    ("expm1", "e**x - 1, elementwise, accurate near 0."),
+    ("log2", "Base-2 logarithm, elementwise."),
+    ("log10", "Base-10 logarithm, elementwise."),
+    ("log1p", "log(1 + x), elementwise, accurate near 0."),
+    ("leaky_relu",),       # x, or a x below 0 (a: the negative slope)
+    ("elu",),              # x, or a (e**x - 1) below 0 (a: alpha)
+    ("selu", "scale * (x, or alpha (e**x - 1) below 0), elementwise, with PyTorch's alpha "
+             "and scale (1.6733, 1.0507).", "SELU"),
+    ("celu",),             # x, or a (e**(x/a) - 1) below 0 (a: alpha)
+    ("hardsigmoid", "min(max(x + 3, 0), 6) / 6, elementwise (PyTorch's Hardsigmoid).",
+     "Hardsigmoid"),
+    ("hardswish", "x * min(max(x + 3, 0), 6) / 6, elementwise (PyTorch's Hardswish).",
+     "Hardswish"),
+    ("softsign", "x / (1 + |x|), elementwise.", "Softsign"),
+    ("logsigmoid", "log(sigmoid(x)) = -softplus(-x), elementwise, without overflow.",
+     "LogSigmoid"),
+    ("mish", "x * tanh(softplus(x)), elementwise (PyTorch's Mish).", "Mish"),
+    ("gelu_tanh",),        # gelu's tanh approximation; dg.gelu(x, approximate="tanh")
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),

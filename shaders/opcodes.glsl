@@ -6,7 +6,10 @@ const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIG
            TANH = 8, ADD_SCALAR = 9, MUL_SCALAR = 10, DIV_SCALAR = 11, RSUB_SCALAR = 12,
            RDIV_SCALAR = 13, POW_SCALAR = 14, RPOW_SCALAR = 15, CLAMP = 16, SILU = 17,
            SOFTPLUS = 18, SQUARE = 19, SIGN = 20, FLOOR = 21, CEIL = 22, ROUND = 23, TRUNC = 24,
-           HARDTANH = 25;
+           HARDTANH = 25, RECIPROCAL = 26, RSQRT = 27, EXP2 = 28, EXPM1 = 29, LOG2 = 30,
+           LOG10 = 31, LOG1P = 32, LEAKY_RELU = 33, ELU = 34, SELU = 35, CELU = 36,
+           HARDSIGMOID = 37, HARDSWISH = 38, SOFTSIGN = 39, LOGSIGMOID = 40, MISH = 41,
+           GELU_TANH = 42;
 // binary
 const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6;
 // reduce

@@ -17,11 +17,15 @@ layout(push_constant) uniform Push {
 } p;
 
 const float SOFTPLUS_THRESHOLD = 20.0;     // PyTorch's default: softplus(x) is x above it
+const float LN2 = 0.6931471805599453, LOG2E = 1.4426950408889634;
+const float LOG10_2 = 0.3010299956639812, LOG10E = 0.4342944819032518;
+const float SELU_ALPHA = 1.6732632423543772, SELU_SCALE = 1.0507009873554805;
+const float GELU_2K = 1.5957691216057308, GELU_C = 0.044715;   // 2 sqrt(2/pi); tanh form
 
-// log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) <= 1/3, by its odd series to
-// s^17 (truncated below 2^-29 of the result): only + - * and one division, so no log's
-// absolute error where the result is small.
-float log1p_unit(float e) {
+// log(1 + e) for e in [-0.5, 1] as 2 atanh(s), s = e / (2 + e), |s| <= 1/3, by its odd
+// series to s^17 (truncated below 2^-29 of the result): only + - * and one division, so
+// no log's absolute error where the result is small.
+float log1p_series(float e) {
     float s = e / (2.0 + e), s2 = s * s;
     float q = 1.0 / 17.0;
     q = q * s2 + 1.0 / 15.0;
@@ -33,6 +37,61 @@ float log1p_unit(float e) {
     q = q * s2 + 1.0 / 3.0;
     return 2.0 * s + 2.0 * s * (s2 * q);
 }
+
+// log(1 + x): x itself below 1e-8 (x^2/2 is below its last bit; the series' x / (2 + x)
+// would be subnormal for the smallest x, which a device may flush), the atanh series on
+// [-0.5, 1], log(1 + x) outside (NaN too).
+float log1p_f(float x) {
+    if (abs(x) < 1e-8) return x;
+    return (x >= -0.5 && x <= 1.0) ? log1p_series(x) : log(1.0 + x);
+}
+
+// e^x - 1: a Taylor polynomial to x^8/8! below ln2/2 (truncated below 2^-30 of the
+// result), where exp(x) - 1 would cancel; exp(x) - 1 above.
+float expm1_f(float x) {
+    if (abs(x) >= 0.34657359) return exp(x) - 1.0;
+    float p = 1.0 / 40320.0;
+    p = p * x + 1.0 / 5040.0;
+    p = p * x + 1.0 / 720.0;
+    p = p * x + 1.0 / 120.0;
+    p = p * x + 1.0 / 24.0;
+    p = p * x + 1.0 / 6.0;
+    p = p * x + 0.5;
+    return x + x * (x * p);
+}
+
+// 1/sqrt(x) with IEEE's special cases (GLSL leaves inversesqrt undefined at x <= 0).
+float rsqrt_f(float x) {
+    if (x > 0.0) return isinf(x) ? 0.0 : inversesqrt(x);
+    return x == 0.0 ? 1.0 / x : f_nan();
+}
+
+// (t, 1 - t) for t = tanh(softplus(x)) = n / (n + 2), n = e^x (e^x + 2), written in e^-x
+// above 0: no overflow, and 1 - t without cancellation. The twin of cpu/unary.py's.
+vec2 mish_parts(float x) {
+    if (x > 0.0) {
+        float e = exp(-x), e2 = 2.0 * e * e, n = 1.0 + 2.0 * e, d = n + e2;
+        return vec2(n / d, e2 / d);
+    }
+    float e = exp(x), n = e * (e + 2.0), d = n + 2.0;
+    return vec2(n / d, 2.0 / d);
+}
+
+// x / (1 + |x|), and +-1 past |x| = 1e8, where the quotient rounds to it: Vulkan bounds no
+// division by more than 2^126 (NVIDIA's gives 0 there). inf / inf is NaN, as in PyTorch.
+float softsign_f(float x) {
+    if (abs(x) > 1e8) return isinf(x) ? f_nan() : (x > 0.0 ? 1.0 : -1.0);
+    return x / (1.0 + abs(x));                   // (keeps -0 and NaN)
+}
+
+// a (e^(x/a) - 1) for x <= 0; x itself where |x/a| < 1e-8 (the rest is below its last
+// bit, and x/a may be a subnormal that a device flushes to 0).
+float celu_negative(float x, float a) {
+    float t = x / a;
+    return abs(t) < 1e-8 ? x : a * expm1_f(t);
+}
+
+float limit(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 // (sigmoid(x), sigmoid(-x)), each from e = exp(-|x|) <= 1: 1 - sigmoid(x) without the
 // cancellation of subtracting it from 1.
@@ -60,7 +119,7 @@ float forward(float x, float a, float b) {
     if (OP == RPOW_SCALAR) return pow_c(a, x);
     if (OP == SILU) return x * sigmoid_f(x);
     if (OP == SOFTPLUS)
-        return x > SOFTPLUS_THRESHOLD ? x : (x > 0.0 ? x : 0.0) + log1p_unit(exp(-abs(x)));
+        return x > SOFTPLUS_THRESHOLD ? x : (x > 0.0 ? x : 0.0) + log1p_series(exp(-abs(x)));
     if (OP == SQUARE) return x * x;
     // (GLSL's sign keeps -0 and NaN; a select of -1 or 0 may be folded into a negation, -0)
     if (OP == SIGN) return float(x > 0.0) - float(x < 0.0);
@@ -68,7 +127,24 @@ float forward(float x, float a, float b) {
     if (OP == CEIL) return ceil(x);
     if (OP == ROUND) return roundEven(x);
     if (OP == TRUNC) return trunc(x);
-    return x < a ? a : (x > b ? b : x);          // CLAMP, HARDTANH; NaN passes through
+    if (OP == RECIPROCAL) return 1.0 / x;
+    if (OP == RSQRT) return rsqrt_f(x);
+    if (OP == EXP2) return exp2(x);
+    if (OP == EXPM1) return expm1_f(x);
+    if (OP == LOG2) return log2(x);
+    if (OP == LOG10) return log2(x) * LOG10_2;
+    if (OP == LOG1P) return log1p_f(x);
+    if (OP == LEAKY_RELU) return x > 0.0 ? x : x * a;
+    if (OP == ELU) return x > 0.0 ? x : a * expm1_f(x);
+    if (OP == SELU) return x > 0.0 ? SELU_SCALE * x : (SELU_SCALE * SELU_ALPHA) * expm1_f(x);
+    if (OP == CELU) return x > 0.0 ? x : celu_negative(x, a);
+    if (OP == HARDSIGMOID) return limit(x + 3.0, 0.0, 6.0) / 6.0;
+    if (OP == HARDSWISH) return x * (limit(x + 3.0, 0.0, 6.0) / 6.0);  // (x from 3 on)
+    if (OP == SOFTSIGN) return softsign_f(x);
+    if (OP == LOGSIGMOID) return (x < 0.0 ? x : 0.0) - log1p_series(exp(-abs(x)));
+    if (OP == MISH) return x * mish_parts(x).x;
+    if (OP == GELU_TANH) return x * sigmoid_f(GELU_2K * (x + GELU_C * x * x * x));
+    return limit(x, a, b);                       // CLAMP, HARDTANH; NaN passes through
 }
 
 float backward(float x, float y, float g, float a, float b) {
@@ -96,6 +172,36 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == SQUARE) return (x * g) * 2.0;      // (2x would overflow first)
     if (OP == SIGN || OP == FLOOR || OP == CEIL || OP == ROUND || OP == TRUNC) return 0.0;
     if (OP == HARDTANH) return (x <= a || x >= b) ? 0.0 : g;   // NaN lets g through
+    if (OP == RECIPROCAL) return -(g * y) * y;
+    if (OP == RSQRT) return -0.5 * g * y * y * y;
+    if (OP == EXP2) return g * (y * LN2);
+    if (OP == EXPM1) return g * exp(x);         // (not y + 1: it cancels where y ~ -1)
+    if (OP == LOG2) return g / x * LOG2E;
+    if (OP == LOG10) return g / x * LOG10E;
+    if (OP == LOG1P) return g / (1.0 + x);
+    if (OP == LEAKY_RELU) return x > 0.0 ? g : g * a;
+    if (OP == ELU) return x <= 0.0 ? g * a * exp(x) : g;           // NaN lets g through
+    if (OP == SELU) return x <= 0.0 ? g * (SELU_SCALE * SELU_ALPHA) * exp(x) : g * SELU_SCALE;
+    if (OP == CELU) return x <= 0.0 ? g * exp(x / a) : g;
+    if (OP == HARDSIGMOID) return (x > -3.0 && x < 3.0) ? g / 6.0 : 0.0;
+    // PyTorch's x/3 + 1/2 as (2x + 3)/6: 2x + 3 is exact near its zero (x near -1.5)
+    if (OP == HARDSWISH) return x < -3.0 ? 0.0 : (x <= 3.0 ? g * ((2.0 * x + 3.0) / 6.0) : g);
+    if (OP == SOFTSIGN) {
+        float d = 1.0 + abs(x);
+        return g / d / d;                        // (d^2 would overflow first)
+    }
+    if (OP == LOGSIGMOID) return g * sigmoid_pair(x).y;
+    if (OP == MISH) {                            // t + x sigmoid(x) (1 - t^2)
+        vec2 t = mish_parts(x);
+        return g * (t.x + x * sigmoid_f(x) * (t.y * (1.0 + t.x)));
+    }
+    if (OP == GELU_TANH) {                       // s + x s (1 - s) u', u = 2k (x + c x^3)
+        float u = GELU_2K * (x + GELU_C * x * x * x);
+        vec2 s = sigmoid_pair(u);
+        // (x^2 capped: where it would overflow, s (1 - s) is 0 and must not meet inf)
+        float du = GELU_2K * (1.0 + 3.0 * GELU_C * min(x * x, 1e30));
+        return g * (s.x + x * s.x * s.y * du);
+    }
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

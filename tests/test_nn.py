@@ -203,6 +203,12 @@ ACTIVATIONS = {
     "GELU": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
     "Tanh": np.tanh,
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "SELU": lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x)),
+    "Hardsigmoid": lambda x: np.clip(x + 3, 0, 6) / 6,
+    "Hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "Softsign": lambda x: x / (1 + np.abs(x)),
+    "LogSigmoid": lambda x: -np.logaddexp(0, -x),
+    "Mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
 }
 
 

@@ -254,6 +254,47 @@ def s32(v):
     return float(F32(v))
 
 
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+GELU_K = math.sqrt(2.0 / math.pi)
+
+
+def np_selu(x):
+    return SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x))
+
+
+def np_selu_grad(x):
+    return SELU_SCALE * np.where(x > 0, 1.0, SELU_ALPHA * np.exp(x))
+
+
+def np_mish(x):
+    return x * np.tanh(np.logaddexp(0.0, x))
+
+
+def np_mish_grad(x):
+    t = np.tanh(np.logaddexp(0.0, x))
+    return t + x * np_sigmoid_tail(x) * (1.0 - t * t)
+
+
+def gelu_u(x):
+    """2u of gelu's tanh form 0.5 x (1 + tanh(u)) = x sigmoid(2u)."""
+    return 2.0 * GELU_K * (x + 0.044715 * x ** 3)
+
+
+def np_gelu_tanh(x):
+    return x * np_sigmoid_tail(gelu_u(x))      # (1 + tanh(u) would cancel for x << 0)
+
+
+def np_gelu_tanh_grad(x):
+    s, r = np_sigmoid_tail(gelu_u(x)), np_sigmoid_tail(-gelu_u(x))
+    return s + x * s * r * 2.0 * GELU_K * (1.0 + 3 * 0.044715 * x * x)
+
+
+def expm1_mag(x, r):
+    """expm1 is exp(x) - 1 from |x| = ln2/2 on: its error is exp's, relative to e^x."""
+    return np.where(np.abs(x) < 0.3466, np.abs(r),
+                    np.maximum(np.abs(r), np.exp(x)) * (1 + np.abs(x)))
+
+
 def exp_scaled(exponent):
     """Magnitude for exp-based results: Vulkan's exp and exp2 lose accuracy with the size of
     their argument (3 + 2|t| ULP), as does any float32 exp whose argument is rounded, so the
@@ -348,6 +389,56 @@ UNARY = {
                lambda x: s32(1.5) ** x * math.log(s32(1.5)), f32(-10.0, 10.0), "composite",
                "composite", exp_scaled(lambda x: x * _LOG2_15),
                lambda x, g, r: np.abs(r) * (1 + np.abs(x * _LOG2_15))),
+    "reciprocal": (dg.reciprocal, lambda x: 1.0 / x, lambda x: -1.0 / (x * x),
+                   nonzero32(-1e3, 1e3, tiny=1e-2), "div", "composite", None, None),
+    "rsqrt": (dg.rsqrt, lambda x: 1.0 / np.sqrt(x), lambda x: -0.5 * x ** -1.5,
+              f32(1e-3, 1e3, tiny=1e-3), "div", "composite", None, None),
+    "exp2": (dg.exp2, np.exp2, lambda x: np.exp2(x) * math.log(2.0), f32(-20.0, 20.0),
+             "transcendental", "composite", exp_scaled(lambda x: x),
+             lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    "expm1": (dg.expm1, np.expm1, np.exp, f32(-20.0, 20.0), "composite", "composite",
+              expm1_mag, lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    "log2": (dg.log2, np.log2, lambda x: 1.0 / (x * math.log(2.0)), f32(1e-3, 1e3),
+             "transcendental", "composite", None, None),
+    "log10": (dg.log10, np.log10, lambda x: 1.0 / (x * math.log(10.0)), f32(1e-3, 1e3),
+              "composite", "composite", None, None),
+    "log1p": (dg.log1p, np.log1p, lambda x: 1.0 / (1.0 + x), f32(-0.99, 1e3),
+              "composite", "composite", None, None),
+    "leaky_relu": (lambda t: dg.leaky_relu(t, 0.2), lambda x: np.where(x > 0, x, x * s32(0.2)),
+                   lambda x: np.where(x > 0, 1.0, s32(0.2)), f32(-1e3, 1e3), "exact", "exact",
+                   None, None),
+    "elu": (lambda t: dg.elu(t, 1.5), lambda x: np.where(x > 0, x, s32(1.5) * np.expm1(x)),
+            lambda x: np.where(x > 0, 1.0, s32(1.5) * np.exp(x)), f32(-20.0, 20.0),
+            "composite", "composite", exp_scaled(lambda x: x),
+            lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    "selu": (dg.selu, np_selu, np_selu_grad, f32(-20.0, 20.0), "composite", "composite",
+             exp_scaled(lambda x: x), lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    # t = x / 0.7 is rounded before its exp: 2.5|t| ULP more (Vulkan's division)
+    "celu": (lambda t: dg.celu(t, 0.7),
+             lambda x: np.where(x > 0, x, s32(0.7) * np.expm1(x / s32(0.7))),
+             lambda x: np.where(x > 0, 1.0, np.exp(x / s32(0.7))), f32(-20.0, 20.0),
+             "composite", "composite", exp_scaled(lambda x: 2 * x / 0.7),
+             lambda x, g, r: np.abs(r) * (1 + 2 * np.abs(x / 0.7))),
+    "hardsigmoid": (dg.hardsigmoid, lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+                    lambda x: ((x > -3) & (x < 3)) / 6.0, f32(-10.0, 10.0), "composite",
+                    "div", None, None),
+    "hardswish": (dg.hardswish, lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+                  lambda x: np.where(x < -3, 0.0, np.where(x <= 3, (2 * x + 3) / 6, 1.0)),
+                  f32(-10.0, 10.0), "composite", "composite", None, None),
+    "softsign": (dg.softsign, lambda x: x / (1.0 + np.abs(x)),
+                 lambda x: 1.0 / (1.0 + np.abs(x)) ** 2, f32(-1e3, 1e3), "composite",
+                 "composite", None, None),
+    "logsigmoid": (dg.logsigmoid, lambda x: -np.logaddexp(0.0, -x),
+                   lambda x: np_sigmoid_tail(-x), f32(-30.0, 30.0), "composite", "composite",
+                   exp_scaled(lambda x: x), lambda x, g, r: np.abs(r) * (1 + np.abs(x))),
+    # mish's gradient cancels near x = -1.19: measured against its terms, as silu's
+    "mish": (dg.mish, np_mish, np_mish_grad, f32(-20.0, 20.0), "composite", "composite",
+             exp_scaled(lambda x: x),
+             lambda x, g, r: (np.abs(r) + np.abs(g) * (1 + np.abs(x))) * (1 + np.abs(x))),
+    "gelu_tanh": (lambda t: dg.gelu(t, approximate="tanh"), np_gelu_tanh, np_gelu_tanh_grad,
+                  f32(-10.0, 10.0), "composite", "composite", exp_scaled(gelu_u),
+                  lambda x, g, r: ((np.abs(r) + np.abs(g) * (1 + np.abs(x)))
+                                   * (1 + np.abs(gelu_u(x))))),
     "maximum_s": (lambda t: dg.maximum(t, 0.25), lambda x: np.maximum(x, s32(0.25)),
                   lambda x: (x >= s32(0.25)) * 1.0, f32(-5.0, 5.0), "exact", "exact", None,
                   None),
@@ -369,7 +460,8 @@ def test_unary(device, name, data):
     x64, g64 = x.astype(np.float64), g.astype(np.float64)
     ref = ref_fn(x64)
     check(y, ref, kind, mag=fmag and fmag(x64, ref),
-          atol=TOL["log_atol"] if name == "log" else 0.0, signed_zero=kind == "exact")
+          atol=TOL["log_atol"] if name in ("log", "log2", "log10") else 0.0,
+          signed_zero=kind == "exact")
     gref = g64 * dref(x64)
     check(dx, gref, grad_kind, mag=gmag and gmag(x64, g64, gref))
 
@@ -777,6 +869,23 @@ SPECIAL_CASES = [
     ("round", dg.round, np.rint, "exact"),
     ("trunc", dg.trunc, np.trunc, "exact"),
     ("hardtanh", dg.hardtanh, lambda x: np.clip(x, -1.0, 1.0), "exact"),
+    ("reciprocal", dg.reciprocal, lambda x: 1.0 / x, "div"),
+    ("rsqrt", dg.rsqrt, lambda x: 1.0 / np.sqrt(x), "div"),
+    ("exp2", dg.exp2, np.exp2, "transcendental"),
+    ("expm1", dg.expm1, np.expm1, "transcendental"),
+    ("log2", dg.log2, np.log2, "transcendental"),
+    ("log10", dg.log10, np.log10, "composite"),
+    ("log1p", dg.log1p, np.log1p, "composite"),
+    ("leaky_relu", dg.leaky_relu, lambda x: np.where(x > 0, x, x * s32(0.01)), "exact"),
+    ("elu", dg.elu, lambda x: np.where(x > 0, x, np.expm1(x)), "composite"),
+    ("selu", dg.selu, np_selu, "composite"),
+    ("celu", dg.celu, lambda x: np.where(x > 0, x, np.expm1(x)), "composite"),
+    ("hardsigmoid", dg.hardsigmoid, lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0, "composite"),
+    ("hardswish", dg.hardswish, lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0, "composite"),
+    ("softsign", dg.softsign, lambda x: x / (1.0 + np.abs(x)), "composite"),
+    ("logsigmoid", dg.logsigmoid, lambda x: -np.logaddexp(0.0, -x), "composite"),
+    ("mish", dg.mish, np_mish, "composite"),            # NaN at -inf, as x * tanh(...)
+    ("gelu_tanh", lambda t: dg.gelu(t, approximate="tanh"), np_gelu_tanh, "composite"),
     ("clamp", lambda t: dg.clamp(t, -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), "exact"),
     ("maximum_s", lambda t: dg.maximum(t, 0.5), lambda x: np.maximum(x, 0.5), "exact"),
     ("minimum_s", lambda t: dg.minimum(t, 0.5), lambda x: np.minimum(x, 0.5), "exact"),

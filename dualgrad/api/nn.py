@@ -254,6 +254,63 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}"
 
 
+class GELU(Module):
+    """``gelu(x, approximate)``: x * Phi(x), exact or by its tanh form."""
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        ops.gelu_op("GELU", approximate)
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class LeakyReLU(Module):
+    """``leaky_relu(x, negative_slope)``: x, or negative_slope * x below 0."""
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = checks.number("LeakyReLU", "negative_slope", negative_slope)
+
+    def forward(self, x):
+        return ops.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class ELU(Module):
+    """``elu(x, alpha)``: x, or alpha * (e**x - 1) below 0."""
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = checks.number("ELU", "alpha", alpha)
+
+    def forward(self, x):
+        return ops.elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
+class CELU(Module):
+    """``celu(x, alpha)``: x, or alpha * (e**(x / alpha) - 1) below 0."""
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = ops.celu_alpha("CELU", alpha)
+
+    def forward(self, x):
+        return ops.celu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}"
+
+
 class ReLU6(Module):
     """``relu6(x)``: min(max(x, 0), 6)."""
 
@@ -336,5 +393,6 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "Hardtanh", "ReLU6", "LayerNorm",
+__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
+           "Hardtanh", "ReLU6", "LayerNorm",
            "Embedding", "Dropout"]

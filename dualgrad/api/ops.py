@@ -172,6 +172,47 @@ def hardtanh_bounds(fn: str, min_val, max_val) -> tuple:
     return lo, hi
 
 
+def gelu(x, approximate: str = "none") -> Tensor:
+    """x * Phi(x), elementwise, Phi the standard normal CDF, as PyTorch's GELU: exact (by
+    erf) by default; ``approximate="tanh"`` gives 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x^3)))."""
+    return _unary(gelu_op("gelu", approximate), "gelu", x)
+
+
+def gelu_op(fn: str, approximate) -> str:
+    """The kernel op of gelu's ``approximate`` argument."""
+    kernels = {"none": "gelu", "tanh": "gelu_tanh"}
+    if not isinstance(approximate, str) or approximate not in kernels:
+        raise InvalidValueError(f"{fn}: argument 'approximate' must be 'none' or 'tanh', "
+                                f"got {approximate!r}")
+    return kernels[approximate]
+
+
+def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
+    """x where x > 0, else negative_slope * x, elementwise (PyTorch's leaky_relu)."""
+    slope = checks.number("leaky_relu", "negative_slope", negative_slope)
+    return _unary("leaky_relu", "leaky_relu", x, slope)
+
+
+def elu(x, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (e**x - 1), elementwise (PyTorch's elu)."""
+    return _unary("elu", "elu", x, checks.number("elu", "alpha", alpha))
+
+
+def celu(x, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (e**(x / alpha) - 1), elementwise (PyTorch's celu);
+    alpha must not be 0."""
+    return _unary("celu", "celu", x, celu_alpha("celu", alpha))
+
+
+def celu_alpha(fn: str, alpha) -> float:
+    """celu's alpha as a float, checked: finite, not 0 (x is divided by it)."""
+    value = checks.number(fn, "alpha", alpha)
+    if value == 0.0:
+        raise InvalidValueError(f"{fn}: argument 'alpha' must not be 0 (x is divided by it)")
+    return value
+
+
 def relu6(x) -> Tensor:
     """min(max(x, 0), 6), elementwise (``hardtanh(x, 0, 6)``, as PyTorch's relu6)."""
     return _unary("hardtanh", "relu6", x, 0.0, 6.0)
@@ -700,7 +741,8 @@ def _install_operators() -> None:
 
 _install_operators()
 
-__all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "clamp", "hardtanh",
+__all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
+           "elu", "celu", "clamp", "hardtanh",
            "relu6", "maximum",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "softmax_cross_entropy", "mse_loss", "linear", "layer_norm", "embedding", "dropout"]

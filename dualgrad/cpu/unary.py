@@ -28,7 +28,7 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import vexp, vtanh, vtanh_f32
+from .vmath import vexp, vexpm1, vtanh, vtanh_f32
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -332,6 +332,210 @@ def _square_grad(x, y, g, a, b):
 @backward_rule("sign", "floor", "ceil", "round", "trunc")
 def _zero_grad(x, y, g, a, b):
     return 0.0
+
+
+# -- more elementwise functions and activations --------------------------------------------
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+_GELU_2K = 2.0 * math.sqrt(2.0 / math.pi)     # gelu's tanh form: x sigmoid(2k (x + c x^3))
+_GELU_C = 0.044715
+
+
+@scalar
+def mish_parts(x):
+    """(t, 1 - t) for t = tanh(softplus(x)), by t = n / (n + 2) with n = e**x (e**x + 2),
+    written in e**-x above 0: no overflow, and 1 - t without cancellation."""
+    e = exp_minus_abs(x)
+    if x > 0.0:
+        n = 1.0 + 2.0 * e
+        d = n + 2.0 * e * e
+        return n / d, 2.0 * e * e / d
+    n = e * (e + 2.0)
+    d = n + 2.0
+    return n / d, 2.0 / d
+
+
+@forward_rule("reciprocal")
+def _reciprocal(x, a, b):
+    return 1.0 / x
+
+
+@forward_rule("rsqrt")
+def _rsqrt(x, a, b):
+    return 1.0 / math.sqrt(x) if x != 0.0 else 1.0 / x      # +-0 gives +-inf, as PyTorch
+
+
+@forward_rule("exp2")
+def _exp2(x, a, b):
+    return math.pow(2.0, x)
+
+
+@forward_rule("expm1")
+def _expm1(x, a, b):
+    return vexpm1(x)
+
+
+@forward_rule("log2")
+def _log2(x, a, b):
+    return math.log2(x)
+
+
+@forward_rule("log10")
+def _log10(x, a, b):
+    return math.log10(x)
+
+
+@forward_rule("log1p")
+def _log1p(x, a, b):
+    return math.log1p(x)
+
+
+@forward_rule("leaky_relu")
+def _leaky_relu(x, a, b):
+    return x if x > 0.0 else x * a
+
+
+@forward_rule("elu")
+def _elu(x, a, b):
+    return x if x > 0.0 else a * vexpm1(x)
+
+
+@forward_rule("selu")
+def _selu(x, a, b):
+    return SELU_SCALE * (x if x > 0.0 else SELU_ALPHA * vexpm1(x))
+
+
+@forward_rule("celu")
+def _celu(x, a, b):
+    return x if x > 0.0 else a * vexpm1(x / a)
+
+
+@forward_rule("hardsigmoid")
+def _hardsigmoid(x, a, b):
+    return _clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+@forward_rule("hardswish")
+def _hardswish(x, a, b):
+    return x * (_clamp(x + 3.0, 0.0, 6.0) / 6.0)      # (x itself from x = 3 on)
+
+
+@forward_rule("softsign")
+def _softsign(x, a, b):
+    return x / (1.0 + abs(x))
+
+
+@forward_rule("logsigmoid")
+def _logsigmoid(x, a, b):
+    return (x if x < 0.0 else 0.0) - math.log1p(exp_minus_abs(x))   # -softplus(-x)
+
+
+@forward_rule("mish")
+def _mish(x, a, b):
+    return x * mish_parts(x)[0]
+
+
+@forward_rule("gelu_tanh")
+def _gelu_tanh(x, a, b):
+    return x * sigmoid64(_GELU_2K * (x + _GELU_C * x * x * x))   # 1 + tanh(u) = 2 s(2u)
+
+
+@backward_rule("reciprocal")
+def _reciprocal_grad(x, y, g, a, b):
+    return -(g * y) * y
+
+
+@backward_rule("rsqrt")
+def _rsqrt_grad(x, y, g, a, b):
+    return -0.5 * g * y * y * y
+
+
+@backward_rule("exp2")
+def _exp2_grad(x, y, g, a, b):
+    return g * (y * _LN2)
+
+
+@backward_rule("expm1")
+def _expm1_grad(x, y, g, a, b):
+    return g * vexp(x)            # (not y + 1, which cancels where y is near -1)
+
+
+@backward_rule("log2")
+def _log2_grad(x, y, g, a, b):
+    return g / x / _LN2
+
+
+@backward_rule("log10")
+def _log10_grad(x, y, g, a, b):
+    return g / x / _LN10
+
+
+@backward_rule("log1p")
+def _log1p_grad(x, y, g, a, b):
+    return g / (1.0 + x)
+
+
+@backward_rule("leaky_relu")
+def _leaky_relu_grad(x, y, g, a, b):
+    return g if x > 0.0 else g * a
+
+
+@backward_rule("elu")
+def _elu_grad(x, y, g, a, b):
+    return g * a * vexp(x) if x <= 0.0 else g        # (PyTorch's: NaN lets g through)
+
+
+@backward_rule("selu")
+def _selu_grad(x, y, g, a, b):
+    return g * (SELU_SCALE * SELU_ALPHA) * vexp(x) if x <= 0.0 else g * SELU_SCALE
+
+
+@backward_rule("celu")
+def _celu_grad(x, y, g, a, b):
+    return g * vexp(x / a) if x <= 0.0 else g
+
+
+@backward_rule("hardsigmoid")
+def _hardsigmoid_grad(x, y, g, a, b):
+    return g / 6.0 if (x > -3.0 and x < 3.0) else 0.0
+
+
+@backward_rule("hardswish")
+def _hardswish_grad(x, y, g, a, b):
+    # PyTorch's x/3 + 1/2 as (2x + 3)/6: 2x + 3 is exact where it is near 0 (x near -1.5)
+    if x < -3.0:
+        return 0.0
+    return g * ((2.0 * x + 3.0) / 6.0) if x <= 3.0 else g
+
+
+@backward_rule("softsign")
+def _softsign_grad(x, y, g, a, b):
+    d = 1.0 + abs(x)
+    return g / d / d                       # (not g / d^2: d^2 overflows float32 first)
+
+
+@backward_rule("logsigmoid")
+def _logsigmoid_grad(x, y, g, a, b):
+    return g * sigmoid64(-x)
+
+
+@backward_rule("mish")
+def _mish_grad(x, y, g, a, b):
+    t, one_minus_t = mish_parts(x)         # d/dx x t = t + x sigmoid(x) (1 - t^2)
+    return g * (t + x * sigmoid64(x) * (one_minus_t * (1.0 + t)))
+
+
+@backward_rule("gelu_tanh")
+def _gelu_tanh_grad(x, y, g, a, b):
+    # d/dx x s(u) = s + x s (1 - s) u', u = 2k (x + c x^3); s and 1 - s each without
+    # cancellation
+    u = _GELU_2K * (x + _GELU_C * x * x * x)
+    s, r = sigmoid64(u), sigmoid64(-u)
+    du = _GELU_2K * (1.0 + 3.0 * _GELU_C * x * x)
+    return g * (s + x * s * r * du)
 
 
 _missing = [op.name for op in UNARY if op.code not in FORWARD or op.code not in BACKWARD]

@@ -107,14 +107,20 @@ _UNARY_PARAMS = {
     "rpow_scalar": st.tuples(st.sampled_from([0.5, 1.7, 2.0, 10.0]), st.just(0.0)),
     "clamp": st.tuples(st.floats(-2, 0, width=32), st.floats(0, 2, width=32)),
     "hardtanh": st.tuples(st.floats(-2, 0, width=32), st.floats(0, 2, width=32)),
+    "leaky_relu": st.tuples(st.sampled_from([0.01, 0.2, -0.5, 1.5]), st.just(0.0)),
+    "elu": st.tuples(st.sampled_from([0.3, 1.0, 1.7]), st.just(0.0)),
+    "celu": st.tuples(st.sampled_from([0.3, 1.0, 1.7]), st.just(0.0)),
 }
 # What each op's error grows with (the table's arg(x)): for pow, t = a log2 x, the argument
 # of the exp2 that computes it.
 _UNARY_GROWTH = {"pow_scalar": lambda x, a: a * np.log2(np.abs(x)),
-                 "rpow_scalar": lambda x, a: x * np.log2(a)}
-# log's backward is g / x: for finite |x| > 2^126 NVIDIA's driver returns 0 for a result
-# near FLT_MIN (it multiplies by a reciprocal that flushes), which the table cannot bound.
-_DIVIDES_BY_X = {"log"}
+                 "rpow_scalar": lambda x, a: x * np.log2(a),
+                 "celu": lambda x, a: x / a,
+                 "gelu_tanh": lambda x, a: 1.5957691216057308 * (x + 0.044715 * x ** 3)}
+# The backward of the logarithms divides by x (log1p's by 1 + x): for a finite divisor past
+# 2^126 Vulkan bounds no division, and NVIDIA's driver returns 0 for a result near FLT_MIN
+# (it multiplies by a reciprocal that flushes), which the table cannot bound.
+_DIVIDES_BY_X = {"log", "log2", "log10", "log1p"}
 
 
 def _unary_specials(pair, op):

@@ -133,6 +133,59 @@ TOLERANCES: dict = {
     "unary:sign": Tolerance(_EXACT_MOVE, exact=True),
     **{f"unary:{op}": Tolerance(_TO_INTEGER, exact=True) for op in _ROUNDING},
     "unary:hardtanh": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:reciprocal": Tolerance(_DIV + "; drawn away from 0, without specials (its "
+                                  "gradient's float32 y^2 overflows where the cpu's float64 "
+                                  "does not)", ulps=3, domain=(0.2, 5.0), specials=False),
+    "unary:rsqrt": Tolerance("inversesqrt is within 2 ULP; drawn away from 0, without "
+                             "specials (a device that flushes subnormal inputs makes their "
+                             "rsqrt inf, and the gradient's y^3 would overflow)", ulps=3,
+                             domain=(0.05, 50.0), specials=False),
+    "unary:exp2": Tolerance("Vulkan's exp2 is within 3 + 2|x| ULP", ulps=3, ulps_per_x=2,
+                            domain=(-20.0, 20.0)),
+    "unary:expm1": Tolerance("exp(x) - 1 from |x| = ln2/2 on: exp's 3 + 2|x| ULP, amplified by "
+                             "e^x / |e^x - 1| (3.4 at ln2/2, toward 1 as x grows, below 2.4 "
+                             "for x < 0), plus the subtraction's rounding; a Taylor "
+                             "polynomial nearer 0 (~2 ULP)", ulps=14, ulps_per_x=3,
+                             domain=(-20.0, 20.0)),
+    "unary:log2": Tolerance("Vulkan's log2 is within 3 ULP, or 2^-21 absolute in [0.5, 2]",
+                            ulps=3, atol=2.0 ** -21, domain=(0.01, 50.0)),
+    "unary:log10": Tolerance("log2(x) log10(2): log2's 3 ULP (or 2^-21 absolute in [0.5, 2], "
+                             "then scaled by 0.30) and one rounding", ulps=4, atol=2.0 ** -21,
+                             domain=(0.01, 50.0)),
+    "unary:log1p": Tolerance("2 atanh(x / (2 + x)) by its series on [-0.5, 1]: the quotient's "
+                             "3 ULP (2 + x rounded, a 2.5 ULP division) pass through, plus the "
+                             "series' roundings; log(1 + x) outside: log's 3 ULP and 1 + x's "
+                             "rounding, below 0.75 ULP of a result >= log 2", ulps=5,
+                             domain=(-0.99, 20.0)),
+    "unary:leaky_relu": Tolerance("x, or one product a x: exact", exact=True),
+    "unary:elu": Tolerance("a expm1(x) below 0: expm1's bound there (exp's 3 + 2|x| ULP, "
+                           "amplified at most 2.4 times, near -ln2/2) and one rounding",
+                           ulps=10, ulps_per_x=2),
+    "unary:selu": Tolerance("as elu, with the float32 constants' rounding and one product "
+                            "more", ulps=11, ulps_per_x=2),
+    "unary:celu": Tolerance("a expm1(t), t = x / a (the caller passes t): the division's "
+                            "2.5 ULP carry 2.5|t| ULP into exp, whose own 3 + 2|t| ULP are "
+                            "amplified at most 2.4 times (near t = -ln2/2, below 0.6 from "
+                            "|t| = 1 on)", ulps=12, ulps_per_x=5),
+    "unary:hardsigmoid": Tolerance("(x + 3) clamped, then / 6: x + 3 rounds once (exact near "
+                                   "-3, by Sterbenz, so no cancellation), then a 2.5 ULP "
+                                   "division", ulps=4),
+    "unary:hardswish": Tolerance("x ((x + 3) / 6): x + 3's rounding, a 2.5 ULP division, one "
+                                 "product (x itself from 3 on)", ulps=5),
+    "unary:softsign": Tolerance("x / (1 + |x|): one rounding and a 2.5 ULP division (+-1 past "
+                                "|x| = 1e8, where the quotient rounds to it; NaN at +-inf, as "
+                                "inf / inf)", ulps=4),
+    "unary:logsigmoid": Tolerance("min(x, 0) - log1p(e), e = exp(-|x|): as softplus", ulps=8,
+                                  ulps_per_x=2, domain=(-30.0, 30.0)),
+    "unary:mish": Tolerance("x t, t = n / (n + 2) from e = exp(-|x|): exp's 3 + 2|x| ULP pass "
+                            "into t at most once (d ln t / d ln e <= 1), plus a 2.5 ULP "
+                            "division and a few roundings", ulps=8, ulps_per_x=2,
+                            domain=(-30.0, 30.0)),
+    "unary:gelu_tanh": Tolerance("x sigmoid(u), u = 2k (x + c x^3) (the caller passes u): u's "
+                                 "four roundings carry 4|u| ULP into exp, sigmoid's own "
+                                 "7 + 2|u| ULP; results that underflow carry no relative "
+                                 "accuracy", ulps=8, ulps_per_x=6, atol=1e-30,
+                                 domain=(-9.0, 9.0)),
     # -- unary backward -------------------------------------------------------------------
     "unary_backward:neg": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:abs": Tolerance("g * sign(x): exact", exact=True),
@@ -173,6 +226,42 @@ TOLERANCES: dict = {
                                      "minimum), where the terms' error, 12u of S = |g x s|, "
                                      "is allowed besides", ulps=12, ulps_per_x=2,
                                      rel=12 * U32),
+    "unary_backward:reciprocal": Tolerance("-(g y) y: two roundings", ulps=2),
+    "unary_backward:rsqrt": Tolerance("-0.5 g y^3: three roundings", ulps=2),
+    "unary_backward:exp2": Tolerance("g (y ln2): two roundings and ln2's (a float32 constant)",
+                                     ulps=2),
+    "unary_backward:expm1": Tolerance("g exp(x): exp's 3 + 2|x| ULP and one rounding",
+                                      ulps=4, ulps_per_x=2),
+    "unary_backward:log2": Tolerance("g / x log2(e): a 2.5 ULP division, a rounding and the "
+                                     "constant's", ulps=4),
+    "unary_backward:log10": Tolerance("g / x log10(e): as log2's", ulps=4),
+    "unary_backward:log1p": Tolerance("g / (1 + x): one rounding and a 2.5 ULP division",
+                                      ulps=4),
+    "unary_backward:leaky_relu": Tolerance("g, or one product g a: exact", exact=True),
+    "unary_backward:elu": Tolerance("g a exp(x) below 0: exp's 3 + 2|x| ULP and two "
+                                    "roundings", ulps=5, ulps_per_x=2),
+    "unary_backward:selu": Tolerance("as elu, with the float32 constants' rounding", ulps=6,
+                                     ulps_per_x=2),
+    "unary_backward:celu": Tolerance("g exp(t), t = x / a: the division's 2.5|t| ULP, exp's "
+                                     "3 + 2|t| ULP, one rounding", ulps=4, ulps_per_x=5),
+    "unary_backward:hardsigmoid": Tolerance(_DIV, ulps=3),
+    "unary_backward:hardswish": Tolerance("g (2x + 3) / 6: 2x + 3 exact near its zero "
+                                          "(Sterbenz), else 0.5 ULP; a 2.5 ULP division and "
+                                          "a product", ulps=4),
+    "unary_backward:softsign": Tolerance("g / d / d, d = 1 + |x|: d's rounding (twice) and "
+                                         "two 2.5 ULP divisions", ulps=7),
+    "unary_backward:logsigmoid": Tolerance("g sigmoid(-x): exp's 3 + 2|x| ULP, a 2.5 ULP "
+                                           "division, one rounding", ulps=7, ulps_per_x=2),
+    "unary_backward:mish": Tolerance("t + x sigmoid(x) (1 - t)(1 + t), each factor from "
+                                     "exp(-|x|) (7 + 2|x| ULP): relative to the result where "
+                                     "nothing cancels; the sum cancels near x = -1.19 (mish's "
+                                     "minimum), where the terms' error, 12u of S = |g y|, is "
+                                     "allowed besides", ulps=12, ulps_per_x=2, rel=12 * U32),
+    "unary_backward:gelu_tanh": Tolerance("s + x s (1 - s) u': s and 1 - s each from "
+                                          "exp(-|u|) (7 + 6|u| ULP with u's roundings); "
+                                          "cancels near x = -0.75 (the minimum), where 16u "
+                                          "of S = |g y| is allowed besides", ulps=12,
+                                          ulps_per_x=6, rel=16 * U32),
     "unary_backward:softplus": Tolerance("g sigmoid(x): sigmoid's 7 + 2|x| ULP and one "
                                          "rounding; g itself past 20 on both", ulps=8,
                                          ulps_per_x=2),
