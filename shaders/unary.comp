@@ -177,7 +177,8 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == EXP2) return g * (y * LN2);
     if (OP == EXPM1) return g * exp(x);         // (not y + 1: it cancels where y ~ -1)
     if (OP == LOG2) return g / x * LOG2E;
-    if (OP == LOG10) return g / x * LOG10E;
+    // (log10(e) < 1 is applied first: g / x alone may overflow where the result does not)
+    if (OP == LOG10) return (g * LOG10E) / x;
     if (OP == LOG1P) return g / (1.0 + x);
     if (OP == LEAKY_RELU) return x > 0.0 ? g : g * a;
     if (OP == ELU) return x <= 0.0 ? g * a * exp(x) : g;           // NaN lets g through

@@ -234,7 +234,8 @@ TOLERANCES: dict = {
                                       ulps=4, ulps_per_x=2),
     "unary_backward:log2": Tolerance("g / x log2(e): a 2.5 ULP division, a rounding and the "
                                      "constant's", ulps=4),
-    "unary_backward:log10": Tolerance("g / x log10(e): as log2's", ulps=4),
+    "unary_backward:log10": Tolerance("(g log10(e)) / x: a rounding, the constant's and a 2.5 "
+                                      "ULP division", ulps=4),
     "unary_backward:log1p": Tolerance("g / (1 + x): one rounding and a 2.5 ULP division",
                                       ulps=4),
     "unary_backward:leaky_relu": Tolerance("g, or one product g a: exact", exact=True),
