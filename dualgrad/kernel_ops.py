@@ -104,6 +104,9 @@ UNARY = Family("unary", [
      "LogSigmoid"),
     ("mish", "x * tanh(softplus(x)), elementwise (PyTorch's Mish).", "Mish"),
     ("gelu_tanh",),        # gelu's tanh approximation; dg.gelu(x, approximate="tanh")
+    # maximum(x, a) and minimum(x, a) with a number a: ties split the gradient, as the
+    # tensor forms do (clamp's passes it whole).
+    ("maximum_scalar",), ("minimum_scalar",),
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),

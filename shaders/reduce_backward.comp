@@ -26,6 +26,7 @@ void main() {
         float g = p.g.v[o];
         if (OP == SUM) p.out_.v[i] = g;
         else if (OP == MEAN) p.out_.v[i] = g / p.divisor;
-        else p.out_.v[i] = p.x.v[i] == p.y.v[o] ? g / p.ties.v[o] : 0.0;
+        // (g / ties) * [x == max], as PyTorch's amax: a NaN maximum has no ties, so NaN
+        else p.out_.v[i] = (g / p.ties.v[o]) * (p.x.v[i] == p.y.v[o] ? 1.0 : 0.0);
     }
 }

@@ -91,7 +91,11 @@ float celu_negative(float x, float a) {
     return abs(t) < 1e-8 ? x : a * expm1_f(t);
 }
 
-float limit(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+// min(max(x, lo), hi): hi everywhere when lo > hi, and NaN passes through, as PyTorch's clamp.
+float limit(float x, float lo, float hi) {
+    float y = x < lo ? lo : x;
+    return y > hi ? hi : y;
+}
 
 // (sigmoid(x), sigmoid(-x)), each from e = exp(-|x|) <= 1: 1 - sigmoid(x) without the
 // cancellation of subtracting it from 1.
@@ -144,6 +148,8 @@ float forward(float x, float a, float b) {
     if (OP == LOGSIGMOID) return (x < 0.0 ? x : 0.0) - log1p_series(exp(-abs(x)));
     if (OP == MISH) return x * mish_parts(x).x;
     if (OP == GELU_TANH) return x * sigmoid_f(GELU_2K * (x + GELU_C * x * x * x));
+    if (OP == MAXIMUM_SCALAR) return (x > a || isnan(x)) ? x : a;   // NaN from either side
+    if (OP == MINIMUM_SCALAR) return (x < a || isnan(x)) ? x : a;
     return limit(x, a, b);                       // CLAMP, HARDTANH; NaN passes through
 }
 
@@ -203,6 +209,8 @@ float backward(float x, float y, float g, float a, float b) {
         float du = GELU_2K * (1.0 + 3.0 * GELU_C * min(x * x, 1e30));
         return g * (s.x + x * s.x * s.y * du);
     }
+    if (OP == MAXIMUM_SCALAR) return x == a ? 0.5 * g : (x > a ? g : 0.0);   // ties: half
+    if (OP == MINIMUM_SCALAR) return x == a ? 0.5 * g : (x < a ? g : 0.0);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

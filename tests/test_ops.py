@@ -440,11 +440,11 @@ UNARY = {
                   lambda x, g, r: ((np.abs(r) + np.abs(g) * (1 + np.abs(x)))
                                    * (1 + np.abs(gelu_u(x))))),
     "maximum_s": (lambda t: dg.maximum(t, 0.25), lambda x: np.maximum(x, s32(0.25)),
-                  lambda x: (x >= s32(0.25)) * 1.0, f32(-5.0, 5.0), "exact", "exact", None,
-                  None),
+                  lambda x: np.where(x == s32(0.25), 0.5, x > s32(0.25)), f32(-5.0, 5.0), "exact",
+                  "exact", None, None),
     "minimum_s": (lambda t: dg.minimum(-0.25, t), lambda x: np.minimum(s32(-0.25), x),
-                  lambda x: (x <= s32(-0.25)) * 1.0, f32(-5.0, 5.0), "exact", "exact", None,
-                  None),
+                  lambda x: np.where(x == s32(-0.25), 0.5, x < s32(-0.25)), f32(-5.0, 5.0),
+                  "exact", "exact", None, None),
 }
 
 
@@ -1062,3 +1062,65 @@ def test_recording_only_inside_a_tape(device):
         dg.sum(y).backward()
         np.testing.assert_array_equal(t.grad.numpy(), np.where(x > 0, 2.0, 0.0).astype(F32))
     assert (t + 1.0).requires_grad is False      # the tape is closed again
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch's rules at the edges
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_a_tie_with_a_number_splits_the_gradient_as_with_a_tensor(device, op):
+    x = np.array([0.0, 1.0, -1.0, 0.0], F32)
+    fn = getattr(dg, op)
+    wins = (x > 0) if op == "maximum" else (x < 0)
+    expected = np.where(x == 0, 0.5, wins).astype(F32)
+    for form in (lambda t: fn(t, 0.0), lambda t: fn(0.0, t),
+                 lambda t: fn(t, dg.ag_tensor(np.zeros(4, F32)))):
+        with dg.with_grad_tape():
+            t = dg.ag_tensor(x, requires_grad=True)
+            dg.sum(form(t)).backward()
+        np.testing.assert_array_equal(t.grad.numpy(), expected)
+    with dg.no_grad():
+        assert np.isnan(fn(dg.ag_tensor(np.array([NAN, 1.0], F32)), 0.0).numpy()[0])
+        assert np.isnan(fn(dg.ag_tensor(np.array([1.0], F32)), NAN).numpy()).all()
+
+
+def test_max_gives_nan_gradients_where_the_maximum_is_nan(device):
+    # torch.amax's rule: g / (ties: 0) * [x == max] is NaN for every element of that slice
+    x = np.array([[1.0, NAN, 3.0], [1.0, 3.0, 3.0]], F32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        dg.sum(dg.max(t, axis=1)).backward()
+    g = t.grad.numpy()
+    assert np.isnan(g[0]).all()
+    np.testing.assert_array_equal(g[1], [0.0, 0.5, 0.5])
+
+
+def test_a_0d_tensor_takes_axis_0_and_minus_1(device):
+    for axis in (0, -1, (0,)):
+        with dg.with_grad_tape():
+            z = dg.ag_tensor(np.float32(3.0), requires_grad=True)
+            s = dg.sum(z, axis=axis)
+            s.backward()
+        assert s.shape == () and s.item() == 3.0 and z.grad.item() == 1.0
+        with dg.no_grad():
+            assert dg.mean(z, axis=axis).item() == 3.0 and dg.max(z, axis=axis).item() == 3.0
+            assert dg.softmax(z, axis=axis).item() == 1.0
+            assert dg.log_softmax(z, axis=axis).item() == 0.0
+    with dg.no_grad():
+        assert dg.softmax(z).item() == 1.0 and dg.softmax(z).shape == ()
+        for bad in (1, -2, (0, -1)):
+            with pytest.raises(ValueError, match="axis"):
+                dg.sum(z, axis=bad)
+        with pytest.raises(ValueError, match="axis"):
+            dg.softmax(z, axis=1)
+
+
+def test_clamp_with_min_above_max_gives_max_everywhere(device):
+    x = np.array([-1.0, 1.0, 5.0, NAN], F32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        y = dg.clamp(t, 3.0, 0.0)
+        dg.sum(y).backward()
+    np.testing.assert_array_equal(y.numpy(), [0.0, 0.0, 0.0, NAN])
+    np.testing.assert_array_equal(t.grad.numpy(), [0.0, 0.0, 0.0, 0.0])

@@ -87,9 +87,11 @@ def _sum_to(backend, g, shape: tuple):
 
 
 def _axes(fn: str, x: Tensor, axis) -> tuple:
-    """Normalise ``axis`` (None, an int or a sequence of ints) to sorted non-negative axes."""
+    """Normalise ``axis`` (None, an int or a sequence of ints) to sorted non-negative axes. A
+    0-d tensor takes axis 0 or -1, as in PyTorch: the scalar itself (no axis to reduce)."""
     if axis is None:
         return tuple(range(x.ndim))
+    rank = x.ndim or 1              # (max is the reduction here)
     items = (axis,) if isinstance(axis, (int, np.integer)) else axis
     try:
         items = tuple(items)
@@ -99,13 +101,13 @@ def _axes(fn: str, x: Tensor, axis) -> tuple:
     for a in items:
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise bad_type(fn, "axis", axis, "None, an int or a tuple of ints")
-        if not -x.ndim <= a < x.ndim:
+        if not -rank <= a < rank:
             raise bad_value(fn, "axis", axis,
-                            f"axes in [-{x.ndim}, {x.ndim}) for a tensor of shape {x.shape}")
-        out.append(int(a) % x.ndim)
+                            f"axes in [-{rank}, {rank}) for a tensor of shape {x.shape}")
+        out.append(int(a) % rank)
     if len(set(out)) != len(out):
         raise bad_value(fn, "axis", axis, "each axis at most once")
-    return tuple(sorted(out))
+    return tuple(sorted(out)) if x.ndim else ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +142,8 @@ for _op in UNARY:
 
 
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
-    """x limited to [min, max] (either bound may be None); NaN passes through. The
+    """min(max(x, min), max), elementwise (either bound may be None): x limited to [min,
+    max], or max everywhere when min > max, as PyTorch's clamp; NaN passes through. The
     gradient flows where min <= x <= max."""
     for name, bound in (("min", min), ("max", max)):
         if bound is not None and not is_number(bound):
@@ -149,8 +152,6 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
         raise InvalidValueError("clamp: at least one of 'min' and 'max' must be given")
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    if lo > hi:
-        raise InvalidValueError(f"clamp: argument 'min' ({lo}) is greater than 'max' ({hi})")
     return _unary("clamp", "clamp", x, lo, hi)
 
 
@@ -284,23 +285,23 @@ def pow(a, b) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
 
 
 def maximum(a, b) -> Tensor:
-    """Elementwise maximum; at ties each side gets half the gradient (as PyTorch). With a
-    number for one side it is ``clamp(x, min=number)``."""
-    if is_number(b) and not is_number(a):
-        return clamp(a, min=b)
-    if is_number(a) and not is_number(b):
-        return clamp(b, min=a)
-    return _binary("maximum", "maximum", a, b)
+    """Elementwise maximum; NaN from either side wins; at ties each side gets half the
+    gradient (as PyTorch), a number for one side too."""
+    return _min_or_max("maximum", a, b)
 
 
 def minimum(a, b) -> Tensor:
-    """Elementwise minimum; at ties each side gets half the gradient (as PyTorch). With a
-    number for one side it is ``clamp(x, max=number)``."""
+    """Elementwise minimum; NaN from either side wins; at ties each side gets half the
+    gradient (as PyTorch), a number for one side too."""
+    return _min_or_max("minimum", a, b)
+
+
+def _min_or_max(op: str, a, b) -> Tensor:
     if is_number(b) and not is_number(a):
-        return clamp(a, max=b)
+        return _unary(op + "_scalar", op, a, float(b))
     if is_number(a) and not is_number(b):
-        return clamp(b, max=a)
-    return _binary("minimum", "minimum", a, b)
+        return _unary(op + "_scalar", op, b, float(a))
+    return _binary(op, op, a, b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,8 +548,9 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
 
 def _last_axis_op(fn: str, kernel: str, x, axis) -> Tensor:
     x = _tensor(fn, "x", x)
-    if x.ndim == 0:
-        raise bad_shape(fn, "x", x.shape, "at least one dimension")
+    if x.ndim == 0:              # a row of one, as PyTorch takes a 0-d tensor
+        _axes(fn, x, axis)
+        return reshape(_last_axis_op(fn, kernel, reshape(x, (1,)), -1), ())
     (axis,) = _axes(fn, x, axis)
     if axis != x.ndim - 1:       # move the axis last, apply, move it back
         order = tuple(i for i in range(x.ndim) if i != axis) + (axis,)

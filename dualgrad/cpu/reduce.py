@@ -196,8 +196,10 @@ def _reduce_grad_kernel(op):
                     for i3 in range(shape[3]):
                         o = base + i3 * so[3]
                         if op == MAX:
-                            # Ties share the gradient evenly, as PyTorch's amax does.
-                            out[i] = np.float64(g[o]) / count[o] if x[i] == y[o] else 0.0
+                            # Ties share the gradient evenly, and a NaN maximum (equal to
+                            # nothing: count 0) gives NaN everywhere, as PyTorch's amax.
+                            out[i] = (np.float64(g[o]) / count[o]) * (
+                                1.0 if x[i] == y[o] else 0.0)
                         else:
                             out[i] = np.float64(g[o]) / divisor
                         i += 1

@@ -178,9 +178,8 @@ def _rpow_scalar(x, a, b):
 
 @forward_rule("clamp", "hardtanh")
 def _clamp(x, a, b):
-    if x < a:                  # NaN passes through, as in PyTorch
-        return a
-    return b if x > b else x
+    y = a if x < a else x      # min(max(x, a), b): b everywhere if a > b; NaN passes through,
+    return b if y > b else y   # as in PyTorch
 
 
 @forward_rule("silu")
@@ -536,6 +535,31 @@ def _gelu_tanh_grad(x, y, g, a, b):
     s, r = sigmoid64(u), sigmoid64(-u)
     du = _GELU_2K * (1.0 + 3.0 * _GELU_C * x * x)
     return g * (s + x * s * r * du)
+
+
+
+@forward_rule("maximum_scalar")
+def _maximum_scalar(x, a, b):
+    return x if (x > a or x != x) else a      # NaN from either side wins
+
+
+@forward_rule("minimum_scalar")
+def _minimum_scalar(x, a, b):
+    return x if (x < a or x != x) else a
+
+
+@backward_rule("maximum_scalar")
+def _maximum_scalar_grad(x, y, g, a, b):
+    if x == a:
+        return 0.5 * g                        # a tie: half to each side, as PyTorch's
+    return g if x > a else 0.0
+
+
+@backward_rule("minimum_scalar")
+def _minimum_scalar_grad(x, y, g, a, b):
+    if x == a:
+        return 0.5 * g
+    return g if x < a else 0.0
 
 
 _missing = [op.name for op in UNARY if op.code not in FORWARD or op.code not in BACKWARD]

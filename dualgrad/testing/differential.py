@@ -110,6 +110,9 @@ _UNARY_PARAMS = {
     "leaky_relu": st.tuples(st.sampled_from([0.01, 0.2, -0.5, 1.5]), st.just(0.0)),
     "elu": st.tuples(st.sampled_from([0.3, 1.0, 1.7]), st.just(0.0)),
     "celu": st.tuples(st.sampled_from([0.3, 1.0, 1.7]), st.just(0.0)),
+    # (0 ties with the zeros among the drawn specials)
+    "maximum_scalar": st.tuples(st.sampled_from([-1.5, 0.0, 0.5]), st.just(0.0)),
+    "minimum_scalar": st.tuples(st.sampled_from([-1.5, 0.0, 0.5]), st.just(0.0)),
 }
 # What each op's error grows with (the table's arg(x)): for pow, t = a log2 x, the argument
 # of the exp2 that computes it.

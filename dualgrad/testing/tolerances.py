@@ -133,6 +133,10 @@ TOLERANCES: dict = {
     "unary:sign": Tolerance(_EXACT_MOVE, exact=True),
     **{f"unary:{op}": Tolerance(_TO_INTEGER, exact=True) for op in _ROUNDING},
     "unary:hardtanh": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:maximum_scalar": Tolerance(_EXACT_MOVE, exact=True),
+    "unary:minimum_scalar": Tolerance(_EXACT_MOVE, exact=True),
+    "unary_backward:maximum_scalar": Tolerance("g, g/2 or 0: exact", exact=True),
+    "unary_backward:minimum_scalar": Tolerance("g, g/2 or 0: exact", exact=True),
     "unary:reciprocal": Tolerance(_DIV + "; drawn away from 0, without specials (its "
                                   "gradient's float32 y^2 overflows where the cpu's float64 "
                                   "does not)", ulps=3, domain=(0.2, 5.0), specials=False),
