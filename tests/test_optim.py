@@ -449,7 +449,6 @@ def step_lr(s, step_size=3, gamma=0.5):
 
 
 def cosine_lr(s, t_max=8, eta_min=0.01):
-    s = min(s, t_max)
     return eta_min + (BASE_LR - eta_min) * (1 + math.cos(math.pi * s / t_max)) / 2
 
 
@@ -487,6 +486,9 @@ def test_schedule_endpoints():
     for _ in range(4):
         sched.step()
     assert opt.lr == pytest.approx(0.01)
+    for _ in range(4):            # past T_max the cosine goes on, as PyTorch's: back up
+        sched.step()
+    assert opt.lr == pytest.approx(BASE_LR)
     opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
     sched = dg.optim.WarmupCosineLR(opt, warmup_steps=2, total_steps=6, min_lr=0.0)
     lrs = [opt.lr]

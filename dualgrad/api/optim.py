@@ -424,8 +424,8 @@ class StepLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * step / T_max)) / 2, then eta_min
-    once step passes T_max."""
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * step / T_max)) / 2: eta_min at
+    T_max, and past it the cosine goes on (back to base_lr at 2 T_max), as PyTorch's."""
 
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803
         self.T_max = checks.integer("CosineAnnealingLR", "T_max", T_max, 1)
@@ -433,7 +433,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer)
 
     def lr_at(self, step: int) -> float:
-        t = min(step, self.T_max) / self.T_max
+        t = step / self.T_max
         return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
 
 
