@@ -16,7 +16,7 @@ from .api import creation as _creation
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
-from .api.optim import (clip_grad_norm, optimizer_adam, optimizer_adamw, optimizer_sgd)
+from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimizer_adamw, optimizer_sgd)
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
@@ -30,6 +30,7 @@ __all__ = [
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
+    "clip_grad_value",
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",

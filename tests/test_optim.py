@@ -426,6 +426,21 @@ def test_clip_grad_norm(device, rng, max_norm):
             np.testing.assert_array_equal(p.grad.numpy(), g)
 
 
+def test_clip_grad_value_clamps_each_gradient_in_place(device, rng):
+    params = make_params(rng, SHAPES) + [dg.ag_param(np.ones(3))]   # the last has no grad
+    grads = [(3 * rng.standard_normal(p.shape)).astype(np.float32) for p in params[:3]]
+    grads[0].reshape(-1)[0] = np.nan
+    for p, g in zip(params, grads):
+        p.grad = g
+    assert dg.clip_grad_value(params, 1.5) is None
+    for p, g in zip(params, grads):
+        np.testing.assert_array_equal(p.grad.numpy(), np.clip(g, -1.5, 1.5))   # NaN stays
+    assert params[3].grad is None
+    dg.optim.clip_grad_value({"a": params[1]}, 0.0)
+    np.testing.assert_array_equal(params[1].grad.numpy(),
+                                  np.zeros(params[1].shape, np.float32))
+
+
 def test_clip_grad_norm_accepts_dict(device, rng):
     params = make_params(rng, SHAPES)
     grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]

@@ -338,19 +338,7 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     ``max_norm`` (as ``torch.nn.utils.clip_grad_norm_``: coefficient
     max_norm / (norm + 1e-6), capped at 1). Returns the norm before clipping as a 0-d
     tensor; computed on the device, nothing is downloaded."""
-    if isinstance(params, dict):
-        params = list(params.values())
-    elif isinstance(params, Tensor):
-        params = [params]
-    else:
-        try:
-            params = list(params)
-        except TypeError:
-            raise bad_type("clip_grad_norm", "params", params,
-                           "a list or dict of Parameters") from None
-    for k, p in enumerate(params):
-        if not isinstance(p, Tensor):
-            raise bad_type("clip_grad_norm", f"params[{k}]", p, "a Parameter")
+    params = _parameter_list("clip_grad_norm", params)
     max_norm = checks.number("clip_grad_norm", "max_norm", max_norm, 0.0, lo_open=True)
     backend = device.active()
     grads = [p.grad for p in params if p.grad is not None]
@@ -370,6 +358,37 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
         backend.binary("mul", h, coef, out=h)
         g.written()
     return adopt(backend, Tensor((), dtype), total)
+
+
+def clip_grad_value(params, clip_value: float) -> None:
+    """Clamp every gradient of ``params`` to [-clip_value, clip_value] in place, as
+    ``torch.nn.utils.clip_grad_value_`` (NaN stays NaN); on the device, nothing is
+    downloaded."""
+    params = _parameter_list("clip_grad_value", params)
+    clip = checks.number("clip_grad_value", "clip_value", clip_value, 0.0)
+    backend = device.active()
+    for p in params:
+        if p.grad is not None:
+            h = handle(backend, p.grad)
+            backend.unary("clamp", h, -clip, clip, out=h)
+            p.grad.written()
+
+
+def _parameter_list(fn: str, params) -> list:
+    """``params`` (a list, a dict or one Parameter) as a list of Tensors, checked."""
+    if isinstance(params, dict):
+        params = list(params.values())
+    elif isinstance(params, Tensor):
+        params = [params]
+    else:
+        try:
+            params = list(params)
+        except TypeError:
+            raise bad_type(fn, "params", params, "a list or dict of Parameters") from None
+    for k, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise bad_type(fn, f"params[{k}]", p, "a Parameter")
+    return params
 
 
 # ---------------------------------------------------------------------------------------------
