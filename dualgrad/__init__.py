@@ -9,14 +9,16 @@ from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, tran
 from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      CheckpointNotFoundError, DeadTensorError, DeviceError,
                      DeviceOutOfMemory, DeviceUnavailable, DualgradError, DualgradWarning,
-                     GraphFreedError,
+                     GradcheckError, GraphFreedError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api import creation as _creation
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
-from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimizer_adamw, optimizer_sgd)
+from .api.gradcheck import gradcheck
+from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimizer_adamw,
+                        optimizer_sgd)
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
@@ -30,11 +32,11 @@ __all__ = [
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
-    "clip_grad_value",
+    "clip_grad_value", "gradcheck",
     "save_checkpoint", "load_checkpoint",
     "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
-    "TensorTooLarge", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
+    "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
     "ValidationError", "nn", "optim", "residency",
 ]

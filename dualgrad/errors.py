@@ -59,6 +59,10 @@ class TensorTooLarge(DeviceOutOfMemory):
     batch or the cpu backend when the device is full does the same here."""
 
 
+class GradcheckError(DualgradError, AssertionError):
+    """``gradcheck`` found a gradient that disagrees with finite differences."""
+
+
 class CheckpointError(DualgradError, ValueError):
     """A checkpoint file is corrupted, not a checkpoint, or does not fit the model."""
 

@@ -513,3 +513,37 @@ def test_clamp_passes_gradient_at_bounds():
     np.testing.assert_array_equal(g_min, (x >= 1.0).astype(float))
     (g_max,) = _grads(lambda t: dg.clamp(t, max=-1.0), x)
     np.testing.assert_array_equal(g_max, (x <= -1.0).astype(float))
+
+
+# ---------------------------------------------------------------------------------------------
+# The public dg.gradcheck
+
+def test_public_gradcheck_passes_correct_gradients_and_keeps_the_device(device):
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(0.5, 2.0, (3, 4)), rng.uniform(-1.0, 1.0, (4,))
+    assert dg.gradcheck(lambda x, y: dg.tanh(x * y) + dg.log(x), (a, b))
+    assert dg.gradcheck(lambda x: dg.sum(dg.softmax(x) * x, axis=0), a)      # one input alone
+    assert dg.ag_device() == device
+
+
+def test_public_gradcheck_names_a_wrong_gradient():
+    x0 = np.array([0.3, -0.7, 1.1])
+
+    def wrong(x):          # forward x^2; the gradient misses the detached factor's part
+        return x * dg.ag_tensor(x.numpy(), dtype=F64)
+    with pytest.raises(dg.GradcheckError,
+                       match="output element 0 with respect to element 0 of input 0"):
+        dg.gradcheck(wrong, x0)
+    with pytest.raises(AssertionError):              # a GradcheckError is an AssertionError
+        dg.gradcheck(wrong, x0)
+    assert not dg.gradcheck(wrong, x0, raise_exception=False)
+    assert dg.gradcheck(lambda x: x * x, x0)
+
+
+def test_public_gradcheck_refuses_bad_arguments():
+    with pytest.raises(dg.ArgumentTypeError, match="inputs"):
+        dg.gradcheck(lambda x: x, 3.0)
+    with pytest.raises(dg.ArgumentTypeError, match=r"inputs\[1\]"):
+        dg.gradcheck(lambda x, y: x, (np.ones(2), "a"))
+    with pytest.raises(dg.InvalidValueError, match="eps"):
+        dg.gradcheck(lambda x: x, np.ones(2), eps=0.0)
