@@ -10,7 +10,7 @@ against.
 
 A kernel is compiled per op, the op's code captured in its closure (a constant to Numba);
 ``forward(op, ...)`` and ``backward(op, ...)`` resolve to that op's rules while Numba types
-the kernel, so each kernel types and compiles only its own op's rules, in about 0.1 s. (One
+the kernel, so each kernel types and compiles only its own op's rules, in about 0.3 s. (One
 function branching over every op had Numba type every branch for each kernel: 2 s a kernel,
 four minutes of a first test run.)
 
@@ -33,6 +33,12 @@ from .vmath import vexp, vexpm1, vtanh, vtanh_f32
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+_GELU_2K = 2.0 * math.sqrt(2.0 / math.pi)     # gelu's tanh form: x sigmoid(2k (x + c x^3))
+_GELU_C = 0.044715
 
 FORWARD: dict = {}                   # op code -> compiled rule (x, a, b) -> y
 BACKWARD: dict = {}                  # op code -> compiled rule (x, y, g, a, b) -> dL/dx
@@ -56,12 +62,12 @@ backward_rule = _registrar(BACKWARD)
 
 def forward(op, x, a, b):
     """y = op(x) for one float64 element; usable only inside a compiled kernel."""
-    raise TypeError("unary_rules.forward is called from compiled kernels only")
+    raise TypeError("cpu.unary.forward is called from compiled kernels only")
 
 
 def backward(op, x, y, g, a, b):
     """dL/dx for one element, given x, y = op(x) and g = dL/dy; compiled kernels only."""
-    raise TypeError("unary_rules.backward is called from compiled kernels only")
+    raise TypeError("cpu.unary.backward is called from compiled kernels only")
 
 
 @overload(forward, inline="always")
@@ -333,15 +339,7 @@ def _zero_grad(x, y, g, a, b):
     return 0.0
 
 
-# -- more elementwise functions and activations --------------------------------------------
-
-_LN2 = math.log(2.0)
-_LN10 = math.log(10.0)
-SELU_ALPHA = 1.6732632423543772848170429916717
-SELU_SCALE = 1.0507009873554804934193349852946
-_GELU_2K = 2.0 * math.sqrt(2.0 / math.pi)     # gelu's tanh form: x sigmoid(2k (x + c x^3))
-_GELU_C = 0.044715
-
+# -- more elementwise functions and activations, forward and backward ----------------------
 
 @scalar
 def mish_parts(x):
@@ -537,6 +535,7 @@ def _gelu_tanh_grad(x, y, g, a, b):
     return g * (s + x * s * r * du)
 
 
+# -- maximum and minimum with a number (binary.py's rules, the number as a) -----------------
 
 @forward_rule("maximum_scalar")
 def _maximum_scalar(x, a, b):
