@@ -5,6 +5,7 @@ against a plain NumPy float64 transcription of the update rules as the PyTorch
 documentation states them (torch.optim.SGD, Adam, AdamW); schedules against the closed
 forms in their docstrings.
 """
+import json
 import math
 
 import numpy as np
@@ -474,11 +475,59 @@ def warmup_cosine_lr(s, warmup=3, total=10, min_lr=1e-3):
     return min_lr + (BASE_LR - min_lr) * (1 + math.cos(math.pi * frac)) / 2
 
 
+def multistep_lr(s):
+    return BASE_LR * 0.5 ** sum(s >= m for m in (2, 5, 5, 9))
+
+
+def linear_lr(s, start=0.25, end=0.75, total=6):
+    return BASE_LR * (start + (end - start) * min(s, total) / total)
+
+
+def polynomial_lr(s, total=7, power=2.0):
+    return BASE_LR * (1 - min(s, total) / total) ** power
+
+
+def one_cycle_lr(s, peak=1.0, total=14, pct=0.3):
+    """PyTorch's two phases, cosine: max_lr/25 up to max_lr at step pct*total - 1, then
+    down to max_lr/25/1e4 at total - 1."""
+    start, low, top = peak / 25, peak / 25 / 1e4, pct * total - 1
+    if s <= top:
+        return peak + (start - peak) * (1 + math.cos(math.pi * s / top)) / 2
+    frac = (s - top) / (total - 1 - top)
+    return low + (peak - low) * (1 + math.cos(math.pi * frac)) / 2
+
+
+def cyclic_lr(s, low=0.01, high=0.5, up=3, down=5):
+    """Triangular: a straight rise over `up` steps and fall over `down`, repeating."""
+    t = s % (up + down)
+    return low + (high - low) * (t / up if t <= up else (up + down - t) / down)
+
+
+def sequential_lr(s):
+    """LinearLR(0.5 -> 1 over 2 steps) until step 4, then ExponentialLR(0.5) from its own
+    step 0."""
+    return BASE_LR * (0.5 + 0.5 * min(s, 2) / 2) if s < 4 else BASE_LR * 0.5 ** (s - 4)
+
+
 SCHEDULES = {
     "step": (lambda o: dg.optim.StepLR(o, step_size=3, gamma=0.5), step_lr),
+    "multistep": (lambda o: dg.optim.MultiStepLR(o, [9, 5, 2, 5], gamma=0.5), multistep_lr),
+    "exponential": (lambda o: dg.optim.ExponentialLR(o, gamma=0.8),
+                    lambda s: BASE_LR * 0.8 ** s),
+    "constant": (lambda o: dg.optim.ConstantLR(o, factor=0.25, total_iters=4),
+                 lambda s: BASE_LR * (0.25 if s < 4 else 1.0)),
+    "linear": (lambda o: dg.optim.LinearLR(o, 0.25, 0.75, total_iters=6), linear_lr),
+    "polynomial": (lambda o: dg.optim.PolynomialLR(o, total_iters=7, power=2.0),
+                   polynomial_lr),
     "cosine": (lambda o: dg.optim.CosineAnnealingLR(o, T_max=8, eta_min=0.01), cosine_lr),
     "warmup_cosine": (lambda o: dg.optim.WarmupCosineLR(o, 3, 10, min_lr=1e-3),
                       warmup_cosine_lr),
+    "one_cycle": (lambda o: dg.optim.OneCycleLR(o, max_lr=1.0, total_steps=14), one_cycle_lr),
+    "cyclic": (lambda o: dg.optim.CyclicLR(o, 0.01, 0.5, step_size_up=3, step_size_down=5),
+               cyclic_lr),
+    "sequential": (lambda o: dg.optim.SequentialLR(
+        o, [dg.optim.LinearLR(o, 0.5, 1.0, total_iters=2), dg.optim.ExponentialLR(o, 0.5)],
+        milestones=[4]), sequential_lr),
 }
 
 
@@ -488,7 +537,7 @@ def test_schedule_closed_form(name):
     opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
     sched = make(opt)
     assert opt.lr == pytest.approx(formula(0), rel=1e-12)   # construction applies step 0
-    for s in range(1, 15):                                  # past the end of each schedule
+    for s in range(1, 15):          # past the end of each schedule (one cycle: to its end)
         sched.step()
         assert opt.lr == pytest.approx(formula(s), rel=1e-12), f"step {s}"
         assert sched.get_last_lr() == [opt.lr]
@@ -544,6 +593,101 @@ def test_schedule_state_dict_round_trip(name):
         sched_a.step()
         sched_b.step()
         assert opt_b.lr == opt_a.lr == pytest.approx(formula(s), rel=1e-12)
+
+
+def test_one_cycle_refuses_to_step_past_its_end():
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR, momentum=0.9)
+    sched = dg.optim.OneCycleLR(opt, max_lr=1.0, total_steps=5)
+    for _ in range(5):
+        sched.step()
+    lr, momentum = opt.lr, opt.momentum
+    with pytest.raises(dg.InvalidValueError, match=r"^OneCycleLR.step: stepped 6 times; "
+                                                   r"total_steps is 5"):
+        sched.step()
+    assert (opt.lr, opt.momentum, sched.last_step) == (lr, momentum, 5)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_cycled_momentum_moves_against_the_rate(kind):
+    # SGD's momentum or Adam's beta1 goes down while the rate goes up, and back
+    p = dg.ag_param(np.ones(2))
+    opt = dg.optim.SGD([p], lr=BASE_LR, momentum=0.5) if kind == "sgd" else \
+        dg.optim.Adam([p], lr=BASE_LR, betas=(0.5, 0.99))
+    sched = dg.optim.CyclicLR(opt, 0.01, 0.5, step_size_up=2, base_momentum=0.8,
+                              max_momentum=0.9)
+
+    def momentum():
+        return opt.momentum if kind == "sgd" else opt.betas[0]
+    seen = [(opt.lr, momentum())]
+    for _ in range(4):
+        sched.step()
+        seen.append((opt.lr, momentum()))
+    expected = [(0.01, 0.9), (0.255, 0.85), (0.5, 0.8), (0.255, 0.85), (0.01, 0.9)]
+    np.testing.assert_allclose(seen, expected, rtol=1e-12)
+    if kind == "adam":
+        assert opt.betas[1] == 0.99
+
+
+def test_cycled_momentum_needs_a_momentum():
+    class Plain(dg.optim.Optimizer):
+        lr = 0.1
+
+    opt = Plain("Plain", [dg.ag_param(np.ones(2))])
+    with pytest.raises(dg.InvalidValueError, match=r"^CyclicLR: argument 'cycle_momentum'"):
+        dg.optim.CyclicLR(opt, 0.01, 0.1)
+    dg.optim.CyclicLR(opt, 0.01, 0.1, cycle_momentum=False)
+
+
+def test_a_second_schedule_starts_from_the_first_rate():
+    # as PyTorch's initial_lr: the second schedule does not start from the first's step 0
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=BASE_LR)
+    dg.optim.ConstantLR(opt, factor=0.5)
+    assert opt.lr == pytest.approx(BASE_LR / 2)
+    second = dg.optim.ExponentialLR(opt, gamma=0.5)
+    assert second.base_lr == BASE_LR and opt.lr == pytest.approx(BASE_LR)
+
+
+def test_reduce_on_plateau_rule():
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=1.0)
+    sched = dg.optim.ReduceLROnPlateau(opt, factor=0.5, patience=2, cooldown=1, min_lr=0.2)
+    assert opt.lr == 1.0                                # construction changes nothing
+    # 5.0 improves; the next three do not (4.9996 is within the relative threshold 1e-4)
+    lrs = []
+    for metric in (5.0, 5.0, 4.9996, 6.0, 6.0, 6.0, 6.0, 6.0, 4.0, 7.0, 7.0, 7.0, 7.0,
+                   7.0, 7.0, 7.0, 7.0):
+        sched.step(metric)
+        lrs.append(opt.lr)
+    # the third bad evaluation in a row halves the rate; the cooldown's one evaluation
+    # counts for nothing; 4.0 is a new best; then the rate stops at min_lr
+    assert lrs[:4] == [1.0, 1.0, 1.0, 0.5]
+    assert lrs[4:9] == [0.5, 0.5, 0.5, 0.25, 0.25]
+    assert lrs[9:] == [0.25, 0.25, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]
+    assert sched.get_last_lr() == [0.2]
+
+
+def test_reduce_on_plateau_max_mode_and_tensor_metric(device):
+    opt = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=1.0)
+    sched = dg.optim.ReduceLROnPlateau(opt, mode="max", patience=0, threshold=0.1,
+                                       threshold_mode="abs")
+    for metric in (0.5, 0.65, 0.7):
+        sched.step(dg.ag_tensor(np.float32(metric)))
+    assert opt.lr == pytest.approx(0.1)                 # 0.7 is not 0.1 above 0.65
+
+
+def test_reduce_on_plateau_state_round_trip():
+    opt_a = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=1.0)
+    a = dg.optim.ReduceLROnPlateau(opt_a, patience=1)
+    for metric in (3.0, 3.0, 3.0, 2.0, 2.5):
+        a.step(metric)
+    opt_b = dg.optim.SGD([dg.ag_param(np.ones(2))], lr=1.0)
+    b = dg.optim.ReduceLROnPlateau(opt_b, patience=1)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))     # as checkpoints store it
+    assert opt_b.lr == opt_a.lr == pytest.approx(0.1)
+    for metric in (2.5, 2.5, 1.0):
+        a.step(metric)
+        b.step(metric)
+        assert opt_b.lr == opt_a.lr
+    assert opt_a.lr == pytest.approx(0.01)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Optimizers (SGD, Adam, AdamW), gradient clipping and learning-rate schedules.
+"""Optimizers (SGD, Adam, AdamW) and gradient clipping (schedules: ``schedules.py``).
 
 The optimizer classes hold the state; the arithmetic is one fused kernel per parameter on the
 active backend (``adam_step`` / ``sgd_step``), which updates the weight and its state in
@@ -58,6 +58,9 @@ class Optimizer:
     _hyper_names: tuple = ()
     _state_tensors: tuple = ()
     _good_hyper = None
+    # The learning rate the first schedule made for this optimizer found (PyTorch's
+    # param_group["initial_lr"]): every schedule of it starts from this rate.
+    initial_lr: float | None = None
 
     def __init__(self, fn: str, params):
         self.param_names, self.params = _params(fn, params)
@@ -389,89 +392,3 @@ def _parameter_list(fn: str, params) -> list:
         if not isinstance(p, Tensor):
             raise bad_type(fn, f"params[{k}]", p, "a Parameter")
     return params
-
-
-# ---------------------------------------------------------------------------------------------
-# Learning-rate schedules
-
-class LRScheduler:
-    """Sets ``optimizer.lr`` from a closed-form schedule of the step count. Call ``step()``
-    once per optimizer step (after it); construction applies step 0's rate."""
-
-    def __init__(self, optimizer: Optimizer):
-        if not isinstance(optimizer, Optimizer):
-            raise bad_type(type(self).__name__, "optimizer", optimizer, "a dualgrad optimizer")
-        self.optimizer = optimizer
-        self.base_lr = optimizer.lr
-        self.last_step = 0
-        optimizer.lr = self.lr_at(0)
-
-    def lr_at(self, step: int) -> float:
-        """The learning rate at ``step`` (0 at construction)."""
-        raise NotImplementedError
-
-    def step(self) -> None:
-        """Advance one step and set the optimizer's learning rate."""
-        self.last_step += 1
-        self.optimizer.lr = self.lr_at(self.last_step)
-
-    def get_last_lr(self) -> list:
-        """The learning rate the schedule last set, as a list (one entry per parameter
-        group, as in PyTorch; a dualgrad optimizer has one group)."""
-        return [self.optimizer.lr]
-
-    def state_dict(self) -> dict:
-        """The schedule's position, for checkpoints."""
-        return {"base_lr": self.base_lr, "last_step": self.last_step}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore the position saved by ``state_dict()`` and set the learning rate."""
-        self.base_lr, self.last_step = float(state["base_lr"]), int(state["last_step"])
-        self.optimizer.lr = self.lr_at(self.last_step)
-
-
-class StepLR(LRScheduler):
-    """lr = base_lr * gamma ** (step // step_size)."""
-
-    def __init__(self, optimizer, step_size: int, gamma: float = 0.1):
-        self.step_size = checks.integer("StepLR", "step_size", step_size, 1)
-        self.gamma = checks.number("StepLR", "gamma", gamma, 0.0, lo_open=True)
-        super().__init__(optimizer)
-
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * self.gamma ** (step // self.step_size)
-
-
-class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * step / T_max)) / 2: eta_min at
-    T_max, and past it the cosine goes on (back to base_lr at 2 T_max), as PyTorch's."""
-
-    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803
-        self.T_max = checks.integer("CosineAnnealingLR", "T_max", T_max, 1)
-        self.eta_min = checks.number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
-        super().__init__(optimizer)
-
-    def lr_at(self, step: int) -> float:
-        t = step / self.T_max
-        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
-
-
-class WarmupCosineLR(LRScheduler):
-    """Linear warmup to base_lr over ``warmup_steps`` (step s gets base_lr * (s+1) /
-    warmup_steps), then cosine decay to ``min_lr`` at ``total_steps``."""
-
-    def __init__(self, optimizer, warmup_steps: int, total_steps: int, min_lr: float = 0.0):
-        self.warmup_steps = checks.integer("WarmupCosineLR", "warmup_steps", warmup_steps, 0)
-        self.total_steps = checks.integer("WarmupCosineLR", "total_steps", total_steps, 1)
-        if self.total_steps <= self.warmup_steps:
-            raise bad_value("WarmupCosineLR", "total_steps", total_steps,
-                            f"more than warmup_steps ({warmup_steps})")
-        self.min_lr = checks.number("WarmupCosineLR", "min_lr", min_lr, 0.0)
-        super().__init__(optimizer)
-
-    def lr_at(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return self.base_lr * (step + 1) / self.warmup_steps
-        t = min(step - self.warmup_steps, self.total_steps - self.warmup_steps)
-        frac = t / (self.total_steps - self.warmup_steps)
-        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * frac)) / 2
