@@ -22,7 +22,7 @@ from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimiz
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
-from . import nn, optim, residency  # noqa: E402  (submodules, after the names they use)
+from . import data, nn, optim, residency  # noqa: E402  (submodules, after the names they use)
 
 __version__ = "0.1.0"
 
@@ -38,5 +38,5 @@ __all__ = [
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
-    "ValidationError", "nn", "optim", "residency",
+    "ValidationError", "data", "nn", "optim", "residency",
 ]

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..errors import bad_type, bad_value
+from ..errors import ArgumentTypeError, bad_type, bad_value
 
 
 def is_number(value) -> bool:
@@ -46,3 +46,16 @@ def flag(fn: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise bad_type(fn, name, value, "True or False")
     return bool(value)
+
+
+def array(fn: str, name: str, value, kinds: str, wanted: str) -> np.ndarray:
+    """``value`` as a NumPy array whose dtype kind is one of ``kinds`` (NumPy's codes:
+    "b" bool, "i" "u" integers, "f" floats); ``wanted`` says what that means."""
+    try:
+        result = np.asarray(value)
+    except (ValueError, TypeError):
+        raise bad_type(fn, name, value, f"an array of {wanted}") from None
+    if result.dtype.kind not in kinds:
+        raise ArgumentTypeError(f"{fn}: argument '{name}' has dtype {result.dtype}; expected "
+                                f"{wanted}")
+    return result

@@ -582,13 +582,7 @@ def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarr
     entries when count is not None."""
     if isinstance(value, Tensor):
         raise bad_type(fn, name, value, "a NumPy array of integer indices, not a Tensor")
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError):
-        raise bad_type(fn, name, value, "an array of integer indices") from None
-    if array.dtype.kind not in "iu":
-        raise ArgumentTypeError(f"{fn}: argument '{name}' has dtype {array.dtype}; expected "
-                                "integer indices (e.g. int64)")
+    array = checks.array(fn, name, value, "iu", "integer indices (e.g. int64)")
     if count is not None and array.shape != (count,):
         raise bad_shape(fn, name, array.shape, f"({count},): one index per row")
     if array.size and (array.min() < 0 or array.max() >= bound):

@@ -192,14 +192,8 @@ def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
         return value.numpy().astype(dtype, copy=False)
     if isinstance(value, (str, bytes)) or value is None:
         raise bad_type(fn, arg, value, "a NumPy array, a nested list of numbers or a number")
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        raise bad_type(fn, arg, value, f"an array of numbers ({exc})") from None
-    if array.dtype.kind not in "biuf":
-        raise ArgumentTypeError(
-            f"{fn}: argument '{arg}' has dtype {array.dtype}; expected real numbers "
-            "(bool, integer or floating point)")
+    array = checks.array(fn, arg, value, "biuf",
+                         "real numbers (bool, integer or floating point)")
     return np.asarray(array, dtype=dtype, order="C")     # keeps 0-d arrays 0-d
 
 

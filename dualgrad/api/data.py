@@ -1,0 +1,245 @@
+"""Batches from arrays (``dg.data``): TensorDataset and DataLoader, as PyTorch's.
+
+The loader gathers the rows of each batch on a background thread, ``prefetch`` batches
+ahead, so the gather (the costly part with shuffled rows) runs while the step runs; the
+upload to the device happens on the caller's thread, as one host copy and a copy command
+the device runs in order with the step's work (the host does not wait for it).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+
+from . import checks, device, random
+from .residency import adopt
+from .tensor import DEFAULT_DTYPE, Tensor
+from ..errors import bad_shape, bad_type, bad_value
+from ..shapes import MAX_RANK
+
+
+def _column(fn: str, name: str, value) -> np.ndarray:
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    array = checks.array(fn, name, value, "biuf",
+                         "real numbers (bool, integer or floating point)")
+    if array.ndim == 0:
+        raise bad_shape(fn, name, array.shape, "at least one dimension (the samples)")
+    return array
+
+
+class TensorDataset:
+    """Arrays (or tensors) that share their first dimension; sample ``i`` is the tuple of
+    their rows ``i``, as ``torch.utils.data.TensorDataset``."""
+
+    def __init__(self, *arrays):
+        if not arrays:
+            raise bad_value("TensorDataset", "arrays", arrays, "at least one array")
+        self.arrays = tuple(_column("TensorDataset", f"arrays[{k}]", a)
+                            for k, a in enumerate(arrays))
+        n = len(self.arrays[0])
+        for k, a in enumerate(self.arrays[1:], 1):
+            if len(a) != n:
+                raise bad_shape("TensorDataset", f"arrays[{k}]", a.shape,
+                                f"{n} rows, as arrays[0] has")
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def __getitem__(self, index):
+        return tuple(a[index] for a in self.arrays)
+
+    def rows(self, index: np.ndarray) -> tuple:
+        """The rows ``index`` of every array, gathered at once."""
+        return tuple(np.take(a, index, axis=0) for a in self.arrays)
+
+
+class _Stacked:
+    """A map-style dataset (``len`` and ``[i]``), its samples stacked into batches."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def rows(self, index: np.ndarray) -> tuple:
+        samples = [self.dataset[int(i)] for i in index]
+        if not isinstance(samples[0], tuple):
+            return (np.stack([np.asarray(s) for s in samples]),)
+        return tuple(np.stack([np.asarray(s[k]) for s in samples])
+                     for k in range(len(samples[0])))
+
+
+def _host_batch(columns: tuple) -> tuple:
+    """Float columns as C-contiguous float32 (the default dtype); integer and bool ones as
+    they are."""
+    return tuple(np.ascontiguousarray(c, DEFAULT_DTYPE) if c.dtype.kind == "f" else c
+                 for c in columns)
+
+
+class DataLoader:
+    """Iterates over ``dataset`` in batches of ``batch_size`` rows, as
+    ``torch.utils.data.DataLoader``.
+
+    ``dataset``: a TensorDataset, an array (batches are then arrays, not tuples), a tuple of
+    arrays, or any object with ``len()`` and ``[i]`` giving a sample (an array or a tuple of
+    arrays). With ``shuffle`` the order is a permutation drawn from ``seed`` and the epoch
+    (a new one each pass over the loader, or as set by ``set_epoch``); ``seed=None`` draws
+    the seed from dualgrad's generator (``dg.manual_seed``). ``drop_last`` leaves out a
+    last, short batch.
+
+    Float columns come as float32 tensors on the active backend (held outside any tape's
+    pool, so they stay valid for as long as they are referenced); integer and bool columns
+    come as NumPy arrays, the form the losses take class indices in. With
+    ``to_device=False`` every column comes as a NumPy array (what ``capture_step``
+    takes). ``prefetch`` batches are gathered ahead on a background thread (0: none).
+    """
+
+    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
+                 drop_last: bool = False, seed: int | None = None, prefetch: int = 2,
+                 to_device: bool = True):
+        fn = "DataLoader"
+        self.batch_size = checks.integer(fn, "batch_size", batch_size, 1)
+        self.shuffle = checks.flag(fn, "shuffle", shuffle)
+        self.drop_last = checks.flag(fn, "drop_last", drop_last)
+        self.prefetch = checks.integer(fn, "prefetch", prefetch, 0)
+        self.to_device = checks.flag(fn, "to_device", to_device)
+        if seed is not None:
+            seed = checks.integer(fn, "seed", seed, 0)
+        self._single = False
+        if isinstance(dataset, TensorDataset):
+            self.dataset = dataset
+        elif isinstance(dataset, (np.ndarray, Tensor)):
+            self.dataset, self._single = TensorDataset(dataset), True
+        elif isinstance(dataset, tuple):
+            self.dataset = TensorDataset(*dataset)
+        elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
+            self.dataset = _Stacked(dataset)
+        else:
+            raise bad_type(fn, "dataset", dataset,
+                           "a TensorDataset, an array, a tuple of arrays or a dataset with "
+                           "len() and [i]")
+        if isinstance(self.dataset, TensorDataset) and self.to_device:
+            for k, a in enumerate(self.dataset.arrays):
+                if a.dtype.kind == "f" and a.ndim > MAX_RANK:
+                    raise bad_shape(fn, f"dataset.arrays[{k}]", a.shape,
+                                    f"at most {MAX_RANK} dimensions")
+        self.seed = int(random.generator().integers(2**63)) if seed is None else seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass use ``epoch``'s order (the count goes on from there)."""
+        self.epoch = checks.integer("DataLoader.set_epoch", "epoch", epoch, 0)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The sample indices of ``epoch``, in the order the loader visits them."""
+        n = len(self.dataset)
+        if not self.shuffle:
+            return np.arange(n)
+        return np.random.default_rng((self.seed, epoch)).permutation(n)
+
+    def __iter__(self):
+        order = self.order(self.epoch)
+        self.epoch += 1
+        count = len(self)
+        chunks = [order[k * self.batch_size:(k + 1) * self.batch_size] for k in range(count)]
+        batches = (_host_batch(self.dataset.rows(c)) for c in chunks)
+        source = _Prefetched(batches, self.prefetch) if self.prefetch else batches
+        return _Batches(source, device.active() if self.to_device else None, self._single)
+
+
+class _Batches:
+    """The loader's iterator: host batches, uploaded as they are handed out."""
+
+    def __init__(self, source, backend, single: bool):
+        self.source, self.backend, self.single = source, backend, single
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        columns = next(self.source)
+        if self.backend is not None:
+            columns = tuple(self._upload(c) if c.dtype.kind == "f" else c for c in columns)
+        return columns[0] if self.single else columns
+
+    def _upload(self, array: np.ndarray) -> Tensor:
+        if array.ndim > MAX_RANK:
+            raise bad_shape("DataLoader", "dataset", array.shape,
+                            f"samples whose batches have at most {MAX_RANK} dimensions")
+        t = Tensor(array.shape, array.dtype, persistent=True)
+        return adopt(self.backend, t, self.backend.upload(array, persistent=True))
+
+    def close(self) -> None:
+        """Stop the background thread (also done when the iterator is dropped)."""
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
+
+
+_END = object()
+
+
+def _put(q: queue.Queue, stop: threading.Event, item) -> bool:
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            pass
+    return False
+
+
+def _produce(items, q: queue.Queue, stop: threading.Event) -> None:
+    """The background thread's work. It holds the queue and the event only, not the
+    iterator reading them, so that dropping the iterator stops it."""
+    try:
+        for item in items:
+            if not _put(q, stop, (item, None)):
+                return
+    except BaseException as exc:           # noqa: BLE001 - handed to the consumer
+        _put(q, stop, (_END, exc))
+        return
+    _put(q, stop, (_END, None))
+
+
+class _Prefetched:
+    """Items of an iterator produced on a background thread, at most ``depth`` ahead; an
+    exception there is raised here, at the item it stopped."""
+
+    def __init__(self, items, depth: int):
+        self._queue = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=_produce, args=(items, self._queue, self._stop),
+                                        daemon=True, name="dualgrad-data")
+        self._done = False
+        self._thread.start()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        item, exc = self._queue.get()
+        if item is _END:
+            self._done = True
+            self._thread.join()
+            if exc is not None:
+                raise exc
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._thread.join()
+
+    def __del__(self):
+        self._stop.set()
