@@ -421,17 +421,24 @@ def bench_memory(args, ours, torch) -> list:
 
 
 def unary_cases(torch) -> list:
-    """(our op, its scalar parameter, positive inputs only, PyTorch's call or None) for the
-    unary ops the front end makes public."""
+    """(our op, its scalar parameter, its inputs (a key of ``UNARY_INPUTS``), PyTorch's call
+    or None) for the unary ops the front end makes public."""
     F = torch.nn.functional if torch else None
-    cases = [("exp", 0.0, False, "exp"), ("exp2", 0.0, False, "exp2"),
-             ("expm1", 0.0, False, "expm1"), ("log", 0.0, True, "log"),
-             ("log2", 0.0, True, "log2"), ("log10", 0.0, True, "log10"),
-             ("log1p", 0.0, True, "log1p"), ("sqrt", 0.0, True, "sqrt"),
-             ("rsqrt", 0.0, True, "rsqrt"), ("reciprocal", 0.0, True, "reciprocal"),
-             ("sigmoid", 0.0, False, "sigmoid"), ("tanh", 0.0, False, "tanh")]
-    rows = [(op, a, pos, (lambda x, n=name: getattr(torch, n)(x)) if torch else None)
-            for op, a, pos, name in cases]
+    cases = [("exp", 0.0, "normal", "exp"), ("exp2", 0.0, "normal", "exp2"),
+             ("expm1", 0.0, "normal", "expm1"), ("log", 0.0, "positive", "log"),
+             ("log2", 0.0, "positive", "log2"), ("log10", 0.0, "positive", "log10"),
+             ("log1p", 0.0, "positive", "log1p"), ("sqrt", 0.0, "positive", "sqrt"),
+             ("rsqrt", 0.0, "positive", "rsqrt"), ("reciprocal", 0.0, "positive", "reciprocal"),
+             ("sigmoid", 0.0, "normal", "sigmoid"), ("tanh", 0.0, "normal", "tanh"),
+             ("sin", 0.0, "wide", "sin"), ("cos", 0.0, "wide", "cos"),
+             ("tan", 0.0, "wide", "tan"), ("asin", 0.0, "unit", "asin"),
+             ("acos", 0.0, "unit", "acos"), ("atan", 0.0, "wide", "atan"),
+             ("sinh", 0.0, "normal", "sinh"), ("cosh", 0.0, "normal", "cosh"),
+             ("asinh", 0.0, "wide", "asinh"), ("acosh", 0.0, "above_one", "acosh"),
+             ("atanh", 0.0, "unit", "atanh"), ("erf", 0.0, "normal", "erf"),
+             ("erfc", 0.0, "normal", "erfc")]
+    rows = [(op, a, inputs, (lambda x, n=name: getattr(torch, n)(x)) if torch else None)
+            for op, a, inputs, name in cases]
     activations = [("gelu", 0.0, lambda x: F.gelu(x)),
                    ("gelu_tanh", 0.0, lambda x: F.gelu(x, approximate="tanh")),
                    ("silu", 0.0, lambda x: F.silu(x)), ("softplus", 0.0, lambda x: F.softplus(x)),
@@ -442,7 +449,16 @@ def unary_cases(torch) -> list:
                    ("hardswish", 0.0, lambda x: F.hardswish(x)),
                    ("softsign", 0.0, lambda x: F.softsign(x)),
                    ("logsigmoid", 0.0, lambda x: F.logsigmoid(x))]
-    return rows + [(op, a, False, fn if torch else None) for op, a, fn in activations]
+    return rows + [(op, a, "normal", fn if torch else None) for op, a, fn in activations]
+
+
+# Each op's inputs: where it is defined, and for sin, cos and tan past pi/4, where they
+# reduce their argument (x 10: beyond a few periods).
+UNARY_INPUTS = {"normal": lambda rng, n: rng.standard_normal(n),
+                "positive": lambda rng, n: rng.uniform(0.1, 4.0, n),
+                "wide": lambda rng, n: 10.0 * rng.standard_normal(n),
+                "unit": lambda rng, n: rng.uniform(-1.0, 1.0, n),
+                "above_one": lambda rng, n: rng.uniform(1.0, 5.0, n)}
 
 
 def bench_unary(args, ours, torch) -> list:
@@ -450,18 +466,16 @@ def bench_unary(args, ours, torch) -> list:
     element: read and write), against PyTorch's."""
     n = args.elements
     rng = np.random.default_rng(4)
-    normal = rng.standard_normal(n).astype(np.float32)
-    positive = rng.uniform(0.1, 4.0, n).astype(np.float32)
-    inputs = {False: normal, True: positive}
+    inputs = {k: draw(rng, n).astype(np.float32) for k, draw in UNARY_INPUTS.items()}
     handles = {k: ours.put(v) for k, v in inputs.items()}
     tensors = {k: torch.from_numpy(v).cuda() for k, v in inputs.items()} if torch else {}
     be = ours.backend
     out = be.empty((n,), persistent=True)
     rows = []
-    for op, a, pos, theirs in unary_cases(torch):
-        h = handles[pos]
+    for op, a, kind, theirs in unary_cases(torch):
+        h = handles[kind]
         mine = (lambda o=op, h=h, a=a: be.unary(o, h, a, out=out))
-        peer = (lambda f=theirs, t=tensors.get(pos): f(t)) if torch else None
+        peer = (lambda f=theirs, t=tensors.get(kind): f(t)) if torch else None
         t_ours, t_peer = timed(args, mine, peer, ours.sync,
                                torch.cuda.synchronize if torch else None, 20)
         speed = f"{8 * n / t_ours / 1e9:.0f}" + (f"/{8 * n / t_peer / 1e9:.0f}" if t_peer

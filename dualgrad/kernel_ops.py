@@ -107,6 +107,19 @@ UNARY = Family("unary", [
     # maximum(x, a) and minimum(x, a) with a number a: ties split the gradient, as the
     # tensor forms do (clamp's passes it whole).
     ("maximum_scalar",), ("minimum_scalar",),
+    ("sin", "Sine, elementwise (accurate for every float32 x: the reduction by pi/2 is exact)."),
+    ("cos", "Cosine, elementwise (accurate for every float32 x, as sin)."),
+    ("tan", "Tangent, elementwise; its gradient is 1 + tan(x)**2, as PyTorch's."),
+    ("asin", "Inverse sine, elementwise (NaN outside [-1, 1])."),
+    ("acos", "Inverse cosine, elementwise (NaN outside [-1, 1])."),
+    ("atan", "Inverse tangent, elementwise."),
+    ("sinh", "Hyperbolic sine, elementwise."),
+    ("cosh", "Hyperbolic cosine, elementwise."),
+    ("asinh", "Inverse hyperbolic sine, elementwise."),
+    ("acosh", "Inverse hyperbolic cosine, elementwise (NaN below 1)."),
+    ("atanh", "Inverse hyperbolic tangent, elementwise (+-inf at +-1, NaN outside)."),
+    ("erf", "The error function, elementwise."),
+    ("erfc", "1 - erf(x), elementwise, accurate where it is tiny (x up to about 10)."),
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),

@@ -40,19 +40,28 @@ float sigmoid_f(float x) {
     return e / (1.0 + e);
 }
 
-// Phi(x) = erfc(-x / sqrt 2) / 2, with erfc from Numerical Recipes' Chebyshev fit
-// (fractional error below 1.2e-7 for every z >= 0), so the CDF keeps its relative accuracy
+// Numerical Recipes' Chebyshev fit of erfc: erfc(z) = t exp(-z^2 + erfc_fit(t)) for z >= 0,
+// t = 1 / (1 + z/2), with a fractional error below 1.2e-7 for every z >= 0.
+float erfc_fit(float t) {
+    return -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+           + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+           + t * (-0.82215223 + t * 0.17087277))))))));
+}
+
+// The rounding error of x^2 (x^2 = sq + lo exactly, by an fma): exp(-x^2) is then
+// exp(-sq) (1 - lo), so only exp's own error grows with x.
+float square_lo(float x, float sq) {
+    return isinf(sq) ? 0.0 : fma(x, x, -sq);             // inf - inf would be NaN
+}
+
+// Phi(x) = erfc(-x / sqrt 2) / 2 by the fit above, so the CDF keeps its relative accuracy
 // deep in the lower tail, where 1 + erf(x) would cancel to nothing. z^2 = x^2 / 2 is formed
-// exactly (x^2 as hi + lo with an fma), so only exp's own error grows with x.
+// exactly from x^2 as sq + lo.
 float normal_cdf(float x) {
     float az = abs(x) * 0.70710678118654752;
     float t = 1.0 / (1.0 + 0.5 * az);
     float sq = x * x;
-    float sq_lo = isinf(sq) ? 0.0 : fma(x, x, -sq);     // inf - inf would be NaN
-    float poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
-           + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
-           + t * (-0.82215223 + t * 0.17087277))))))));
-    float erfc_az = t * exp(poly - 0.5 * sq) * (1.0 - 0.5 * sq_lo);
+    float erfc_az = t * exp(erfc_fit(t) - 0.5 * sq) * (1.0 - 0.5 * square_lo(x, sq));
     return x <= 0.0 ? 0.5 * erfc_az : 1.0 - 0.5 * erfc_az;
 }
 

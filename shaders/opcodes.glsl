@@ -9,7 +9,9 @@ const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIG
            HARDTANH = 25, RECIPROCAL = 26, RSQRT = 27, EXP2 = 28, EXPM1 = 29, LOG2 = 30,
            LOG10 = 31, LOG1P = 32, LEAKY_RELU = 33, ELU = 34, SELU = 35, CELU = 36,
            HARDSIGMOID = 37, HARDSWISH = 38, SOFTSIGN = 39, LOGSIGMOID = 40, MISH = 41,
-           GELU_TANH = 42, MAXIMUM_SCALAR = 43, MINIMUM_SCALAR = 44;
+           GELU_TANH = 42, MAXIMUM_SCALAR = 43, MINIMUM_SCALAR = 44, SIN = 45, COS = 46,
+           TAN = 47, ASIN = 48, ACOS = 49, ATAN = 50, SINH = 51, COSH = 52, ASINH = 53,
+           ACOSH = 54, ATANH = 55, ERF = 56, ERFC = 57;
 // binary
 const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6;
 // reduce

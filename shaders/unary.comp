@@ -104,6 +104,8 @@ vec2 sigmoid_pair(float x) {
     return x >= 0.0 ? vec2(1.0 / d, e / d) : vec2(e / d, 1.0 / d);
 }
 
+#include "trig.glsl"
+
 float forward(float x, float a, float b) {
     if (OP == NEG) return -x;
     if (OP == EXP) return exp(x);
@@ -148,6 +150,19 @@ float forward(float x, float a, float b) {
     if (OP == LOGSIGMOID) return (x < 0.0 ? x : 0.0) - log1p_series(exp(-abs(x)));
     if (OP == MISH) return x * mish_parts(x).x;
     if (OP == GELU_TANH) return x * sigmoid_f(GELU_2K * (x + GELU_C * x * x * x));
+    if (OP == SIN) return sin_f(x);
+    if (OP == COS) return cos_f(x);
+    if (OP == TAN) return tan_f(x);
+    if (OP == ASIN) return asin_f(x);
+    if (OP == ACOS) return acos_f(x);
+    if (OP == ATAN) return atan_f(x);
+    if (OP == SINH) return sinh_f(x);
+    if (OP == COSH) return cosh_f(x);
+    if (OP == ASINH) return asinh_f(x);
+    if (OP == ACOSH) return acosh_f(x);
+    if (OP == ATANH) return atanh_f(x);
+    if (OP == ERF) return erf_f(x);
+    if (OP == ERFC) return erfc_f(x);
     if (OP == MAXIMUM_SCALAR) return (x > a || isnan(x)) ? x : a;   // NaN from either side
     if (OP == MINIMUM_SCALAR) return (x < a || isnan(x)) ? x : a;
     return limit(x, a, b);                       // CLAMP, HARDTANH; NaN passes through
@@ -209,6 +224,34 @@ float backward(float x, float y, float g, float a, float b) {
         float du = GELU_2K * (1.0 + 3.0 * GELU_C * min(x * x, 1e30));
         return g * (s.x + x * s.x * s.y * du);
     }
+    if (OP == SIN) return g * cos_f(x);
+    if (OP == COS) return -g * sin_f(x);
+    if (OP == TAN) return g * (1.0 + y * y);     // from the result, as PyTorch's
+    // (1 - x)(1 + x), not 1 - x^2, which cancels as |x| -> 1
+    if (OP == ASIN) return g / sqrt_acc((1.0 - x) * (1.0 + x));
+    if (OP == ACOS) return -g / sqrt_acc((1.0 - x) * (1.0 + x));
+    if (OP == ATAN) return g / (1.0 + x * x);
+    // g cosh(x), g sinh(x): past 88, where 1/(4e) is below e's last bit, g e^|x|/2 formed
+    // so that nothing overflows before the result does (nor makes 0 * inf of g = 0)
+    if (OP == SINH) return abs(x) < 88.0 ? g * cosh_f(x) : g_half_exp_abs(g, x);
+    if (OP == COSH) {
+        if (abs(x) < 88.0) return g * sinh_f(x);
+        float v = g_half_exp_abs(g, x);
+        return signbit_f(x) ? -v : v;
+    }
+    // (past 1e18, where x^2 + 1 is x^2 or overflows, g / |x| as (g / s) / s with s = sqrt|x|:
+    // Vulkan bounds no division by more than 2^126)
+    if (OP == ASINH) {
+        float ax = abs(x), s = sqrt_acc(ax);
+        return ax > 1e18 ? (g / s) / s : g / sqrt_acc(1.0 + x * x);
+    }
+    // PyTorch's 1/sqrt(x^2 - 1): finite below -1 too, NaN between -1 and 1
+    if (OP == ACOSH)
+        return (x > -1.0 && x < 1.0) ? f_nan()
+                                     : (g / sqrt_acc(abs(x - 1.0))) / sqrt_acc(abs(x + 1.0));
+    if (OP == ATANH) return g / ((1.0 - x) * (1.0 + x));
+    if (OP == ERF) return g * erf_slope(x);
+    if (OP == ERFC) return -g * erf_slope(x);
     if (OP == MAXIMUM_SCALAR) return x == a ? 0.5 * g : (x > a ? g : 0.0);   // ties: half
     if (OP == MINIMUM_SCALAR) return x == a ? 0.5 * g : (x < a ? g : 0.0);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP

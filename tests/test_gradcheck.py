@@ -229,6 +229,19 @@ UNARY = {
                   lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi)
                                                    * (x + 0.044715 * x ** 3))),
                   lambda s: uni(s, -4, 4)),
+    "sin": (dg.sin, np.sin, lambda s: uni(s, -6, 6)),
+    "cos": (dg.cos, np.cos, lambda s: uni(s, -6, 6)),
+    "tan": (dg.tan, np.tan, lambda s: uni(s, -1.4, 1.4)),
+    "asin": (dg.asin, np.arcsin, lambda s: uni(s, -0.95, 0.95)),
+    "acos": (dg.acos, np.arccos, lambda s: uni(s, -0.95, 0.95)),
+    "atan": (dg.atan, np.arctan, lambda s: uni(s, -4, 4)),
+    "sinh": (dg.sinh, np.sinh, lambda s: uni(s, -3, 3)),
+    "cosh": (dg.cosh, np.cosh, lambda s: uni(s, -3, 3)),
+    "asinh": (dg.asinh, np.arcsinh, lambda s: uni(s, -4, 4)),
+    "acosh": (dg.acosh, np.arccosh, lambda s: uni(s, 1.1, 5)),
+    "atanh": (dg.atanh, np.arctanh, lambda s: uni(s, -0.9, 0.9)),
+    "erf": (dg.erf, np.vectorize(math.erf, otypes=[np.float64]), lambda s: uni(s, -3, 3)),
+    "erfc": (dg.erfc, _erfc, lambda s: uni(s, -3, 3)),
 }
 UNARY_SHAPES = {"vec7": (7,), "mat": (3, 4), "4d": (2, 1, 3, 2), "one": (1,), "zero_d": (),
                 "empty": (0, 4)}

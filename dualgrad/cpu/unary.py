@@ -33,6 +33,7 @@ from .vmath import vexp, vexpm1, vtanh, vtanh_f32
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
+_2_SQRTPI = 2.0 / math.sqrt(math.pi)       # erf'(0)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -559,6 +560,140 @@ def _minimum_scalar_grad(x, y, g, a, b):
     if x == a:
         return 0.5 * g
     return g if x < a else 0.0
+
+
+# -- circular and hyperbolic functions, their inverses, erf and erfc -----------------------
+
+@forward_rule("sin")
+def _sin(x, a, b):
+    return math.sin(x)
+
+
+@forward_rule("cos")
+def _cos(x, a, b):
+    return math.cos(x)
+
+
+@forward_rule("tan")
+def _tan(x, a, b):
+    return math.tan(x)
+
+
+@forward_rule("asin")
+def _asin(x, a, b):
+    return math.asin(x)
+
+
+@forward_rule("acos")
+def _acos(x, a, b):
+    return math.acos(x)
+
+
+@forward_rule("atan")
+def _atan(x, a, b):
+    return math.atan(x)
+
+
+@forward_rule("sinh")
+def _sinh(x, a, b):
+    return math.sinh(x)
+
+
+@forward_rule("cosh")
+def _cosh(x, a, b):
+    return math.cosh(x)
+
+
+@forward_rule("asinh")
+def _asinh(x, a, b):
+    return math.asinh(x)
+
+
+@forward_rule("acosh")
+def _acosh(x, a, b):
+    return math.acosh(x)
+
+
+@forward_rule("atanh")
+def _atanh(x, a, b):
+    return math.atanh(x)
+
+
+@forward_rule("erf")
+def _erf(x, a, b):
+    return math.erf(x)
+
+
+@forward_rule("erfc")
+def _erfc(x, a, b):
+    return math.erfc(x)
+
+
+@backward_rule("sin")
+def _sin_grad(x, y, g, a, b):
+    return g * math.cos(x)
+
+
+@backward_rule("cos")
+def _cos_grad(x, y, g, a, b):
+    return -g * math.sin(x)
+
+
+@backward_rule("tan")
+def _tan_grad(x, y, g, a, b):
+    return g * (1.0 + y * y)                  # from the result, as PyTorch's
+
+
+# (1 - x)(1 + x) rather than 1 - x^2, which cancels as |x| -> 1
+@backward_rule("asin")
+def _asin_grad(x, y, g, a, b):
+    return g / math.sqrt((1.0 - x) * (1.0 + x))
+
+
+@backward_rule("acos")
+def _acos_grad(x, y, g, a, b):
+    return -g / math.sqrt((1.0 - x) * (1.0 + x))
+
+
+@backward_rule("atan")
+def _atan_grad(x, y, g, a, b):
+    return g / (1.0 + x * x)
+
+
+@backward_rule("sinh")
+def _sinh_grad(x, y, g, a, b):
+    return g * math.cosh(x)
+
+
+@backward_rule("cosh")
+def _cosh_grad(x, y, g, a, b):
+    return g * math.sinh(x)
+
+
+@backward_rule("asinh")
+def _asinh_grad(x, y, g, a, b):
+    return g / math.sqrt(1.0 + x * x)
+
+
+@backward_rule("acosh")
+def _acosh_grad(x, y, g, a, b):
+    # PyTorch's 1/sqrt(x^2 - 1), finite below -1 too; + 0.0 makes x = -1's -0 a +0 (+inf)
+    return g / math.sqrt((x - 1.0) * (x + 1.0) + 0.0)
+
+
+@backward_rule("atanh")
+def _atanh_grad(x, y, g, a, b):
+    return g / ((1.0 - x) * (1.0 + x))
+
+
+@backward_rule("erf")
+def _erf_grad(x, y, g, a, b):
+    return g * _2_SQRTPI * math.exp(-x * x)
+
+
+@backward_rule("erfc")
+def _erfc_grad(x, y, g, a, b):
+    return -g * _2_SQRTPI * math.exp(-x * x)
 
 
 _missing = [op.name for op in UNARY if op.code not in FORWARD or op.code not in BACKWARD]

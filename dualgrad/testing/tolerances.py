@@ -37,6 +37,7 @@ U32 = 2.0 ** -24          # unit roundoff of float32
 ARGS = {
     "abs": np.abs,                                 # exp(x): Vulkan's 3 + 2|x| ULP
     "half_square": lambda x: 0.5 * np.square(x),   # exp(-x^2/2) inside the normal CDF/PDF
+    "square": np.square,                           # exp(-x^2) inside erf, erfc and erf'
 }
 
 
@@ -59,7 +60,7 @@ class Tolerance:
         """The bound in a few symbols, e.g. ``"3 ULP + 2|x| ULP + gamma(n)*S"``."""
         if self.exact:
             return "exact"
-        x = {"abs": "|x|", "half_square": "x^2/2"}[self.arg]
+        x = {"abs": "|x|", "half_square": "x^2/2", "square": "x^2"}[self.arg]
         terms = [f"{self.ulps:g} ULP" if self.ulps else "",
                  f"{self.ulps_per_x:g}*{x} ULP" if self.ulps_per_x else "",
                  f"{self.atol:.2g}" if self.atol else "",
@@ -80,6 +81,15 @@ _ROUNDING = ("floor", "ceil", "round", "trunc")
 _TO_INTEGER = ("rounding a float32 to an integral float32 is exact (GLSL's floor, ceil, trunc, "
                "roundEven; NumPy's on the cpu)")
 _DIV = "OpFDiv is within 2.5 ULP in Vulkan; the cpu division is correctly rounded"
+_REDUCED = ("|x| = q pi/2 + r by Payne and Hanek's reduction in integers (short by less than "
+            "2^-70 of a quadrant, so r keeps its relative accuracy for every float32 x): r "
+            "within about 2 ULP (the fraction's conversion and sum, the product by pi/2)")
+_SQRT_SLOPE = ("g / sqrt(d), d formed as (1 - x)(1 + x) or 1 + x^2 (two roundings): the "
+               "square root within 1 ULP (a Newton step), halved in the result; a 2.5 ULP "
+               "division")
+_ERF_SLOPE = ("g 2/sqrt(pi) exp(-x^2): exp's 3 + 2x^2 ULP (x^2 exact as sq + lo), the "
+              "constant and three products; results below FLT_MIN lose relative accuracy "
+              "(a subnormal product rounded twice)")
 
 TOLERANCES: dict = {
     # -- unary forward --------------------------------------------------------------------
@@ -137,6 +147,79 @@ TOLERANCES: dict = {
     "unary:minimum_scalar": Tolerance(_EXACT_MOVE, exact=True),
     "unary_backward:maximum_scalar": Tolerance("g, g/2 or 0: exact", exact=True),
     "unary_backward:minimum_scalar": Tolerance("g, g/2 or 0: exact", exact=True),
+    # trig.glsl's forms; subnormal results carry no relative accuracy (2 subnormal ULPs)
+    "unary:sin": Tolerance(_REDUCED + ", then Cephes' polynomial on [-pi/4, pi/4] (about 1 "
+                           "ULP)", ulps=4, domain=(-100.0, 100.0)),
+    "unary:cos": Tolerance(_REDUCED + ", then Cephes' polynomial (about 1 ULP)", ulps=4,
+                           domain=(-100.0, 100.0)),
+    "unary:tan": Tolerance(_REDUCED + "; sin(r) / cos(r) (or -cos/sin): each polynomial's "
+                           "~3 ULP and a 2.5 ULP division", ulps=9, domain=(-100.0, 100.0)),
+    "unary:asin": Tolerance("Cephes' polynomial (~1 ULP) below 0.5; above, pi/2 - 2 asin(s), "
+                            "s = sqrt((1 - |x|)/2) within 1 ULP (a Newton step; 1 - |x| is "
+                            "exact), doubled where pi/2 - 2 asin(s) cancels to pi/6, pi/2 as "
+                            "hi + lo", ulps=6, domain=(-1.0, 1.0)),
+    "unary:acos": Tolerance("as asin: 2 asin(s) above 0.5, pi - 2 asin(s) below -0.5, "
+                            "pi/2 - asin(x) between (pi/2, pi as hi + lo)", ulps=6,
+                            domain=(-1.0, 1.0)),
+    "unary:atan": Tolerance("Cephes' reduction: -1/x (a 2.5 ULP division) or (x - 1)/(x + 1) "
+                            "(a rounding and a division), whose error reaches a result at "
+                            "least as large, where pi/4 + atan(t) cancels at most by half; a "
+                            "~1 ULP polynomial", ulps=7, domain=(-10.0, 10.0)),
+    "unary:sinh": Tolerance("e = e^|x|/2 from exp(|x|) (3 + 2|x| ULP; past 88 exp(|x|/2)^2: "
+                            "twice 3 + |x|), then e - 1/(4e) (a 2.5 ULP division, cancelling at "
+                            "most 1.2 times from |x| = 1) and two roundings; a Taylor "
+                            "polynomial below 1 (~2 ULP)", ulps=10, ulps_per_x=2.5,
+                            domain=(-90.0, 90.0)),
+    "unary:cosh": Tolerance("e + 1/(4e), e = e^|x|/2 as for sinh, without cancellation",
+                            ulps=9, ulps_per_x=2, domain=(-90.0, 90.0)),
+    "unary:asinh": Tolerance("below 1, log1p (5 ULP) of |x| + x^2/(1 + sqrt(1 + x^2)) (~4 ULP "
+                             "from a division and sqrt's 1 ULP, damped by log1p's slope); "
+                             "above, log (3 ULP) of a ~2 ULP sum over a result >= 0.88; "
+                             "log|x| + ln2 past 1e18", ulps=8, domain=(-50.0, 50.0)),
+    "unary:acosh": Tolerance("below 2, log1p (5 ULP) of t + sqrt(2t + t^2), t = x - 1 exact "
+                             "(~3 ULP, damped by log1p's slope); above, log (3 ULP) of a "
+                             "~2 ULP sum; log x + ln2 past 1e18", ulps=8, domain=(1.0, 50.0)),
+    "unary:atanh": Tolerance("log1p (5 ULP) of 2|x|/(1 - |x|) (1 - |x| exact near 1; a 2.5 ULP "
+                             "division, damped by log1p's slope), halved exactly", ulps=8,
+                             domain=(-1.0, 1.0)),
+    "unary:erf": Tolerance("a Taylor polynomial below 0.5 (~3 ULP of roundings); above, "
+                           "1 - erfc(|x|) with erfc's bound below (erfc < erf there)",
+                           ulps=12, ulps_per_x=3, arg="square", atol=2.0 ** -148,
+                           domain=(-10.0, 10.0)),
+    "unary:erfc": Tolerance("t exp(fit(t) - x^2), Numerical Recipes' fit (1.2e-7, ~2 ULP) "
+                            "moved by t's 2.5 ULP division; exp's 3 + 2|arg| ULP and |arg| "
+                            "ULP more for rounding arg (x^2's own rounding is corrected: "
+                            "x^2 = sq + lo by an fma); 2 - erfc(-x) below 0, in [1, 2]",
+                            ulps=12, ulps_per_x=3, arg="square", atol=2.0 ** -148,
+                            domain=(-10.0, 10.0)),
+    "unary_backward:sin": Tolerance("g cos(x): cos's bound and a product", ulps=5),
+    "unary_backward:cos": Tolerance("-g sin(x): sin's bound and a product", ulps=5),
+    "unary_backward:tan": Tolerance("g (1 + y^2) from the given y: three roundings", ulps=3),
+    "unary_backward:asin": Tolerance(_SQRT_SLOPE, ulps=5),
+    "unary_backward:acos": Tolerance(_SQRT_SLOPE, ulps=5),
+    "unary_backward:atan": Tolerance("g / (1 + x^2): two roundings and a 2.5 ULP division "
+                                     "(past |x| = 2^63 the divisor exceeds 2^126, where "
+                                     "Vulkan bounds no division, and the result is below "
+                                     "|g| 2^-126: a subnormal)", ulps=4),
+    "unary_backward:sinh": Tolerance("g cosh(x): cosh's bound and a product; past 88 "
+                                     "(g/2 h) h, h = exp(|x|/2) (twice 3 + |x| ULP, three "
+                                     "roundings)", ulps=10,
+                                     ulps_per_x=2),
+    "unary_backward:cosh": Tolerance("g sinh(x): sinh's bound and a product; past 88 as "
+                                     "sinh's gradient", ulps=11,
+                                     ulps_per_x=2.5),
+    "unary_backward:asinh": Tolerance(_SQRT_SLOPE + "; past 1e18 g / |x| as (g / s) / s, "
+                                      "s = sqrt|x| (1 ULP, twice) and two 2.5 ULP divisions",
+                                      ulps=7),
+    "unary_backward:acosh": Tolerance("(g / sqrt|x - 1|) / sqrt|x + 1| (no divisor past "
+                                      "2^126): each sqrt within 1 ULP (halved in the result), "
+                                      "a rounding and two 2.5 ULP divisions", ulps=7),
+    "unary_backward:atanh": Tolerance("g / ((1 - x)(1 + x)): three roundings and a 2.5 ULP "
+                                      "division", ulps=5),
+    "unary_backward:erf": Tolerance(_ERF_SLOPE, ulps=6, ulps_per_x=2, arg="square",
+                                    atol=2.0 ** -147),
+    "unary_backward:erfc": Tolerance(_ERF_SLOPE, ulps=6, ulps_per_x=2, arg="square",
+                                     atol=2.0 ** -147),
     "unary:reciprocal": Tolerance(_DIV + "; drawn away from 0, without specials (its "
                                   "gradient's float32 y^2 overflows where the cpu's float64 "
                                   "does not)", ulps=3, domain=(0.2, 5.0), specials=False),

@@ -1,0 +1,251 @@
+// Circular and hyperbolic functions, their inverses, erf and erfc for unary.comp: forms
+// accurate to a few ULP in float32, built from + - * /, exp, log and sqrt, whose Vulkan
+// bounds the tolerance table (dualgrad/testing/tolerances.py) starts from. GLSL's own sin,
+// cos and tan are bounded only to 2^-11 absolute inside [-pi, pi] and not at all outside,
+// its asin ... atanh only through those. Needs common.glsl and unary.comp's
+// log1p_f and LN2.
+
+const float PIO4_F = 0.78539816339744831;
+// pi/2 and pi as float32 plus the remainder, for sums that cancel against them
+const float PIO2_HI = 1.5707963267948966, PIO2_LO = -4.371139000186241e-08;
+const float PI_HI = 3.1415926535897931, PI_LO = -8.742278000372482e-08;
+const float TWO_OVER_SQRTPI = 1.1283791670955126;
+
+// The bits of 2/pi, 32 a word, after a word of zeros (so a window may start before them).
+const uint TWO_OVER_PI[8] = uint[8](0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+                                    0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+
+// ax = q pi/2 + r with |r| <= pi/4, for finite ax >= 0: returns r, q mod 4 in q. Below pi/4
+// r is ax. Above, Payne and Hanek's reduction in integers: ax = m 2^e (m of 24 bits) times
+// the 96 bits of 2/pi from the one worth 2^(1-e) (earlier bits add multiples of 4 quadrants)
+// gives the quadrant and 94 bits of its fraction, short of the true value by less than
+// 2^-70 of a quadrant. So r keeps its relative accuracy everywhere, even for the float32
+// closest to a multiple of pi/2; its error is the fraction's conversion and the product
+// by pi/2 (about 2 ULP).
+float reduce_half_pi(float ax, out uint q) {
+    q = 0u;
+    if (ax < PIO4_F) return ax;
+    uint bits = floatBitsToUint(ax);
+    int k0 = int(bits >> 23) - 120;              // the window's first bit: e + 30
+    uint m = (bits & 0x7fffffu) | 0x800000u;
+    int w = k0 >> 5;
+    uint sh = uint(k0 & 31), w0 = TWO_OVER_PI[w], w1 = TWO_OVER_PI[w + 1], w2 = TWO_OVER_PI[w + 2];
+    if (sh != 0u) {                              // (a shift by 32 is undefined)
+        w0 = (w0 << sh) | (w1 >> (32u - sh));
+        w1 = (w1 << sh) | (w2 >> (32u - sh));
+        w2 = (w2 << sh) | (TWO_OVER_PI[w + 3] >> (32u - sh));
+    }
+    // m (w0 w1 w2): only its low 96 bits matter (4 quadrants and below), p1 p2 p3
+    uint h0, l0, h1, l1, h2, l2, carry;
+    umulExtended(m, w0, h0, l0);
+    umulExtended(m, w1, h1, l1);
+    umulExtended(m, w2, h2, l2);
+    uint p3 = l2, p2 = uaddCarry(l1, h2, carry), p1 = l0 + h1 + carry;
+    q = p1 >> 30;
+    uint f1 = p1 & 0x3fffffffu, f2 = p2, f3 = p3;
+    bool past_half = (f1 & 0x20000000u) != 0u;
+    if (past_half) {                             // r from the next quadrant: 2^94 - f
+        q += 1u;
+        f3 = ~f3 + 1u;
+        uint c = p3 == 0u ? 1u : 0u;
+        f2 = ~f2 + c;
+        c = (c == 1u && p2 == 0u) ? 1u : 0u;
+        f1 = (~f1 + c) & 0x3fffffffu;
+    }
+    q &= 3u;
+    float hi = float((f1 << 2) | (f2 >> 30)) * 2.3283064365386963e-10;     // 2^-32
+    float lo = float((f2 << 2) | (f3 >> 30)) * 5.4210108624275222e-20;     // 2^-64
+    float r = (hi + lo) * PIO2_HI;
+    return past_half ? -r : r;
+}
+
+// sin and cos on [-pi/4, pi/4]: Cephes' minimax polynomials (sinf.c, cosf.c)
+float sin_poly(float r) {
+    float z = r * r;
+    return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+
+float cos_poly(float r) {
+    float z = r * r;
+    return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2)
+           * z * z - 0.5 * z + 1.0;
+}
+
+float sin_f(float x) {
+    if (isinf(x) || isnan(x)) return f_nan();
+    uint q;
+    float r = reduce_half_pi(abs(x), q);
+    float v = (q & 1u) == 0u ? sin_poly(r) : cos_poly(r);
+    v = q >= 2u ? -v : v;
+    return signbit_f(x) ? -v : v;                // odd: keeps -0
+}
+
+float cos_f(float x) {
+    if (isinf(x) || isnan(x)) return f_nan();
+    uint q;
+    float r = reduce_half_pi(abs(x), q);
+    float v = (q & 1u) == 0u ? cos_poly(r) : sin_poly(r);
+    return (q == 1u || q == 2u) ? -v : v;
+}
+
+float tan_f(float x) {
+    if (isinf(x) || isnan(x)) return f_nan();
+    uint q;
+    float r = reduce_half_pi(abs(x), q);
+    float s = sin_poly(r), c = cos_poly(r);
+    float v = (q & 1u) == 0u ? s / c : -c / s;
+    return signbit_f(x) ? -v : v;
+}
+
+// sqrt to about 1 ULP: Vulkan's sqrt (inherited from 1/inversesqrt, ~5 ULP) and one Newton
+// step, whose residual z - s^2 is formed with at most half an ULP of z's error.
+float sqrt_acc(float z) {
+    float s = sqrt(z);
+    return (s > 0.0 && !isinf(s)) ? s + (z - s * s) / (2.0 * s) : s;
+}
+
+// asin on [-0.5, 0.5]: Cephes' asinf.c polynomial
+float asin_poly(float t) {
+    float z = t * t;
+    return ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z
+             + 7.4953002686e-2) * z + 1.6666752422e-1) * z * t + t;
+}
+
+// Past |x| = 0.5, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)): 1 - |x| is exact there.
+float asin_f(float x) {
+    float ax = abs(x);
+    if (!(ax <= 1.0)) return f_nan();
+    float y = ax > 0.5 ? (PIO2_HI - 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 - ax)))) + PIO2_LO
+                       : asin_poly(ax);
+    return signbit_f(x) ? -y : y;
+}
+
+float acos_f(float x) {
+    if (!(abs(x) <= 1.0)) return f_nan();
+    if (x < -0.5) return (PI_HI - 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 + x)))) + PI_LO;
+    if (x > 0.5) return 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 - x)));
+    return (PIO2_HI - asin_poly(x)) + PIO2_LO;
+}
+
+// Cephes' atanf.c: the argument brought into [-tan(pi/8), tan(pi/8)] by
+// atan(x) = pi/2 + atan(-1/x) or pi/4 + atan((x - 1)/(x + 1)), then a polynomial.
+float atan_f(float x) {
+    float ax = abs(x), base = 0.0, t = ax;
+    if (ax > 2.414213562373095) {
+        base = PIO2_HI;
+        t = -1.0 / ax;                           // (0 past 2^126 on some devices: atan is pi/2)
+    } else if (ax > 0.41421356237309503) {
+        base = PIO4_F;
+        t = (ax - 1.0) / (ax + 1.0);
+    }
+    float z = t * t;
+    float y = base + ((((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+                       - 3.33329491539e-1) * z * t + t);
+    return signbit_f(x) ? -y : y;
+}
+
+// e^|x| / 2 with no overflow below sinh's and cosh's own: exp(|x|) halved (exactly), and
+// past 88 exp(|x| / 2)^2 / 2 (|x| / 2 is exact; forming |x| - ln2 instead would round it,
+// |x| ULP more).
+float half_exp_abs(float x) {
+    float ax = abs(x);
+    if (ax < 88.0) return 0.5 * exp(ax);
+    float h = exp(0.5 * ax);
+    return (0.5 * h) * h;
+}
+
+// g e^|x| / 2 as (g/2 h) h, h = exp(|x|/2): finite wherever the result is
+float g_half_exp_abs(float g, float x) {
+    float h = exp(0.5 * abs(x));
+    return ((0.5 * g) * h) * h;
+}
+
+// A Taylor polynomial below 1 (to x^11/11!, truncated below 2^-32), else e - 1/(4e) with
+// e = e^|x| / 2.
+float sinh_f(float x) {
+    float ax = abs(x), y;
+    if (ax < 1.0) {
+        float z = ax * ax;
+        y = ax + ax * z * (1.0 / 6.0 + z * (1.0 / 120.0 + z * (1.0 / 5040.0
+                  + z * (1.0 / 362880.0 + z * (1.0 / 39916800.0)))));
+    } else {
+        float e = half_exp_abs(ax);
+        y = e - 0.25 / e;
+    }
+    return signbit_f(x) ? -y : y;
+}
+
+float cosh_f(float x) {
+    float e = half_exp_abs(x);
+    return e + 0.25 / e;
+}
+
+// log(|x| + sqrt(x^2 + 1)), as log1p below 1 (where the sum is near 1) and as log|x| + ln2
+// past 1e18 (where x^2 + 1 is x^2 and would overflow).
+float asinh_f(float x) {
+    float ax = abs(x), y;
+    if (ax > 1e18) y = log(ax) + LN2;
+    else if (ax > 1.0) y = log(ax + sqrt_acc(ax * ax + 1.0));
+    else y = log1p_f(ax + ax * ax / (1.0 + sqrt_acc(1.0 + ax * ax)));
+    return signbit_f(x) ? -y : y;
+}
+
+// log(x + sqrt(x^2 - 1)), near 1 as log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact there).
+float acosh_f(float x) {
+    if (!(x >= 1.0)) return f_nan();
+    if (x > 1e18) return log(x) + LN2;
+    if (x > 2.0) return log(x + sqrt_acc(x * x - 1.0));
+    float t = x - 1.0;
+    return log1p_f(t + sqrt_acc(2.0 * t + t * t));
+}
+
+// log1p(2|x| / (1 - |x|)) / 2: 1 - |x| is exact where it is small.
+float atanh_f(float x) {
+    float ax = abs(x);
+    float y = ax < 1.0 ? 0.5 * log1p_f(2.0 * ax / (1.0 - ax)) : (ax == 1.0 ? f_inf() : f_nan());
+    return signbit_f(x) ? -y : y;
+}
+
+// c exp(arg) for arg = -x^2 + a (x^2 = sq + lo exactly, common.glsl's square_lo), where
+// c exp(arg) may be tiny: below -64 the exponent is raised by 16 (exactly: arg's last bit
+// is coarser than 2^-4 there) and e^-16 moved into c, so that exp's result stays normal
+// and only the last product rounds into the subnormals.
+float scaled_exp(float arg, float lo, float c) {
+    if (arg < -64.0) {
+        arg += 16.0;
+        c *= 1.1253517471925912e-07;             // e^-16
+    }
+    return (exp(arg) * (1.0 - lo)) * c;
+}
+
+// erf'(x) = 2/sqrt(pi) exp(-x^2)
+float erf_slope(float x) {
+    float sq = x * x;
+    return scaled_exp(-sq, square_lo(x, sq), TWO_OVER_SQRTPI);
+}
+
+// erfc(z) for z >= 0 by common.glsl's fit.
+float erfc_nonneg(float z) {
+    float t = 1.0 / (1.0 + 0.5 * z);
+    float sq = z * z;
+    return scaled_exp(erfc_fit(t) - sq, square_lo(z, sq), t);
+}
+
+float erfc_f(float x) {
+    return x >= 0.0 ? erfc_nonneg(x) : 2.0 - erfc_nonneg(-x);   // (NaN: 2 - NaN)
+}
+
+// Its Taylor series below 0.5 (to x^15, truncated below 2^-34 of the result), where
+// 1 - erfc(x) would lose bits; 1 - erfc(|x|) above.
+float erf_f(float x) {
+    float ax = abs(x), y;
+    if (ax < 0.5) {
+        float z = ax * ax;
+        y = TWO_OVER_SQRTPI * ax * (1.0 + z * (-1.0 / 3.0 + z * (1.0 / 10.0 + z * (-1.0 / 42.0
+                + z * (1.0 / 216.0 + z * (-1.0 / 1320.0 + z * (1.0 / 9360.0
+                + z * (-1.0 / 75600.0))))))));
+    } else {
+        y = 1.0 - erfc_nonneg(ax);
+    }
+    return signbit_f(x) ? -y : y;
+}
