@@ -152,6 +152,37 @@ def test_a_tensor_used_twice_gets_the_summed_gradient(device):
     np.testing.assert_allclose(_grad(y), 18 * X + 3, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["residual", "residual_reversed", "difference", "diamond",
+                                  "two_paths_of_different_depth"])
+def test_a_shared_intermediate_gets_every_consumers_gradient(device, name):
+    # b = 2a feeds two consumers of different depth: its gradient is complete only once
+    # both have run, so the walk must reach b after both (x + f(x) in a residual block)
+    def f(a):
+        b = dg.mul(a, 2.0)
+        if name == "residual":
+            return dg.add(b, dg.exp(b))
+        if name == "residual_reversed":
+            return dg.add(dg.exp(b), b)
+        if name == "difference":
+            return dg.sub(b, dg.tanh(b))
+        if name == "diamond":
+            return dg.mul(dg.sin(b), dg.cos(b))
+        return dg.add(dg.mul(b, b), dg.exp(dg.tanh(dg.sigmoid(b))))
+    x = np.array([0.3, -0.7, 1.1], np.float64 if device == "cpu" else np.float32)
+    if device == "cpu":              # against finite differences, in float64
+        dg.gradcheck(lambda t: dg.sum(f(t)), [x])
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        dg.sum(f(t)).backward()
+    b = 2.0 * x.astype(np.float64)
+    expected = {"residual": 2 + 2 * np.exp(b), "residual_reversed": 2 + 2 * np.exp(b),
+                "difference": 2 - 2 / np.cosh(b) ** 2, "diamond": 2 * np.cos(2 * b),
+                "two_paths_of_different_depth":
+                    4 * b + 2 * np.exp(np.tanh(1 / (1 + np.exp(-b))))
+                    / np.cosh(1 / (1 + np.exp(-b))) ** 2 * np.exp(-b) / (1 + np.exp(-b)) ** 2}
+    np.testing.assert_allclose(t.grad.numpy(), expected[name], rtol=2e-6)
+
+
 def test_a_leafs_first_gradient_is_written_where_it_is_kept(device, monkeypatch):
     # linear's weight and bias gradients and matmul's operand gradients are made in the
     # leaves' own storage: no copy into .grad; a rule without an output (mul) is copied;

@@ -153,14 +153,20 @@ def owed(t: Tensor):
 
 
 def _topological(root: Tensor) -> list:
-    """Recorded tensors reachable from root, inputs before outputs (iterative DFS); a
-    freed node on the way raises GraphFreedError (nothing has changed yet)."""
-    order, seen, stack = [], {id(root)}, [(root, False)]
+    """Recorded tensors reachable from root, inputs before outputs (an iterative
+    depth-first search); a freed node on the way raises GraphFreedError (nothing has
+    changed yet). A tensor is expanded when first popped, not when first pushed: it is
+    then placed after everything it depends on, even when it is also an input of a tensor
+    met earlier (x in x + f(x))."""
+    order, seen, stack = [], set(), [(root, False)]
     while stack:
         t, expanded = stack.pop()
         if expanded:
             order.append(t)
             continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
         if t._node.backward is None:
             raise GraphFreedError(
                 "backward: the graph was already freed by an earlier backward(); pass "
@@ -169,7 +175,6 @@ def _topological(root: Tensor) -> list:
         stack.append((t, True))
         for inp in t._node.inputs:
             if inp._node is not None and id(inp) not in seen:
-                seen.add(id(inp))
                 stack.append((inp, False))
     return order
 
