@@ -208,6 +208,17 @@ class Backend(abc.ABC):
         """dL/dtable: each looked-up row's gradient added into the row, in position order."""
 
     @abc.abstractmethod
+    def gather(self, x, idx, skip: int):
+        """out[r, k] = x[r, idx[r, k]] for 2-D x (rows, cols) and 2-D indices (rows, k), and
+        0 where idx[r, k] == skip (an ignored target). x may have one row, shared by all."""
+
+    @abc.abstractmethod
+    def gather_backward(self, idx, g, cols: int, skip: int):
+        """dL/dx of ``gather`` (x of idx.shape[0] rows): zeros with g[r, k] added at
+        [r, idx[r, k]] in k order (so sums agree bit for bit between backends), skipping
+        idx == skip."""
+
+    @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):
         """x * mask / (1 - p), the mask a function of (seed, step, element index) alone; the
         backward of dropout is the same kernel applied to the gradient."""

@@ -741,10 +741,10 @@ def test_the_cross_entropys_gradient_is_made_by_its_forward_where_backward_start
         w.grad = None
         return g
     if loss_is == "too large":
-        monkeypatch.setattr(dg.api.ops, "SEEDED_LOGITS", x.size - 1)
+        monkeypatch.setattr(dg.api.losses, "SEEDED_LOGITS", x.size - 1)
     got = grad_of_w(root=loss_is != "a term of the root")
     assert len(calls) == (0 if loss_is == "the root" else 1)
-    monkeypatch.setattr(dg.api.ops, "SEEDED_LOGITS", 0)         # the rule, from the loss
+    monkeypatch.setattr(dg.api.losses, "SEEDED_LOGITS", 0)         # the rule, from the loss
     want = grad_of_w(root=True)
     # (On the gpu 1 / rows and g / rows with g = 1 may round apart: a few ulps.)
     np.testing.assert_allclose(got, want, rtol=4 * float(np.finfo(F32).eps), atol=1e-9)

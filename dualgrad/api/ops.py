@@ -30,8 +30,6 @@ from .checks import is_number
 from .residency import adopt, handle
 from .tensor import Tensor, ag_tensor, host_array
 
-SEEDED_LOGITS = 1 << 22         # softmax_cross_entropy makes its gradient in the forward
-                                # for logits up to this many elements (16 MiB of float32)
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
@@ -594,40 +592,56 @@ def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarr
     return array
 
 
-def softmax_cross_entropy(logits, targets) -> Tensor:
-    """Mean over the batch of -log softmax(logits)[target], as PyTorch's ``cross_entropy``:
-    ``logits`` of shape (batch, classes), ``targets`` integer class indices of shape
-    (batch,). Fused: the softmax is never materialised in the forward pass."""
-    logits = _tensor("softmax_cross_entropy", "logits", logits)
-    if logits.ndim != 2 or logits.shape[0] == 0 or logits.shape[1] == 0:
-        raise bad_shape("softmax_cross_entropy", "logits", logits.shape,
-                        "2-D (batch, classes) with at least one row and one class")
-    targets = class_indices("softmax_cross_entropy", "targets", targets, logits.shape[0],
-                            logits.shape[1])
+# ---------------------------------------------------------------------------------------------
+# Selection
+
+NO_SKIP = -2 ** 31          # a gather's skip value that no index takes (they are >= 0)
+
+
+def gather_rows(x: Tensor, hidx, skip: int = NO_SKIP) -> Tensor:
+    """x (rows, cols) gathered along its rows by device indices ``hidx`` (rows, k), an
+    index equal to ``skip`` giving 0 (and no gradient). The losses' building block."""
     backend = device.active()
-    hx, ht = handle(backend, logits), backend.indices(targets)
-    # Where the loss is recorded, its forward also makes the logits' gradient for a seed of
-    # one, which backward() from the loss takes as it is: a dispatch and the seed fewer a
-    # step. (Not past SEEDED_LOGITS: there the dispatch is a small part of the kernels'
-    # time, and a loss summed with others would hold that storage unused.)
-    seeded = tape.recording() and logits.requires_grad and logits.size <= SEEDED_LOGITS
-    unit = backend.empty(logits.shape, logits.dtype) if seeded else None
-    loss, lse = backend.softmax_cross_entropy(hx, ht, unit)
+    hx = handle(backend, x)
+    hy = backend.gather(hx, hidx, skip)
+    cols = x.shape[1]
 
     def backward(g, needs):
-        return (backend.softmax_cross_entropy_backward(hx, ht, lse, g),)
-    return _make(loss, (logits,), backward, backend, seeded=None if unit is None else (unit,))
+        return (backend.gather_backward(hidx, g, cols, skip),)
+    return _make(hy, (x,), backward, backend)
 
 
-def mse_loss(pred, target) -> Tensor:
-    """Mean of (pred - target)**2 over all elements, as PyTorch's ``mse_loss``; ``target``
-    (a Tensor or an array) must have pred's shape."""
-    pred = _tensor("mse_loss", "pred", pred, target)
-    target = _tensor("mse_loss", "target", target, pred)
-    if target.shape != pred.shape:
-        raise bad_shape("mse_loss", "target", target.shape, f"pred's shape {pred.shape}")
-    diff = sub(pred, target)
-    return mean(mul(diff, diff))
+def gather(x, dim: int, index) -> Tensor:
+    """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
+    matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array of x's rank whose
+    other dimensions equal x's (PyTorch also takes smaller ones; dualgrad does not yet).
+    The gradient is added back where each element came from (repeats accumulate)."""
+    fn = "gather"
+    x = _tensor(fn, "x", x)
+    if x.ndim == 0:
+        raise bad_shape(fn, "x", x.shape, "at least one dimension")
+    dim = checks.integer(fn, "dim", dim)
+    if not -x.ndim <= dim < x.ndim:
+        raise bad_value(fn, "dim", dim, f"a dimension in [-{x.ndim}, {x.ndim}) of shape "
+                                        f"{x.shape}")
+    dim %= x.ndim
+    idx = class_indices(fn, "index", index, None, x.shape[dim])
+    if idx.ndim != x.ndim or builtins.any(idx.shape[d] != x.shape[d]
+                                          for d in range(x.ndim) if d != dim):
+        raise bad_shape(fn, "index", idx.shape,
+                        f"x's rank and x's sizes {x.shape} except along dim {dim}")
+    backend = device.active()
+    last = x.ndim - 1
+    order = [d for d in range(x.ndim) if d != dim] + [dim]
+    rows, k, cols = int(np.prod([x.shape[d] for d in order[:-1]])), idx.shape[dim], x.shape[dim]
+    if dim == last:
+        # (the indices go to the device as they are: a captured step's argument stays one)
+        hidx = backend.reshape(backend.indices(idx), (rows, k))
+        return reshape(gather_rows(reshape(x, (rows, cols)), hidx), idx.shape)
+    moved = np.ascontiguousarray(np.transpose(idx, order))
+    hidx = backend.reshape(backend.indices(moved), (rows, k))
+    out = gather_rows(reshape(transpose(x, order), (rows, cols)), hidx)
+    return transpose(reshape(out, moved.shape), tuple(int(i) for i in np.argsort(order)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,4 +755,4 @@ __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "
            "elu", "celu", "clamp", "hardtanh",
            "relu6", "maximum",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
-           "softmax_cross_entropy", "mse_loss", "linear", "layer_norm", "embedding", "dropout"]
+           "gather", "linear", "layer_norm", "embedding", "dropout"]

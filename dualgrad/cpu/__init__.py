@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import binary, embedding, layernorm, matmul, optim, permute, reduce, softmax, unary
+from . import binary, embedding, gather, layernorm, matmul, optim, permute, reduce, softmax, unary
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -112,6 +112,12 @@ class CpuBackend(Backend):
 
     def embedding_backward(self, idx, g, num_rows):
         return embedding.embedding_backward(idx, g, num_rows)
+
+    def gather(self, x, idx, skip):
+        return gather.gather(x, idx, skip)
+
+    def gather_backward(self, idx, g, cols, skip):
+        return gather.gather_backward(idx, g, cols, skip)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

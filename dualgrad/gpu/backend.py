@@ -13,8 +13,8 @@ from ..backend import PLAIN, Backend
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
-from .kernels import (dropout, elementwise, embedding, layernorm, matmul, optim, permute,
-                      reduce, softmax)
+from .kernels import (dropout, elementwise, embedding, gather, layernorm, matmul, optim,
+                      permute, reduce, softmax)
 
 
 class GpuBackend(Backend):
@@ -143,6 +143,12 @@ class GpuBackend(Backend):
 
     def embedding_backward(self, idx, g, num_rows):
         return embedding.embedding_backward(self.device, idx, g, num_rows)
+
+    def gather(self, x, idx, skip):
+        return gather.gather(self.device, x, idx, skip)
+
+    def gather_backward(self, idx, g, cols, skip):
+        return gather.gather_backward(self.device, idx, g, cols, skip)
 
     def dropout(self, x, p, seed, step):
         return dropout.dropout(self.device, x, p, seed, step)

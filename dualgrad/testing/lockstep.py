@@ -107,7 +107,7 @@ def norm(a) -> float:
 
 def default_loss(model, x, y):
     """Softmax cross-entropy for integer targets, mean squared error for float ones."""
-    from ..api.ops import mse_loss, softmax_cross_entropy
+    from ..api.losses import mse_loss, softmax_cross_entropy
     from ..api.tensor import ag_tensor
     x = np.asarray(x)
     out = model(ag_tensor(x) if x.dtype.kind == "f" else x)

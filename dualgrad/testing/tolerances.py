@@ -436,6 +436,9 @@ TOLERANCES: dict = {
     "embedding": Tolerance("a gather: rows copied, no arithmetic", exact=True),
     "embedding_backward": Tolerance("each row sums its positions in the same order; float32 "
                                     "vs float64 accumulation", ulps=1, gamma=1),
+    "gather": Tolerance("elements copied, no arithmetic", exact=True),
+    "gather_backward": Tolerance("each element sums its gathered positions in float32, in "
+                                 "the same order on both backends", exact=True),
     "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
                          "product", exact=True),
     # -- optimizers -------------------------------------------------------------------------
