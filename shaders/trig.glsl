@@ -11,9 +11,14 @@ const float PIO2_HI = 1.5707963267948966, PIO2_LO = -4.371139000186241e-08;
 const float PI_HI = 3.1415926535897931, PI_LO = -8.742278000372482e-08;
 const float TWO_OVER_SQRTPI = 1.1283791670955126;
 
-// The bits of 2/pi, 32 a word, after a word of zeros (so a window may start before them).
-const uint TWO_OVER_PI[8] = uint[8](0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
-                                    0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+// The bits of 2/pi, 32 a word, after a word of zeros (so a window may start before them):
+// word i by selects, not an array (an indexed constant array is copied to local memory on
+// every call by some compilers).
+uint two_over_pi(int i) {
+    return i <= 3 ? (i <= 1 ? (i == 0 ? 0u : 0xA2F9836Eu) : (i == 2 ? 0x4E441529u : 0xFC2757D1u))
+                  : (i <= 5 ? (i == 4 ? 0xF534DDC0u : 0xDB629599u)
+                            : (i == 6 ? 0x3C439041u : 0xFE5163ABu));
+}
 
 // ax = q pi/2 + r with |r| <= pi/4, for finite ax >= 0: returns r, q mod 4 in q. Below pi/4
 // r is ax. Above, Payne and Hanek's reduction in integers: ax = m 2^e (m of 24 bits) times
@@ -26,21 +31,29 @@ float reduce_half_pi(float ax, out uint q) {
     q = 0u;
     if (ax < PIO4_F) return ax;
     uint bits = floatBitsToUint(ax);
-    int k0 = int(bits >> 23) - 120;              // the window's first bit: e + 30
+    int k0 = int(bits >> 23) - 120;              // the window's first bit: e + 30, >= 6
     uint m = (bits & 0x7fffffu) | 0x800000u;
-    int w = k0 >> 5;
-    uint sh = uint(k0 & 31), w0 = TWO_OVER_PI[w], w1 = TWO_OVER_PI[w + 1], w2 = TWO_OVER_PI[w + 2];
-    if (sh != 0u) {                              // (a shift by 32 is undefined)
-        w0 = (w0 << sh) | (w1 >> (32u - sh));
-        w1 = (w1 << sh) | (w2 >> (32u - sh));
-        w2 = (w2 << sh) | (TWO_OVER_PI[w + 3] >> (32u - sh));
+    uint sh = uint(k0 & 31), w0, w1, w2;
+    if (k0 < 32) {                               // below 2^25: the first words, as constants
+        w0 = 0xA2F9836Eu >> (32u - sh);
+        w1 = (0xA2F9836Eu << sh) | (0x4E441529u >> (32u - sh));
+        w2 = (0x4E441529u << sh) | (0xFC2757D1u >> (32u - sh));
+    } else {
+        int w = k0 >> 5;
+        w0 = two_over_pi(w);
+        w1 = two_over_pi(w + 1);
+        w2 = two_over_pi(w + 2);
+        if (sh != 0u) {                          // (a shift by 32 is undefined)
+            w0 = (w0 << sh) | (w1 >> (32u - sh));
+            w1 = (w1 << sh) | (w2 >> (32u - sh));
+            w2 = (w2 << sh) | (two_over_pi(w + 3) >> (32u - sh));
+        }
     }
     // m (w0 w1 w2): only its low 96 bits matter (4 quadrants and below), p1 p2 p3
-    uint h0, l0, h1, l1, h2, l2, carry;
-    umulExtended(m, w0, h0, l0);
+    uint h1, l1, h2, l2, carry;
     umulExtended(m, w1, h1, l1);
     umulExtended(m, w2, h2, l2);
-    uint p3 = l2, p2 = uaddCarry(l1, h2, carry), p1 = l0 + h1 + carry;
+    uint p3 = l2, p2 = uaddCarry(l1, h2, carry), p1 = m * w0 + h1 + carry;
     q = p1 >> 30;
     uint f1 = p1 & 0x3fffffffu, f2 = p2, f3 = p3;
     bool past_half = (f1 & 0x20000000u) != 0u;
@@ -97,11 +110,18 @@ float tan_f(float x) {
     return signbit_f(x) ? -v : v;
 }
 
-// sqrt to about 1 ULP: Vulkan's sqrt (inherited from 1/inversesqrt, ~5 ULP) and one Newton
-// step, whose residual z - s^2 is formed with at most half an ULP of z's error.
+// sqrt to about 1 ULP: z inversesqrt(z) (2 ULP) and one Newton step, its residual z - s^2
+// formed with at most half an ULP of z's error (no division: r/2 stands for 1/(2s)). Past
+// 1e37, where s^2 may overflow, sqrt(z) = 2^32 sqrt(z 2^-64) (both scalings exact).
 float sqrt_acc(float z) {
-    float s = sqrt(z);
-    return (s > 0.0 && !isinf(s)) ? s + (z - s * s) / (2.0 * s) : s;
+    if (!(z > 0.0) || isinf(z)) return sqrt(z);  // (0, inf, NaN, negatives)
+    float scale = 1.0;
+    if (z > 1e37) {
+        z *= 5.4210108624275222e-20;
+        scale = 4294967296.0;
+    }
+    float r = inversesqrt(z), s = z * r;
+    return (s + (0.5 * r) * (z - s * s)) * scale;
 }
 
 // asin on [-0.5, 0.5]: Cephes' asinf.c polynomial

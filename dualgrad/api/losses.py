@@ -318,7 +318,9 @@ def _fused_cross_entropy(logits: Tensor, targets) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Distributions and similarity
 
-_TINY = float(np.finfo(np.float32).smallest_subnormal)
+# t log t is taken as 0 at t = 0 by computing log(max(t, _TINY)): the smallest normal float32
+# (a device may flush a subnormal to 0, whose log is -inf; t log t below it is < 1e-36)
+_TINY = float(np.finfo(np.float32).tiny)
 
 
 def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:  # noqa: A002
@@ -332,7 +334,7 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     checks.flag(fn, "log_target", log_target)
     if log_target:
         loss = ops.mul(ops.exp(target), ops.sub(target, input))
-    else:       # (t log t is 0 at t = 0: log of at least the smallest float32)
+    else:
         loss = ops.mul(target, ops.sub(ops.log(ops.maximum(target, _TINY)), input))
     if reduction == "batchmean":
         batch = input.shape[0] if input.ndim else 1

@@ -85,8 +85,8 @@ _REDUCED = ("|x| = q pi/2 + r by Payne and Hanek's reduction in integers (short 
             "2^-70 of a quadrant, so r keeps its relative accuracy for every float32 x): r "
             "within about 2 ULP (the fraction's conversion and sum, the product by pi/2)")
 _SQRT_SLOPE = ("g / sqrt(d), d formed as (1 - x)(1 + x) or 1 + x^2 (two roundings): the "
-               "square root within 1 ULP (a Newton step), halved in the result; a 2.5 ULP "
-               "division")
+               "square root within 1 ULP (d inversesqrt(d) and a Newton step), halved in the "
+               "result; a 2.5 ULP division")
 _ERF_SLOPE = ("g 2/sqrt(pi) exp(-x^2): exp's 3 + 2x^2 ULP (x^2 exact as sq + lo), the "
               "constant and three products; results below FLT_MIN lose relative accuracy "
               "(a subnormal product rounded twice)")
