@@ -6,6 +6,7 @@ with ``ag_device()``; the same training code runs on both.
 """
 from .api.capture import CapturedStep, capture_step
 from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
+from .api.indexing import IndexOutOfRange
 from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      CheckpointNotFoundError, DeadTensorError, DeviceError,
                      DeviceOutOfMemory, DeviceUnavailable, DualgradError, DualgradWarning,
@@ -13,11 +14,13 @@ from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api import creation as _creation
+from .api import indexing as _indexing
 from .api import losses as _losses
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
 from .api.losses import *  # noqa: F401,F403  (mse_loss, nll_loss, ...: losses.__all__)
+from .api.indexing import *  # noqa: F401,F403  (squeeze, flip, ...: indexing.__all__)
 from .api.gradcheck import gradcheck
 from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimizer_adamw,
                         optimizer_sgd)
@@ -32,11 +35,11 @@ __all__ = [
     "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
-    *_ops.__all__, *_losses.__all__, *_creation.__all__,
+    *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck",
     "save_checkpoint", "load_checkpoint",
-    "DualgradError", "ShapeError", "InvalidValueError", "ArgumentTypeError",
+    "DualgradError", "IndexOutOfRange", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",

@@ -158,6 +158,16 @@ class Backend(abc.ABC):
         """A contiguous copy of x with its axes permuted (up to 4-D)."""
 
     @abc.abstractmethod
+    def strided(self, x, shape: tuple, strides: tuple, offset: int):
+        """A contiguous array of ``shape`` whose element i (coordinates c) is x's flat
+        element offset + sum(c[d] * strides[d]); strides may be negative or 0 (up to 4-D)."""
+
+    @abc.abstractmethod
+    def strided_backward(self, g, size: int, strides: tuple, offset: int):
+        """The gradient of an injective ``strided`` read of an x of ``size`` elements: a 1-D
+        array of zeros with g's element i written at offset + sum(c[d] * strides[d])."""
+
+    @abc.abstractmethod
     def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, out=None,
                epilogue: Epilogue = PLAIN):
         """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch; op

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import binary, embedding, gather, layernorm, matmul, optim, permute, reduce, softmax, unary
+from . import (binary, embedding, gather, layernorm, matmul, optim, reduce, softmax, strided,
+               unary)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -78,7 +79,13 @@ class CpuBackend(Backend):
         return reduce.reduce_backward(op, x, y, g, axes)
 
     def permute(self, x, axes):
-        return permute.permute(x, axes)
+        return strided.permute(x, axes)
+
+    def strided(self, x, shape, strides, offset):
+        return strided.strided(x, shape, strides, offset)
+
+    def strided_backward(self, g, size, strides, offset):
+        return strided.strided_backward(g, size, strides, offset)
 
     def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
         return matmul.matmul(a, b, trans_a, trans_b, out, epilogue)

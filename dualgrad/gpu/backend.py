@@ -14,7 +14,7 @@ from .capture import Recording
 from .context import Context
 from .device import F32, Device
 from .kernels import (dropout, elementwise, embedding, gather, layernorm, matmul, optim,
-                      permute, reduce, softmax)
+                      reduce, softmax, strided)
 
 
 class GpuBackend(Backend):
@@ -109,7 +109,13 @@ class GpuBackend(Backend):
         return reduce.reduce_backward(self.device, op, x, y, g, axes)
 
     def permute(self, x, axes):
-        return permute.permute(self.device, x, axes)
+        return strided.permute(self.device, x, axes)
+
+    def strided(self, x, shape, strides, offset):
+        return strided.strided(self.device, x, shape, strides, offset)
+
+    def strided_backward(self, g, size, strides, offset):
+        return strided.strided_backward(self.device, g, size, strides, offset)
 
     def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
         return matmul.matmul(self.device, a, b, trans_a, trans_b, out, epilogue)

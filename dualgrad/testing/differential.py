@@ -249,6 +249,30 @@ def _permute(data, pair):
     return [pair.agree("permute", gy, cy)]
 
 
+@check("strided")
+def _strided(data, pair):
+    x = data.draw(dgst.arrays(dgst.shapes(min_dims=1), specials=pair.specials(dgst.ALL_SPECIALS)),
+                  label="x")
+    # a slice per axis: start, step (negative too) and count within the axis
+    contiguous = np.cumprod((1,) + x.shape[:0:-1])[::-1]
+    shape, strides, offset = [], [], 0
+    for n, stride in zip(x.shape, contiguous):
+        if n == 0:
+            shape.append(0)
+            strides.append(int(stride))
+            continue
+        start = data.draw(st.integers(0, n - 1))
+        step = data.draw(st.sampled_from([1, 2, 3, -1, -2]))
+        room = start // -step + 1 if step < 0 else (n - 1 - start) // step + 1
+        shape.append(data.draw(st.integers(0, room)))
+        strides.append(int(step * stride))
+        offset += start * int(stride)
+    cy, gy = pair.twin("strided", x, tuple(shape), tuple(strides), offset)
+    g = data.draw(dgst.arrays(tuple(shape)), label="g")
+    cg, gg = pair.twin("strided_backward", g, x.size, tuple(strides), offset)
+    return [pair.agree("strided", gy, cy), pair.agree("strided_backward", gg, cg)]
+
+
 def _matmul_operands(data):
     """(a, b, trans_a, trans_b): any sizes up to past a tile, batched or not."""
     dims = st.one_of(st.integers(0, 70), st.sampled_from(dgst.EDGE_SIZES[:9]))

@@ -401,6 +401,8 @@ TOLERANCES: dict = {
                              "each backend then keeps x or makes it 0 by the same mask value, "
                              "which moves no result further from its twin", ulps=1, gamma=2),
     "permute": Tolerance(_EXACT_MOVE, exact=True),
+    "strided": Tolerance(_EXACT_MOVE, exact=True),
+    "strided_backward": Tolerance(_EXACT_MOVE, exact=True),
     "copy": Tolerance(_EXACT_MOVE, exact=True),
     "fill": Tolerance("every element set to the same float32 value", exact=True),
     # -- softmax family ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .. import plans
 from ..dispatch import MAX_GROUPS, WG, packed_uints, packer
 from ..memory import DeviceArray
 from ..workspace import COUNTER, COUNTERS
-from . import elementwise, permute, reduce
+from . import elementwise, reduce, strided
 
 EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
@@ -235,7 +235,7 @@ def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
         shape_t = (batch, n, m) if len(out.shape) == 3 else (n, m)
         product_t = dev.empty(shape_t)
         product_into(dev, b, a, product_t, not trans_b, not trans_a, (n, m, k, batch))
-        permute.permute_into(dev, product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
+        strided.permute_into(dev, product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
         _epilogue_apart(dev, out, epilogue)
         return
     # Bands of the batch (of one matrix where the rows need bands too). A band of 128

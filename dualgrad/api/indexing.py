@@ -1,0 +1,295 @@
+"""Indexing and views: ``t[...]``, squeeze, unsqueeze, flatten, expand / broadcast_to, flip
+and index_select, with NumPy's and PyTorch's rules.
+
+Ints, slices (any step, negative too), ``None`` and ``...`` select a strided part of the
+tensor: one ``strided`` kernel copies it, and ``strided_backward`` writes its gradient back
+where each element came from (the positions are distinct). One integer array, or a boolean mask, as
+an index selects whole rows along an axis through ``index_select`` (the embedding kernel),
+whose gradient adds repeated rows up. Results are copies, not views sharing storage: no op
+writes into a tensor, so the difference cannot be seen.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ..errors import DualgradError, bad_shape, bad_type, bad_value
+from ..shapes import MAX_RANK
+from . import checks, device
+from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
+from .residency import handle
+from .tensor import Tensor
+
+
+class IndexOutOfRange(DualgradError, IndexError):
+    """An index past the end of its axis (an IndexError, so ``for row in t`` stops)."""
+
+
+def _contiguous_strides(shape) -> list:
+    strides, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def _strided(fn: str, x: Tensor, shape: tuple, strides: list, offset: int,
+             injective: bool = True) -> Tensor:
+    """The autograd op of a strided read of x: the scatter back where it is injective, a
+    sum over the repeated (stride 0) axes where it is not."""
+    if len(shape) > MAX_RANK:
+        raise bad_shape(fn, "result", shape, f"at most {MAX_RANK} dimensions")
+    backend = device.active()
+    hy = backend.strided(handle(backend, x), tuple(shape), tuple(strides), offset)
+
+    def backward(g, needs):
+        if injective:
+            return (backend.reshape(backend.strided_backward(g, x.size, tuple(strides), offset),
+                                    x.shape),)
+        return (_sum_to(backend, g, x.shape),)
+    return _make(hy, (x,), backward, backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# t[key]
+
+def _is_array_index(k) -> bool:
+    return isinstance(k, (np.ndarray, list)) and not isinstance(k, Tensor)
+
+
+def _expand_ellipsis(key: tuple, ndim: int) -> list:
+    used = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise bad_value("getitem", "key", key, "at most one '...'")
+    if used > ndim:
+        raise IndexOutOfRange(f"getitem: too many indices ({used}) for a tensor with {ndim} "
+                              f"dimensions")
+    key = list(key)
+    if ellipses:
+        i = ellipses[0]
+        key[i:i + 1] = [slice(None)] * (ndim - used)
+    else:
+        key += [slice(None)] * (ndim - used)
+    return key
+
+
+def _basic(x: Tensor, key: list):
+    """(shape, strides, offset, where each consumed axis of x lands in the result: its
+    position, or None where an int dropped it)."""
+    shape, strides, offset, lands = [], [], 0, []
+    src = _contiguous_strides(x.shape)
+    axis = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        n, stride = x.shape[axis], src[axis]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            lands.append(len(shape))
+            shape.append(count)
+            strides.append(stride * step)
+            if count:
+                offset += start * stride
+        else:
+            i = checks.integer("getitem", "key", k)
+            if not -n <= i < n:
+                raise IndexOutOfRange(f"getitem: index {i} is out of range for axis {axis} "
+                                      f"of size {n}")
+            offset += (i % n) * stride
+            lands.append(None)
+        axis += 1
+    return shape, strides, offset, lands
+
+
+def getitem(x: Tensor, key) -> Tensor:
+    """``x[key]`` with NumPy's and PyTorch's rules for ints, slices, ``None``, ``...``,
+    one integer array and boolean masks."""
+    key = key if isinstance(key, tuple) else (key,)
+    for k in key:
+        if isinstance(k, Tensor):
+            raise bad_type("getitem", "key", k,
+                           "ints, slices, None, ..., or a NumPy array of indices (a Tensor "
+                           "holds floats: pass t.numpy().astype(int))")
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_array_index(k)
+                or checks.is_number(k)):
+            raise bad_type("getitem", "key", k, "ints, slices, None, ... or index arrays")
+    arrays = [i for i, k in enumerate(key) if _is_array_index(k)]
+    if len(arrays) > 1:
+        raise bad_value("getitem", "key", key,
+                        "at most one index array (several are not supported yet)")
+    if arrays:
+        return _advanced(x, key, arrays[0])
+    return _strided_key(x, key)
+
+
+def _strided_key(x: Tensor, key: tuple) -> Tensor:
+    shape, strides, offset, _ = _basic(x, _expand_ellipsis(key, x.ndim))
+    return _strided("getitem", x, tuple(shape), strides, offset)
+
+
+def _advanced(x: Tensor, key: tuple, at: int) -> Tensor:
+    index = np.asarray(key[at])
+    if index.dtype.kind == "b":
+        return _masked(x, key, at, index)
+    rest = key[:at] + (slice(None),) + key[at + 1:]
+    expanded = _expand_ellipsis(rest, x.ndim)
+    # the axis of x the array indexes: the axes consumed before it (an '...' before it
+    # standing for the axes the key leaves unnamed)
+    position = builtins.sum(1 for k in key[:at] if k is not None and k is not Ellipsis)
+    if builtins.any(k is Ellipsis for k in key[:at]):
+        position += x.ndim - builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    shape, strides, offset, lands = _basic(x, expanded)
+    part = _strided("getitem", x, tuple(shape), strides, offset)
+    return index_select(part, lands[position], index, fn="getitem")
+
+
+def _masked(x: Tensor, key: tuple, at: int, mask: np.ndarray) -> Tensor:
+    if len(key) != 1:
+        raise bad_value("getitem", "key", key,
+                        "a boolean mask alone (t[mask]; with other indices it is not "
+                        "supported yet)")
+    if mask.ndim == 0 or mask.shape != x.shape[:mask.ndim]:
+        raise bad_shape("getitem", "mask", mask.shape,
+                        f"the leading dimensions of the tensor's shape {x.shape}")
+    rows = int(np.prod(mask.shape))
+    flat = reshape(x, (rows,) + x.shape[mask.ndim:])
+    return index_select(flat, 0, np.flatnonzero(mask), fn="getitem")
+
+
+# ---------------------------------------------------------------------------------------------
+# Selections and views
+
+def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
+    """The slices of ``x`` at positions ``index`` (integer array, any shape, negative
+    counting from the end) along ``dim``: the result has index's shape in place of that
+    axis. Gradients of repeated positions add up."""
+    x = _tensor(fn, "x", x)
+    if x.ndim == 0:
+        raise bad_shape(fn, "x", x.shape, "at least one dimension")
+    dim = _axis(fn, "dim", dim, x.ndim)
+    n = x.shape[dim]
+    idx = checks.array(fn, "index", index, "iu", "integer indices (e.g. int64)")
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
+        raise IndexOutOfRange(f"{fn}: index {int(bad)} is out of range for axis {dim} of "
+                              f"size {n}")
+    idx = np.where(idx < 0, idx + n, idx)
+    out_shape = x.shape[:dim] + idx.shape + x.shape[dim + 1:]
+    if len(out_shape) > MAX_RANK:
+        raise bad_shape(fn, "index", idx.shape,
+                        f"a shape leaving at most {MAX_RANK} dimensions in the result")
+    moved = x if dim == 0 else transpose(x, (dim,) + tuple(d for d in range(x.ndim)
+                                                             if d != dim))
+    rows = embedding(reshape(moved, (n, int(np.prod(moved.shape[1:])))),
+                     class_indices(fn, "index", idx.reshape(-1), None, n))
+    picked = reshape(rows, (idx.size,) + moved.shape[1:])
+    if dim:
+        order = tuple(range(1, dim + 1)) + (0,) + tuple(range(dim + 1, x.ndim))
+        picked = transpose(picked, order)
+    return reshape(picked, out_shape)
+
+
+def _axis(fn: str, name: str, dim, rank: int) -> int:
+    dim = checks.integer(fn, name, dim)
+    if not -rank <= dim < rank:
+        raise bad_value(fn, name, dim, f"a dimension in [-{rank}, {rank})")
+    return dim % rank
+
+
+def squeeze(x, dim=None) -> Tensor:
+    """x without axes of size 1 (``dim``: only those named, an int or a tuple; a named axis
+    whose size is not 1 stays, as in PyTorch)."""
+    x = _tensor("squeeze", "x", x)
+    if dim is None:
+        dims = {d for d, n in enumerate(x.shape) if n == 1}
+    else:
+        items = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {_axis("squeeze", "dim", d, max(x.ndim, 1)) for d in items}
+    return reshape(x, tuple(n for d, n in enumerate(x.shape) if not (d in dims and n == 1)))
+
+
+def unsqueeze(x, dim: int) -> Tensor:
+    """x with a new axis of size 1 at ``dim`` (in [-ndim - 1, ndim])."""
+    x = _tensor("unsqueeze", "x", x)
+    dim = _axis("unsqueeze", "dim", dim, x.ndim + 1)
+    return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
+
+
+def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """x with the axes from ``start_dim`` to ``end_dim`` (inclusive) merged into one."""
+    x = _tensor("flatten", "x", x)
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    start = _axis("flatten", "start_dim", start_dim, x.ndim)
+    end = _axis("flatten", "end_dim", end_dim, x.ndim)
+    if start > end:
+        raise bad_value("flatten", "end_dim", end_dim, f"an axis at or after start_dim "
+                                                       f"({start_dim})")
+    merged = int(np.prod(x.shape[start:end + 1]))
+    return reshape(x, x.shape[:start] + (merged,) + x.shape[end + 1:])
+
+
+def broadcast_to(x, shape) -> Tensor:
+    """x repeated along its axes of size 1 (and new leading axes) to ``shape``, as NumPy's
+    broadcasting; the gradient sums over the repeats."""
+    x = _tensor("broadcast_to", "x", x)
+    try:
+        shape = tuple(int(n) for n in shape)
+    except TypeError:
+        raise bad_type("broadcast_to", "shape", shape, "a tuple of ints") from None
+    try:
+        if np.broadcast_shapes(x.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise bad_shape("broadcast_to", "x", x.shape,
+                        f"a shape that broadcasts to {shape}") from None
+    src = _contiguous_strides(x.shape)
+    lead = len(shape) - x.ndim
+    strides = [0] * lead + [0 if n == 1 and m != 1 else s
+                            for n, m, s in zip(x.shape, shape[lead:], src)]
+    return _strided("broadcast_to", x, shape, strides, 0, injective=False)
+
+
+def expand(x, *sizes) -> Tensor:
+    """PyTorch's ``expand``: broadcast_to, where -1 keeps an axis's size."""
+    x = _tensor("expand", "x", x)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    lead = len(sizes) - x.ndim
+    if lead < 0:
+        raise bad_value("expand", "sizes", sizes, f"at least {x.ndim} sizes")
+    shape = tuple(x.shape[d - lead] if n == -1 and d >= lead else n
+                  for d, n in enumerate(sizes))
+    return broadcast_to(x, shape)
+
+
+def flip(x, dims) -> Tensor:
+    """x with the order of its elements reversed along ``dims`` (an int or a tuple)."""
+    x = _tensor("flip", "x", x)
+    items = dims if isinstance(dims, (tuple, list)) else (dims,)
+    axes = {_axis("flip", "dims", d, max(x.ndim, 1)) for d in items}
+    if len(axes) != len(items):
+        raise bad_value("flip", "dims", dims, "each axis at most once")
+    key = tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(x.ndim))
+    return _strided_key(x, key)
+
+
+def _install_methods() -> None:
+    T = Tensor
+    T.__getitem__ = getitem
+    T.squeeze = lambda a, dim=None: squeeze(a, dim)
+    T.unsqueeze = lambda a, dim: unsqueeze(a, dim)
+    T.flatten = lambda a, start_dim=0, end_dim=-1: flatten(a, start_dim, end_dim)
+    T.expand = lambda a, *sizes: expand(a, *sizes)
+    T.flip = lambda a, dims: flip(a, dims)
+    T.view = lambda a, *shape: reshape(a, *shape)
+
+
+_install_methods()
+
+__all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip"]

@@ -1,0 +1,123 @@
+"""t[...] and the view ops against NumPy on both backends: values, gradients (each element's
+gradient goes back where it came from, repeats adding up), finite differences, and errors."""
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+X = np.arange(120, dtype=np.float64).reshape(2, 3, 4, 5) * 0.5 - 7.0
+
+KEYS = {
+    "int": 1, "negative-int": -1, "ints": (1, 2), "slice": slice(1, None),
+    "step": (slice(None), slice(None, None, 2)), "negative-step": (Ellipsis, slice(None, None, -2)),
+    "reversed-range": (slice(None), slice(2, 0, -1), 0), "empty-slice": slice(2, 1),
+    "none": (None, 0, 1), "ellipsis-int": (Ellipsis, 3), "all": Ellipsis,
+    "mixed": (1, slice(None), None, slice(4, 0, -3), -2),
+    "array": np.array([1, 0, 1]), "array-axis2": (slice(None), 1, np.array([[3, 3], [0, 1]])),
+    "array-after-ellipsis": (Ellipsis, np.array([4, -5])), "list": [1, 0],
+    "array-and-none": (None, slice(None), 0, np.array([0, 2])),
+    "mask": X[:, :, 0, 0] > -4.0, "full-mask": X > 10.0,
+}
+
+
+def np_grad(key, g):
+    """Where each element of x[key] came from, with g added there."""
+    pos = np.arange(X.size).reshape(X.shape)[key]
+    out = np.zeros(X.size)
+    np.add.at(out, pos.reshape(-1), g.reshape(-1))
+    return out.reshape(X.shape)
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_getitem_matches_numpy(device, name):
+    key = KEYS[name]
+    expected = X[key]
+    g = np.random.default_rng(0).standard_normal(expected.shape).astype(np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(X, requires_grad=True)
+        out = t[key]
+        out.backward(g)
+    assert out.shape == expected.shape
+    np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
+    np.testing.assert_allclose(t.grad.numpy(), np_grad(key, g.astype(np.float64)), rtol=1e-6)
+
+
+def test_an_int_beside_an_index_array_selects_first_as_in_pytorch(device):
+    # NumPy counts the 0 as a second index array and moves the broadcast axis to the front,
+    # giving (2, 3, 5); PyTorch (and dualgrad) select with the int first
+    out = dg.ag_tensor(X)[0, :, np.array([0, 2])]
+    assert out.shape == (3, 2, 5)
+    np.testing.assert_array_equal(out.numpy(), X[0][:, [0, 2]].astype(np.float32))
+
+
+def test_getitem_gradient_by_finite_differences():
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    dg.gradcheck(lambda t: dg.mul(t[1:, ::-2], t[:2, np.array([0, 0])]), [x])
+
+
+def test_iterating_a_tensor_gives_its_rows(device):
+    rows = list(dg.ag_tensor(X[0, 0]))
+    assert len(rows) == 4
+    np.testing.assert_array_equal(rows[2].numpy(), X[0, 0, 2].astype(np.float32))
+
+
+VIEWS = {
+    "squeeze": (lambda t: dg.squeeze(t), lambda x: np.squeeze(x), (1, 3, 1, 2)),
+    "squeeze-dim": (lambda t: t.squeeze((0, 1)), lambda x: np.squeeze(x, 0), (1, 3, 1, 2)),
+    "unsqueeze": (lambda t: dg.unsqueeze(t, -1), lambda x: x[..., None], (3, 2)),
+    "unsqueeze-front": (lambda t: t.unsqueeze(0), lambda x: x[None], (3, 2)),
+    "flatten": (lambda t: dg.flatten(t), lambda x: x.reshape(-1), (2, 3, 4)),
+    "flatten-middle": (lambda t: t.flatten(1, 2), lambda x: x.reshape(2, 12, 5), (2, 3, 4, 5)),
+    "broadcast_to": (lambda t: dg.broadcast_to(t, (2, 4, 3)),
+                     lambda x: np.broadcast_to(x, (2, 4, 3)), (4, 1)),
+    "expand": (lambda t: t.expand(3, -1, 5), lambda x: np.broadcast_to(x, (3, 2, 5)), (2, 1)),
+    "flip": (lambda t: dg.flip(t, (0, 2)), lambda x: x[::-1, :, ::-1], (2, 3, 4)),
+    "flip-one": (lambda t: t.flip(-1), lambda x: x[..., ::-1], (3, 5)),
+    "index_select": (lambda t: dg.index_select(t, 1, np.array([[2, 0], [2, 2]])),
+                     lambda x: np.take(x, [[2, 0], [2, 2]], axis=1), (2, 3)),
+    "view": (lambda t: t.view(6, -1), lambda x: x.reshape(6, -1), (3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_ops_match_numpy(device, name):
+    ours, ref, shape = VIEWS[name]
+    x = np.random.default_rng(2).standard_normal(shape)
+    out = ours(dg.ag_tensor(x))
+    np.testing.assert_array_equal(out.numpy(), ref(x).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_view_ops_gradients_by_finite_differences(name):
+    ours, _, shape = VIEWS[name]
+    dg.gradcheck(ours, [np.random.default_rng(3).standard_normal(shape)])
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: t[2], dg.IndexOutOfRange, r"^getitem: index 2 is out of range for axis 0 of size 2"),
+    (lambda t: t[0, 0, 0, 0, 0], dg.IndexOutOfRange, r"^getitem: too many indices \(5\)"),
+    (lambda t: t[..., ...], dg.InvalidValueError, r"^getitem: argument 'key'.*at most one"),
+    (lambda t: t[np.array([0]), np.array([1])], dg.InvalidValueError,
+     r"^getitem: argument 'key'.*at most one index array"),
+    (lambda t: t[np.array([2])], dg.IndexOutOfRange, r"^getitem: index 2 is out of range"),
+    (lambda t: t[np.zeros(3, bool)], dg.ShapeError, r"^getitem: argument 'mask'"),
+    (lambda t: t["a"], dg.ArgumentTypeError, r"^getitem: argument 'key'"),
+    (lambda t: t[dg.ag_tensor([0.0])], dg.ArgumentTypeError, r"^getitem: argument 'key'"),
+    (lambda t: dg.unsqueeze(t, 6), dg.InvalidValueError, r"^unsqueeze: argument 'dim'"),
+    (lambda t: dg.flatten(t, 2, 1), dg.InvalidValueError, r"^flatten: argument 'end_dim'"),
+    (lambda t: dg.broadcast_to(t, (3, 3, 4, 5)), dg.ShapeError, r"^broadcast_to: argument 'x'"),
+    (lambda t: dg.flip(t, (1, 1)), dg.InvalidValueError, r"^flip: argument 'dims'"),
+    (lambda t: dg.index_select(t, 0, np.array([0.5])), dg.ArgumentTypeError,
+     r"^index_select: argument 'index'"),
+    (lambda t: dg.index_select(t, 9, np.array([0])), dg.InvalidValueError,
+     r"^index_select: argument 'dim'"),
+    (lambda t: t[:, None, None, None], dg.ShapeError, r"^getitem: argument 'result'"),
+])
+def test_bad_keys_are_named(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(dg.ag_tensor(X))
+
+
+def test_index_errors_are_index_errors():
+    assert issubclass(dg.IndexOutOfRange, IndexError)
+    assert issubclass(dg.IndexOutOfRange, dg.DualgradError)
