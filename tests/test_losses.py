@@ -311,3 +311,43 @@ def test_losses_with_options_replay(gpu):
 def test_bad_arguments_are_named(device, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()
+
+
+# -- the modules -------------------------------------------------------------------------------
+
+MODULES = [
+    (lambda: dg.nn.MSELoss(reduction="sum"), lambda a, b: dg.mse_loss(a, b, "sum"), (X, Y)),
+    (lambda: dg.nn.L1Loss(), dg.l1_loss, (X, Y)),
+    (lambda: dg.nn.SmoothL1Loss(beta=0.5), lambda a, b: dg.smooth_l1_loss(a, b, beta=0.5),
+     (X, Y)),
+    (lambda: dg.nn.HuberLoss(delta=2.0), lambda a, b: dg.huber_loss(a, b, delta=2.0), (X, Y)),
+    (lambda: dg.nn.BCELoss(weight=W), lambda p, b: dg.binary_cross_entropy(p, b, W), (P, B)),
+    (lambda: dg.nn.BCEWithLogitsLoss(pos_weight=W),
+     lambda x, b: dg.binary_cross_entropy_with_logits(x, b, pos_weight=W), (X, B)),
+    (lambda: dg.nn.NLLLoss(weight=W), lambda x, t: dg.nll_loss(x, t, W), (X, T_IGNORED)),
+    (lambda: dg.nn.CrossEntropyLoss(W, label_smoothing=0.1, reduction="none"),
+     lambda x, t: dg.softmax_cross_entropy(x, t, W, label_smoothing=0.1, reduction="none"),
+     (X, T_IGNORED)),
+    (lambda: dg.nn.KLDivLoss(reduction="batchmean"),
+     lambda x, q: dg.kl_div(x, q, "batchmean"), (X, Q)),
+    (lambda: dg.nn.CosineSimilarity(dim=0), lambda a, b: dg.cosine_similarity(a, b, 0), (X, Y)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(MODULES)))
+def test_loss_modules_apply_their_function(device, k):
+    make, fn, (a, b) = MODULES[k]
+    module = make()
+    first = dg.ag_tensor(a)
+    second = b if b.dtype.kind == "i" else dg.ag_tensor(b)
+    np.testing.assert_array_equal(module(first, second).numpy(), fn(first, second).numpy())
+
+
+def test_loss_modules_check_their_arguments_when_made():
+    with pytest.raises(dg.InvalidValueError, match=r"^CrossEntropyLoss: argument 'reduction'"):
+        dg.nn.CrossEntropyLoss(reduction="avg")
+    with pytest.raises(dg.InvalidValueError, match=r"^HuberLoss: argument 'delta'"):
+        dg.nn.HuberLoss(delta=-1.0)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^NLLLoss: argument 'ignore_index'"):
+        dg.nn.NLLLoss(ignore_index="none")
+    assert dg.nn.KLDivLoss(reduction="batchmean").reduction == "batchmean"
