@@ -1,0 +1,140 @@
+"""Reductions made of the sum and max kernels and elementwise ops: min, var, std,
+logsumexp and norm, with PyTorch's names, arguments and gradients.
+
+Each is a composition, so its gradient follows from its parts; each reads its input more
+than once (min: twice; var and std: three times), where a dedicated kernel would read it
+once.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from ..errors import bad_shape, bad_type, bad_value
+from . import checks, device, ops
+from .ops import _axes, _dim_or_axis, _make, _tensor
+from .residency import adopt, handle
+from .tensor import Tensor
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+_FLT_MIN = float(np.finfo(np.float32).tiny)
+
+
+def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+    """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x), so NaN
+    propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
+    axis, keepdims = _dim_or_axis("min", axis, dim, keepdims, keepdim)
+    x = _tensor("min", "x", x)
+    axes = _axes("min", x, axis)
+    if any(x.shape[a] == 0 for a in axes):
+        raise bad_shape("min", "x", x.shape, f"no zero-length axis among the reduced {axes}")
+    return ops.neg(ops.max(ops.neg(x), axes, keepdims))
+
+
+def _count(x: Tensor, axes: tuple) -> int:
+    return int(np.prod([x.shape[a] for a in axes])) if axes else 1
+
+
+def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
+        keepdim=None) -> Tensor:
+    """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
+    (``correction=1``: Bessel's; 0: the population's). Two passes, so no cancellation of
+    large means; NaN where n - correction <= 0 (inf for a positive sum, as PyTorch)."""
+    axis, keepdims = _dim_or_axis("var", axis, dim, keepdims, keepdim)
+    x = _tensor("var", "x", x)
+    checks.flag("var", "keepdims", keepdims)
+    correction = checks.number("var", "correction", correction, 0.0)
+    axes = _axes("var", x, axis)
+    d = ops.sub(x, ops.mean(x, axes, True))
+    total = ops.sum(ops.mul(d, d), axes, keepdims)
+    return ops.div(total, builtins.max(_count(x, axes) - correction, 0.0))
+
+
+def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
+        keepdim=None) -> Tensor:
+    """Standard deviation: sqrt(var(x, ..., correction)), as ``torch.std``."""
+    axis, keepdims = _dim_or_axis("std", axis, dim, keepdims, keepdim)
+    return ops.sqrt(var(x, axis, keepdims, correction=correction))
+
+
+def _constant_max(x: Tensor, axes: tuple) -> Tensor:
+    """max over axes (kept), as a constant (no gradient), limited to the finite range: the
+    shift of logsumexp."""
+    backend = device.active()
+    h = backend.reduce("max", handle(backend, x), axes, keepdims=True)
+    h = backend.unary("clamp", h, -_FLT_MAX, _FLT_MAX)
+    return adopt(backend, Tensor(tuple(h.shape), x.dtype), h)
+
+
+def logsumexp(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
+    """log(sum(exp(x))) over ``axis``, computed as m + log(sum(exp(x - m))) with m the
+    maximum (so nothing overflows); its gradient is softmax(x) along the axes. -inf where
+    every element is -inf, inf where one is inf, as PyTorch's."""
+    axis, keepdims = _dim_or_axis("logsumexp", axis, dim, keepdims, keepdim)
+    x = _tensor("logsumexp", "x", x)
+    checks.flag("logsumexp", "keepdims", keepdims)
+    axes = _axes("logsumexp", x, axis)
+    if x.size == 0:
+        return ops.log(ops.sum(ops.exp(x), axes, keepdims))
+    m = _constant_max(x, axes)
+    out = ops.add(ops.log(ops.sum(ops.exp(ops.sub(x, m)), axes, True)), m)
+    return out if keepdims else ops.reshape(out, tuple(n for i, n in enumerate(out.shape)
+                                                       if i not in axes))
+
+
+def norm(x, p=2, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
+    """The vector p-norm over ``axis`` (None: all elements), as
+    ``torch.linalg.vector_norm``: p = 2 (default), 1, inf, -inf, 0 (the count of nonzero
+    elements, no gradient) or any other positive number, (sum |x|**p)**(1/p)."""
+    axis, keepdims = _dim_or_axis("norm", axis, dim, keepdims, keepdim)
+    x = _tensor("norm", "x", x)
+    checks.flag("norm", "keepdims", keepdims)
+    if not checks.is_number(p) or math.isnan(p):
+        raise bad_type("norm", "p", p, "a number (2, 1, inf, -inf, 0, ...)")
+    if math.isinf(p):
+        return (ops.max if p > 0 else min)(ops.abs(x), axis, keepdims)
+    if p == 2:
+        return _two_norm(x, _axes("norm", x, axis), keepdims)
+    if p < 0:
+        raise bad_value("norm", "p", p, "p > 0, or 0, inf or -inf")
+    a = ops.abs(x)
+    if p == 0:
+        return ops.sum(ops.sign(a), axis, keepdims)
+    if p == 1:
+        return ops.sum(a, axis, keepdims)
+    return ops.pow(ops.sum(ops.pow(a, float(p)), axis, keepdims), 1.0 / p)
+
+
+def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
+    """sqrt(sum(x**2)); its gradient g x / norm, 0 where the norm is 0 (as PyTorch's, where
+    the chain rule through sqrt would give 0 * inf)."""
+    backend = device.active()
+    hx = handle(backend, x)
+    hn = backend.unary("sqrt", backend.reduce("sum", backend.binary("mul", hx, hx), axes,
+                                              keepdims=True))
+    kshape = tuple(hn.shape)
+    hy = hn if keepdims else backend.reshape(hn, tuple(n for i, n in enumerate(kshape)
+                                                       if i not in axes))
+
+    def backward(g, needs):
+        # x / max(norm, FLT_MIN) is x / norm, and 0 where x (and the norm) is 0
+        unit = backend.binary("div", hx, backend.unary("maximum_scalar", hn, _FLT_MIN))
+        return (backend.binary("mul", unit, backend.reshape(g, kshape)),)
+    return _make(hy, (x,), backward, backend)
+
+
+def _install_methods() -> None:
+    Tensor.min = ops._reduction_method(min)        # (np.min(t) too)
+    Tensor.var = lambda t, axis=None, keepdims=None, **kw: var(t, axis, keepdims, **kw)
+    Tensor.std = lambda t, axis=None, keepdims=None, **kw: std(t, axis, keepdims, **kw)
+    Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
+                                                                            **kw)
+    Tensor.norm = lambda t, p=2, axis=None, keepdims=None, **kw: norm(t, p, axis, keepdims,
+                                                                       **kw)
+
+
+_install_methods()
+
+__all__ = ["min", "var", "std", "logsumexp", "norm"]

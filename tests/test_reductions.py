@@ -1,0 +1,110 @@
+"""min, var, std, logsumexp and norm against NumPy on both backends, their gradients by
+finite differences and on the gpu against the cpu, special values and bad arguments."""
+import math
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+X = np.random.default_rng(5).standard_normal((4, 5, 3)) * 3.0
+X[1, 2, 0] = X[1, 3, 0]                                 # a tie for min
+
+
+def np_lse(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    out = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+CASES = {
+    "min": (lambda t: dg.min(t, 1), lambda x: np.min(x, 1)),
+    "min-all": (lambda t: t.min(), lambda x: np.min(x)),
+    "min-keep": (lambda t: dg.min(t, dim=(0, 2), keepdim=True),
+                 lambda x: np.min(x, (0, 2), keepdims=True)),
+    "var": (lambda t: dg.var(t, (0, 2)), lambda x: np.var(x, (0, 2), ddof=1)),
+    "var-population": (lambda t: t.var(1, True, correction=0),
+                       lambda x: np.var(x, 1, keepdims=True)),
+    "std": (lambda t: dg.std(t, -1), lambda x: np.std(x, -1, ddof=1)),
+    "std-all": (lambda t: dg.std(t), lambda x: np.std(x, ddof=1)),
+    "logsumexp": (lambda t: dg.logsumexp(t, 1), lambda x: np_lse(x, 1)),
+    "logsumexp-all": (lambda t: dg.logsumexp(t), lambda x: np_lse(x)),
+    "norm": (lambda t: dg.norm(t), lambda x: np.linalg.norm(x.reshape(-1))),
+    "norm-dim": (lambda t: dg.norm(t, 2, 1), lambda x: np.linalg.norm(x, 2, 1)),
+    "norm-1": (lambda t: dg.norm(t, 1, 0), lambda x: np.abs(x).sum(0)),
+    "norm-3": (lambda t: t.norm(3, (0, 1)), lambda x: (np.abs(x) ** 3).sum((0, 1)) ** (1 / 3)),
+    "norm-inf": (lambda t: dg.norm(t, math.inf, 2), lambda x: np.abs(x).max(2)),
+    "norm-minus-inf": (lambda t: dg.norm(t, -math.inf, 2), lambda x: np.abs(x).min(2)),
+    "norm-0": (lambda t: dg.norm(t, 0, 1), lambda x: (x != 0).sum(1)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_numpy(device, name):
+    ours, ref = CASES[name]
+    out = ours(dg.ag_tensor(X))
+    np.testing.assert_allclose(out.numpy(), ref(X), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradient_by_finite_differences(name):
+    ours, _ = CASES[name]
+    x = X.copy()
+    if "min" in name or "inf" in name:      # away from ties: a min or max is not smooth there
+        x = np.arange(x.size, dtype=np.float64).reshape(x.shape) * 0.37 % 5.0 - 2.2
+    dg.gradcheck(ours, [x])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradient_on_gpu_matches_cpu(gpu, name):
+    ours, _ = CASES[name]
+    grads = []
+    for dev in ("cpu", "gpu"):
+        dg.ag_device(dev)
+        with dg.with_grad_tape():
+            t = dg.ag_tensor(X, requires_grad=True)
+            dg.sum(ours(t)).backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+def test_min_shares_ties_and_keeps_negative_zero(device):
+    with dg.with_grad_tape():
+        t = dg.ag_tensor([2.0, -1.0, -1.0, 0.5], requires_grad=True)
+        dg.min(t).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [0.0, 0.5, 0.5, 0.0])
+    z = dg.min(dg.ag_tensor([0.0, -0.0])).item()
+    assert z == 0.0 and math.copysign(1.0, z) == -1.0
+    assert math.isnan(dg.min(dg.ag_tensor([1.0, float("nan")])).item())
+
+
+def test_logsumexp_without_overflow(device):
+    x = dg.ag_tensor([[1000.0, 1000.0], [-np.inf, -np.inf], [np.inf, 0.0]])
+    np.testing.assert_allclose(dg.logsumexp(x, 1).numpy(), [1000.0 + math.log(2), -np.inf,
+                                                             np.inf])
+
+
+def test_two_norm_gradient_is_zero_at_zero(device):
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(np.zeros((2, 3)), requires_grad=True)
+        dg.sum(dg.norm(t, 2, 1)).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.zeros((2, 3)))
+
+
+def test_variance_of_one_element_is_nan(device):
+    assert math.isnan(dg.var(dg.ag_tensor([3.0])).item())
+    assert dg.var(dg.ag_tensor([3.0]), correction=0).item() == 0.0
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: dg.var(t, correction=-1), dg.InvalidValueError, r"^var: argument 'correction'"),
+    (lambda t: dg.min(t, 3), dg.InvalidValueError, r"^min: argument 'axis'"),
+    (lambda t: dg.min(t[:, :0]), dg.ShapeError, r"^min: argument 'x'"),
+    (lambda t: dg.norm(t, "fro"), dg.ArgumentTypeError, r"^norm: argument 'p'"),
+    (lambda t: dg.norm(t, -2), dg.InvalidValueError, r"^norm: argument 'p'"),
+    (lambda t: dg.logsumexp(t, (0, 0)), dg.InvalidValueError, r"^logsumexp: argument 'axis'"),
+])
+def test_bad_arguments_are_named(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(dg.ag_tensor(X))
