@@ -1,5 +1,6 @@
-"""CPU backend speed: a training step against PyTorch CPU, big elementwise ops, reductions
-and softmax against NumPy, and the time to import dualgrad and run a first step.
+"""CPU backend speed: a training step and each public unary op against PyTorch CPU, big
+elementwise ops, reductions and softmax against NumPy, and the time to import dualgrad and
+run a first step.
 
     python3 bench/bench_cpu.py                   # the recorded figures (bench/RESULTS.md)
     python3 bench/bench_cpu.py --mlp 16:8 --elements 4096 --repeats 2 --rounds 1   # smoke
@@ -22,7 +23,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
+from dualgrad.api import device  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
+from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
 
 def _sizes(text: str) -> list:
@@ -128,6 +131,26 @@ def bench_elementwise(args) -> list:
     return rows
 
 
+def bench_unary(args, torch) -> list:
+    """Each public unary op's forward over ``args.elements`` float32 elements, the kernel
+    alone (no tape), against PyTorch CPU's."""
+    n = args.elements
+    rng = np.random.default_rng(4)
+    inputs = {k: draw(rng, n).astype(np.float32) for k, draw in UNARY_INPUTS.items()}
+    tensors = {k: torch.from_numpy(v) for k, v in inputs.items()} if torch else {}
+    be = device.active()
+    out = np.empty(n, np.float32)
+    rows = []
+    for op, a, kind, theirs in unary_cases(torch):
+        x = inputs[kind]
+        mine = (lambda o=op, x=x, a=a: be.unary(o, x, a, out=out))
+        peer = (lambda f=theirs, t=tensors.get(kind): f(t)) if torch else None
+        mine()
+        rows.append((f"unary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
+                     "<= 1.0"))
+    return rows
+
+
 _FIRST_STEP = """
 import time
 start = time.perf_counter()
@@ -183,6 +206,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="PyTorch's thread count (default: the cores, as ours use)")
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
+    parser.add_argument("--sections", default="train,unary,elementwise,startup",
+                        help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
     args = parser.parse_args(argv)
@@ -192,9 +217,14 @@ def main(argv=None) -> int:
     if torch is not None:
         torch.set_num_threads(args.threads)
     peer = f"PyTorch {torch.__version__} CPU, {args.threads} threads" if torch else "n/a"
-    report(bench_training(args, torch), f"Training step: ours vs {peer}")
-    report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
-    bench_startup(args)
+    if "train" in args.sections:
+        report(bench_training(args, torch), f"Training step: ours vs {peer}")
+    if "unary" in args.sections:
+        report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
+    if "elementwise" in args.sections:
+        report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
+    if "startup" in args.sections:
+        bench_startup(args)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

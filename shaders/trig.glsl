@@ -226,29 +226,30 @@ float atanh_f(float x) {
     return signbit_f(x) ? -y : y;
 }
 
-// c exp(arg) for arg = -x^2 + a (x^2 = sq + lo exactly, common.glsl's square_lo), where
-// c exp(arg) may be tiny: below -64 the exponent is raised by 16 (exactly: arg's last bit
-// is coarser than 2^-4 there) and e^-16 moved into c, so that exp's result stays normal
-// and only the last product rounds into the subnormals.
-float scaled_exp(float arg, float lo, float c) {
+// g c exp(arg) for arg = -x^2 + a (x^2 = sq + lo exactly, common.glsl's square_lo), where
+// it may be tiny: below -64 the exponent is raised by 16 (exactly: arg's last bit is
+// coarser than 2^-4 there) and e^-16 moved into c, and c comes last, so that exp's result
+// and the product with g stay normal and only the last product rounds into the
+// subnormals (where a device may flush).
+float scaled_exp(float arg, float lo, float c, float g) {
     if (arg < -64.0) {
         arg += 16.0;
         c *= 1.1253517471925912e-07;             // e^-16
     }
-    return (exp(arg) * (1.0 - lo)) * c;
+    return ((g * exp(arg)) * (1.0 - lo)) * c;
 }
 
-// erf'(x) = 2/sqrt(pi) exp(-x^2)
-float erf_slope(float x) {
+// g erf'(x) = g 2/sqrt(pi) exp(-x^2)
+float erf_slope(float x, float g) {
     float sq = x * x;
-    return scaled_exp(-sq, square_lo(x, sq), TWO_OVER_SQRTPI);
+    return scaled_exp(-sq, square_lo(x, sq), TWO_OVER_SQRTPI, g);
 }
 
 // erfc(z) for z >= 0 by common.glsl's fit.
 float erfc_nonneg(float z) {
     float t = 1.0 / (1.0 + 0.5 * z);
     float sq = z * z;
-    return scaled_exp(erfc_fit(t) - sq, square_lo(z, sq), t);
+    return scaled_exp(erfc_fit(t) - sq, square_lo(z, sq), 1.0, t);
 }
 
 float erfc_f(float x) {

@@ -250,8 +250,8 @@ float backward(float x, float y, float g, float a, float b) {
         return (x > -1.0 && x < 1.0) ? f_nan()
                                      : (g / sqrt_acc(abs(x - 1.0))) / sqrt_acc(abs(x + 1.0));
     if (OP == ATANH) return g / ((1.0 - x) * (1.0 + x));
-    if (OP == ERF) return g * erf_slope(x);
-    if (OP == ERFC) return -g * erf_slope(x);
+    if (OP == ERF) return erf_slope(x, g);
+    if (OP == ERFC) return erf_slope(x, -g);
     if (OP == MAXIMUM_SCALAR) return x == a ? 0.5 * g : (x > a ? g : 0.0);   // ties: half
     if (OP == MINIMUM_SCALAR) return x == a ? 0.5 * g : (x < a ? g : 0.0);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP

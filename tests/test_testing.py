@@ -60,6 +60,32 @@ def test_flushed_subnormals_are_allowed_only_when_the_device_flushes():
     assert agreement("unary:neg", wrong, ref, flushes_subnormals=True).worst > 1
 
 
+def test_a_flush_just_above_flt_min_is_excused_only_within_the_bound():
+    tiny = np.finfo(F).tiny
+    got = np.array([0.0], F)
+    near = np.array([tiny * (1 + 2 ** -20)], F)       # 8 ULP above FLT_MIN
+    far = np.array([tiny * 1.01], F)
+    # exp's bound at x = 87 (177 ULP) reaches below FLT_MIN from `near`, not from `far`
+    assert agreement("unary:exp", got, near, x=np.array([87.0]), flushes_subnormals=True).ok
+    assert not agreement("unary:exp", got, far, x=np.array([87.0]),
+                         flushes_subnormals=True).ok
+    assert not agreement("unary:exp", got, near, x=np.array([87.0])).ok
+
+
+def test_a_pair_across_the_overflow_threshold_is_measured_from_it():
+    big = np.finfo(F).max
+    inf = np.array([np.inf], F)
+    below = np.array([big], F)
+    for _ in range(4):                                   # 4.5 ULP below the threshold
+        below = np.nextafter(below, F(0))
+    far = np.array([big * F(0.999)], F)
+    assert agreement("unary:exp", below, inf, x=np.array([1.0])).ok       # 3 + 2 ULP
+    assert agreement("unary:exp", inf, below, x=np.array([1.0])).ok
+    assert not agreement("unary:exp", far, inf, x=np.array([1.0])).ok
+    assert not agreement("unary:exp", -below, inf, x=np.array([1.0])).ok   # a sign apart
+    assert not agreement("unary:neg", below, inf).ok                       # exact entries
+
+
 def test_nan_must_match_nan_and_shapes_must_match():
     assert not agreement("unary:exp", np.array([1.0], F), np.array([np.nan], F)).ok
     assert agreement("unary:exp", np.array([np.nan], F), np.array([np.nan], F)).ok

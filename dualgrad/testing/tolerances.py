@@ -21,7 +21,11 @@ test pass without writing down here why the wider bound is right.
 One allowance is the device's, not the op's: Vulkan lets any operation flush subnormal
 inputs and results to zero unless the shader asks for DenormPreserve, which the gpu backend
 does wherever the device supports it (NVIDIA's drivers do not, for float32). On such a
-device a subnormal reference result may come back as a zero (``flushes_subnormals=True``).
+device a subnormal reference result may come back as a zero (``flushes_subnormals=True``),
+and so may a normal one whose bound reaches below FLT_MIN. And one is the format's: at the
+overflow threshold a result within its bound may round to inf on one backend and stay
+finite on the other; such a pair is measured from FLT_MAX plus half an ULP, where rounding
+to inf begins.
 """
 from __future__ import annotations
 
@@ -456,10 +460,14 @@ TOLERANCES: dict = {
 }
 
 
+_BELOW_MAX = np.nextafter(np.finfo(np.float32).max, np.float32(0))
+
+
 def ulp_of(x: np.ndarray) -> np.ndarray:
-    """The float32 spacing at |x| (the smallest subnormal spacing at 0)."""
+    """The float32 spacing at |x| (the smallest subnormal spacing at 0; FLT_MAX's is the
+    spacing below it, not the step to inf)."""
     x = np.abs(np.asarray(x, dtype=np.float32))
-    x = np.where(np.isfinite(x), x, np.float32(0))
+    x = np.where(np.isfinite(x), np.minimum(x, _BELOW_MAX), np.float32(0))
     return np.spacing(x).astype(np.float64)
 
 
@@ -520,17 +528,27 @@ def _agreement(key, got, ref, x, scale, length, flushes_subnormals) -> Agreement
     diff = np.where(np.isnan(diff), np.inf, diff)
     # A device that flushes subnormals may return 0 for a subnormal result: excused.
     excused = np.zeros(ref.shape, bool)
+    tiny = np.finfo(np.float32).tiny
     if flushes_subnormals:
-        excused = (ref != 0) & (np.abs(ref) < np.finfo(np.float32).tiny) & (got == 0)
+        excused = (ref != 0) & (np.abs(ref) < tiny) & (got == 0)
     if tol.exact:        # bit for bit: a zero's sign counts, a NaN's payload does not
         bad = (got.view(np.uint32) != ref.view(np.uint32)) & ~both_nan & ~excused
         # the bound is 0 ULP: "worst" is the largest ULP distance of a wrong element
         worst = float(ulps[bad].max()) if bad.any() else 0.0
     else:
-        allowed = tol.ulps * ulp_of(ref) + tol.atol
+        # At the overflow threshold a result within the bound may round to inf on one side
+        # and stay finite on the other: such a pair is measured from the threshold (FLT_MAX
+        # and half an ULP, where rounding to inf begins), in ULPs of FLT_MAX.
+        big = np.float64(np.finfo(np.float32).max)
+        edge = (np.isinf(got) != np.isinf(ref)) & ~np.isnan(got) & ~np.isnan(ref) & \
+            (np.signbit(got) == np.signbit(ref))
+        near = np.minimum(np.abs(got.astype(np.float64)), np.abs(ref.astype(np.float64)))
+        diff = np.where(edge, big + 0.5 * ulp_of(np.float32(big)) - near, diff)
+        ref_b = np.where(edge, np.copysign(big, ref), ref)
+        allowed = tol.ulps * ulp_of(ref_b) + tol.atol
         if tol.ulps_per_x and x is not None:
             growth = ARGS[tol.arg](np.asarray(x, np.float64))
-            allowed = allowed + tol.ulps_per_x * growth * ulp_of(ref)
+            allowed = allowed + tol.ulps_per_x * growth * ulp_of(ref_b)
         if scale is not None:
             scale = np.abs(np.asarray(scale, np.float64))
             # Only terms the entry has: 0 * an infinite scale would be NaN, allowing nothing.
@@ -539,6 +557,11 @@ def _agreement(key, got, ref, x, scale, length, flushes_subnormals) -> Agreement
             if tol.rel:
                 allowed = allowed + tol.rel * scale
         allowed = np.nan_to_num(allowed, nan=0.0)       # a NaN bound allows nothing
+        if flushes_subnormals:
+            # a result whose bound reaches below FLT_MIN may be computed as a subnormal
+            # and then flushed: its 0 is excused as a subnormal reference's is
+            excused |= (got == 0) & (ref != 0) & (np.abs(ref.astype(np.float64)) - allowed
+                                                   < tiny)
         ratio = np.where((diff == 0) | excused, 0.0, diff / np.maximum(allowed, 1e-300))
         bad = ~(ratio <= 1.0)
         worst = float(ratio.max()) if ratio.size else 0.0
