@@ -63,6 +63,56 @@ def test_float64_results_stay_near_libm(name):
     assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
 
 
+LOG_PAIRS = {"log": (vmath.vlog, math.log), "log2": (vmath.vlog2, math.log2),
+             "log1p": (vmath.vlog1p, math.log1p)}
+LOG_ULPS = {"log": 2, "log2": 3, "log1p": 3}     # log m: 1.5; log2: and a product
+LOG_SPECIALS = [0.0, -0.0, -1.0, -0.5, -1e-30, np.inf, -np.inf, np.nan, 1.0, 2.0, 0.5, 8.0,
+                1e-45, 1e-40, 1.1754944e-38, 3.4028235e38, 1e-30, -0.9999999, 1.4142135,
+                1.4142137, 0.70710677, 0.7071068]
+
+
+def log_inputs(dtype, name):
+    rng = np.random.default_rng(1)
+    parts = [np.exp(rng.uniform(-103.0, 88.7, 300_000)), rng.uniform(0.0, 4.0, 300_000),
+             1.0 + rng.standard_normal(200_000) * 1e-4, LOG_SPECIALS]
+    if name == "log1p":
+        parts += [rng.uniform(-1.0, 1.0, 200_000), rng.standard_normal(200_000) * 1e-6]
+    x = np.concatenate(parts)
+    if dtype == np.float64:
+        x = np.concatenate([x, [5e-324, 1e-310, 2.2250738585072014e-308, 1.7976931348623157e308]])
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("name", sorted(LOG_PAIRS))
+def test_log_float32_results_are_libms_bit_for_bit(name):
+    ours, libm = (_kernel(f) for f in LOG_PAIRS[name])
+    x = log_inputs(np.float32, name)
+    got, want = np.empty_like(x), np.empty_like(x)
+    with np.errstate(all="ignore"):
+        ours(x, got)
+        libm(x, want)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("name", sorted(LOG_PAIRS))
+def test_log_float64_results_stay_near_libm(name):
+    ours, libm = (_kernel(f) for f in LOG_PAIRS[name])
+    x = log_inputs(np.float64, name)
+    got, want = np.empty_like(x), np.empty_like(x)
+    with np.errstate(all="ignore"):
+        ours(x, got)
+        libm(x, want)
+        close = np.abs(got - want) <= LOG_ULPS[name] * np.spacing(np.abs(want))
+    ok = (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want)) | close
+    assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
+    powers = 2.0 ** np.arange(-1074, 1024)
+    if name == "log2":                          # exact at powers of two
+        out = np.empty_like(powers)
+        ours(powers, out)
+        np.testing.assert_array_equal(out, np.arange(-1074, 1024))
+
+
 def test_ulp_distance_sees_a_one_ulp_change():
     # the helper the checks above lean on, for float32
     a = np.array([1.0, -2.5], np.float32)

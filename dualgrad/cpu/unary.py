@@ -28,7 +28,7 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import vexp, vexpm1, vtanh, vtanh_f32
+from .vmath import vexp, vexpm1, vlog, vlog1p, vlog2, vtanh, vtanh_f32
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -115,7 +115,7 @@ def _exp(x, a, b):
 
 @forward_rule("log")
 def _log(x, a, b):
-    return math.log(x)
+    return vlog(x)
 
 
 @forward_rule("sqrt")
@@ -198,7 +198,7 @@ def _silu(x, a, b):
 def _softplus(x, a, b):
     if x > SOFTPLUS_THRESHOLD:
         return x
-    return (x if x > 0.0 else 0.0) + math.log1p(exp_minus_abs(x))   # nothing overflows
+    return (x if x > 0.0 else 0.0) + vlog1p(exp_minus_abs(x))   # nothing overflows
 
 
 @forward_rule("square")
@@ -378,7 +378,7 @@ def _expm1(x, a, b):
 
 @forward_rule("log2")
 def _log2(x, a, b):
-    return math.log2(x)
+    return vlog2(x)
 
 
 @forward_rule("log10")
@@ -388,7 +388,7 @@ def _log10(x, a, b):
 
 @forward_rule("log1p")
 def _log1p(x, a, b):
-    return math.log1p(x)
+    return vlog1p(x)
 
 
 @forward_rule("leaky_relu")
@@ -428,7 +428,7 @@ def _softsign(x, a, b):
 
 @forward_rule("logsigmoid")
 def _logsigmoid(x, a, b):
-    return (x if x < 0.0 else 0.0) - math.log1p(exp_minus_abs(x))   # -softplus(-x)
+    return (x if x < 0.0 else 0.0) - vlog1p(exp_minus_abs(x))   # -softplus(-x)
 
 
 @forward_rule("mish")

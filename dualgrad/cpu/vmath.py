@@ -1,4 +1,4 @@
-"""exp, expm1 and tanh in float64 that the compiler can vectorise.
+"""exp, expm1, tanh, log, log2 and log1p in float64 that the compiler can vectorise.
 
 libm's functions are a call per element, which keeps a loop scalar: the kernels were 2 to 5
 times slower than NumPy's float32 SIMD functions. These use only arithmetic, comparisons and
@@ -19,10 +19,19 @@ A float32 tanh takes ``vtanh_f32``: for |x| past 9.011 float32 tanh is +-1, so 2
 capped at 20, which keeps k within [-29, 0] and drops the clamps, the split 2**k and the
 branches of the general path; its float32 results are vtanh's, bit for bit.
 
+log (Cody and Waite's reduction again): x = 2**e m with m in [sqrt(1/2), sqrt(2)), read from
+x's bits; log(m) = 2 atanh(s) with s = (m - 1)/(m + 1), |s| <= 0.1716, by its odd series
+to s**23 (the tail is below 2e-18 of the result); log x = e ln2 + log m with e ln2 split in
+LN2_HI (exact for |e| <= 1075) and LN2_LO. m - 1 is exact, so log m is within about 1.5 ULP;
+log2 takes e + log(m) log2(e), exact at powers of two. log1p(x) is log(u) x / (u - 1) with
+u = 1 + x (Goldberg's form: the rounding of u cancels out), x itself where u rounds to 1.
+
 Numba's disk cache keys a kernel on its own file, not on the helpers it inlines: after
 editing this file, delete the cache's ``numba/`` directory (``jit.py`` says where it is).
 """
 from __future__ import annotations
+
+import math
 
 from numba import types
 from numba.extending import intrinsic
@@ -143,3 +152,67 @@ def vtanh_f32(x):
     t = -em / (2.0 + em)
     t = t if x >= 0.0 else -t
     return x if abs(x) < TINY else t          # keeps signed zeros and tiny values
+
+
+_MANTISSA = (1 << 52) - 1
+_ONE_BITS = 0x3FF0000000000000
+_SQRT2_BITS = 0x3FF6A09E667F3BCD      # the bits of sqrt(2)
+_TWO_54 = 18014398509481984.0         # 2**54: lifts a subnormal to a normal
+# 2 atanh(s) = 2s + 2s * z * Q(z), z = s**2: Q's coefficients 1/3, 1/5, ..., 1/23
+_Q = tuple(1.0 / (2 * k + 1) for k in range(1, 12))
+_Q0, _Q1, _Q2, _Q3, _Q4, _Q5, _Q6, _Q7, _Q8, _Q9, _Q10 = _Q
+LOG2E_HI = 1.4426950408889634
+
+
+@scalar
+def _log_parts(x):
+    """(e as a float, log(m)) with x = 2**e m, m in [sqrt(1/2), sqrt(2)), for a positive
+    finite x (others give garbage, which the callers replace)."""
+    sub = x < 2.2250738585072014e-308
+    x = x * _TWO_54 if sub else x
+    b = _as_int64(x)
+    e = (b >> 52) - (1023 + 54 if sub else 1023)
+    mb = (b & _MANTISSA) | _ONE_BITS             # m in [1, 2)
+    big = mb > _SQRT2_BITS
+    mb = mb - (1 << 52) if big else mb           # m / 2
+    e = e + 1 if big else e
+    m = _as_float64(mb)
+    s = (m - 1.0) / (m + 1.0)
+    z = s * s
+    q = (((((((((_Q10 * z + _Q9) * z + _Q8) * z + _Q7) * z + _Q6) * z + _Q5) * z + _Q4) * z
+            + _Q3) * z + _Q2) * z + _Q1) * z + _Q0
+    # e as a float from its bits (an int64-to-float conversion would not vectorise on AVX2)
+    ef = _as_float64(e + _ROUND_BITS) - ROUND
+    return ef, 2.0 * s + 2.0 * s * (z * q)
+
+
+@scalar
+def _log_specials(x, y):
+    """y where x > 0 is finite; log's values at 0 (-inf), below 0 (NaN), inf and NaN."""
+    y = -math.inf if x == 0.0 else y
+    y = math.nan if x < 0.0 else y
+    return x if (x == math.inf or x != x) else y
+
+
+@scalar
+def vlog(x):
+    """log(x), float64 in and out."""
+    ef, lm = _log_parts(x)
+    return _log_specials(x, ef * LN2_HI + (ef * LN2_LO + lm))
+
+
+@scalar
+def vlog2(x):
+    """log2(x): e + log(m) log2(e), exact at powers of two."""
+    ef, lm = _log_parts(x)
+    return _log_specials(x, ef + lm * LOG2E_HI)
+
+
+@scalar
+def vlog1p(x):
+    """log(1 + x), accurate near 0: log(u) x / (u - 1) with u = 1 + x."""
+    u = 1.0 + x
+    d = u - 1.0
+    y = vlog(u) * (x / d)
+    y = x if d == 0.0 else y                     # (keeps -0 and tiny x)
+    return math.inf if x == math.inf else y
