@@ -37,30 +37,38 @@ def inputs(dtype):
                            rng.standard_normal(100_000) * 1e-5, SPECIALS]).astype(dtype)
 
 
-@pytest.mark.parametrize("name", sorted(PAIRS))
-def test_float32_results_are_libms_bit_for_bit(name):
-    ours, libm = (_kernel(f) for f in PAIRS[name])
-    x = inputs(np.float32)
+def _both(pair, x):
+    """(ours, libm's) results over x."""
+    ours, libm = (_kernel(f) for f in pair)
     got, want = np.empty_like(x), np.empty_like(x)
-    ours(x, got)
-    libm(x, want)
+    with np.errstate(all="ignore"):
+        ours(x, got)
+        libm(x, want)
+    return got, want
+
+
+def _assert_bit_for_bit(x, got, want):
     same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 
 
+def _assert_within(x, got, want, ulps):
+    with np.errstate(invalid="ignore"):
+        close = np.abs(got - want) <= ulps * np.spacing(np.abs(want))
+    ok = (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want)) | close
+    assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_float32_results_are_libms_bit_for_bit(name):
+    x = inputs(np.float32)
+    _assert_bit_for_bit(x, *_both(PAIRS[name], x))
+
+
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_float64_results_stay_near_libm(name):
-    ours, libm = (_kernel(f) for f in PAIRS[name])
     x = np.concatenate([inputs(np.float64), np.linspace(-745.5, 709.9, 100_001)])
-    got, want = np.empty_like(x), np.empty_like(x)
-    ours(x, got)
-    libm(x, want)
-    both_nan = np.isnan(got) & np.isnan(want)
-    same_inf = np.isinf(want) & (got == want)
-    with np.errstate(invalid="ignore"):
-        close = np.abs(got - want) <= FLOAT64_ULPS[name] * np.spacing(np.abs(want))
-    ok = both_nan | same_inf | close
-    assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
+    _assert_within(x, *_both(PAIRS[name], x), FLOAT64_ULPS[name])
 
 
 LOG_PAIRS = {"log": (vmath.vlog, math.log), "log2": (vmath.vlog2, math.log2),
@@ -85,32 +93,20 @@ def log_inputs(dtype, name):
 
 @pytest.mark.parametrize("name", sorted(LOG_PAIRS))
 def test_log_float32_results_are_libms_bit_for_bit(name):
-    ours, libm = (_kernel(f) for f in LOG_PAIRS[name])
     x = log_inputs(np.float32, name)
-    got, want = np.empty_like(x), np.empty_like(x)
-    with np.errstate(all="ignore"):
-        ours(x, got)
-        libm(x, want)
-    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
-    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+    _assert_bit_for_bit(x, *_both(LOG_PAIRS[name], x))
 
 
 @pytest.mark.parametrize("name", sorted(LOG_PAIRS))
 def test_log_float64_results_stay_near_libm(name):
-    ours, libm = (_kernel(f) for f in LOG_PAIRS[name])
     x = log_inputs(np.float64, name)
-    got, want = np.empty_like(x), np.empty_like(x)
-    with np.errstate(all="ignore"):
-        ours(x, got)
-        libm(x, want)
-        close = np.abs(got - want) <= LOG_ULPS[name] * np.spacing(np.abs(want))
-    ok = (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want)) | close
-    assert ok.all(), (x[~ok][:5], got[~ok][:5], want[~ok][:5])
+    _assert_within(x, *_both(LOG_PAIRS[name], x), LOG_ULPS[name])
+
+
+def test_log2_is_exact_at_powers_of_two():
     powers = 2.0 ** np.arange(-1074, 1024)
-    if name == "log2":                          # exact at powers of two
-        out = np.empty_like(powers)
-        ours(powers, out)
-        np.testing.assert_array_equal(out, np.arange(-1074, 1024))
+    out, _ = _both(LOG_PAIRS["log2"], powers)
+    np.testing.assert_array_equal(out, np.arange(-1074, 1024))
 
 
 def test_ulp_distance_sees_a_one_ulp_change():
