@@ -163,9 +163,11 @@ class Backend(abc.ABC):
         element offset + sum(c[d] * strides[d]); strides may be negative or 0 (up to 4-D)."""
 
     @abc.abstractmethod
-    def strided_backward(self, g, size: int, strides: tuple, offset: int):
+    def strided_backward(self, g, size: int, strides: tuple, offset: int, out=None):
         """The gradient of an injective ``strided`` read of an x of ``size`` elements: a 1-D
-        array of zeros with g's element i written at offset + sum(c[d] * strides[d])."""
+        array of zeros with g's element i written at offset + sum(c[d] * strides[d]); with
+        ``out`` (storage of ``size`` elements), g's elements are written into it there and
+        the rest of it is left as it is (concatenation)."""
 
     @abc.abstractmethod
     def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, out=None,

@@ -93,6 +93,41 @@ def test_view_ops_gradients_by_finite_differences(name):
     dg.gradcheck(ours, [np.random.default_rng(3).standard_normal(shape)])
 
 
+A, B, C = (np.random.default_rng(k).standard_normal(shape)
+           for k, shape in enumerate([(2, 3, 4), (2, 5, 4), (2, 1, 4)]))
+JOINS = {
+    "concat": (lambda *ts: dg.concat(ts, 1), lambda *xs: np.concatenate(xs, 1), (A, B, C)),
+    "cat-last": (lambda a, b: dg.cat([a, b], -1), lambda a, b: np.concatenate([a, b], -1),
+                 (A, A)),
+    "stack": (lambda a, b: dg.stack([a, b]), lambda a, b: np.stack([a, b]), (A, 2 * A)),
+    "stack-last": (lambda a, b: dg.stack((a, b), -1), lambda a, b: np.stack([a, b], -1),
+                   (A, A)),
+    "split": (lambda b: dg.split(b, 2, 1)[2], lambda b: b[:, 4:], (B,)),
+    "split-sections": (lambda b: dg.split(b, [1, 4], dim=1)[1], lambda b: b[:, 1:], (B,)),
+    "chunk": (lambda b: dg.chunk(b, 2, 1)[0], lambda b: b[:, :3], (B,)),
+}
+
+
+@pytest.mark.parametrize("name", list(JOINS))
+def test_joining_and_splitting_match_numpy(device, name):
+    ours, ref, arrays = JOINS[name]
+    out = ours(*(dg.ag_tensor(a) for a in arrays))
+    np.testing.assert_array_equal(out.numpy(), ref(*arrays).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", list(JOINS))
+def test_joining_gradients_by_finite_differences(name):
+    ours, _, arrays = JOINS[name]
+    dg.gradcheck(ours, list(arrays))
+
+
+def test_split_and_chunk_give_pytorchs_parts(device):
+    b = dg.ag_tensor(B)
+    assert [p.shape[1] for p in dg.split(b, 2, 1)] == [2, 2, 1]
+    assert [p.shape[1] for p in dg.chunk(b, 3, 1)] == [2, 2, 1]
+    assert [p.shape[1] for p in dg.chunk(b, 4, 1)] == [2, 2, 1]     # fewer where they run out
+
+
 @pytest.mark.parametrize("call, error, pattern", [
     (lambda t: t[2], dg.IndexOutOfRange, r"^getitem: index 2 is out of range for axis 0 of size 2"),
     (lambda t: t[0, 0, 0, 0, 0], dg.IndexOutOfRange, r"^getitem: too many indices \(5\)"),
@@ -112,6 +147,13 @@ def test_view_ops_gradients_by_finite_differences(name):
     (lambda t: dg.index_select(t, 9, np.array([0])), dg.InvalidValueError,
      r"^index_select: argument 'dim'"),
     (lambda t: t[:, None, None, None], dg.ShapeError, r"^getitem: argument 'result'"),
+    (lambda t: dg.concat([t, t[:, :1, :2]], 1), dg.ShapeError,
+     r"^concat: argument 'tensors\[1\]' has shape \(2, 1, 2, 5\); expected tensors\[0\]'s"),
+    (lambda t: dg.concat([]), dg.InvalidValueError, r"^concat: argument 'tensors'"),
+    (lambda t: dg.stack([t, t[0]]), dg.ShapeError, r"^stack: argument 'tensors\[1\]'"),
+    (lambda t: dg.split(t, [1, 2]), dg.InvalidValueError,
+     r"^split: argument 'split_size_or_sections'.*summing to 2"),
+    (lambda t: dg.chunk(t, 0), dg.InvalidValueError, r"^chunk: argument 'chunks'"),
 ])
 def test_bad_keys_are_named(device, call, error, pattern):
     with pytest.raises(error, match=pattern):

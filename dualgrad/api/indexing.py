@@ -1,5 +1,5 @@
-"""Indexing and views: ``t[...]``, squeeze, unsqueeze, flatten, expand / broadcast_to, flip
-and index_select, with NumPy's and PyTorch's rules.
+"""Indexing, views and joining: ``t[...]``, squeeze, unsqueeze, flatten, expand /
+broadcast_to, flip, index_select, concat / stack and split / chunk, with PyTorch's rules.
 
 Ints, slices (any step, negative too), ``None`` and ``...`` select a strided part of the
 tensor: one ``strided`` kernel copies it, and ``strided_backward`` writes its gradient back
@@ -279,6 +279,102 @@ def flip(x, dims) -> Tensor:
     return _strided_key(x, key)
 
 
+# ---------------------------------------------------------------------------------------------
+# Joining and splitting
+
+def concat(tensors, dim: int = 0) -> Tensor:
+    """The tensors joined along ``dim`` (their other sizes equal), as ``torch.cat``: each
+    is written into its part of the result, and its gradient read back from there."""
+    fn = "concat"
+    try:
+        items = list(tensors)
+    except TypeError:
+        raise bad_type(fn, "tensors", tensors, "a list of tensors") from None
+    if not items:
+        raise bad_value(fn, "tensors", tensors, "at least one tensor")
+    items = [_tensor(fn, f"tensors[{k}]", t, items[0]) for k, t in enumerate(items)]
+    first = items[0]
+    if first.ndim == 0:
+        raise bad_shape(fn, "tensors[0]", first.shape, "at least one dimension")
+    dim = _axis(fn, "dim", dim, first.ndim)
+    for k, t in enumerate(items[1:], 1):
+        if t.dtype != first.dtype:
+            raise bad_type(fn, f"tensors[{k}]", t, f"dtype {first.dtype}, as tensors[0]")
+        if t.ndim != first.ndim or builtins.any(t.shape[d] != first.shape[d]
+                                                for d in range(first.ndim) if d != dim):
+            raise bad_shape(fn, f"tensors[{k}]", t.shape,
+                            f"tensors[0]'s sizes {first.shape} except along dim {dim}")
+    shape = list(first.shape)
+    shape[dim] = builtins.sum(t.shape[dim] for t in items)
+    shape = tuple(shape)
+    strides = _contiguous_strides(shape)
+    starts = np.cumsum([0] + [t.shape[dim] for t in items])[:-1]
+    backend = device.active()
+    out = backend.empty(shape, first.dtype)
+    size = int(np.prod(shape))
+    for t, start in zip(items, starts):
+        backend.strided_backward(handle(backend, t), size, tuple(strides),
+                                 int(start) * strides[dim], out=out)
+
+    def backward(g, needs):
+        return tuple(backend.strided(g, t.shape, tuple(strides), int(start) * strides[dim])
+                     if need else None for t, start, need in zip(items, starts, needs))
+    return _make(out, tuple(items), backward, backend)
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    """The tensors (all of one shape) stacked along a new axis ``dim``, as ``torch.stack``."""
+    try:
+        items = list(tensors)
+    except TypeError:
+        raise bad_type("stack", "tensors", tensors, "a list of tensors") from None
+    if not items:
+        raise bad_value("stack", "tensors", tensors, "at least one tensor")
+    items = [_tensor("stack", f"tensors[{k}]", t, items[0]) for k, t in enumerate(items)]
+    for k, t in enumerate(items[1:], 1):
+        if t.shape != items[0].shape:
+            raise bad_shape("stack", f"tensors[{k}]", t.shape, f"tensors[0]'s {items[0].shape}")
+    dim = _axis("stack", "dim", dim, items[0].ndim + 1)
+    return concat([unsqueeze(t, dim) for t in items], dim)
+
+
+def split(x, split_size_or_sections, dim: int = 0) -> tuple:
+    """x cut along ``dim`` into parts of ``split_size_or_sections`` elements (an int: the
+    last part may be shorter) or of the listed sizes (summing to the axis), as
+    ``torch.split``."""
+    x = _tensor("split", "x", x)
+    if x.ndim == 0:
+        raise bad_shape("split", "x", x.shape, "at least one dimension")
+    dim = _axis("split", "dim", dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [checks.integer("split", "split_size_or_sections", k, 0)
+                 for k in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise bad_value("split", "split_size_or_sections", split_size_or_sections,
+                            f"sizes summing to {n}, the size of dim {dim}")
+    else:
+        step = checks.integer("split", "split_size_or_sections", split_size_or_sections, 1)
+        sizes = [builtins.min(step, n - k) for k in range(0, n, step)] or [0]
+    parts, start = [], 0
+    for size in sizes:
+        key = (slice(None),) * dim + (slice(start, start + size),)
+        parts.append(getitem(x, key))
+        start += size
+    return tuple(parts)
+
+
+def chunk(x, chunks: int, dim: int = 0) -> tuple:
+    """x cut into ``chunks`` parts along ``dim`` of ceil(n / chunks) elements each (the last
+    shorter; fewer parts where they run out), as ``torch.chunk``."""
+    x = _tensor("chunk", "x", x)
+    chunks = checks.integer("chunk", "chunks", chunks, 1)
+    if x.ndim == 0:
+        raise bad_shape("chunk", "x", x.shape, "at least one dimension")
+    n = x.shape[_axis("chunk", "dim", dim, x.ndim)]
+    return split(x, builtins.max(-(-n // chunks), 1), dim)
+
+
 def _install_methods() -> None:
     T = Tensor
     T.__getitem__ = getitem
@@ -292,4 +388,7 @@ def _install_methods() -> None:
 
 _install_methods()
 
-__all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip"]
+cat = concat            # PyTorch's other name
+
+__all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip",
+           "concat", "cat", "stack", "split", "chunk"]

@@ -84,8 +84,8 @@ class CpuBackend(Backend):
     def strided(self, x, shape, strides, offset):
         return strided.strided(x, shape, strides, offset)
 
-    def strided_backward(self, g, size, strides, offset):
-        return strided.strided_backward(g, size, strides, offset)
+    def strided_backward(self, g, size, strides, offset, out=None):
+        return strided.strided_backward(g, size, strides, offset, out)
 
     def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
         return matmul.matmul(a, b, trans_a, trans_b, out, epilogue)

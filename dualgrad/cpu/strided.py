@@ -22,7 +22,7 @@ def strided(x: np.ndarray, shape, strides, offset) -> np.ndarray:
     return np.array(_view(x.reshape(-1), shape, strides, offset), order="C")
 
 
-def strided_backward(g: np.ndarray, size: int, strides, offset) -> np.ndarray:
-    out = np.zeros(size, g.dtype)
-    _view(out, g.shape, strides, offset)[...] = g
+def strided_backward(g: np.ndarray, size: int, strides, offset, out=None) -> np.ndarray:
+    out = np.zeros(size, g.dtype) if out is None else out
+    _view(out.reshape(-1), g.shape, strides, offset)[...] = g
     return out

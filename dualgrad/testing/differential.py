@@ -273,7 +273,10 @@ def _strided(data, pair):
         offset += start * int(stride)
     cy, gy = pair.twin("strided", x, tuple(shape), tuple(strides), offset)
     g = data.draw(dgst.arrays(tuple(shape)), label="g")
-    cg, gg = pair.twin("strided_backward", g, x.size, tuple(strides), offset)
+    # into zeros it makes, or (concatenation) into given storage, the rest left as it was
+    into = data.draw(st.booleans(), label="into given storage")
+    out = data.draw(dgst.arrays((x.size,)), label="out") if into else None
+    cg, gg = pair.twin("strided_backward", g, x.size, tuple(strides), offset, out)
     return [pair.agree("strided", gy, cy), pair.agree("strided_backward", gg, cg)]
 
 

@@ -35,9 +35,10 @@ def strided_into(dev, x, strides, offset, out):
     return out
 
 
-def strided_backward(dev, g, size, strides, offset):
-    out = dev.empty((size,))
-    dev.fill(out, 0.0)
+def strided_backward(dev, g, size, strides, offset, out=None):
+    if out is None:
+        out = dev.empty((size,))
+        dev.fill(out, 0.0)
     if g.size:
         dev.launch("strided", (1,), _push(g, out, g.size, g.shape, strides, offset),
                    grid(g.size), [g, out], [out])
