@@ -1167,3 +1167,24 @@ def test_clamp_with_min_above_max_gives_max_everywhere(device):
         dg.sum(y).backward()
     np.testing.assert_array_equal(y.numpy(), [0.0, 0.0, 0.0, NAN])
     np.testing.assert_array_equal(t.grad.numpy(), [0.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("weight", [0.25, 0.75, 1.0, -0.5, "tensor"])
+def test_lerp(device, weight):
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4,))
+    w = rng.uniform(-1, 2, (3, 1)) if weight == "tensor" else weight
+    out = dg.lerp(dg.ag_tensor(a), dg.ag_tensor(b), dg.ag_tensor(w) if weight == "tensor"
+                  else w)
+    np.testing.assert_allclose(out.numpy(), a + np.asarray(w) * (b - a), rtol=1e-5, atol=1e-6)
+    if weight == 1.0:                     # PyTorch's form is exact at the end point
+        np.testing.assert_array_equal(out.numpy(), np.broadcast_to(b, (3, 4)).astype(F32))
+    if device == "cpu":
+        args = [a, b] + ([w] if weight == "tensor" else [])
+        dg.gradcheck(lambda *ts: dg.lerp(*ts) if weight == "tensor" else dg.lerp(*ts, w), args)
+
+
+def test_lerp_names_a_bad_weight(device):
+    with pytest.raises(dg.ArgumentTypeError, match=r"^lerp: argument 'weight'"):
+        dg.lerp(dg.ag_tensor([1.0]), dg.ag_tensor([2.0]), "half")
+    assert np.isnan(dg.lerp(dg.ag_tensor([1.0]), dg.ag_tensor([2.0]), float("nan")).numpy()[0])

@@ -294,6 +294,20 @@ def minimum(a, b) -> Tensor:
     return _min_or_max("minimum", a, b)
 
 
+def lerp(input, end, weight) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """input + weight (end - input), as ``torch.lerp`` (broadcasting; ``weight`` a number or
+    a tensor). For a number past 0.5 it is end - (1 - weight) (end - input), PyTorch's form,
+    exact at weight 1."""
+    start = _tensor("lerp", "input", input, end)
+    end = _tensor("lerp", "end", end, start)
+    diff = sub(end, start)
+    if is_number(weight):
+        w = float(weight)                       # (NaN gives NaN, as PyTorch's)
+        return add(start, mul(diff, w)) if builtins.abs(w) < 0.5 else \
+            sub(end, mul(diff, 1.0 - w))
+    return add(start, mul(_tensor("lerp", "weight", weight, start), diff))
+
+
 def _min_or_max(op: str, a, b) -> Tensor:
     if is_number(b) and not is_number(a):
         return _unary(op + "_scalar", op, a, float(b))
@@ -753,6 +767,6 @@ _install_operators()
 
 __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
            "elu", "celu", "clamp", "hardtanh",
-           "relu6", "maximum",
+           "relu6", "maximum", "lerp",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "gather", "linear", "layer_norm", "embedding", "dropout"]
