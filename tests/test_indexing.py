@@ -105,6 +105,10 @@ JOINS = {
     "split": (lambda b: dg.split(b, 2, 1)[2], lambda b: b[:, 4:], (B,)),
     "split-sections": (lambda b: dg.split(b, [1, 4], dim=1)[1], lambda b: b[:, 1:], (B,)),
     "chunk": (lambda b: dg.chunk(b, 2, 1)[0], lambda b: b[:, :3], (B,)),
+    "roll": (lambda b: dg.roll(b, 2, 1), lambda b: np.roll(b, 2, 1), (B,)),
+    "roll-two-dims": (lambda b: dg.roll(b, (-1, 7), (0, -1)),
+                      lambda b: np.roll(b, (-1, 7), (0, -1)), (B,)),
+    "roll-flat": (lambda b: dg.roll(b, 5), lambda b: np.roll(b, 5), (B,)),
 }
 
 
@@ -154,6 +158,7 @@ def test_split_and_chunk_give_pytorchs_parts(device):
     (lambda t: dg.split(t, [1, 2]), dg.InvalidValueError,
      r"^split: argument 'split_size_or_sections'.*summing to 2"),
     (lambda t: dg.chunk(t, 0), dg.InvalidValueError, r"^chunk: argument 'chunks'"),
+    (lambda t: dg.roll(t, (1, 2), 0), dg.InvalidValueError, r"^roll: argument 'shifts'"),
 ])
 def test_bad_keys_are_named(device, call, error, pattern):
     with pytest.raises(error, match=pattern):

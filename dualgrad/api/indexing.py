@@ -375,6 +375,31 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple:
     return split(x, builtins.max(-(-n // chunks), 1), dim)
 
 
+def roll(x, shifts, dims=None) -> Tensor:
+    """x with its elements moved ``shifts`` places along ``dims`` (ints or tuples of equal
+    length), those pushed past the end coming back at the start, as ``torch.roll``;
+    without ``dims`` the flattened tensor is rolled and its shape restored."""
+    x = _tensor("roll", "x", x)
+    if dims is None:
+        if isinstance(shifts, (tuple, list)):
+            raise bad_value("roll", "shifts", shifts, "one int when dims is None")
+        return reshape(roll(reshape(x, (x.size,)), shifts, 0), x.shape)
+    shift_list = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
+    dim_list = list(dims) if isinstance(dims, (tuple, list)) else [dims]
+    if len(shift_list) != len(dim_list):
+        raise bad_value("roll", "shifts", shifts, f"{len(dim_list)} shifts, one per dim")
+    out = x
+    for k, d in zip(shift_list, dim_list):
+        d = _axis("roll", "dims", d, max(x.ndim, 1))
+        n = x.shape[d]
+        k = checks.integer("roll", "shifts", k) % n if n else 0
+        if k:
+            head = (slice(None),) * d
+            out = concat([getitem(out, head + (slice(n - k, None),)),
+                          getitem(out, head + (slice(0, n - k),))], d)
+    return out
+
+
 def _install_methods() -> None:
     T = Tensor
     T.__getitem__ = getitem
@@ -391,4 +416,4 @@ _install_methods()
 cat = concat            # PyTorch's other name
 
 __all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip",
-           "concat", "cat", "stack", "split", "chunk"]
+           "concat", "cat", "stack", "split", "chunk", "roll"]
