@@ -135,7 +135,7 @@ def _strided_key(x: Tensor, key: tuple) -> Tensor:
 def _advanced(x: Tensor, key: tuple, at: int) -> Tensor:
     index = np.asarray(key[at])
     if index.dtype.kind == "b":
-        return _masked(x, key, at, index)
+        return _masked(x, key, index)
     rest = key[:at] + (slice(None),) + key[at + 1:]
     expanded = _expand_ellipsis(rest, x.ndim)
     # the axis of x the array indexes: the axes consumed before it (an '...' before it
@@ -148,7 +148,7 @@ def _advanced(x: Tensor, key: tuple, at: int) -> Tensor:
     return index_select(part, lands[position], index, fn="getitem")
 
 
-def _masked(x: Tensor, key: tuple, at: int, mask: np.ndarray) -> Tensor:
+def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
     if len(key) != 1:
         raise bad_value("getitem", "key", key,
                         "a boolean mask alone (t[mask]; with other indices it is not "

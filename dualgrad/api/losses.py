@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
-from . import capture, checks, device, ops, tape
+from ..errors import bad_shape, bad_value
+from . import checks, device, ops, tape
 from .ops import _make, _tensor, gather_rows
 from .residency import adopt, handle
 from .tensor import Tensor
@@ -149,36 +149,18 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
 # ---------------------------------------------------------------------------------------------
 # Class targets
 
-def _class_targets(fn: str, name: str, target, count: int, classes: int,
-                   ignore_index: int) -> np.ndarray:
-    """Integer class indices, one per row, each in [0, classes) or equal to
-    ``ignore_index``; a recorded step checks each later batch the same way."""
-    if isinstance(target, Tensor):
-        raise bad_type(fn, name, target, "a NumPy array of integer class indices")
-    array = checks.array(fn, name, target, "iu", "integer class indices (e.g. int64)")
-    if array.shape != (count,):
-        raise bad_shape(fn, name, array.shape, f"({count},): one index per row")
-    bad = (array != ignore_index) & ((array < 0) | (array >= classes))
-    if bad.any():
-        raise InvalidValueError(
-            f"{fn}: argument '{name}' holds index {int(array[bad][0])}; expected indices in "
-            f"[0, {classes}) or ignore_index ({ignore_index})")
-    capture.check_input(target, lambda new: _class_targets(fn, name, new, count, classes,
-                                                           ignore_index))
-    return array
-
-
 def _picked(fn: str, name: str, logp: Tensor, target, weight, ignore_index: int) -> tuple:
-    """(-w[t] logp[i, t] per row, w[t] per row): the weighted negative log-likelihoods of the
-    targets and their weights, 0 for ignored rows, all on the device."""
+    """(-w[t] logp[i, t] per row, w[t] per row, the targets on the device (n, 1)): the
+    weighted negative log-likelihoods of the targets and their weights, 0 for ignored rows,
+    all on the device."""
     n, c = logp.shape
-    t = _class_targets(fn, name, target, n, c, ignore_index)
+    t = ops.class_indices(fn, name, target, n, c, ignore_index)
     backend = device.active()
     hidx = backend.reshape(backend.indices(t), (n, 1))
     per_class = _constant((1, c), 1.0, logp.dtype) if weight is None else weight
     w = _gathered(per_class, hidx, ignore_index, n)
     nll = ops.neg(ops.mul(ops.reshape(gather_rows(logp, hidx, ignore_index), (n,)), w))
-    return nll, w
+    return nll, w, hidx
 
 
 def _class_weight(fn: str, weight, like: Tensor) -> Tensor | None:
@@ -206,8 +188,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,  # noqa: A002
     _rows_classes(fn, "input", input)
     reduction = _reduction(fn, reduction)
     ignore_index = checks.integer(fn, "ignore_index", ignore_index)
-    nll, w = _picked(fn, "target", input, target, _class_weight(fn, weight, input),
-                     ignore_index)
+    nll, w, _ = _picked(fn, "target", input, target, _class_weight(fn, weight, input),
+                        ignore_index)
     if reduction == "mean":
         return ops.div(ops.sum(nll), ops.sum(w))
     return _reduced(nll, reduction)
@@ -237,14 +219,14 @@ def softmax_cross_entropy(logits, targets, weight=None, ignore_index: int = -100
             not _any_ignored(targets, ignore_index):
         return _fused_cross_entropy(logits, targets)
     logp = ops.log_softmax(logits, -1)
-    nll, per_row = _picked(fn, "targets", logp, targets, w, ignore_index)
+    nll, per_row, hidx = _picked(fn, "targets", logp, targets, w, ignore_index)
     nll = _reduced(nll, "sum") if reduction == "mean" else _reduced(nll, reduction)
     if smoothing:
         # PyTorch's: (1 - e) nll + e/C * -sum_c w_c logp_c, the second counted for the rows
         # counted by the first
         terms = logp if w is None else ops.mul(logp, ops.reshape(w, (1, c)))
-        mask = per_row if w is None else _counted_rows(targets, ignore_index, n, c,
-                                                       logits.dtype)
+        mask = per_row if w is None else \
+            _gathered(_constant((1, c), 1.0, logits.dtype), hidx, ignore_index, n)
         smooth = ops.mul(ops.neg(ops.sum(terms, 1)), mask)
         smooth = _reduced(smooth, "sum") if reduction == "mean" else _reduced(smooth, reduction)
         nll = ops.add(ops.mul(nll, 1.0 - smoothing), ops.mul(smooth, smoothing / c))
@@ -258,13 +240,6 @@ def _gathered(per_class: Tensor, hidx, ignore_index: int, n: int) -> Tensor:
     h = backend.gather(backend.reshape(handle(backend, per_class), (1, per_class.size)), hidx,
                        ignore_index)
     return adopt(backend, Tensor((n,), per_class.dtype), backend.reshape(h, (n,)))
-
-
-def _counted_rows(targets, ignore_index: int, n: int, c: int, dtype) -> Tensor:
-    """1 for each row whose target is not ignore_index, else 0 (on the device)."""
-    backend = device.active()
-    hidx = backend.reshape(backend.indices(np.asarray(targets)), (n, 1))
-    return _gathered(_constant((1, c), 1.0, dtype), hidx, ignore_index, n)
 
 
 def _probabilities(targets) -> bool:

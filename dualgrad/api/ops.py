@@ -589,20 +589,26 @@ def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor
     return _last_axis_op("log_softmax", "log_softmax", x, -1 if axis is None else axis)
 
 
-def class_indices(fn: str, name: str, value, count: int, bound: int) -> np.ndarray:
-    """Validated integer indices in [0, bound): an integer array (or list) of ``count``
-    entries when count is not None."""
+def class_indices(fn: str, name: str, value, count: int, bound: int,
+                  ignore: int | None = None) -> np.ndarray:
+    """Validated integer indices in [0, bound) (or equal to ``ignore``, an ignored target,
+    where given): an integer array (or list) of ``count`` entries when count is not None."""
     if isinstance(value, Tensor):
         raise bad_type(fn, name, value, "a NumPy array of integer indices, not a Tensor")
     array = checks.array(fn, name, value, "iu", "integer indices (e.g. int64)")
     if count is not None and array.shape != (count,):
         raise bad_shape(fn, name, array.shape, f"({count},): one index per row")
     if array.size and (array.min() < 0 or array.max() >= bound):
-        bad = array[(array < 0) | (array >= bound)].reshape(-1)[0]
-        raise InvalidValueError(f"{fn}: argument '{name}' holds index {int(bad)}; expected "
-                                f"indices in [0, {bound})")
+        bad = (array < 0) | (array >= bound)
+        if ignore is not None:
+            bad &= array != ignore
+        if bad.any():
+            also = "" if ignore is None else f" or ignore_index ({ignore})"
+            raise InvalidValueError(f"{fn}: argument '{name}' holds index "
+                                    f"{int(array[bad].reshape(-1)[0])}; expected indices in "
+                                    f"[0, {bound}){also}")
     # A recorded step replayed with new indices checks them the same way first.
-    capture.check_input(value, lambda new: class_indices(fn, name, new, count, bound))
+    capture.check_input(value, lambda new: class_indices(fn, name, new, count, bound, ignore))
     return array
 
 
