@@ -24,6 +24,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
+from optim_cases import OPTIM_CASES, ours_step, torch_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
@@ -151,6 +152,20 @@ def bench_unary(args, torch) -> list:
     return rows
 
 
+def bench_optim(args, torch) -> list:
+    """One step of each optimizer rule over the MLP 784-H-H-10's parameters, against
+    torch.optim's fused (else foreach) step on the CPU."""
+    hidden = args.optim_hidden
+    rows = []
+    for label, kind, hyper in OPTIM_CASES:
+        mine = ours_step(dg, kind, hyper, hidden)
+        peer = torch_step(torch, kind, hyper, hidden, "cpu") if torch else None
+        mine()
+        rows.append((f"{label} step, MLP 784-{hidden}-{hidden}-10",
+                     *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
+    return rows
+
+
 _FIRST_STEP = """
 import time
 start = time.perf_counter()
@@ -206,7 +221,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="PyTorch's thread count (default: the cores, as ours use)")
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
-    parser.add_argument("--sections", default="train,unary,elementwise,startup",
+    parser.add_argument("--optim-hidden", type=int, default=1024,
+                        help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
+    parser.add_argument("--sections", default="train,unary,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -221,6 +238,8 @@ def main(argv=None) -> int:
         report(bench_training(args, torch), f"Training step: ours vs {peer}")
     if "unary" in args.sections:
         report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
+    if "optim" in args.sections:
+        report(bench_optim(args, torch), f"Optimizer steps: ours vs {peer}")
     if "elementwise" in args.sections:
         report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
     if "startup" in args.sections:

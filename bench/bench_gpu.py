@@ -47,6 +47,7 @@ from dualgrad.api import device  # noqa: E402
 from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
+from optim_cases import OPTIM_CASES, ours_step, torch_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
@@ -444,6 +445,20 @@ def bench_unary(args, ours, torch) -> list:
     return rows
 
 
+def bench_optim(args, ours, torch) -> list:
+    """One step of each optimizer rule over the MLP 784-H-H-10's parameters (H from
+    ``--optim-hidden``), against torch.optim's fused (else foreach) step."""
+    hidden = args.optim_hidden
+    rows = []
+    for label, kind, hyper in OPTIM_CASES:
+        mine = ours_step(dg, kind, hyper, hidden)
+        peer = torch_step(torch, kind, hyper, hidden, "cuda") if torch else None
+        t_ours, t_peer = timed(args, mine, peer, ours.sync,
+                               torch.cuda.synchronize if torch else None, 10)
+        rows.append((f"{label} step, MLP 784-{hidden}-{hidden}-10", t_ours, t_peer, "<= 1.0"))
+    return rows
+
+
 # -- per-dispatch floor -----------------------------------------------------------------------
 FLOOR_CALLS = 50                  # chained calls a wait (one by one) or a recording
 
@@ -568,7 +583,7 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,kernels,memory,unary,train,startup",
+    p.add_argument("--sections", default="matmul,kernels,memory,unary,optim,train,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
                         "op), train, startup, floor (tiny chained kernels)")
@@ -579,6 +594,8 @@ def parse(argv=None):
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)
+    p.add_argument("--optim-hidden", type=int, default=4096, help="H of the optim section's "
+                   "MLP 784-H-H-10")
     p.add_argument("--train", default="256:128,1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
@@ -604,6 +621,7 @@ def main(argv=None) -> int:
     rows = []
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
                         ("memory", bench_memory), ("unary", bench_unary),
+                        ("optim", bench_optim),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

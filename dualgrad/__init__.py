@@ -24,8 +24,8 @@ from .api.losses import *  # noqa: F401,F403  (mse_loss, nll_loss, ...: losses._
 from .api.indexing import *  # noqa: F401,F403  (squeeze, flip, ...: indexing.__all__)
 from .api.reductions import *  # noqa: F401,F403  (min, var, ...: reductions.__all__)
 from .api.gradcheck import gradcheck
-from .api.optim import (clip_grad_norm, clip_grad_value, optimizer_adam, optimizer_adamw,
-                        optimizer_sgd)
+from .api.optim import clip_grad_norm, clip_grad_value
+from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor

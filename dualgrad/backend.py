@@ -236,23 +236,16 @@ class Backend(abc.ABC):
         backward of dropout is the same kernel applied to the gradient."""
 
     @abc.abstractmethod
-    def adam_step(self, w, g, m, v, hyper: dict) -> None:
-        """One fused Adam/AdamW update of w, m, v in place; ``hyper`` has ADAM_HYPER's keys."""
+    def optim_step(self, rule: str, w, g, state: tuple, hyper: dict) -> None:
+        """One fused update by ``rule`` (``kernel_ops.OPTIM``) of w and its state tensors in
+        place: ``state`` in OPTIM_STATE[rule]'s order (shorter, or None, where the flags
+        leave a tensor out); ``hyper`` has OPTIM_HYPER[rule]'s scalars and, set True, the
+        OPTIM_FLAGS it uses."""
 
     @abc.abstractmethod
-    def adam_steps(self, params, hyper: dict) -> None:
-        """adam_step of every (w, g, m, v) in ``params``, all with the same ``hyper``: the
+    def optim_steps(self, rule: str, params, hyper: dict) -> None:
+        """optim_step of every (w, g, state) in ``params``, all with the same ``hyper``: the
         same results, in one dispatch where the backend can (an optimizer's parameters)."""
-
-    @abc.abstractmethod
-    def sgd_step(self, w, g, buf, hyper: dict) -> None:
-        """One fused SGD update of w (and the momentum buffer ``buf``, or None) in place;
-        ``hyper`` has SGD_HYPER's keys and the flags ``nesterov`` and ``first``."""
-
-    @abc.abstractmethod
-    def sgd_steps(self, params, hyper: dict) -> None:
-        """sgd_step of every (w, g, buf) in ``params``, all with the same ``hyper``: the
-        same results, in one dispatch where the backend can."""
 
 
 def dropout_threshold(p: float) -> int:

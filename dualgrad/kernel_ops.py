@@ -1,5 +1,5 @@
 """Every kernel op, defined once: its name, its family and its code (its position in the
-family), and the names of the optimizer kernels' scalars.
+family), and the optimizer rules: their state, scalars and flags.
 
 The cpu kernels select an op by its code (Numba freezes it into a constant) and the shaders by
 a specialization constant; both read the codes from here, the shaders through
@@ -130,18 +130,48 @@ REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
 # (max's backward shares the gradient among ties).
 COUNT_EQ = len(REDUCE)
 
-OPTIM = Family("optim", [("adam",), ("sgd",)])
+# The fused optimizer updates ("rules"), each as PyTorch documents its optimizer. Each rule
+# keeps up to three state tensors (OPTIM_STATE: the slots s0, s1, s2 in order; the front end
+# names them as PyTorch's state does) and reads the scalars OPTIM_HYPER names, in that order.
+OPTIM = Family("optim", [("adam",), ("sgd",), ("rmsprop",), ("adagrad",), ("adamax",),
+                         ("nadam",), ("radam",)])
 
-# The scalars of the fused optimizer kernels, in the order the kernels take them. The front
-# end computes them per step in float64 (dualgrad.api.optim); backends round them to the
-# tensor dtype. 1 - beta is passed rather than formed from the rounded beta: float32(0.999)
-# is 1.3e-8 off, which is 1.3e-5 of 1 - 0.999.
-ADAM_HYPER = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
-              "step_size", "bc2_sqrt")
-SGD_HYPER = ("lr", "momentum", "dampening", "wd")
-OPTIM_SCALARS = max(len(ADAM_HYPER), len(SGD_HYPER))
-# SGD's flags, as optim.comp reads them.
-SGD_FLAGS = (("flag_buffer", 1), ("flag_nesterov", 2), ("flag_first", 4))
+# The front end computes the scalars per step in float64 (dualgrad.api.optimizers); backends
+# round them to the tensor dtype. 1 - beta is passed rather than formed from the rounded beta:
+# float32(0.999) is 1.3e-8 off, which is 1.3e-5 of 1 - 0.999. l2 is the weight decay added
+# to the gradient, decay what decoupled weight decay multiplies the weight by.
+_MOMENTS = ("one_minus_beta1", "beta2", "one_minus_beta2", "eps", "l2", "decay")
+OPTIM_HYPER = {
+    "adam": _MOMENTS + ("step_size", "bc2_sqrt"),
+    "sgd": ("lr", "momentum", "dampening", "wd"),
+    "rmsprop": ("alpha", "one_minus_alpha", "eps", "l2", "lr", "momentum"),
+    "adagrad": ("l2", "clr", "eps"),
+    "adamax": ("one_minus_beta1", "beta2", "eps", "l2", "step_size"),
+    "nadam": _MOMENTS + ("grad_coef", "m_coef", "bc2_sqrt"),
+    "radam": _MOMENTS + ("step_size",),
+}
+OPTIM_STATE = {
+    "adam": ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    "sgd": ("momentum_buffer",),
+    "rmsprop": ("square_avg", "momentum_buffer", "grad_avg"),
+    "adagrad": ("sum",),
+    "adamax": ("exp_avg", "exp_inf"),
+    "nadam": ("exp_avg", "exp_avg_sq"),
+    "radam": ("exp_avg", "exp_avg_sq"),
+}
+OPTIM_SCALARS = max(len(names) for names in OPTIM_HYPER.values())
+# The flags word of every rule: a hyper dict holds each flag it sets as True.
+#   maximize: ascend (the gradient's sign flipped first); momentum_buffer: SGD's / RMSprop's
+#   buffer is kept; nesterov, first (the buffer is new: it becomes the gradient): SGD;
+#   amsgrad: Adam keeps the running maximum of v; centered: RMSprop keeps the gradient's mean;
+#   rectified: RAdam's variance is tractable this step (the adaptive term applies).
+OPTIM_FLAGS = (("maximize", 1), ("momentum_buffer", 2), ("nesterov", 4), ("first", 8),
+               ("amsgrad", 16), ("centered", 32), ("rectified", 64))
+
+
+def optim_flags(hyper: dict) -> int:
+    """The flags word of ``hyper`` (OPTIM_FLAGS' names set True in it)."""
+    return sum(bit for name, bit in OPTIM_FLAGS if hyper.get(name))
 
 
 def glsl_header() -> str:
@@ -165,12 +195,12 @@ def glsl_header() -> str:
         lines.append(consts((op.name, op.code) for op in family))
     lines.append("// reduce.comp's own: counts the elements equal to the maximum")
     lines.append(consts([("count_eq", COUNT_EQ)]))
-    lines.append("// optimizer kinds, their scalars' positions and SGD's flags")
-    lines.append(consts((f"kind_{op.name}", op.code) for op in OPTIM))
+    lines.append("// optimizer rules, their scalars' positions and the flags")
+    lines.append(consts((f"rule_{op.name}", op.code) for op in OPTIM))
     lines.append(consts([("optim_scalars", OPTIM_SCALARS)]))
-    lines.append(consts((f"adam_{n}", i) for i, n in enumerate(ADAM_HYPER)))
-    lines.append(consts((f"sgd_{n}", i) for i, n in enumerate(SGD_HYPER)))
-    lines.append(consts((f"sgd_{n}", bit) for n, bit in SGD_FLAGS))
+    for rule, names in OPTIM_HYPER.items():
+        lines.append(consts((f"{rule}_{n}", i) for i, n in enumerate(names)))
+    lines.append(consts((f"flag_{n}", bit) for n, bit in OPTIM_FLAGS))
     return "\n".join(lines) + "\n"
 
 

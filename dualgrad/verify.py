@@ -36,7 +36,7 @@ LEGEND = ("max |err|, max rel: largest difference from the cpu; max ULP: in floa
 
 def _lockstep_runs(steps: int) -> dict:
     """The three reference models in lockstep with Adam for ``steps`` steps."""
-    from .api.optim import optimizer_adam
+    from .api.optimizers import optimizer_adam
     results = {}
     for name, (factory, batches) in MODELS.items():
         results[name] = lockstep(factory, lambda p: optimizer_adam(p, lr=1e-2),

@@ -18,10 +18,22 @@ const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6
 const uint SUM = 0, MEAN = 1, MAX = 2;
 // reduce.comp's own: counts the elements equal to the maximum
 const uint COUNT_EQ = 3;
-// optimizer kinds, their scalars' positions and SGD's flags
-const uint KIND_ADAM = 0, KIND_SGD = 1;
+// optimizer rules, their scalars' positions and the flags
+const uint RULE_ADAM = 0, RULE_SGD = 1, RULE_RMSPROP = 2, RULE_ADAGRAD = 3, RULE_ADAMAX = 4,
+           RULE_NADAM = 5, RULE_RADAM = 6;
 const uint OPTIM_SCALARS = 9;
-const uint ADAM_BETA1 = 0, ADAM_BETA2 = 1, ADAM_ONE_MINUS_BETA1 = 2, ADAM_ONE_MINUS_BETA2 = 3,
-           ADAM_EPS = 4, ADAM_L2 = 5, ADAM_DECAY = 6, ADAM_STEP_SIZE = 7, ADAM_BC2_SQRT = 8;
+const uint ADAM_ONE_MINUS_BETA1 = 0, ADAM_BETA2 = 1, ADAM_ONE_MINUS_BETA2 = 2, ADAM_EPS = 3,
+           ADAM_L2 = 4, ADAM_DECAY = 5, ADAM_STEP_SIZE = 6, ADAM_BC2_SQRT = 7;
 const uint SGD_LR = 0, SGD_MOMENTUM = 1, SGD_DAMPENING = 2, SGD_WD = 3;
-const uint SGD_FLAG_BUFFER = 1, SGD_FLAG_NESTEROV = 2, SGD_FLAG_FIRST = 4;
+const uint RMSPROP_ALPHA = 0, RMSPROP_ONE_MINUS_ALPHA = 1, RMSPROP_EPS = 2, RMSPROP_L2 = 3,
+           RMSPROP_LR = 4, RMSPROP_MOMENTUM = 5;
+const uint ADAGRAD_L2 = 0, ADAGRAD_CLR = 1, ADAGRAD_EPS = 2;
+const uint ADAMAX_ONE_MINUS_BETA1 = 0, ADAMAX_BETA2 = 1, ADAMAX_EPS = 2, ADAMAX_L2 = 3,
+           ADAMAX_STEP_SIZE = 4;
+const uint NADAM_ONE_MINUS_BETA1 = 0, NADAM_BETA2 = 1, NADAM_ONE_MINUS_BETA2 = 2, NADAM_EPS = 3,
+           NADAM_L2 = 4, NADAM_DECAY = 5, NADAM_GRAD_COEF = 6, NADAM_M_COEF = 7,
+           NADAM_BC2_SQRT = 8;
+const uint RADAM_ONE_MINUS_BETA1 = 0, RADAM_BETA2 = 1, RADAM_ONE_MINUS_BETA2 = 2, RADAM_EPS = 3,
+           RADAM_L2 = 4, RADAM_DECAY = 5, RADAM_STEP_SIZE = 6;
+const uint FLAG_MAXIMIZE = 1, FLAG_MOMENTUM_BUFFER = 2, FLAG_NESTEROV = 4, FLAG_FIRST = 8,
+           FLAG_AMSGRAD = 16, FLAG_CENTERED = 32, FLAG_RECTIFIED = 64;

@@ -24,6 +24,17 @@ def batches(steps, batch=8, seed=0, classes=5, features=20):
              rng.integers(0, classes, batch)) for _ in range(steps)]
 
 
+# The other fused rules, with the options that change what they keep.
+OTHER_RULES = {
+    "rmsprop": ("RMSprop", dict(lr=1e-3, momentum=0.9, centered=True)),
+    "adagrad": ("Adagrad", dict(lr=0.05, lr_decay=0.01, initial_accumulator_value=0.1)),
+    "adamax": ("Adamax", dict(lr=1e-2, weight_decay=0.01)),
+    "nadam": ("NAdam", dict(lr=1e-2, decoupled_weight_decay=True, weight_decay=0.01)),
+    "radam": ("RAdam", dict(lr=1e-2)),       # the adaptive term joins at step 6
+    "sgd_maximize": ("SGD", dict(lr=0.05, momentum=0.9, maximize=True)),
+}
+
+
 def make(opt_kind="adam", schedule=False):
     dg.manual_seed(7)
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
@@ -32,6 +43,13 @@ def make(opt_kind="adam", schedule=False):
         opt = dg.optimizer_adam(model.parameters(), lr=1e-2)
     elif opt_kind == "adamw":
         opt = dg.optimizer_adamw(model.parameters(), lr=1e-2, weight_decay=0.1)
+    elif opt_kind == "groups":               # per-group rates and decay, one schedule
+        params = list(model.parameters())
+        opt = dg.optim.Adam([{"params": params[:2], "lr": 3e-2, "weight_decay": 0.01},
+                             {"params": params[2:], "amsgrad": True}], lr=1e-2)
+    elif opt_kind in OTHER_RULES:
+        kind, hyper = OTHER_RULES[opt_kind]
+        opt = getattr(dg.optim, kind)(model.parameters(), **hyper)
     else:
         opt = dg.optimizer_sgd(model.parameters(), lr=0.05, momentum=0.9, nesterov=True)
     sched = dg.optim.WarmupCosineLR(opt, 3, 20) if schedule else None
@@ -64,7 +82,7 @@ def slots(opt) -> int:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("opt_kind", ["adam", "adamw", "sgd"])
+@pytest.mark.parametrize("opt_kind", ["adam", "adamw", "sgd", "groups", *OTHER_RULES])
 def test_replayed_steps_agree_bit_for_bit_with_eager_gpu_steps(gpu, opt_kind):
     data = batches(20)
     model, opt, sched = make(opt_kind, schedule=True)
@@ -80,7 +98,7 @@ def test_replayed_steps_agree_bit_for_bit_with_eager_gpu_steps(gpu, opt_kind):
         assert_identical(state(model2, opt2), state(model, opt))
     assert step.replayable and step.reason == ""
     assert (step.captures, step.replays) == (1, len(data) - 2)
-    assert opt2.lr == opt.lr
+    assert sched2.get_last_lr() == sched.get_last_lr()
 
 
 @pytest.mark.gpu

@@ -78,7 +78,7 @@ def assert_same_params(model, expected):
 
 def assert_same_opt_state(got, expected):
     assert got["param_names"] == expected["param_names"]
-    assert got["hyper"] == expected["hyper"]
+    assert got["param_groups"] == expected["param_groups"]
     assert set(got["state"]) == set(expected["state"])
     for i, entry in expected["state"].items():
         assert set(got["state"][i]) == set(entry), i
@@ -121,6 +121,30 @@ def test_round_trip_bit_for_bit(saved):
     assert dropout_state(model) == saved["dropout"]
     # dualgrad's generator is restored too: the next initialisation repeats
     np.testing.assert_array_equal(dg.nn.Linear(3, 4).weight.numpy(), saved["next_init"])
+
+
+def test_a_resume_with_parameter_groups_continues_bit_for_bit(tmp_path, device):
+    def grouped(seed):
+        dg.manual_seed(seed)
+        model = Net()
+        params = list(model.parameters())
+        opt = dg.optim.NAdam([{"params": params[:2], "lr": 0.05, "weight_decay": 0.01},
+                              {"params": params[2:], "decoupled_weight_decay": True}],
+                             lr=0.02)
+        return model, opt, dg.optim.ExponentialLR(opt, gamma=0.9)
+    model, opt, sched = grouped(0)
+    train(model, opt, sched, 3, 0)
+    path = tmp_path / "ck.safetensors"
+    dg.save_checkpoint(path, model, opt, sched)
+    train(model, opt, sched, 4, 3)
+    resumed, opt2, sched2 = grouped(5)
+    dg.load_checkpoint(path, resumed, opt2, sched2)
+    assert opt2.hyperparameters()[0]["lr"] == pytest.approx(0.05 * 0.9 ** 3)
+    train(resumed, opt2, sched2, 4, 3)
+    assert opt2.hyperparameters() == opt.hyperparameters()
+    if device == "cpu":
+        assert_same_params(resumed, params_of(model))
+    assert_same_opt_state(opt2.state_dict(), opt.state_dict())
 
 
 def test_resume_continues_bit_for_bit(tmp_path, device):

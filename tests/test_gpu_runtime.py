@@ -565,10 +565,12 @@ def test_the_op_code_header_is_generated_from_the_registry():
         for op in family:
             assert codes[op.name.upper()] == op.code
     assert codes["COUNT_EQ"] == len(kernel_ops.REDUCE)
-    for i, name in enumerate(kernel_ops.ADAM_HYPER):
-        assert codes[f"ADAM_{name.upper()}"] == i
-    for i, name in enumerate(kernel_ops.SGD_HYPER):
-        assert codes[f"SGD_{name.upper()}"] == i
+    for rule, names in kernel_ops.OPTIM_HYPER.items():
+        assert codes[f"RULE_{rule.upper()}"] == kernel_ops.OPTIM.code[rule]
+        for i, name in enumerate(names):
+            assert codes[f"{rule.upper()}_{name.upper()}"] == i
+    for name, bit in kernel_ops.OPTIM_FLAGS:
+        assert codes[f"FLAG_{name.upper()}"] == bit
 
 
 def test_float_controls_are_added_to_the_spirv(tmp_path):
@@ -599,44 +601,47 @@ def test_float_controls_are_added_to_the_spirv(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["adam", "sgd", "sgd without momentum"])
+@pytest.mark.parametrize("kind", ["adam", "sgd", "sgd without momentum", "rmsprop"])
 @pytest.mark.parametrize("sizes", [[3000, 1, 0, 1024, 5000], [7] * 300],
                          ids=["spans of workgroups", "past one table"])
 def test_one_update_of_many_tensors_is_each_ones_update_in_few_dispatches(gpu, rng, kind,
                                                                           sizes):
-    """The table dispatch (adam_steps, sgd_steps) gives each tensor the bits its own update
-    gives it, tensors spanning several workgroups or one, empty ones skipped; MAX_TABLE
-    tensors a dispatch."""
-    from dualgrad.api.optim import adam_hyper
+    """The table dispatch (optim_steps) gives each tensor the bits its own update gives it,
+    tensors spanning several workgroups or one, empty ones skipped, absent state slots
+    left alone; MAX_TABLE tensors a dispatch."""
+    from dualgrad.api.optimizers import adam_hyper
     from dualgrad.gpu.kernels.optim import MAX_TABLE
     be = device.active()
+    rule = kind.split()[0]
     if kind == "adam":
-        hyper, width = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False), 4
-        one_step, many_steps = be.adam_step, be.adam_steps
+        hyper, width = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, False), 2
+    elif kind == "rmsprop":          # a momentum buffer, no mean: the middle slot only
+        hyper, width = dict(alpha=0.99, one_minus_alpha=0.01, eps=1e-8, l2=0.01, lr=0.01,
+                            momentum=0.9, momentum_buffer=True), 2
     else:
         momentum = 0.9 if kind == "sgd" else 0.0
-        hyper, width = dict(lr=0.05, momentum=momentum, dampening=0.1, wd=0.01,
-                            nesterov=bool(momentum), first=False), 3
-
-        def one_step(w, g, buf, h):
-            be.sgd_step(w, g, buf if momentum else None, h)
-
-        def many_steps(params, h):
-            be.sgd_steps([(w, g, buf if momentum else None) for w, g, buf in params], h)
-    states = [[np.abs(rng.standard_normal(n)).astype(np.float32) for _ in range(width)]
+        hyper = dict(lr=0.05, momentum=momentum, dampening=0.1, wd=0.01,
+                     nesterov=bool(momentum), first=False, momentum_buffer=bool(momentum))
+        width = 1 if momentum else 0
+    states = [[np.abs(rng.standard_normal(n)).astype(np.float32) for _ in range(2 + width)]
               for n in sizes]
-    one = [[be.upload(a) for a in s] for s in states]
-    for handles in one:
-        one_step(*handles, hyper)
-    many = [[be.upload(a) for a in s] for s in states]
+
+    def operands(arrays):
+        w, g, *state = [be.upload(a) for a in arrays]
+        return w, g, (state[0], state[1], None) if kind == "rmsprop" else tuple(state)
+    one = [operands(s) for s in states]
+    for w, g, state in one:
+        be.optim_step(rule, w, g, state, hyper)
+    many = [operands(s) for s in states]
     be.device.rec.flush()
     before = be.device.rec.counters.dispatches
-    many_steps(many, hyper)
+    be.optim_steps(rule, many, hyper)
     tables = -(-sum(1 for n in sizes if n) // MAX_TABLE)
     assert be.device.rec.counters.dispatches - before == tables
     for a, b in zip(one, many):
-        for x, y in zip(a, b):                    # every operand, written or not
-            assert np.array_equal(be.download(x), be.download(y))
+        for x, y in zip((a[0], a[1], *a[2]), (b[0], b[1], *b[2])):   # every operand
+            if x is not None:
+                assert np.array_equal(be.download(x), be.download(y))
 
 
 @pytest.mark.gpu

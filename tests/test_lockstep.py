@@ -96,11 +96,11 @@ def test_frozen_unused_and_empty_parameters(kind):
 
 
 def _perturbed_adam(monkeypatch, factor):
-    original = GpuBackend.adam_steps            # (the optimizer's one update of them all)
+    original = GpuBackend.optim_steps           # (the optimizer's one update of them all)
 
-    def adam_steps(self, params, hyper):
-        original(self, params, {**hyper, "step_size": hyper["step_size"] * factor})
-    monkeypatch.setattr(GpuBackend, "adam_steps", adam_steps)
+    def optim_steps(self, rule, params, hyper):
+        original(self, rule, params, {**hyper, "step_size": hyper["step_size"] * factor})
+    monkeypatch.setattr(GpuBackend, "optim_steps", optim_steps)
 
 
 def test_a_perturbed_optimizer_kernel_is_caught_at_its_first_step(monkeypatch):

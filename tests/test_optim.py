@@ -27,7 +27,7 @@ STEPS = 10
 
 def assert_f32_close(actual, ref, step, what):
     tol = ULPS_PER_STEP * step * F32_EPS
-    actual = np.asarray(actual)
+    actual, ref = np.asarray(actual), np.asarray(ref)
     assert actual.shape == ref.shape, what
     scale = float(np.abs(ref).max()) if ref.size else 0.0
     np.testing.assert_allclose(actual, ref, rtol=tol, atol=tol * scale, err_msg=what)
@@ -206,12 +206,311 @@ def test_adamw_default_weight_decay_is_0_01():
     assert dg.optim.Adam([p]).weight_decay == 0.0
 
 
-def test_amsgrad_is_not_supported():
-    p = dg.ag_param(np.ones(3))
-    with pytest.raises(TypeError):
-        dg.optim.Adam([p], amsgrad=True)
-    with pytest.raises(TypeError):
-        dg.optim.AdamW([p], amsgrad=True)
+# The other rules (and Adam's amsgrad, every rule's maximize), transcribed the same way from
+# PyTorch's documentation: each updates p (float64) and the state dict s in place at step t.
+def _grad(g, p, h):
+    g = -g if h.get("maximize") else g
+    if h.get("weight_decay") and not h.get("decoupled_weight_decay"):
+        g = g + h["weight_decay"] * p
+    elif h.get("weight_decay"):
+        p *= 1 - h["lr"] * h["weight_decay"]
+    return g
+
+
+def _zeros(s, name, p, value=0.0):
+    return s.get(name, np.full_like(p, value))
+
+
+def ref_adam(p, g, s, t, h):
+    b1, b2 = h["betas"]
+    g = _grad(g, p, h)
+    s["exp_avg"] = b1 * _zeros(s, "exp_avg", p) + (1 - b1) * g
+    s["exp_avg_sq"] = b2 * _zeros(s, "exp_avg_sq", p) + (1 - b2) * g * g
+    v = s["exp_avg_sq"]
+    if h["amsgrad"]:
+        v = s["max_exp_avg_sq"] = np.maximum(_zeros(s, "max_exp_avg_sq", p), v)
+    p -= h["lr"] / (1 - b1 ** t) * s["exp_avg"] / (np.sqrt(v) / math.sqrt(1 - b2 ** t)
+                                                   + h["eps"])
+
+
+def ref_rmsprop(p, g, s, t, h):
+    g, a = _grad(g, p, h), h["alpha"]
+    s["square_avg"] = a * _zeros(s, "square_avg", p) + (1 - a) * g * g
+    var = s["square_avg"]
+    if h["centered"]:
+        s["grad_avg"] = a * _zeros(s, "grad_avg", p) + (1 - a) * g
+        var = var - s["grad_avg"] ** 2
+    avg = np.sqrt(var) + h["eps"]
+    if h["momentum"] > 0:
+        s["momentum_buffer"] = h["momentum"] * _zeros(s, "momentum_buffer", p) + g / avg
+        p -= h["lr"] * s["momentum_buffer"]
+    else:
+        p -= h["lr"] * g / avg
+
+
+def ref_adagrad(p, g, s, t, h):
+    g = _grad(g, p, h)
+    s["sum"] = _zeros(s, "sum", p, h["initial_accumulator_value"]) + g * g
+    p -= h["lr"] / (1 + (t - 1) * h["lr_decay"]) * g / (np.sqrt(s["sum"]) + h["eps"])
+
+
+def ref_adamax(p, g, s, t, h):
+    b1, b2 = h["betas"]
+    g = _grad(g, p, h)
+    s["exp_avg"] = b1 * _zeros(s, "exp_avg", p) + (1 - b1) * g
+    s["exp_inf"] = np.maximum(b2 * _zeros(s, "exp_inf", p), np.abs(g) + h["eps"])
+    p -= h["lr"] / (1 - b1 ** t) * s["exp_avg"] / s["exp_inf"]
+
+
+def ref_nadam(p, g, s, t, h):
+    b1, b2 = h["betas"]
+    g = _grad(g, p, h)
+
+    def mu(k):
+        return b1 * (1 - 0.5 * 0.96 ** (k * h["momentum_decay"]))
+    s["mu_product"] = s.get("mu_product", 1.0) * mu(t)
+    s["exp_avg"] = b1 * _zeros(s, "exp_avg", p) + (1 - b1) * g
+    s["exp_avg_sq"] = b2 * _zeros(s, "exp_avg_sq", p) + (1 - b2) * g * g
+    denom = np.sqrt(s["exp_avg_sq"] / (1 - b2 ** t)) + h["eps"]
+    p -= h["lr"] * (1 - mu(t)) / (1 - s["mu_product"]) * g / denom
+    p -= h["lr"] * mu(t + 1) / (1 - s["mu_product"] * mu(t + 1)) * s["exp_avg"] / denom
+
+
+def ref_radam(p, g, s, t, h):
+    b1, b2 = h["betas"]
+    g = _grad(g, p, h)
+    s["exp_avg"] = b1 * _zeros(s, "exp_avg", p) + (1 - b1) * g
+    s["exp_avg_sq"] = b2 * _zeros(s, "exp_avg_sq", p) + (1 - b2) * g * g
+    bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+    rho_inf = 2 / (1 - b2) - 1
+    rho_t = rho_inf - 2 * t * b2 ** t / bc2
+    if rho_t > 5:
+        rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                         ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+        p -= s["exp_avg"] / bc1 * h["lr"] * rect * math.sqrt(bc2) / (np.sqrt(s["exp_avg_sq"])
+                                                                     + h["eps"])
+    else:
+        p -= s["exp_avg"] / bc1 * h["lr"]
+
+
+def ref_sgd(p, g, s, t, h):
+    g = _grad(g, p, h)
+    if h["momentum"]:
+        s["momentum_buffer"] = g.copy() if "momentum_buffer" not in s else \
+            h["momentum"] * s["momentum_buffer"] + (1 - h["dampening"]) * g
+        g = g + h["momentum"] * s["momentum_buffer"] if h["nesterov"] else s["momentum_buffer"]
+    p -= h["lr"] * g
+
+
+REF_RULES = {"SGD": ref_sgd, "Adam": ref_adam, "AdamW": ref_adam, "RMSprop": ref_rmsprop,
+             "Adagrad": ref_adagrad, "Adamax": ref_adamax, "NAdam": ref_nadam,
+             "RAdam": ref_radam}
+
+
+class RefRule:
+    """A float64 transcription of optimizer ``kind`` with the hyperparameters ``h`` (its
+    defaults filled in from dualgrad's class, which the tests below check are PyTorch's)."""
+
+    def __init__(self, kind, params, **h):
+        self.rule = REF_RULES[kind]
+        self.h = {**getattr(dg.optim, kind)._defaults, **h}
+        if kind == "AdamW":
+            self.h["decoupled_weight_decay"] = True
+        self.params = [np.array(p, np.float64) for p in params]
+        self.s = [dict() for _ in self.params]
+        self.counts = kind != "SGD"
+
+    def step(self, grads):
+        for p, g, s in zip(self.params, grads, self.s):
+            if g is not None:
+                t = s["step"] = s.get("step", 0) + 1
+                self.rule(p, np.array(g, np.float64), s, t, self.h)
+
+    def state(self, i):
+        s = dict(self.s[i])
+        if not self.counts:
+            s.pop("step", None)
+        return s
+
+
+RULE_CASES = {
+    "adam_amsgrad": ("Adam", dict(lr=1e-2, amsgrad=True, weight_decay=0.1)),
+    "adamw_amsgrad": ("AdamW", dict(lr=1e-2, amsgrad=True)),
+    "adam_maximize": ("Adam", dict(lr=1e-2, maximize=True, weight_decay=0.1)),
+    "sgd_maximize": ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True, maximize=True,
+                                 weight_decay=0.05)),
+    "rmsprop": ("RMSprop", dict()),
+    "rmsprop_wd": ("RMSprop", dict(lr=1e-3, weight_decay=0.1, alpha=0.9)),
+    "rmsprop_momentum": ("RMSprop", dict(momentum=0.9, maximize=True)),
+    "rmsprop_centered": ("RMSprop", dict(centered=True, momentum=0.5, eps=1e-6)),
+    "adagrad": ("Adagrad", dict(lr=0.1)),
+    "adagrad_decay": ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1,
+                                      initial_accumulator_value=0.25, maximize=True)),
+    "adamax": ("Adamax", dict()),
+    "adamax_wd": ("Adamax", dict(lr=1e-2, weight_decay=0.1, betas=EXACT_BETAS)),
+    "nadam": ("NAdam", dict(lr=1e-2)),
+    "nadam_l2": ("NAdam", dict(lr=1e-2, weight_decay=0.1, momentum_decay=0.05)),
+    "nadam_decoupled": ("NAdam", dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True,
+                                      maximize=True)),
+    "radam": ("RAdam", dict(lr=1e-2)),                 # rectified from step 6 on
+    "radam_l2": ("RAdam", dict(lr=1e-2, weight_decay=0.1, betas=(0.9, 0.99))),
+    "radam_decoupled": ("RAdam", dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)),
+}
+
+
+@pytest.mark.parametrize("case", list(RULE_CASES))
+def test_each_rule_matches_pytorch_rule(device, rng, case):
+    kind, hyper = RULE_CASES[case]
+    params = make_params(rng, SHAPES)
+    opt = getattr(dg.optim, kind)(params, **hyper)
+    run_steps(opt, RefRule(kind, [p.numpy() for p in params], **hyper), params, rng)
+
+
+# PyTorch 2.13's defaults (torch.optim's signatures), so that a bare constructor behaves the
+# same on both.
+PYTORCH_DEFAULTS = {
+    "SGD": dict(lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                maximize=False),
+    "Adam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+                 maximize=False),
+    "AdamW": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                  maximize=False),
+    "RMSprop": dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                    maximize=False),
+    "Adagrad": dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                    eps=1e-10, maximize=False),
+    "Adamax": dict(lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, maximize=False),
+    "NAdam": dict(lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
+                  decoupled_weight_decay=False, maximize=False),
+    "RAdam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                  decoupled_weight_decay=False, maximize=False),
+}
+
+
+@pytest.mark.parametrize("kind", list(PYTORCH_DEFAULTS))
+def test_defaults_are_pytorchs(kind):
+    opt = getattr(dg.optim, kind)([dg.ag_param(np.ones(3))])
+    assert opt.defaults == PYTORCH_DEFAULTS[kind]
+    group = opt.param_groups[0]
+    assert {k: v for k, v in group.items() if k != "params"} == PYTORCH_DEFAULTS[kind]
+
+
+@pytest.mark.parametrize("kind,bad,match", [
+    ("RMSprop", dict(alpha=1.5), "alpha"), ("RMSprop", dict(momentum=-0.1), "momentum"),
+    ("Adagrad", dict(lr_decay=-1.0), "lr_decay"),
+    ("Adagrad", dict(initial_accumulator_value=-1.0), "initial_accumulator_value"),
+    ("Adamax", dict(betas=(0.9, 1.0)), r"betas\[1\]"),
+    ("NAdam", dict(momentum_decay=-1), "momentum_decay"),
+    ("RAdam", dict(decoupled_weight_decay=1), "decoupled_weight_decay"),
+    ("Adam", dict(amsgrad="yes"), "amsgrad"), ("SGD", dict(maximize=None), "maximize")])
+def test_bad_hyperparameters_are_named(kind, bad, match):
+    with pytest.raises((dg.InvalidValueError, dg.ArgumentTypeError),
+                       match=rf"^{kind}: argument '{match}'"):
+        getattr(dg.optim, kind)([dg.ag_param(np.ones(3))], **bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter groups, as torch.optim's: each group updated by its own hyperparameters.
+
+def test_each_group_is_updated_by_its_own_hyperparameters(device, rng):
+    params = make_params(rng, SHAPES)
+    opt = dg.optim.SGD([{"params": params[:2], "lr": 0.1, "weight_decay": 0.05},
+                        {"params": params[2:], "nesterov": True}], lr=0.02, momentum=0.9)
+    assert [len(g["params"]) for g in opt.param_groups] == [2, 1]
+    assert opt.param_groups[1]["lr"] == 0.02 and opt.param_groups[1]["weight_decay"] == 0.0
+    first = RefRule("SGD", [p.numpy() for p in params[:2]], lr=0.1, weight_decay=0.05,
+                    momentum=0.9)
+    second = RefRule("SGD", [params[2].numpy()], lr=0.02, momentum=0.9, nesterov=True)
+    for step in range(1, 6):
+        grads = grads_for(rng, params, step)
+        for p, g in zip(params, grads):
+            p.grad = g
+        opt.step()
+        first.step(grads[:2])
+        second.step(grads[2:])
+        for p, ref in zip(params, first.params + second.params):
+            assert_f32_close(p.numpy(), ref, step, "weight")
+
+
+def test_a_hyperparameter_attribute_reads_the_shared_value_and_sets_every_group(rng):
+    params = make_params(rng, SHAPES)
+    opt = dg.optim.Adam([{"params": params[:1], "lr": 0.1}, {"params": params[1:]}])
+    assert opt.eps == 1e-8                                   # shared: read
+    with pytest.raises(dg.InvalidValueError, match=r"param_groups\[k\]\['lr'\]"):
+        opt.lr                                               # not shared: which one?
+    opt.lr = 0.5
+    assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5] and opt.lr == 0.5
+
+
+def test_add_param_group_checks_before_adding(rng):
+    a, b, c = make_params(rng, SHAPES)
+    opt = dg.optim.Adam([a], lr=0.1)
+    for bad, match in (({"params": [b, a]}, "appears twice"), ({"params": [b], "lr": -1.0},
+                                                                r"param_groups\[1\]\['lr'\]"),
+                       ({"params": [b], "momentum": 0.9}, "hyperparameters of Adam"),
+                       ([b], '"params" entry')):
+        with pytest.raises((dg.InvalidValueError, dg.ArgumentTypeError), match=match):
+            opt.add_param_group(bad)
+        assert len(opt.param_groups) == 1 and opt.params == [a]
+    opt.add_param_group({"params": {"late": b}, "lr": 0.01})
+    assert opt.param_groups[1]["lr"] == 0.01 and opt.param_groups[1]["betas"] == (0.9, 0.999)
+    assert opt.param_names == ["0", "late"]
+    b.grad = np.ones(b.shape, np.float32)
+    before = b.numpy()
+    opt.step()
+    np.testing.assert_allclose(b.numpy(), before - 0.01, rtol=1e-6)   # Adam's first step: lr
+
+
+def test_a_state_dict_of_groups_round_trips_and_a_mismatch_changes_nothing(device, rng):
+    params = make_params(rng, SHAPES)
+    opt = dg.optim.RMSprop([{"params": params[:2], "centered": True},
+                            {"params": params[2:], "lr": 0.1, "momentum": 0.5}])
+    for step in range(1, 4):
+        for p, g in zip(params, grads_for(rng, params, step)):
+            p.grad = g
+        opt.step()
+    sd = opt.state_dict()
+    assert [g["params"] for g in sd["param_groups"]] == [[0, 1], [2]]
+    assert sd["param_groups"][1]["momentum"] == 0.5
+    assert set(sd["state"][0]) == {"step", "square_avg", "grad_avg"}
+    assert set(sd["state"][2]) == {"step", "square_avg", "momentum_buffer"}
+    twin = [dg.ag_param(p.numpy()) for p in params]
+    other = dg.optim.RMSprop([{"params": twin[:2]}, {"params": twin[2:]}])
+    other.load_state_dict(sd)
+    assert other.hyperparameters() == opt.hyperparameters()
+    one_group = dg.optim.RMSprop(twin)
+    with pytest.raises(dg.InvalidValueError, match="parameter groups"):
+        one_group.load_state_dict(sd)
+    assert one_group.state == [{}, {}, {}] and one_group.param_groups[0]["lr"] == 1e-2
+    split_differently = dg.optim.RMSprop([{"params": twin[:1]}, {"params": twin[1:]}])
+    with pytest.raises(dg.InvalidValueError, match="group 0"):
+        split_differently.load_state_dict(sd)
+
+
+def test_a_state_dict_of_one_hyper_dict_still_loads(rng):
+    # (the earlier format: one "hyper" dict for the only group)
+    params = make_params(rng, SHAPES)
+    opt = dg.optim.Adam(params)
+    opt.load_state_dict({"state": {}, "hyper": {"lr": 0.25, "betas": [0.5, 0.75]},
+                         "param_names": ["0", "1", "2"]})
+    assert opt.lr == 0.25 and opt.betas == (0.5, 0.75)
+
+
+def test_a_schedule_sets_each_group_from_its_own_base_rate():
+    a, b = dg.ag_param(np.ones(2)), dg.ag_param(np.ones(2))
+    opt = dg.optim.Adam([{"params": [a], "lr": 0.1}, {"params": [b], "lr": 0.01}])
+    sched = dg.optim.StepLR(opt, step_size=2, gamma=0.5)
+    for _ in range(4):
+        sched.step()
+    assert sched.get_last_lr() == pytest.approx([0.025, 0.0025])
+    assert [g["initial_lr"] for g in opt.param_groups] == [0.1, 0.01]
+    plateau = dg.optim.ReduceLROnPlateau(opt, patience=0, factor=0.5)
+    plateau.step(1.0)
+    plateau.step(2.0)
+    assert plateau.get_last_lr() == pytest.approx([0.0125, 0.00125])
+    cyc = dg.optim.OneCycleLR(opt, max_lr=1.0, total_steps=10)
+    assert [g["betas"][0] for g in opt.param_groups] == [0.95, 0.95]    # max_momentum
+    assert cyc.get_last_lr() == pytest.approx([0.04, 0.04])
 
 
 OPT_KINDS = {
@@ -629,10 +928,7 @@ def test_cycled_momentum_moves_against_the_rate(kind):
 
 
 def test_cycled_momentum_needs_a_momentum():
-    class Plain(dg.optim.Optimizer):
-        lr = 0.1
-
-    opt = Plain("Plain", [dg.ag_param(np.ones(2))])
+    opt = dg.optim.Adagrad([dg.ag_param(np.ones(2))], lr=0.1)     # neither momentum nor betas
     with pytest.raises(dg.InvalidValueError, match=r"^CyclicLR: argument 'cycle_momentum'"):
         dg.optim.CyclicLR(opt, 0.01, 0.1)
     dg.optim.CyclicLR(opt, 0.01, 0.1, cycle_momentum=False)
@@ -644,7 +940,7 @@ def test_a_second_schedule_starts_from_the_first_rate():
     dg.optim.ConstantLR(opt, factor=0.5)
     assert opt.lr == pytest.approx(BASE_LR / 2)
     second = dg.optim.ExponentialLR(opt, gamma=0.5)
-    assert second.base_lr == BASE_LR and opt.lr == pytest.approx(BASE_LR)
+    assert second.base_lrs == [BASE_LR] and opt.lr == pytest.approx(BASE_LR)
 
 
 def test_reduce_on_plateau_rule():

@@ -116,12 +116,13 @@ class _Step:
         return True
 
 
-def on_replay(check, run=None) -> None:
+def on_replay(check, run=None, key=None) -> None:
     """While a step is being recorded: before each replay, ``check()`` (a key that must
-    equal its value now, else the step is recorded anew), then ``run()``."""
+    equal ``key``, by default its value now, else the step is recorded anew), then
+    ``run()``."""
     current = local.step
     if current is not None:
-        current.hooks.append((check, run, check()))
+        current.hooks.append((check, run, check() if key is None else key))
 
 
 def check_input(array, check) -> None:

@@ -71,7 +71,8 @@ def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
                     tensors[f"optim/{i}/{k}"] = v
                 else:
                     scalars.setdefault(str(i), {})[k] = v
-        meta["optimizer"] = json.dumps({"kind": type(optimizer).__name__, "hyper": sd["hyper"],
+        meta["optimizer"] = json.dumps({"kind": type(optimizer).__name__,
+                                        "param_groups": sd["param_groups"],
                                         "param_names": sd["param_names"], "scalars": scalars})
     if scheduler is not None:
         meta["scheduler"] = json.dumps(scheduler.state_dict())
@@ -213,8 +214,9 @@ def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
                 state.setdefault(i, {})[name] = v
         for i, scalars in info["scalars"].items():
             state.setdefault(i, {}).update(scalars)
-        opt_state = {"state": state, "hyper": info["hyper"],
-                     "param_names": info["param_names"]}
+        # (a checkpoint of an earlier format holds one "hyper" dict for the only group)
+        groups = {k: info[k] for k in ("param_groups", "hyper") if k in info}
+        opt_state = {"state": state, "param_names": info["param_names"], **groups}
     if scheduler is not None and "scheduler" not in meta:
         raise CheckpointError(f"load_checkpoint: {path!r} holds no scheduler state")
     try:

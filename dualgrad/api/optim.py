@@ -1,9 +1,9 @@
-"""Optimizers (SGD, Adam, AdamW) and gradient clipping (schedules: ``schedules.py``).
+"""The optimizer base (parameter groups, state, state dicts, capture) and gradient clipping;
+the optimizers themselves are ``optimizers.py``, the schedules ``schedules.py``.
 
-The optimizer classes hold the state; the arithmetic is one fused kernel per parameter on the
-active backend (``adam_step`` / ``sgd_step``), which updates the weight and its state in
-place, so on gpu neither ever leaves the device. The update rules are PyTorch's, as its
-documentation states them; per-step scalars are computed here in float64.
+An optimizer's arithmetic is one fused kernel per rule on the active backend
+(``backend.optim_steps``), which updates the weights and their state in place, so on gpu
+neither ever leaves the device. Per-step scalars are computed here in float64.
 """
 from __future__ import annotations
 
@@ -14,58 +14,149 @@ import numpy as np
 from . import capture, checks, device
 from .residency import adopt, handle
 from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
+from ..kernel_ops import OPTIM_STATE
 from .tensor import Parameter, Tensor, host_array
 
-
-def _params(fn: str, params):
-    """(names, parameters) from a list of Parameters or a dict name -> Parameter."""
+def _group_params(fn: str, where: str, params, offset: int):
+    """(names, parameters) of one group from a list of Parameters or a dict name ->
+    Parameter; list entries are named by their index among all the optimizer's."""
     if isinstance(params, Tensor):
-        raise bad_type(fn, "params", params, "a list or dict of Parameters, not one tensor")
+        raise bad_type(fn, where, params, "a list or dict of Parameters, not one tensor")
     if isinstance(params, dict):
         names, items = [str(k) for k in params], list(params.values())
     else:
         try:
             items = list(params)
         except TypeError:
-            raise bad_type(fn, "params", params, "a list or dict of Parameters") from None
-        names = [str(i) for i in range(len(items))]
+            raise bad_type(fn, where, params, "a list or dict of Parameters") from None
+        names = [str(offset + i) for i in range(len(items))]
     if not items:
-        raise bad_value(fn, "params", params, "at least one parameter")
-    seen = set()
+        raise bad_value(fn, where, params, "at least one parameter")
     for name, p in zip(names, items):
         # A frozen Parameter (requires_grad False) is accepted, as in PyTorch: it gets no
         # gradient, so steps skip it until it is unfrozen.
         if not isinstance(p, Parameter) and not (isinstance(p, Tensor) and p.requires_grad):
-            raise bad_type(fn, f"params[{name}]", p,
-                           "a Parameter (or a tensor requiring grad)")
-        if id(p) in seen:
-            raise bad_value(fn, "params", f"params[{name}]",
-                            "each parameter once (it appears twice)")
-        seen.add(id(p))
+            raise bad_type(fn, f"params[{name}]", p, "a Parameter (or a tensor requiring grad)")
     return names, items
 
 
-def _state_tensor(backend, p: Tensor) -> Tensor:
-    """A zero-filled tensor shaped like p, in p's pool (persistent for resident weights)."""
+def _is_group_list(params) -> bool:
+    return isinstance(params, (list, tuple)) and bool(params) and \
+        all(isinstance(g, dict) for g in params)
+
+
+def _state_tensor(backend, p: Tensor, value: float = 0.0) -> Tensor:
+    """A tensor shaped like p filled with ``value``, in p's pool (persistent for resident
+    weights)."""
     h = backend.empty(p.shape, p.dtype, p.persistent)
-    backend.fill(h, 0.0)
+    backend.fill(h, value)
     return adopt(backend, Tensor(p.shape, p.dtype, persistent=p.persistent), h)
 
 
 class Optimizer:
-    """Base class: parameters, hyperparameters (attributes) and per-parameter state."""
+    """Base class, as ``torch.optim.Optimizer``: ``param_groups`` (each a dict of its
+    "params" and its hyperparameters), per-parameter ``state``, ``step()``,
+    ``zero_grad()``, ``add_param_group()``, ``state_dict()`` and ``load_state_dict()``.
 
-    _hyper_names: tuple = ()
-    _state_tensors: tuple = ()
-    _good_hyper = None
-    # The learning rate the first schedule made for this optimizer found (PyTorch's
-    # param_group["initial_lr"]): every schedule of it starts from this rate.
-    initial_lr: float | None = None
+    ``params`` is a list (or dict name -> Parameter) of parameters, or a list of group
+    dicts such as ``[{"params": head, "lr": 1e-2}, {"params": body}]``, whose missing
+    hyperparameters come from the constructor's arguments. ``opt.lr`` (and each other
+    hyperparameter) reads the value every group shares and sets it in every group.
 
-    def __init__(self, fn: str, params):
-        self.param_names, self.params = _params(fn, params)
-        self.state = [dict() for _ in self.params]
+    A subclass names its kernel ``rule`` (``kernel_ops.OPTIM``), its ``_defaults``, and
+    defines ``_check`` (one group's hyperparameters), ``_slots`` (the names of the state
+    tensors the kernel takes) and ``_hyper`` (the kernel's scalars for one update)."""
 
+    rule = ""
+    _fn = "Optimizer"
+    _defaults: dict = {}
+    _counts_steps = True           # keeps state["step"] (SGD does not, as in PyTorch)
+
+    def __init__(self, params, defaults: dict):
+        self._check(defaults, "")
+        object.__setattr__(self, "defaults", dict(defaults))
+        object.__setattr__(self, "param_groups", [])
+        self.params, self.param_names, self.state, self._group_of = [], [], [], []
+        self._good = []              # per group: the values last found good
+        groups = params if _is_group_list(params) else [{"params": params}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # -- groups and hyperparameters ----------------------------------------------------------
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group of parameters (a dict with "params" and any hyperparameters; the
+        rest come from ``defaults``), as PyTorch's; checked before anything changes."""
+        fn, k = f"{self._fn}.add_param_group", len(self.param_groups)
+        if not isinstance(param_group, dict) or "params" not in param_group:
+            raise bad_type(fn, "param_group", param_group, 'a dict with a "params" entry')
+        unknown = set(param_group) - set(self._defaults) - {"params", "initial_lr"}
+        if unknown:
+            raise bad_value(fn, "param_group", sorted(unknown)[0],
+                            "hyperparameters of " + self._fn + ": " + ", ".join(self._defaults))
+        where = "params" if k == 0 else f"param_groups[{k}]['params']"
+        names, items = _group_params(self._fn, where, param_group["params"], len(self.params))
+        group = {**self.defaults, **{n: v for n, v in param_group.items() if n != "params"}}
+        self._check(group, "" if k == 0 and not self.param_groups else f"param_groups[{k}]")
+        seen = {id(p) for p in self.params}
+        for name, p in zip(names, items):
+            if id(p) in seen:
+                raise bad_value(self._fn, "params", f"params[{name}]",
+                                "each parameter once, in one group (it appears twice)")
+            seen.add(id(p))
+        group["params"] = items
+        for name in ("betas",):
+            if isinstance(group.get(name), list):
+                group[name] = tuple(group[name])
+        self.param_groups.append(group)
+        self._good.append(None)
+        self.params += items
+        self.param_names += names
+        self.state += [dict() for _ in items]
+        self._group_of += [k] * len(items)
+
+    def __getattr__(self, name):
+        # (only called when ordinary lookup fails: a hyperparameter's shared value)
+        if name in type(self)._defaults and "param_groups" in self.__dict__:
+            values = [g[name] for g in self.param_groups]
+            if any(v != values[0] for v in values[1:]):
+                raise InvalidValueError(
+                    f"{self._fn}.{name}: the parameter groups hold different values "
+                    f"({values}); read param_groups[k][{name!r}]")
+            return values[0]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name in type(self)._defaults and "param_groups" in self.__dict__:
+            for group in self.param_groups:       # (checked by the next step, as PyTorch)
+                group[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _check(self, group: dict, where: str) -> None:
+        """Raise for a bad hyperparameter of ``group`` (``where`` prefixes the names)."""
+
+    def _name(self, where: str, name: str) -> str:
+        return f"{where}['{name}']" if where else name
+
+    def _checked_groups(self) -> None:
+        """Check every group's hyperparameters (they may have been reassigned) unless each is
+        the very object last found good: a step's check is then a comparison. (Not by
+        value: True == 1; and a list is checked each time, since it may have changed in
+        place.)"""
+        names = tuple(self._defaults)
+        for k, group in enumerate(self.param_groups):
+            values = tuple(group.get(n) for n in names)
+            good = self._good[k]
+            if good is None or any(v is not g or v.__class__ is list
+                                   for v, g in zip(values, good)):
+                self._check(group, "" if len(self.param_groups) == 1 else f"param_groups[{k}]")
+                self._good[k] = values
+
+    def hyperparameters(self) -> list:
+        """Each group's hyperparameters by name (as state_dict() saves them)."""
+        return [{n: g[n] for n in g if n != "params"} for g in self.param_groups]
+
+    # -- stepping ----------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients (to None, or to zeros in place)."""
         backend = device.active()
@@ -78,21 +169,10 @@ class Optimizer:
                 backend.fill(handle(backend, p.grad), 0.0)
                 p.grad.written()
 
-    def _checked_hyper(self) -> None:
-        """Check the hyperparameters (they may have been reassigned) unless each is the very
-        object last found good: a step's check is then a comparison. (Not by value: True ==
-        1; and a list is checked each time, since it may have changed in place.)"""
-        values = tuple(getattr(self, name) for name in self._hyper_names)
-        good = self._good_hyper
-        if good is None or any(v is not g or v.__class__ is list
-                               for v, g in zip(values, good)):
-            self._check_hyper(dict(zip(self._hyper_names, values)))
-            self._good_hyper = values
-
     def _ready(self):
         """(backend, [(index, param, grad handle)]) for the parameters that have a grad,
         after checking the hyperparameters."""
-        self._checked_hyper()
+        self._checked_groups()
         backend = device.active()
         todo = []
         for i, p in enumerate(self.params):
@@ -108,38 +188,123 @@ class Optimizer:
     def step(self) -> None:
         """One update of every parameter that has a gradient (others are skipped)."""
         backend, todo = self._ready()
-        self._update(backend, todo)
-        # A recorded step replays the kernels; the step counts and the scalars they read
-        # (learning rate, bias corrections) are redone here before each replay.
-        capture.on_replay(lambda: self._replay_key(todo),
-                          lambda: self._update(device.active(), todo))
+        layout = self._update(backend, todo)
+        # A recorded step replays its dispatches: each replay first checks that the update
+        # due would make the same dispatches over the same tensors (else the step is recorded
+        # anew), then redoes the step counts and the scalars they read.
+        capture.on_replay(lambda: self._layout(todo),
+                          lambda: self._update(device.active(), todo), key=layout)
 
-    def _update(self, backend, todo: list) -> None:
-        """The update of the parameters in ``todo`` (from ``_ready``)."""
+    def _dispatch_key(self, i: int) -> tuple:
+        """What parameter i's next update shares with those updated in the same dispatch:
+        its group, step, whether its state is new, its state tensors and ``_key_extra``."""
+        group, state = self.param_groups[self._group_of[i]], self.state[i]
+        slots = self._slots(group)
+        first = any(n is not None and n not in state for n in slots)
+        step = state.get("step", 0) + 1 if self._counts_steps else 0
+        return (self._group_of[i], step, first, slots) + self._key_extra(group, state, step)
+
+    def _key_extra(self, group: dict, state: dict, step: int) -> tuple:
+        return ()
+
+    def _plan(self, todo: list) -> list:
+        """The positions in ``todo`` of each dispatch of the next update, in order."""
+        plan: dict = {}
+        for at, (i, _, _) in enumerate(todo):
+            plan.setdefault(self._dispatch_key(i), []).append(at)
+        return list(plan.items())
+
+    def _layout(self, todo: list) -> tuple:
+        """The dispatches the next update makes: their parameters and state tensors (steps
+        and scalars aside)."""
+        self._checked_groups()
+        return tuple((tuple(ats), key[3]) for key, ats in self._plan(todo))
+
+    def _update(self, backend, todo: list) -> tuple:
+        """The update of the parameters in ``todo`` (from ``_ready``): one optim_steps per
+        dispatch of ``_plan``. Returns its ``_layout``."""
+        plan = self._plan(todo)
+        changed = []
+        for key, ats in plan:
+            group, slots, hyper, params = self.param_groups[key[0]], key[3], None, []
+            for at in ats:
+                i, p, g = todo[at]
+                state = self.state[i]
+                first = False
+                for name in slots:
+                    if name is not None and name not in state:
+                        state[name] = _state_tensor(backend, p, self._initial(group, name))
+                        first = True
+                if self._counts_steps:
+                    state["step"] = state.get("step", 0) + 1
+                h = self._hyper(group, state, first)   # (each parameter's, for its state)
+                hyper = hyper or h
+                params.append((handle(backend, p), g,
+                               tuple(handle(backend, state[n]) if n is not None else None
+                                     for n in slots)))
+                changed += [p] + [state[n] for n in slots if n is not None]
+            backend.optim_steps(self.rule, params, hyper)
+        for t in changed:
+            t.written()
+        return tuple((tuple(ats), key[3]) for key, ats in plan)
+
+    def _slots(self, group: dict) -> tuple:
+        """The names of the state tensors the kernel takes (OPTIM_STATE's order; None for
+        one the group's options leave out)."""
         raise NotImplementedError
 
-    def _replay_key(self, todo: list) -> tuple:
-        """Check the hyperparameters; return which state tensors exist for ``todo`` (a
-        recorded update fits only the state it was recorded with)."""
-        self._checked_hyper()
-        return tuple(tuple(sorted(k for k, v in self.state[i].items() if isinstance(v, Tensor)))
-                     for i, _, _ in todo)
+    def _initial(self, group: dict, name: str) -> float:
+        """The value a new state tensor starts from."""
+        return 0.0
 
-    def hyperparameters(self) -> dict:
-        """The current hyperparameters by name (as state_dict() saves them)."""
-        return {name: getattr(self, name) for name in self._hyper_names}
+    def _hyper(self, group: dict, state: dict, first: bool) -> dict:
+        """The kernel's scalars and flags for one update (the step already counted)."""
+        raise NotImplementedError
 
     # -- state dict -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """``{"state": {index: {"step": int, name: ndarray, ...}}, "hyper": {...},
-        "param_names": [...]}``; arrays are host copies."""
+        """As PyTorch's: ``{"state": {index: {"step": int, name: ndarray, ...}},
+        "param_groups": [{hyperparameters..., "params": [indices]}]}``, and
+        ``"param_names"``; arrays are host copies."""
         state = {}
         for i, s in enumerate(self.state):
             if s:
                 state[i] = {k: (v.numpy() if isinstance(v, Tensor) else v)
                             for k, v in s.items()}
-        return {"state": state, "hyper": self.hyperparameters(),
-                "param_names": list(self.param_names)}
+        groups = []
+        for k, g in enumerate(self.param_groups):
+            entry = {n: (list(v) if isinstance(v, tuple) else v)
+                     for n, v in g.items() if n != "params"}
+            entry["params"] = [i for i, gk in enumerate(self._group_of) if gk == k]
+            groups.append(entry)
+        return {"state": state, "param_groups": groups, "param_names": list(self.param_names)}
+
+    def _staged_groups(self, state_dict: dict) -> list:
+        """The hyperparameters of each group from ``state_dict``, checked. (A state saved
+        with one "hyper" dict applies it to every group.)"""
+        if "param_groups" in state_dict:
+            saved = state_dict["param_groups"]
+            if not isinstance(saved, list) or len(saved) != len(self.param_groups):
+                raise InvalidValueError(
+                    f"load_state_dict: the state has {len(saved) if isinstance(saved, list) else '?'}"
+                    f" parameter groups; this optimizer has {len(self.param_groups)}")
+        else:
+            saved = [state_dict.get("hyper", {})] * len(self.param_groups)
+        staged = []
+        for k, (group, entry) in enumerate(zip(self.param_groups, saved)):
+            if not isinstance(entry, dict):
+                raise bad_type("load_state_dict", f"param_groups[{k}]", entry, "a dict")
+            mine = [i for i, gk in enumerate(self._group_of) if gk == k]
+            if "params" in entry and len(entry["params"]) != len(mine):
+                raise InvalidValueError(
+                    f"load_state_dict: group {k} of the state has {len(entry['params'])} "
+                    f"parameters; this optimizer's has {len(mine)}")
+            hyper = {n: (tuple(v) if isinstance(v, list) else v) for n, v in entry.items()
+                     if n in self._defaults or n == "initial_lr"}
+            merged = {**group, **hyper}
+            self._check(merged, "" if len(self.param_groups) == 1 else f"param_groups[{k}]")
+            staged.append(hyper)
+        return staged
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore state saved by ``state_dict()``; everything is checked before any state
@@ -151,6 +316,7 @@ class Optimizer:
             raise InvalidValueError(
                 f"load_state_dict: the state is for {len(state_dict.get('param_names', []))} "
                 f"parameters; this optimizer has {len(self.params)}")
+        tensor_names = OPTIM_STATE[self.rule]
         staged = []
         for key, entry in state_dict["state"].items():
             try:
@@ -164,7 +330,7 @@ class Optimizer:
                 raise bad_value("load_state_dict", "state", key,
                                 f"parameter indices in [0, {len(self.params)})")
             p, arrays = self.params[i], {}
-            for name in self._state_tensors:
+            for name in tensor_names:
                 if name not in entry:
                     continue
                 value = host_array("load_state_dict", f"state[{i}][{name}]", entry[name],
@@ -174,163 +340,21 @@ class Optimizer:
                                     f"the parameter's shape {p.shape}")
                 arrays[name] = value
             staged.append((i, entry, arrays))
-        hyper = state_dict.get("hyper", {})
-        self._check_hyper({**self.hyperparameters(), **hyper})
+        groups = self._staged_groups(state_dict)
         backend = device.active()
-        for name, value in hyper.items():
-            if name in self._hyper_names:
-                setattr(self, name, tuple(value) if isinstance(value, list) else value)
+        for group, hyper in zip(self.param_groups, groups):
+            group.update(hyper)
+        self._good = [None] * len(self.param_groups)
         self.state = [dict() for _ in self.params]
         for i, entry, arrays in staged:
             p = self.params[i]
             for k, v in entry.items():
-                if k not in self._state_tensors:
+                if k not in arrays:
                     self.state[i][k] = v
             for name, value in arrays.items():
                 self.state[i][name] = adopt(backend, Tensor(p.shape, p.dtype,
                                                             persistent=p.persistent),
                                             backend.upload(value, p.persistent))
-
-    def _check_hyper(self, hyper: dict) -> None:
-        pass
-
-
-class SGD(Optimizer):
-    """Stochastic gradient descent with optional momentum (dampening, Nesterov) and weight
-    decay, as ``torch.optim.SGD``."""
-
-    _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
-    _state_tensors = ("momentum_buffer",)
-
-    def __init__(self, params, lr: float, momentum: float = 0.0, nesterov: bool = False,
-                 weight_decay: float = 0.0, dampening: float = 0.0):
-        hyper = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                     nesterov=nesterov)
-        self._check_hyper(hyper)
-        super().__init__("SGD", params)
-        for name, value in hyper.items():
-            setattr(self, name, value)
-
-    def _check_hyper(self, h: dict) -> None:
-        checks.number("SGD", "lr", h["lr"], 0.0)
-        checks.number("SGD", "momentum", h["momentum"], 0.0)
-        checks.number("SGD", "dampening", h["dampening"], 0.0, 1.0)
-        checks.number("SGD", "weight_decay", h["weight_decay"], 0.0)
-        checks.flag("SGD", "nesterov", h["nesterov"])
-        if h["nesterov"] and (h["momentum"] <= 0 or h["dampening"] != 0):
-            raise InvalidValueError("SGD: nesterov=True needs momentum > 0 and dampening 0")
-
-    def _replay_key(self, todo: list) -> tuple:
-        return super()._replay_key(todo) + (self.momentum != 0.0,)
-
-    def _update(self, backend, todo: list) -> None:
-        # Parameters whose momentum buffer is new (first) and the others: one sgd_steps each.
-        groups: dict = {}
-        changed = []
-        for i, p, g in todo:
-            state = self.state[i]
-            buf, first = None, False
-            changed.append(p)
-            if self.momentum != 0.0:
-                first = "momentum_buffer" not in state
-                if first:
-                    state["momentum_buffer"] = _state_tensor(backend, p)
-                buf = handle(backend, state["momentum_buffer"])
-                changed.append(state["momentum_buffer"])
-            groups.setdefault(first, []).append((handle(backend, p), g, buf))
-        for first, params in groups.items():
-            backend.sgd_steps(params, dict(lr=self.lr, momentum=self.momentum,
-                                           dampening=self.dampening, wd=self.weight_decay,
-                                           nesterov=bool(self.nesterov), first=first))
-        for t in changed:
-            t.written()
-
-
-class Adam(Optimizer):
-    """Adam (``decoupled=False``, weight decay as an L2 term in the gradient) as
-    ``torch.optim.Adam``; see AdamW for decoupled weight decay."""
-
-    _hyper_names = ("lr", "betas", "eps", "weight_decay")
-    _state_tensors = ("exp_avg", "exp_avg_sq")
-    _decoupled = False
-    _fn = "Adam"
-
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
-        hyper = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-        self._check_hyper(hyper)
-        super().__init__(self._fn, params)
-        self.lr, self.eps, self.weight_decay = float(lr), float(eps), float(weight_decay)
-        self.betas = (float(betas[0]), float(betas[1]))
-
-    def _check_hyper(self, h: dict) -> None:
-        checks.number(self._fn, "lr", h["lr"], 0.0)
-        checks.number(self._fn, "eps", h["eps"], 0.0)
-        checks.number(self._fn, "weight_decay", h["weight_decay"], 0.0)
-        betas = h["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise bad_value(self._fn, "betas", betas, "a pair (beta1, beta2)")
-        for k, b in enumerate(betas):
-            checks.number(self._fn, f"betas[{k}]", b, 0.0, 1.0, hi_open=True)
-
-    def _update(self, backend, todo: list) -> None:
-        # Parameters at the same step count share their scalars: one adam_steps each.
-        groups: dict = {}
-        changed = []
-        for i, p, g in todo:       # a skipped parameter's step count does not advance
-            state = self.state[i]
-            if not state:
-                state.update(step=0, exp_avg=_state_tensor(backend, p),
-                             exp_avg_sq=_state_tensor(backend, p))
-            state["step"] += 1
-            changed += (p, state["exp_avg"], state["exp_avg_sq"])
-            group = groups.setdefault(state["step"], [])
-            group.append((handle(backend, p), g, handle(backend, state["exp_avg"]),
-                          handle(backend, state["exp_avg_sq"])))
-        for step, params in groups.items():
-            backend.adam_steps(params, adam_hyper(self.lr, self.betas, self.eps,
-                                                  self.weight_decay, step, self._decoupled))
-        for t in changed:
-            t.written()
-
-
-class AdamW(Adam):
-    """Adam with decoupled weight decay (the weight shrinks by lr * weight_decay each step),
-    as ``torch.optim.AdamW``; its default weight_decay is 0.01."""
-
-    _decoupled = True
-    _fn = "AdamW"
-
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2):
-        super().__init__(params, lr, betas, eps, weight_decay)
-
-
-def adam_hyper(lr, betas, eps, weight_decay, step, decoupled) -> dict:
-    """The scalars of one Adam or AdamW update (``backend.ADAM_HYPER``); step counts from 1."""
-    return dict(beta1=betas[0], beta2=betas[1], one_minus_beta1=1.0 - betas[0],
-                one_minus_beta2=1.0 - betas[1], eps=eps,
-                l2=0.0 if decoupled else weight_decay,
-                decay=1.0 - lr * weight_decay if decoupled else 1.0,
-                step_size=lr / (1.0 - betas[0] ** step),
-                bc2_sqrt=math.sqrt(1.0 - betas[1] ** step))
-
-
-def optimizer_sgd(params, lr, momentum=0.0, nesterov=False, weight_decay=0.0,
-                  dampening=0.0) -> SGD:
-    """An SGD optimizer (``dg.optim.SGD``)."""
-    return SGD(params, lr, momentum, nesterov, weight_decay, dampening)
-
-
-def optimizer_adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) -> Adam:
-    """An Adam optimizer (``dg.optim.Adam``)."""
-    return Adam(params, lr, betas, eps, weight_decay)
-
-
-def optimizer_adamw(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                    weight_decay=1e-2) -> AdamW:
-    """An AdamW optimizer (``dg.optim.AdamW``)."""
-    return AdamW(params, lr, betas, eps, weight_decay)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import bisect
 import math
 
 from . import checks
-from .optim import Adam, Optimizer, SGD
+from .optim import Optimizer
 from .tensor import Tensor
 from ..errors import InvalidValueError, bad_type, bad_value
 
@@ -23,39 +23,43 @@ def _choice(fn: str, name: str, value, allowed: tuple) -> str:
 
 
 def _set_momentum(optimizer: Optimizer, momentum: float) -> None:
-    if isinstance(optimizer, Adam):
-        optimizer.betas = (momentum, optimizer.betas[1])
-    else:
-        optimizer.momentum = momentum
+    """Every group's momentum: beta1 where the optimizer has betas, else its momentum."""
+    for group in optimizer.param_groups:
+        if "betas" in group:
+            group["betas"] = (momentum, group["betas"][1])
+        else:
+            group["momentum"] = momentum
 
 
 def _check_cycles_momentum(fn: str, optimizer) -> None:
-    if not isinstance(optimizer, (SGD, Adam)):
+    if "betas" not in optimizer.defaults and "momentum" not in optimizer.defaults:
         raise bad_value(fn, "cycle_momentum", True,
                         "False for an optimizer without momentum or betas")
 
 
 class LRScheduler:
-    """Sets ``optimizer.lr`` from a closed form of the step count. Call ``step()`` once per
-    optimizer step (after it); construction applies step 0's rate.
+    """Sets each parameter group's lr from a closed form of the step count and the group's
+    base rate. Call ``step()`` once per optimizer step (after it); construction applies
+    step 0's rate.
 
-    As in PyTorch, the first schedule made for an optimizer records its learning rate as
-    ``optimizer.initial_lr``, and every schedule starts from that (``base_lr``): a second
-    schedule made for the same optimizer (SequentialLR's parts) starts from the same rate,
-    not from the first one's step 0."""
+    As in PyTorch, the first schedule made for an optimizer records each group's learning
+    rate as its ``"initial_lr"``, and every schedule starts from that (``base_lrs``): a
+    second schedule made for the same optimizer (SequentialLR's parts) starts from the same
+    rates, not from the first one's step 0."""
 
     def __init__(self, optimizer: Optimizer):
         if not isinstance(optimizer, Optimizer):
             raise bad_type(type(self).__name__, "optimizer", optimizer, "a dualgrad optimizer")
         self.optimizer = optimizer
-        if optimizer.initial_lr is None:
-            optimizer.initial_lr = optimizer.lr
-        self.base_lr = optimizer.initial_lr
+        for group in optimizer.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_step = 0
         self._apply(0)
 
-    def lr_at(self, step: int) -> float:
-        """The learning rate at ``step`` (0 at construction)."""
+    def lr_at(self, step: int, base_lr: float) -> float:
+        """The learning rate at ``step`` (0 at construction) of a group whose base rate is
+        ``base_lr``."""
         raise NotImplementedError
 
     def momentum_at(self, step: int) -> float | None:
@@ -63,8 +67,10 @@ class LRScheduler:
         return None
 
     def _apply(self, step: int) -> None:
-        lr, momentum = self.lr_at(step), self.momentum_at(step)   # (may refuse the step)
-        self.optimizer.lr = lr
+        lrs = [self.lr_at(step, base) for base in self.base_lrs]   # (may refuse the step)
+        momentum = self.momentum_at(step)
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
         if momentum is not None:
             _set_momentum(self.optimizer, momentum)
         self.last_step = step
@@ -74,18 +80,28 @@ class LRScheduler:
         self._apply(self.last_step + 1)
 
     def get_last_lr(self) -> list:
-        """The learning rate the schedule last set, as a list (one entry per parameter
-        group, as in PyTorch; a dualgrad optimizer has one group)."""
-        return [self.optimizer.lr]
+        """The learning rate the schedule last set, one entry per parameter group."""
+        return [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict:
         """The schedule's position, for checkpoints."""
-        return {"base_lr": self.base_lr, "last_step": self.last_step}
+        return {"base_lrs": list(self.base_lrs), "last_step": self.last_step}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore the position saved by ``state_dict()`` and set the learning rate."""
-        self.base_lr = float(state["base_lr"])
+        """Restore the position saved by ``state_dict()`` and set the learning rates."""
+        self.base_lrs = _base_lrs(self, state)
         self._apply(int(state["last_step"]))
+
+
+def _base_lrs(schedule: LRScheduler, state: dict) -> list:
+    """The base rates a schedule's state holds, one per group (a state of one "base_lr"
+    gives it to every group)."""
+    groups = len(schedule.optimizer.param_groups)
+    lrs = state["base_lrs"] if "base_lrs" in state else [state["base_lr"]] * groups
+    if len(lrs) != groups:
+        raise bad_value(f"{type(schedule).__name__}.load_state_dict", "state", state,
+                        f"the base rates of {groups} parameter groups")
+    return [float(lr) for lr in lrs]
 
 
 class StepLR(LRScheduler):
@@ -96,8 +112,8 @@ class StepLR(LRScheduler):
         self.gamma = checks.number("StepLR", "gamma", gamma, 0.0, lo_open=True)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * self.gamma ** (step // self.step_size)
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.gamma ** (step // self.step_size)
 
 
 class MultiStepLR(LRScheduler):
@@ -115,8 +131,8 @@ class MultiStepLR(LRScheduler):
         self.gamma = checks.number("MultiStepLR", "gamma", gamma, 0.0, lo_open=True)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, step)
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, step)
 
 
 class ExponentialLR(LRScheduler):
@@ -126,8 +142,8 @@ class ExponentialLR(LRScheduler):
         self.gamma = checks.number("ExponentialLR", "gamma", gamma, 0.0, lo_open=True)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * self.gamma ** step
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * self.gamma ** step
 
 
 class ConstantLR(LRScheduler):
@@ -138,8 +154,8 @@ class ConstantLR(LRScheduler):
         self.total_iters = checks.integer("ConstantLR", "total_iters", total_iters, 0)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * (1.0 if step >= self.total_iters else self.factor)
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * (1.0 if step >= self.total_iters else self.factor)
 
 
 class LinearLR(LRScheduler):
@@ -154,9 +170,9 @@ class LinearLR(LRScheduler):
         self.total_iters = checks.integer("LinearLR", "total_iters", total_iters, 1)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         t = min(step, self.total_iters) / self.total_iters
-        return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * t)
+        return base_lr * (self.start_factor + (self.end_factor - self.start_factor) * t)
 
 
 class PolynomialLR(LRScheduler):
@@ -167,8 +183,8 @@ class PolynomialLR(LRScheduler):
         self.power = checks.number("PolynomialLR", "power", power, 0.0)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
-        return self.base_lr * (1.0 - min(step, self.total_iters) / self.total_iters) ** self.power
+    def lr_at(self, step: int, base_lr: float) -> float:
+        return base_lr * (1.0 - min(step, self.total_iters) / self.total_iters) ** self.power
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -180,9 +196,9 @@ class CosineAnnealingLR(LRScheduler):
         self.eta_min = checks.number("CosineAnnealingLR", "eta_min", eta_min, 0.0)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         t = step / self.T_max
-        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
 
 
 class WarmupCosineLR(LRScheduler):
@@ -198,12 +214,12 @@ class WarmupCosineLR(LRScheduler):
         self.min_lr = checks.number("WarmupCosineLR", "min_lr", min_lr, 0.0)
         super().__init__(optimizer)
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         if step < self.warmup_steps:
-            return self.base_lr * (step + 1) / self.warmup_steps
+            return base_lr * (step + 1) / self.warmup_steps
         t = min(step - self.warmup_steps, self.total_steps - self.warmup_steps)
         frac = t / (self.total_steps - self.warmup_steps)
-        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * frac)) / 2
+        return self.min_lr + (base_lr - self.min_lr) * (1 + math.cos(math.pi * frac)) / 2
 
 
 def _anneal(strategy: str, start: float, end: float, pct: float) -> float:
@@ -273,7 +289,7 @@ class OneCycleLR(LRScheduler):
                 return phase, (step - start) / (phase[0] - start)
             start = phase[0]
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         phase, pct = self._phase_point(step)
         return _anneal(self.anneal_strategy, phase[1], phase[2], pct)
 
@@ -332,7 +348,7 @@ class CyclicLR(LRScheduler):
         rise = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         return rise, self.scale_fn(cycle if self.scale_mode == "cycle" else step)
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         rise, scale = self._point(step)
         return self.low + (self.max_lr - self.low) * rise * scale
 
@@ -379,9 +395,9 @@ class SequentialLR(LRScheduler):
         k = bisect.bisect_right(self.milestones, step)
         return self.schedulers[k], step - (self.milestones[k - 1] if k else 0)
 
-    def lr_at(self, step: int) -> float:
+    def lr_at(self, step: int, base_lr: float) -> float:
         part, local = self._part(step)
-        return part.lr_at(local)
+        return part.lr_at(local, base_lr)
 
     def momentum_at(self, step: int) -> float | None:
         part, local = self._part(step)
@@ -401,7 +417,7 @@ class SequentialLR(LRScheduler):
             raise bad_value("SequentialLR.load_state_dict", "state", state,
                             f"a SequentialLR state of {len(self.schedulers)} schedules")
         for s, part in zip(self.schedulers, parts):
-            s.base_lr = float(part["base_lr"])
+            s.base_lrs = _base_lrs(s, part)
         super().load_state_dict(state)
 
 
@@ -457,21 +473,22 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            old = self.optimizer.lr
-            new = max(old * self.factor, self.min_lr)
-            if old - new > self.eps:
-                self.optimizer.lr = new
+            for group in self.optimizer.param_groups:
+                old = group["lr"]
+                new = max(old * self.factor, self.min_lr)
+                if old - new > self.eps:
+                    group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
 
     def get_last_lr(self) -> list:
-        """The optimizer's learning rate, as a list (one entry per parameter group)."""
-        return [self.optimizer.lr]
+        """The optimizer's learning rates, one entry per parameter group."""
+        return [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict:
-        """The counters, the best metric and the learning rate, for checkpoints."""
+        """The counters, the best metric and the learning rates, for checkpoints."""
         return {"best": self.best, "num_bad_epochs": self.num_bad_epochs,
                 "cooldown_counter": self.cooldown_counter, "last_step": self.last_step,
-                "lr": self.optimizer.lr}
+                "lrs": self.get_last_lr()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what ``state_dict()`` saved, the learning rate included."""
@@ -479,4 +496,10 @@ class ReduceLROnPlateau:
         self.num_bad_epochs = int(state["num_bad_epochs"])
         self.cooldown_counter = int(state["cooldown_counter"])
         self.last_step = int(state["last_step"])
-        self.optimizer.lr = float(state["lr"])
+        groups = self.optimizer.param_groups
+        lrs = state["lrs"] if "lrs" in state else [state["lr"]] * len(groups)
+        if len(lrs) != len(groups):
+            raise bad_value("ReduceLROnPlateau.load_state_dict", "state", state,
+                            f"the rates of {len(groups)} parameter groups")
+        for group, lr in zip(groups, lrs):
+            group["lr"] = float(lr)

@@ -129,16 +129,9 @@ class CpuBackend(Backend):
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)
 
-    def adam_step(self, w, g, m, v, hyper) -> None:
-        optim.adam_step(w, g, m, v, hyper)
+    def optim_step(self, rule, w, g, state, hyper) -> None:
+        optim.optim_step(rule, w, g, state, hyper)
 
-    def adam_steps(self, params, hyper) -> None:
-        for w, g, m, v in params:
-            optim.adam_step(w, g, m, v, hyper)
-
-    def sgd_step(self, w, g, buf, hyper) -> None:
-        optim.sgd_step(w, g, buf, hyper)
-
-    def sgd_steps(self, params, hyper) -> None:
-        for w, g, buf in params:
-            optim.sgd_step(w, g, buf, hyper)
+    def optim_steps(self, rule, params, hyper) -> None:
+        for w, g, state in params:
+            optim.optim_step(rule, w, g, state, hyper)

@@ -159,14 +159,8 @@ class GpuBackend(Backend):
     def dropout(self, x, p, seed, step):
         return dropout.dropout(self.device, x, p, seed, step)
 
-    def adam_step(self, w, g, m, v, hyper) -> None:
-        optim.adam_step(self.device, w, g, m, v, hyper)
+    def optim_step(self, rule, w, g, state, hyper) -> None:
+        optim.optim_step(self.device, rule, w, g, state, hyper)
 
-    def adam_steps(self, params, hyper) -> None:
-        optim.adam_steps(self.device, params, hyper)
-
-    def sgd_step(self, w, g, buf, hyper) -> None:
-        optim.sgd_step(self.device, w, g, buf, hyper)
-
-    def sgd_steps(self, params, hyper) -> None:
-        optim.sgd_steps(self.device, params, hyper)
+    def optim_steps(self, rule, params, hyper) -> None:
+        optim.optim_steps(self.device, rule, params, hyper)

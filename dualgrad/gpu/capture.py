@@ -11,7 +11,7 @@ recording's command buffer instead of the ordinary stream, and:
   bumps the arena's generation, so storage of an earlier replay reads as dead;
 - defers the uploads of the step's arguments: the buffers are kept, and every run (the
   first one and each replay) uploads the batch into them before submitting;
-- gives each optimizer kernel a slot of ten words in a small scalar buffer in place of push
+- gives each optimizer kernel a slot of words in a small scalar buffer in place of push
   constants, rewritten before each run from what the optimizers' replay hooks compute, in
   the order they were recorded; a dropout mask's seed and step likewise, in a slot keyed by
   the (seed, step) it was recorded with (its forward and backward share it);
@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DeviceError
+from ..kernel_ops import OPTIM_SCALARS
 from .memory import Allocation, ArenaPool, DeviceArray
 
-SLOT_WORDS = 10                   # nine float scalars and the flags of optim.comp
+SLOT_WORDS = OPTIM_SCALARS + 1    # the float scalars and the flags of optim.comp
 SLOTS_PER_CHUNK = 64
 ARENA_BLOCK = 4 << 20             # small blocks: a step's activations rarely need 64 MiB
 

@@ -555,120 +555,179 @@ def _dropout(data, pair):
 
 
 # -- optimizers -------------------------------------------------------------------------------------
-def _adam_hyper(data) -> dict:
-    from ..api.optim import adam_hyper
-    lr = data.draw(st.sampled_from([1e-4, 1e-3, 1e-2, 0.1]), label="lr")
-    beta1 = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="beta1")
-    beta2 = data.draw(st.sampled_from([0.9, 0.999, 0.99999]), label="beta2")
-    eps = data.draw(st.sampled_from([1e-8, 1e-3]), label="eps")
-    wd = data.draw(st.sampled_from([0.0, 0.01, 0.5]), label="weight_decay")
-    decoupled = data.draw(st.booleans(), label="decoupled")
-    step = data.draw(st.integers(1, 10 ** 6), label="step")
-    return adam_hyper(lr, (beta1, beta2), eps, wd, step, decoupled)
+# Each rule's scalars come from its optimizer class's own ``_hyper``, over hyperparameters
+# drawn here, so the check exercises what training passes.
+_OPTIMIZERS = {"adam": "Adam", "sgd": "SGD", "rmsprop": "RMSprop", "adagrad": "Adagrad",
+               "adamax": "Adamax", "nadam": "NAdam", "radam": "RAdam"}
 
 
-def _adam_state(data, n: int, name: str = "") -> tuple:
-    """(w, g, m, v) of ``n`` elements (v >= 0)."""
-    w, m, g = (data.draw(dgst.arrays((n,)), label=f"{k}{name}") for k in ("w", "m", "g"))
-    v = np.abs(data.draw(dgst.arrays((n,), 0.0, 4.0), label=f"v{name}"))
-    return w, g, m, v
+def _optim_hyper(data, rule: str) -> dict:
+    from ..api import optimizers
+    draw = data.draw
+    cls = getattr(optimizers, _OPTIMIZERS[rule])
+    if rule == "adam" and draw(st.booleans(), label="decoupled"):
+        cls = optimizers.AdamW
+    group = dict(cls._defaults)
+    group.update(lr=draw(st.sampled_from([1e-4, 1e-3, 1e-2, 0.1]), label="lr"),
+                 maximize=draw(st.booleans(), label="maximize"),
+                 weight_decay=draw(st.sampled_from([0.0, 0.01, 0.5]), label="weight_decay"))
+    if "eps" in group:
+        group["eps"] = draw(st.sampled_from([1e-8, 1e-3]), label="eps")
+    if "betas" in group:
+        group["betas"] = (draw(st.sampled_from([0.0, 0.5, 0.9]), label="beta1"),
+                          draw(st.sampled_from([0.9, 0.999, 0.99999]), label="beta2"))
+    for name in ("amsgrad", "centered", "decoupled_weight_decay"):
+        if name in group:
+            group[name] = draw(st.booleans(), label=name)
+    if rule == "sgd":
+        group.update(momentum=draw(st.sampled_from([0.0, 0.5, 0.9]), label="momentum"),
+                     dampening=draw(st.sampled_from([0.0, 0.1]), label="dampening"))
+        group["nesterov"] = bool(group["momentum"]) and not group["dampening"] and \
+            draw(st.booleans(), label="nesterov")
+    if rule == "rmsprop":
+        group.update(alpha=draw(st.sampled_from([0.9, 0.99]), label="alpha"),
+                     momentum=draw(st.sampled_from([0.0, 0.9]), label="momentum"))
+    if rule == "adagrad":
+        group["lr_decay"] = draw(st.sampled_from([0.0, 0.01]), label="lr_decay")
+    if rule == "nadam":
+        group["momentum_decay"] = draw(st.sampled_from([4e-3, 0.1]), label="momentum_decay")
+    # RAdam leaves its adaptive term out for the first steps; NAdam's product of mu is
+    # formed over every step.
+    top = 10 ** 4 if rule == "nadam" else 10 ** 6
+    step = draw(st.one_of(st.integers(1, 8), st.integers(1, top)), label="step")
+    state = {"step": step}
+    if rule == "nadam":
+        state["mu_product"] = math.prod(optimizers.NAdam._mu(group, t) for t in range(1, step))
+    opt = cls.__new__(cls)                     # (only its rule: no parameters needed)
+    return opt._hyper(group, state, draw(st.booleans(), label="first"))
 
 
-def _adam_agreements(pair, hyper, state, ref, got) -> list:
-    """The new w, m, v of each backend (``ref``, ``got``) against each other, from
-    ``state``'s (w, g, m, v)."""
-    w, g, m, v = state
-    (cw, cm, cv), (gw, gm, gv) = ref, got
-    # m is updated as m + (1 - beta1) (grad - m): the difference errs relative to |grad| +
-    # |m|. grad includes Adam's L2 term.
-    # The new m carries that error into the weight, times step_size / (sqrt(v)/bc2 + eps).
-    beta1, beta2 = hyper["beta1"], hyper["beta2"]
-    grad = np.abs(g.astype(np.float64)) + hyper["l2"] * np.abs(w)
-    m_scale = np.abs(m) + (1 - beta1) * (grad + np.abs(m))
-    den = np.sqrt(cv.astype(np.float64)) / hyper["bc2_sqrt"] + hyper["eps"]
-    scales = (np.abs(w) + np.abs(cw - w) * 2 + hyper["step_size"] / den * m_scale,
-              m_scale, beta2 * v + (1 - beta2) * np.square(grad))
-    return [pair.agree("adam_step", b, a, scale=scale, length=12)
-            for b, a, scale in zip((gw, gm, gv), (cw, cm, cv), scales)]
+def _optim_state(data, rule: str, hyper: dict, n: int, name: str = "") -> tuple:
+    """(w, g, the state arrays the hyper's flags use: None for the others) of ``n``
+    elements; second moments and sums are drawn >= 0, RMSprop's mean square well above its
+    mean's square (as a running mean makes it: sq - mean^2 is then far from cancelling)."""
+    draw = data.draw
+    w, g = (draw(dgst.arrays((n,)), label=f"{k}{name}") for k in ("w", "g"))
+
+    def any_(k):
+        return draw(dgst.arrays((n,)), label=f"{k}{name}")
+
+    def nonneg(k):
+        return np.abs(draw(dgst.arrays((n,), 0.0, 4.0), label=f"{k}{name}"))
+    if rule == "sgd":
+        state = (any_("buf") if hyper["momentum_buffer"] else None,)
+    elif rule == "rmsprop":
+        mean = any_("grad_avg") if hyper["centered"] else None
+        d = np.abs(g.astype(np.float64)) + hyper["l2"] * np.abs(w)
+        floor = 4 * (np.square(d) + (np.square(mean.astype(np.float64)) if hyper["centered"]
+                                     else 0))
+        sq = (nonneg("square_avg") + floor).astype(np.float32)
+        state = (sq, any_("momentum_buffer") if hyper["momentum_buffer"] else None, mean)
+    elif rule == "adagrad":
+        state = (nonneg("sum"),)
+    elif rule == "adamax":
+        state = (any_("exp_avg"), nonneg("exp_inf"))
+    else:
+        state = (any_("exp_avg"), nonneg("exp_avg_sq"),
+                 nonneg("max_exp_avg_sq") if hyper.get("amsgrad") else None)
+    return w, g, state
 
 
-@check("adam_step")
-def _adam_step(data, pair):
-    n = data.draw(dgst.sizes(1 << 14), label="size")
-    state, hyper = _adam_state(data, n), _adam_hyper(data)
-    results = []
-    for backend in (pair.ref, pair.dut):
-        handles = [backend.upload(a) for a in state]
-        backend.adam_step(handles[0], handles[1], handles[2], handles[3], hyper)
-        results.append([_fetch(backend, handles[i]) for i in (0, 2, 3)])
-    return _adam_agreements(pair, hyper, state, *results)
+def _optim_scales(rule: str, hyper: dict, w, g, state, ref) -> tuple:
+    """(the terms' length, the magnitudes bounding each result's error: the weight's, then
+    each state array's as ``state`` holds them, None for those not used) of one update, from
+    its inputs and the reference's results ``ref`` (w, then the state)."""
+    f64 = [None if a is None else np.asarray(a, np.float64) for a in (w, g, *state)]
+    w, g, s = f64[0], f64[1], f64[2:]
+    cw, cs = np.asarray(ref[0], np.float64), [None if a is None else np.asarray(a, np.float64)
+                                               for a in ref[1:]]
+    l2 = hyper.get("l2", hyper.get("wd", 0.0))
+    d = np.abs(g) + l2 * np.abs(w)
+    step = np.abs(cw - w)
+    if rule == "sgd":
+        mom = hyper["momentum"]
+        if s[0] is not None:
+            d = d + mom * (np.abs(s[0]) + np.abs(cs[0]))
+        scales = [np.abs(w) + hyper["lr"] * d, mom * np.abs(s[0]) + d if s[0] is not None
+                  else None]
+        return 6, scales
+    if rule == "rmsprop":
+        oma = hyper["one_minus_alpha"]
+        sq = hyper["alpha"] * s[0] + oma * d * d
+        mean = None if s[2] is None else np.abs(s[2]) + oma * (d + np.abs(s[2]))
+        var = cs[0] - (np.square(cs[2]) if cs[2] is not None else 0.0)
+        avg = np.sqrt(np.maximum(var, 0.0)) + hyper["eps"]
+        buf = None if s[1] is None else hyper["momentum"] * np.abs(s[1]) + d / avg
+        upd = hyper["lr"] * (buf if buf is not None else d / avg)
+        return 16, [np.abs(w) + 2 * step + upd, sq, buf, mean]
+    if rule == "adagrad":
+        total = s[0] + d * d
+        return 10, [np.abs(w) + 2 * step + hyper["clr"] * d / (np.sqrt(cs[0]) + hyper["eps"]),
+                    total]
+    m_scale = np.abs(s[0]) + hyper["one_minus_beta1"] * (d + np.abs(s[0]))
+    if rule == "adamax":
+        return 10, [np.abs(w) + 2 * step + hyper["step_size"] * m_scale / cs[1], m_scale,
+                    np.abs(cs[1])]
+    v_scale = hyper["beta2"] * s[1] + hyper["one_minus_beta2"] * d * d
+    if rule == "adam":
+        v = cs[2] if cs[2] is not None else cs[1]
+        den = np.sqrt(v) / hyper["bc2_sqrt"] + hyper["eps"]
+        upd = hyper["step_size"] * m_scale / den
+        vmax = None if cs[2] is None else np.abs(cs[2]) + v_scale
+        return 12, [np.abs(w) + 2 * step + upd, m_scale, v_scale, vmax]
+    if rule == "nadam":
+        den = np.sqrt(cs[1]) / hyper["bc2_sqrt"] + hyper["eps"]
+        upd = (hyper["grad_coef"] * d + hyper["m_coef"] * m_scale) / den
+    else:                                                   # radam
+        upd = hyper["step_size"] * m_scale
+        if hyper["rectified"]:
+            upd = upd / (np.sqrt(cs[1]) + hyper["eps"])
+    return 14, [np.abs(w) + 2 * step + upd, m_scale, v_scale]
 
 
-@check("adam_steps")
-def _adam_steps(data, pair):
-    """Several tensors (an optimizer's parameters, some empty) in one update."""
-    sizes = data.draw(st.lists(dgst.sizes(1 << 13), min_size=1, max_size=5), label="sizes")
-    states = [_adam_state(data, n, f"[{k}]") for k, n in enumerate(sizes)]
-    hyper = _adam_hyper(data)
-    results = []
-    for backend in (pair.ref, pair.dut):
-        handles = [[backend.upload(a) for a in state] for state in states]
-        backend.adam_steps(handles, hyper)
-        results.append([[_fetch(backend, h[i]) for i in (0, 2, 3)] for h in handles])
-    return [a for state, ref, got in zip(states, *results)
-            for a in _adam_agreements(pair, hyper, state, ref, got)]
+def _optim_run(backend, rule, hyper, states, many: bool) -> list:
+    """Each (w, g, state) of ``states`` updated on ``backend``: [(w, *state)] results."""
+    handles = [(backend.upload(w), backend.upload(g),
+                tuple(None if a is None else backend.upload(a) for a in state))
+               for w, g, state in states]
+    if many:
+        backend.optim_steps(rule, handles, hyper)
+    else:
+        for w, g, state in handles:
+            backend.optim_step(rule, w, g, state, hyper)
+    return [(_fetch(backend, w),) + tuple(None if h is None else _fetch(backend, h)
+                                          for h in state) for w, _, state in handles]
 
 
-def _sgd_hyper(data) -> dict:
-    momentum = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="momentum")
-    return dict(lr=data.draw(st.sampled_from([1e-3, 0.05, 1.0]), label="lr"),
-                momentum=momentum,
-                dampening=data.draw(st.sampled_from([0.0, 0.1]), label="dampening"),
-                wd=data.draw(st.sampled_from([0.0, 0.01]), label="wd"),
-                nesterov=bool(momentum) and data.draw(st.booleans(), label="nesterov"),
-                first=data.draw(st.booleans(), label="first"))
-
-
-def _sgd_agreements(pair, hyper, state, ref, got) -> list:
-    """The new w (and buf, with momentum) of each backend against each other, from
-    ``state``'s (w, g, buf)."""
-    (w, g, buf), (cw, cb), (gw, gb) = state, ref, got
-    momentum = hyper["momentum"]
-    d = np.abs(g) + hyper["wd"] * np.abs(w) + momentum * (np.abs(buf) + np.abs(cb))
-    out = [pair.agree("sgd_step", gw, cw, scale=np.abs(w) + hyper["lr"] * d, length=6)]
-    if momentum:
-        out.append(pair.agree("sgd_step", gb, cb, scale=momentum * np.abs(buf) + d, length=6))
+def _optim_agreements(pair, rule, hyper, states, many: bool) -> list:
+    key = f"optim_step:{rule}"
+    ref = _optim_run(pair.ref, rule, hyper, states, many)
+    got = _optim_run(pair.dut, rule, hyper, states, many)
+    out = []
+    for (w, g, state), r, d in zip(states, ref, got):
+        length, scales = _optim_scales(rule, hyper, w, g, state, r)
+        out += [pair.agree(key, b, a, scale=scale, length=length)
+                for b, a, scale in zip(d, r, scales) if a is not None]
     return out
 
 
-@check("sgd_step")
-def _sgd_step(data, pair):
-    n = data.draw(dgst.sizes(1 << 14), label="size")
-    state = tuple(data.draw(dgst.arrays((n,)), label=name) for name in ("w", "g", "buf"))
-    hyper = _sgd_hyper(data)
-    results = []
-    for backend in (pair.ref, pair.dut):
-        hw, hg, hb = (backend.upload(a) for a in state)
-        backend.sgd_step(hw, hg, hb if hyper["momentum"] else None, hyper)
-        results.append((_fetch(backend, hw), _fetch(backend, hb)))
-    return _sgd_agreements(pair, hyper, state, *results)
+def _optim_check(rule: str, many: bool):
+    def run(data, pair):
+        hyper = _optim_hyper(data, rule)
+        if many:      # several tensors (an optimizer's parameters, some empty) in one update
+            sizes = data.draw(st.lists(dgst.sizes(1 << 13), min_size=1, max_size=5),
+                              label="sizes")
+        else:
+            sizes = [data.draw(dgst.sizes(1 << 14), label="size")]
+        states = [_optim_state(data, rule, hyper, n, f"[{k}]" if many else "")
+                  for k, n in enumerate(sizes)]
+        return _optim_agreements(pair, rule, hyper, states, many)
+    return run
 
 
-@check("sgd_steps")
-def _sgd_steps(data, pair):
-    """Several tensors (an optimizer's parameters, some empty) in one update."""
-    sizes = data.draw(st.lists(dgst.sizes(1 << 13), min_size=1, max_size=5), label="sizes")
-    states = [tuple(data.draw(dgst.arrays((n,)), label=f"{name}[{k}]")
-                    for name in ("w", "g", "buf")) for k, n in enumerate(sizes)]
-    hyper = _sgd_hyper(data)
-    results = []
-    for backend in (pair.ref, pair.dut):
-        handles = [[backend.upload(a) for a in state] for state in states]
-        backend.sgd_steps([(w, g, buf if hyper["momentum"] else None)
-                           for w, g, buf in handles], hyper)
-        results.append([(_fetch(backend, h[0]), _fetch(backend, h[2])) for h in handles])
-    return [a for state, ref, got in zip(states, *results)
-            for a in _sgd_agreements(pair, hyper, state, ref, got)]
+for _rule in _OPTIMIZERS:
+    check(f"optim_step:{_rule}")(_optim_check(_rule, False))
+    check(f"optim_steps:{_rule}")(_optim_check(_rule, True))
 
 
 # -- running ----------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ _EXACT_MOVE = "data movement or a selection: no arithmetic"
 _ROUNDING = ("floor", "ceil", "round", "trunc")
 _TO_INTEGER = ("rounding a float32 to an integral float32 is exact (GLSL's floor, ceil, trunc, "
                "roundEven; NumPy's on the cpu)")
+_OPTIM = "one fused update from the same state; "
 _DIV = "OpFDiv is within 2.5 ULP in Vulkan; the cpu division is correctly rounded"
 _REDUCED = ("|x| = q pi/2 + r by Payne and Hanek's reduction in integers (short by less than "
             "2^-70 of a quadrant, so r keeps its relative accuracy for every float32 x): r "
@@ -448,15 +449,28 @@ TOLERANCES: dict = {
     "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
                          "product", exact=True),
     # -- optimizers -------------------------------------------------------------------------
-    "adam_step": Tolerance("one update from the same state: each of its float32 operations "
-                           "errs relative to its operands, not its result (w - step cancels), "
-                           "so the bound is gamma(n) over the magnitudes: n = 12 roundings "
-                           "(counting 2.5 for the division, 5 for sqrt), scale = |w| + |step| "
-                           "for the weight, |beta m| + |(1 - beta) g| for a moment",
-                           ulps=1, gamma=1),
-    "sgd_step": Tolerance("one update from the same state: n = 6 roundings (decay, momentum, "
-                          "nesterov, step), scale = |w| + |lr d| for the weight, "
-                          "|momentum buf| + |d| for the buffer", ulps=1, gamma=1),
+    # Every update is compared from the same state: each of its float32 operations errs
+    # relative to its operands, not its result (w - step cancels), so the bound is gamma(n)
+    # over the magnitudes S (differential.py's _optim_scales), with n the roundings of the
+    # longest chain (a division counting 2.5, a square root 5): S = |w| + 2|step| + the step
+    # formed from magnitudes, for the weight; a moment's sum of magnitudes for each state.
+    "optim_step:adam": Tolerance(_OPTIM + "n = 12 (decay, L2, two moments, the running "
+                                 "maximum, sqrt, the division, the step)", ulps=1, gamma=1),
+    "optim_step:sgd": Tolerance(_OPTIM + "n = 6 roundings (decay, momentum, nesterov, step), "
+                                "scale = |w| + |lr d| for the weight, |momentum buf| + |d| "
+                                "for the buffer", ulps=1, gamma=1),
+    "optim_step:rmsprop": Tolerance(_OPTIM + "n = 16: the centered variance sq - mean^2 "
+                                    "cancels, by at most a factor 2 where sq is at least "
+                                    "4 mean^2 (as a running mean square is), and sqrt halves "
+                                    "that relative error", ulps=1, gamma=1),
+    "optim_step:adagrad": Tolerance(_OPTIM + "n = 10 (L2, the sum, sqrt, eps, the division, "
+                                    "the step)", ulps=1, gamma=1),
+    "optim_step:adamax": Tolerance(_OPTIM + "n = 10; the maximum selects one of two values of "
+                                   "two roundings each", ulps=1, gamma=1),
+    "optim_step:nadam": Tolerance(_OPTIM + "n = 14: Adam's chain and a second term (the "
+                                  "gradient's) in the numerator", ulps=1, gamma=1),
+    "optim_step:radam": Tolerance(_OPTIM + "n = 14: Adam's chain; without the adaptive term "
+                                  "(the first steps) fewer", ulps=1, gamma=1),
 }
 
 

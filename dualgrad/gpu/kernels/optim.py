@@ -1,4 +1,4 @@
-"""optim.comp: fused Adam and SGD updates in place, one tensor a dispatch or, through a
+"""optim.comp: fused optimizer updates (every rule of ``kernel_ops.OPTIM``) in place, one tensor a dispatch or, through a
 table of their addresses, all of an optimizer's tensors that share their scalars in one;
 the twins of ``dualgrad/cpu/optim.py``.
 
@@ -13,62 +13,52 @@ import struct
 
 import numpy as np
 
-from ...kernel_ops import ADAM_HYPER, OPTIM, OPTIM_SCALARS, SGD_FLAGS, SGD_HYPER
+from ...kernel_ops import OPTIM, OPTIM_HYPER, OPTIM_SCALARS, optim_flags
 from ..dispatch import WG, grid, packer, push_constants
 
-ADAM, SGD = OPTIM.codes("adam", "sgd")
-_FLAG = dict(SGD_FLAGS)
-_PUSH = packer(4, 2, OPTIM_SCALARS)    # w, g, m (buf), v; n, flags; the scalars
+_PUSH = packer(5, 2, OPTIM_SCALARS)    # w, g, s0, s1, s2; n, flags; the scalars
 MAX_TABLE = 256                   # tensors a table dispatch updates, at most
 TABLE_GROUPS = 32768              # about this many workgroups a table dispatch, at most
-TABLE_ENTRY = struct.Struct("<4Q4I")    # addresses, n, first workgroup, chunk, unused
+TABLE_ENTRY = struct.Struct("<5Q4I")    # addresses, n, first workgroup, chunk, unused
 MAX_TABLES_KEPT = 16              # tables kept for reuse (an optimizer's, or a few of them
                                   # taking turns); past that, the kept ones are dropped
 
 
-def _sgd_scalars(buf, hyper: dict) -> tuple:
-    """(flags, the scalars) of optim.comp's SGD update."""
-    flags = (_FLAG["flag_buffer"] if buf is not None else 0) | \
-        (_FLAG["flag_nesterov"] if hyper["nesterov"] else 0) | \
-        (_FLAG["flag_first"] if hyper["first"] else 0)
-    return flags, [hyper[k] for k in SGD_HYPER] + [0.0] * (OPTIM_SCALARS - len(SGD_HYPER))
+def _scalars(rule: str, hyper: dict) -> tuple:
+    """(the flags word, the scalars padded to OPTIM_SCALARS) of ``rule``'s update."""
+    floats = [hyper[k] for k in OPTIM_HYPER[rule]]
+    return optim_flags(hyper), floats + [0.0] * (OPTIM_SCALARS - len(floats))
 
 
-def adam_step(dev, w, g, m, v, hyper) -> None:
+def _operands(w, g, state) -> tuple:
+    """(w, g, s0, s1, s2): the state padded with None."""
+    state = tuple(state or ())
+    return (w, g) + state + (None,) * (3 - len(state))
+
+
+def optim_step(dev, rule, w, g, state, hyper) -> None:
     if w.size:
-        floats = [hyper[k] for k in ADAM_HYPER]
-        _dispatch(dev, ADAM, (w.address, g.address, m.address, v.address), w.size, 0, floats,
-                  [w, g, m, v], [w, m, v])
+        flags, floats = _scalars(rule, hyper)
+        ops = _operands(w, g, state)
+        _dispatch(dev, OPTIM.code[rule], tuple(h.address if h is not None else 0 for h in ops),
+                  w.size, flags, floats, [h for h in ops if h is not None],
+                  [h for k, h in enumerate(ops) if h is not None and k != 1])
 
 
-def adam_steps(dev, params, hyper) -> None:
-    """Every (w, g, m, v) of ``params`` in one dispatch (``_steps``)."""
-    floats = [hyper[k] for k in ADAM_HYPER]
-    _steps(dev, ADAM, [((w, g, m, v), (w, m, v)) for w, g, m, v in params if w.size], 0,
-           floats, lambda w, g, m, v: adam_step(dev, w, g, m, v, hyper))
+def optim_steps(dev, rule, params, hyper) -> None:
+    """Every (w, g, state) of ``params`` in one dispatch (``_steps``)."""
+    flags, floats = _scalars(rule, hyper)
+    tensors = []
+    for w, g, state in params:
+        if w.size:
+            ops = _operands(w, g, state)
+            tensors.append((ops, tuple(h for k, h in enumerate(ops) if k != 1)))
+    _steps(dev, OPTIM.code[rule], tensors, flags, floats,
+           lambda w, g, s0, s1, s2: optim_step(dev, rule, w, g, (s0, s1, s2), hyper))
 
 
-def sgd_step(dev, w, g, buf, hyper) -> None:
-    if w.size:
-        flags, floats = _sgd_scalars(buf, hyper)
-        _dispatch(dev, SGD, (w.address, g.address, buf.address if buf is not None else 0, 0),
-                  w.size, flags, floats, [w, g, buf], [w] + ([buf] if buf is not None else []))
-
-
-def sgd_steps(dev, params, hyper) -> None:
-    """Every (w, g, buf) of ``params`` in one dispatch (``_steps``) for those with a
-    momentum buffer and one for those without."""
-    for with_buf in (True, False):
-        part = [((w, g, buf), (w, buf) if with_buf else (w,)) for w, g, buf in params
-                if w.size and (buf is not None) == with_buf]
-        if part:
-            flags, floats = _sgd_scalars(part[0][0][2], hyper)
-            _steps(dev, SGD, part, flags, floats,
-                   lambda w, g, buf: sgd_step(dev, w, g, buf, hyper))
-
-
-def _steps(dev, kind, tensors, flags, floats, alone) -> None:
-    """Updates of optim.comp's KIND sharing ``floats`` and ``flags``: ``tensors`` holds
+def _steps(dev, rule, tensors, flags, floats, alone) -> None:
+    """Updates of optim.comp's RULE sharing ``floats`` and ``flags``: ``tensors`` holds
     (operands, the ones written), up to MAX_TABLE of them in a dispatch of its TABLE (one
     alone: ``alone(*operands)``, the plain kernel)."""
     for at in range(0, len(tensors), MAX_TABLE):
@@ -79,9 +69,10 @@ def _steps(dev, kind, tensors, flags, floats, alone) -> None:
             dev.sink.put(floats, flags)
         else:
             table, groups = _table(dev, [operands for operands, _ in part])
-            _dispatch(dev, kind, (table.address, 0, 0, 0), len(part), flags, floats,
-                      [table] + [h for operands, _ in part for h in operands],
-                      [h for _, written in part for h in written], groups)
+            _dispatch(dev, rule, (table.address, 0, 0, 0, 0), len(part), flags, floats,
+                      [table] + [h for operands, _ in part for h in operands
+                                 if h is not None],
+                      [h for _, written in part for h in written if h is not None], groups)
 
 
 def _table(dev, part) -> tuple:
@@ -100,7 +91,7 @@ def _table(dev, part) -> tuple:
     chunk = 4 * WG * -(-total // (4 * WG * TABLE_GROUPS))
     rows, first = [], 0
     for q in part:
-        addrs = [h.address if h is not None else 0 for h in q] + [0] * (4 - len(q))
+        addrs = [h.address if h is not None else 0 for h in q]
         rows.append(TABLE_ENTRY.pack(*addrs, q[0].size, first, chunk, 0))
         first += -(-q[0].size // chunk)
     data = b"".join(rows)
@@ -115,8 +106,8 @@ def _table(dev, part) -> tuple:
     return table, (first, 1, 1)
 
 
-def _dispatch(dev, kind, addrs, n, flags, floats, reads, writes, table_grid=None) -> None:
-    """One optim.comp dispatch of the four operands at ``addrs`` (0: none), or with
+def _dispatch(dev, rule, addrs, n, flags, floats, reads, writes, table_grid=None) -> None:
+    """One optim.comp dispatch of the five operands at ``addrs`` (0: none), or with
     ``table_grid`` a TABLE dispatch of that grid over the table at addrs[0], of n entries.
     While a step is recorded, the scalars and flags go to a slot of the recording's scalar
     buffer (rewritten before each replay); while a replay's hooks run, they only fill the
@@ -126,9 +117,9 @@ def _dispatch(dev, kind, addrs, n, flags, floats, reads, writes, table_grid=None
         return
     groups, mode = (grid(n), ()) if table_grid is None else (table_grid, (1,))
     if dev.capture is None:
-        dev.launch("optim", (kind, 0, *mode) if mode else (kind,),
+        dev.launch("optim", (rule, 0, *mode) if mode else (rule,),
                    _PUSH.pack(*addrs, n, flags, *floats), groups, reads, writes)
         return
     slot = dev.capture.slot(floats, flags)
     push = push_constants(addrs, (n, 0), [0.0] * len(floats)) + struct.pack("<4xQ", slot)
-    dev.launch("optim", (kind, 1, *mode), push, groups, reads, writes)
+    dev.launch("optim", (rule, 1, *mode), push, groups, reads, writes)
