@@ -24,7 +24,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
-from optim_cases import OPTIM_CASES, ours_step, torch_step  # noqa: E402
+from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
@@ -158,8 +158,8 @@ def bench_optim(args, torch) -> list:
     hidden = args.optim_hidden
     rows = []
     for label, kind, hyper in OPTIM_CASES:
-        mine = ours_step(dg, kind, hyper, hidden)
-        peer = torch_step(torch, kind, hyper, hidden, "cpu") if torch else None
+        mine = ours_optim_step(dg, kind, hyper, hidden)
+        peer = torch_optim_step(torch, kind, hyper, hidden, "cpu") if torch else None
         mine()
         rows.append((f"{label} step, MLP 784-{hidden}-{hidden}-10",
                      *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))

@@ -47,7 +47,7 @@ from dualgrad.api import device  # noqa: E402
 from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
-from optim_cases import OPTIM_CASES, ours_step, torch_step  # noqa: E402
+from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
@@ -451,8 +451,8 @@ def bench_optim(args, ours, torch) -> list:
     hidden = args.optim_hidden
     rows = []
     for label, kind, hyper in OPTIM_CASES:
-        mine = ours_step(dg, kind, hyper, hidden)
-        peer = torch_step(torch, kind, hyper, hidden, "cuda") if torch else None
+        mine = ours_optim_step(dg, kind, hyper, hidden)
+        peer = torch_optim_step(torch, kind, hyper, hidden, "cuda") if torch else None
         t_ours, t_peer = timed(args, mine, peer, ours.sync,
                                torch.cuda.synchronize if torch else None, 10)
         rows.append((f"{label} step, MLP 784-{hidden}-{hidden}-10", t_ours, t_peer, "<= 1.0"))

@@ -22,7 +22,7 @@ def mlp_shapes(hidden: int) -> list:
     return [(hidden, 784), (hidden,), (hidden, hidden), (hidden,), (10, hidden), (10,)]
 
 
-def ours_step(dg, kind: str, hyper: dict, hidden: int):
+def ours_optim_step(dg, kind: str, hyper: dict, hidden: int):
     """fn(): one step of dualgrad's optimizer over resident parameters with gradients."""
     rng = np.random.default_rng(1)
     params = [dg.ag_param(rng.standard_normal(s).astype(np.float32) * 0.01)
@@ -33,7 +33,7 @@ def ours_step(dg, kind: str, hyper: dict, hidden: int):
     return opt.step
 
 
-def torch_step(torch, kind: str, hyper: dict, hidden: int, device: str):
+def torch_optim_step(torch, kind: str, hyper: dict, hidden: int, device: str):
     """fn(): one step of torch.optim's ``kind`` (fused where it can be, else foreach)."""
     gen = torch.Generator().manual_seed(1)
     params = [torch.randn(s, generator=gen).mul_(0.01).to(device).requires_grad_()

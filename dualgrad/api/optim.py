@@ -226,23 +226,24 @@ class Optimizer:
         plan = self._plan(todo)
         changed = []
         for key, ats in plan:
-            group, slots, hyper, params = self.param_groups[key[0]], key[3], None, []
+            group, first, slots, params = self.param_groups[key[0]], key[2], key[3], []
             for at in ats:
                 i, p, g = todo[at]
                 state = self.state[i]
-                first = False
-                for name in slots:
-                    if name is not None and name not in state:
-                        state[name] = _state_tensor(backend, p, self._initial(group, name))
-                        first = True
+                if first:
+                    for name in slots:
+                        if name is not None and name not in state:
+                            state[name] = _state_tensor(backend, p, self._initial(group, name))
                 if self._counts_steps:
                     state["step"] = state.get("step", 0) + 1
-                h = self._hyper(group, state, first)   # (each parameter's, for its state)
-                hyper = hyper or h
+                self._advance(group, state)
                 params.append((handle(backend, p), g,
                                tuple(handle(backend, state[n]) if n is not None else None
                                      for n in slots)))
-                changed += [p] + [state[n] for n in slots if n is not None]
+                changed.append(p)
+                changed += [state[n] for n in slots if n is not None]
+            # (the parameters of a dispatch share what the scalars depend on: its key)
+            hyper = self._hyper(group, self.state[todo[ats[0]][0]], first)
             backend.optim_steps(self.rule, params, hyper)
         for t in changed:
             t.written()
@@ -257,8 +258,12 @@ class Optimizer:
         """The value a new state tensor starts from."""
         return 0.0
 
+    def _advance(self, group: dict, state: dict) -> None:
+        """Advance a parameter's host-side state other than its step count (NAdam's)."""
+
     def _hyper(self, group: dict, state: dict, first: bool) -> dict:
-        """The kernel's scalars and flags for one update (the step already counted)."""
+        """The kernel's scalars and flags for one update from a parameter's state (the step
+        already counted and ``_advance`` done); ``first``: its state tensors are new."""
         raise NotImplementedError
 
     # -- state dict -----------------------------------------------------------------------------

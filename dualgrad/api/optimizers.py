@@ -237,11 +237,13 @@ class NAdam(_Base):
         # (parameters share a dispatch only with the same running product of mu)
         return (state.get("mu_product", 1.0) * self._mu(group, step),)
 
+    def _advance(self, group: dict, state: dict) -> None:
+        state["mu_product"] = state.get("mu_product", 1.0) * self._mu(group, state["step"])
+
     def _hyper(self, g: dict, state: dict, first: bool) -> dict:
         step, (beta1, beta2) = state["step"], g["betas"]
         mu, mu_next = self._mu(g, step), self._mu(g, step + 1)
-        product = state["mu_product"] = state.get("mu_product", 1.0) * mu
-        lr = g["lr"]
+        product, lr = state["mu_product"], g["lr"]
         return dict(one_minus_beta1=1.0 - beta1, beta2=beta2, one_minus_beta2=1.0 - beta2,
                     eps=g["eps"], maximize=g["maximize"], **_decay(g),
                     grad_coef=lr * (1.0 - mu) / (1.0 - product),

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..kernel_ops import OPTIM_FLAGS, OPTIM_HYPER, optim_flags
+from . import split
 from .jit import kernel
 
 _FLAG = dict(OPTIM_FLAGS)
@@ -27,18 +28,14 @@ def _nan_max(a, b):
     return a if (a > b or math.isnan(a)) else b
 
 
+# Each kernel takes w, g, s0, s1, s2 (empty where the flags leave a slot out), then ``sign``
+# (-1 under maximize: the gradient's sign flipped, exactly), the flags and the rule's scalars.
+# Options are loop-invariant branches, which the compiler moves out of the loop.
 @kernel
-def _grad(g, flags):
-    return -np.float64(g) if flags & MAXIMIZE else np.float64(g)
-
-
-@kernel
-def _sgd(w, g, s0, s1, s2, flags, lr, momentum, dampening, wd):
+def _sgd(w, g, s0, s1, s2, sign, flags, lr, momentum, dampening, wd):
     for i in range(w.size):
         p = np.float64(w[i])
-        d = _grad(g[i], flags)
-        if wd != 0.0:
-            d = d + wd * p
+        d = sign * np.float64(g[i]) + wd * p
         if flags & BUFFER:
             b = d if flags & FIRST else np.float64(s0[i]) * momentum + (1.0 - dampening) * d
             s0[i] = b
@@ -48,10 +45,10 @@ def _sgd(w, g, s0, s1, s2, flags, lr, momentum, dampening, wd):
 
 
 @kernel
-def _rmsprop(w, g, s0, s1, s2, flags, alpha, one_minus_alpha, eps, l2, lr, momentum):
+def _rmsprop(w, g, s0, s1, s2, sign, flags, alpha, one_minus_alpha, eps, l2, lr, momentum):
     for i in range(w.size):
         p = np.float64(w[i])
-        d = _grad(g[i], flags) + l2 * p
+        d = sign * np.float64(g[i]) + l2 * p
         s0[i] = np.float64(s0[i]) * alpha + one_minus_alpha * d * d
         sq = np.float64(s0[i])
         if flags & CENTERED:
@@ -67,48 +64,68 @@ def _rmsprop(w, g, s0, s1, s2, flags, alpha, one_minus_alpha, eps, l2, lr, momen
 
 
 @kernel
-def _adagrad(w, g, s0, s1, s2, flags, l2, clr, eps):
+def _adagrad(w, g, s0, s1, s2, sign, flags, l2, clr, eps):
     for i in range(w.size):
         p = np.float64(w[i])
-        d = _grad(g[i], flags) + l2 * p
+        d = sign * np.float64(g[i]) + l2 * p
         s0[i] = np.float64(s0[i]) + d * d
         w[i] = p - clr * d / (math.sqrt(np.float64(s0[i])) + eps)
 
 
 @kernel
-def _adamax(w, g, s0, s1, s2, flags, one_minus_beta1, beta2, eps, l2, step_size):
+def _adamax(w, g, s0, s1, s2, sign, flags, one_minus_beta1, beta2, eps, l2, step_size):
     for i in range(w.size):
         p = np.float64(w[i])
-        d = _grad(g[i], flags) + l2 * p
+        d = sign * np.float64(g[i]) + l2 * p
         s0[i] = np.float64(s0[i]) + one_minus_beta1 * (d - np.float64(s0[i]))
         s1[i] = _nan_max(np.float64(s1[i]) * beta2, abs(d) + eps)
         w[i] = p - step_size * np.float64(s0[i]) / np.float64(s1[i])
 
 
-# Adam, NAdam and RAdam share their moments and the positions of their first six scalars.
-_ADAM, _NADAM, _RADAM = 0, 1, 2
+# Adam, NAdam and RAdam share their moments (m, v as the state now holds them).
+@kernel
+def _moments(w, g, s0, s1, i, sign, one_minus_beta1, beta2, one_minus_beta2, l2, decay):
+    """(the decayed weight, the gradient, m, v) of element i, m and v stored."""
+    p = np.float64(w[i]) * decay                     # decoupled weight decay
+    d = sign * np.float64(g[i]) + l2 * p             # or an L2 term
+    m = s0.dtype.type(np.float64(s0[i]) + one_minus_beta1 * (d - np.float64(s0[i])))
+    v = s1.dtype.type(np.float64(s1[i]) * beta2 + one_minus_beta2 * d * d)
+    s0[i] = m
+    s1[i] = v
+    return p, d, np.float64(m), np.float64(v)
 
 
 @kernel
-def _moments(which, w, g, s0, s1, s2, flags, one_minus_beta1, beta2, one_minus_beta2, eps,
-             l2, decay, a, b, c):
+def _adam(w, g, s0, s1, s2, sign, flags, one_minus_beta1, beta2, one_minus_beta2, eps, l2,
+          decay, step_size, bc2_sqrt):
     for i in range(w.size):
-        p = np.float64(w[i]) * decay                 # decoupled weight decay
-        d = _grad(g[i], flags) + l2 * p              # or an L2 term
-        s0[i] = np.float64(s0[i]) + one_minus_beta1 * (d - np.float64(s0[i]))
-        s1[i] = np.float64(s1[i]) * beta2 + one_minus_beta2 * d * d
-        m, v = np.float64(s0[i]), np.float64(s1[i])   # what the state now holds
-        if which == _ADAM:                  # a = step_size, b = sqrt(bias correction 2)
-            if flags & AMSGRAD:
-                s2[i] = _nan_max(np.float64(s2[i]), v)
-                v = np.float64(s2[i])
-            w[i] = p - a * m / (math.sqrt(v) / b + eps)
-        elif which == _NADAM:               # a, b: the gradient's and m's coefficients
-            w[i] = p - (a * d + b * m) / (math.sqrt(v) / c + eps)
-        elif flags & RECTIFIED:             # RAdam; a = step_size
-            w[i] = p - a * m / (math.sqrt(v) + eps)
+        p, d, m, v = _moments(w, g, s0, s1, i, sign, one_minus_beta1, beta2, one_minus_beta2,
+                              l2, decay)
+        if flags & AMSGRAD:
+            s2[i] = _nan_max(np.float64(s2[i]), v)
+            v = np.float64(s2[i])
+        w[i] = p - step_size * m / (math.sqrt(v) / bc2_sqrt + eps)
+
+
+@kernel
+def _nadam(w, g, s0, s1, s2, sign, flags, one_minus_beta1, beta2, one_minus_beta2, eps, l2,
+           decay, grad_coef, m_coef, bc2_sqrt):
+    for i in range(w.size):
+        p, d, m, v = _moments(w, g, s0, s1, i, sign, one_minus_beta1, beta2, one_minus_beta2,
+                              l2, decay)
+        w[i] = p - (grad_coef * d + m_coef * m) / (math.sqrt(v) / bc2_sqrt + eps)
+
+
+@kernel
+def _radam(w, g, s0, s1, s2, sign, flags, one_minus_beta1, beta2, one_minus_beta2, eps, l2,
+           decay, step_size):
+    for i in range(w.size):
+        p, d, m, v = _moments(w, g, s0, s1, i, sign, one_minus_beta1, beta2, one_minus_beta2,
+                              l2, decay)
+        if flags & RECTIFIED:
+            w[i] = p - step_size * m / (math.sqrt(v) + eps)
         else:
-            w[i] = p - a * m
+            w[i] = p - step_size * m
 
 
 def rounded(hyper: dict, names, dtype) -> list:
@@ -130,16 +147,13 @@ def _flat(a, dtype):
 
 def optim_step(rule: str, w, g, state: tuple, hyper: dict) -> None:
     """One update by ``rule`` of w and its state arrays (OPTIM_STATE's order, None for
-    those the flags leave out) in place."""
-    names = OPTIM_HYPER[rule]
+    those the flags leave out) in place; on every core when they are big."""
     s = [_flat(state[k] if k < len(state) else None, w.dtype) for k in range(3)]
-    args = (w.reshape(-1), g.reshape(-1), s[0], s[1], s[2], optim_flags(hyper),
-            *rounded(hyper, names, w.dtype))
-    if rule in ("adam", "nadam", "radam"):
-        extra = [0.0] * (9 - len(names))
-        _moments({"adam": _ADAM, "nadam": _NADAM, "radam": _RADAM}[rule], *args, *extra)
-    else:
-        _RULES[rule](*args)
+    flags = optim_flags(hyper)
+    sign = -1.0 if flags & MAXIMIZE else 1.0
+    split.run(_RULES[rule], (w.reshape(-1), g.reshape(-1), *s), sign, flags,
+              *rounded(hyper, OPTIM_HYPER[rule], w.dtype))
 
 
-_RULES = {"sgd": _sgd, "rmsprop": _rmsprop, "adagrad": _adagrad, "adamax": _adamax}
+_RULES = {"sgd": _sgd, "rmsprop": _rmsprop, "adagrad": _adagrad, "adamax": _adamax,
+          "adam": _adam, "nadam": _nadam, "radam": _radam}

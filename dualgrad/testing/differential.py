@@ -599,6 +599,7 @@ def _optim_hyper(data, rule: str) -> dict:
     if rule == "nadam":
         state["mu_product"] = math.prod(optimizers.NAdam._mu(group, t) for t in range(1, step))
     opt = cls.__new__(cls)                     # (only its rule: no parameters needed)
+    opt._advance(group, state)
     return opt._hyper(group, state, draw(st.booleans(), label="first"))
 
 
