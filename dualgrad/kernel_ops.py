@@ -123,7 +123,7 @@ UNARY = Family("unary", [
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),
-                           ("minimum",)])
+                           ("minimum",), ("atan2",)])
 
 REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
 # reduce.comp's own extra op, after the family's: counts the elements equal to the maximum

@@ -7,6 +7,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "opcodes.glsl"
+#include "atan.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -25,6 +26,7 @@ float forward(float x, float y) {
     if (OP == DIV) return x / y;
     if (OP == POW) return pow_c(x, y);
     if (OP == MAXIMUM) return (x > y || isnan(x)) ? x : y;
+    if (OP == ATAN2) return atan2_f(x, y);
     return (x < y || isnan(x)) ? x : y;          // MINIMUM
 }
 
@@ -38,6 +40,7 @@ vec2 backward(float x, float y, float g) {
         float gy = (x == 0.0 && y >= 0.0) ? 0.0 : g * pow_c(x, y) * log(x);
         return vec2(gx, gy);
     }
+    if (OP == ATAN2) return atan2_grad(x, y, g);
     if (x == y) return vec2(0.5 * g);            // ties split the gradient
     if (OP == MAXIMUM) return x > y ? vec2(g, 0.0) : vec2(0.0, g);
     return x < y ? vec2(g, 0.0) : vec2(0.0, g);  // MINIMUM

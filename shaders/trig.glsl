@@ -3,12 +3,9 @@
 // bounds the tolerance table (dualgrad/testing/tolerances.py) starts from. GLSL's own sin,
 // cos and tan are bounded only to 2^-11 absolute inside [-pi, pi] and not at all outside,
 // its asin ... atanh only through those. Needs common.glsl and unary.comp's
-// log1p_f and LN2.
+// log1p_f and LN2; atan.glsl holds atan and pi's parts.
 
-const float PIO4_F = 0.78539816339744831;
-// pi/2 and pi as float32 plus the remainder, for sums that cancel against them
-const float PIO2_HI = 1.5707963267948966, PIO2_LO = -4.371139000186241e-08;
-const float PI_HI = 3.1415926535897931, PI_LO = -8.742278000372482e-08;
+#include "atan.glsl"
 const float TWO_OVER_SQRTPI = 1.1283791670955126;
 
 // The bits of 2/pi, 32 a word, after a word of zeros (so a window may start before them):
@@ -145,23 +142,6 @@ float acos_f(float x) {
     if (x < -0.5) return (PI_HI - 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 + x)))) + PI_LO;
     if (x > 0.5) return 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 - x)));
     return (PIO2_HI - asin_poly(x)) + PIO2_LO;
-}
-
-// Cephes' atanf.c: the argument brought into [-tan(pi/8), tan(pi/8)] by
-// atan(x) = pi/2 + atan(-1/x) or pi/4 + atan((x - 1)/(x + 1)), then a polynomial.
-float atan_f(float x) {
-    float ax = abs(x), base = 0.0, t = ax;
-    if (ax > 2.414213562373095) {
-        base = PIO2_HI;
-        t = -1.0 / ax;                           // (0 past 2^126 on some devices: atan is pi/2)
-    } else if (ax > 0.41421356237309503) {
-        base = PIO4_F;
-        t = (ax - 1.0) / (ax + 1.0);
-    }
-    float z = t * t;
-    float y = base + ((((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
-                       - 3.33329491539e-1) * z * t + t);
-    return signbit_f(x) ? -y : y;
 }
 
 // e^|x| / 2 with no overflow below sinh's and cosh's own: exp(|x|) halved (exactly), and

@@ -118,6 +118,7 @@ BINARY = {
     "pow": (dg.pow, np.power, lambda s: uni(s, 0.5, 2.0), uni),
     "maximum": (dg.maximum, np.maximum, lambda s: grid(s, 0.03), lambda s: grid(s, 0.08)),
     "minimum": (dg.minimum, np.minimum, lambda s: grid(s, 0.03), lambda s: grid(s, 0.08)),
+    "atan2": (dg.atan2, np.arctan2, uni, away0),
 }
 
 for _op, (_fn, _ref, _ma, _mb) in BINARY.items():

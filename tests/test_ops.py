@@ -155,6 +155,9 @@ def _binary_grads(op, a, b, g):
             # has an absolute error, so gb is measured against |g a**b| as well.
             t = 1 + np.abs(b * np.log2(a))
             return ga, gb, np.abs(ga) * t, np.abs(g * a ** b) * (np.abs(np.log(a)) + 1) * t
+        elif op == "atan2":
+            r = 1 / (a * a + b * b)
+            ga, gb = g * b * r, -g * a * r
         else:
             tie = (a == b) * 0.5
             a_wins = (a > b) if op == "maximum" else (a < b)
@@ -173,6 +176,8 @@ BINARY = {
     "pow": (np.power, f32(0.25, 4.0), f32(-3.0, 3.0), "composite", ("composite", "composite")),
     "maximum": (np.maximum, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
     "minimum": (np.minimum, f32(-1e3, 1e3), f32(-1e3, 1e3), "exact", ("exact", "exact")),
+    "atan2": (np.arctan2, f32(-1e3, 1e3), f32(-1e3, 1e3), "composite",
+              ("composite", "composite")),
 }
 
 
@@ -1188,3 +1193,17 @@ def test_lerp_names_a_bad_weight(device):
     with pytest.raises(dg.ArgumentTypeError, match=r"^lerp: argument 'weight'"):
         dg.lerp(dg.ag_tensor([1.0]), dg.ag_tensor([2.0]), "half")
     assert np.isnan(dg.lerp(dg.ag_tensor([1.0]), dg.ag_tensor([2.0]), float("nan")).numpy()[0])
+
+
+def test_atan2_special_values_are_cs(device):
+    """Signed zeros and infinities in every quadrant, as C's atan2 (NumPy's) gives them,
+    NaN from either side; a number operand on either side."""
+    vals = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3e38, 1e-40], F32)
+    y, x = (a.reshape(-1) for a in np.meshgrid(vals, vals, indexing="ij"))
+    got = dg.atan2(dg.ag_tensor(y), dg.ag_tensor(x)).numpy()
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64)).astype(F32)
+    close = np.abs(got.astype(np.float64) - want) <= 4 * np.spacing(np.abs(want))
+    assert np.all(close | (np.isnan(got) & np.isnan(want))), (y, x, got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert dg.atan2(1.0, dg.ag_tensor(np.float32(-1.0))).item() == pytest.approx(3 * np.pi / 4)
+    assert dg.atan2(dg.ag_tensor(np.float32(-1.0)), 0.0).item() == pytest.approx(-np.pi / 2)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_value
 from . import checks, device, ops, tape
-from .ops import _make, _tensor, gather_rows
+from .ops import _constant, _make, _tensor, gather_rows
 from .residency import adopt, handle
 from .tensor import Tensor
 
@@ -55,14 +55,6 @@ def _weight(fn: str, name: str, weight, like: Tensor, shape=None) -> Tensor | No
     except ValueError:
         raise bad_shape(fn, name, w.shape, f"a shape that broadcasts to {like.shape}") from None
     return w
-
-
-def _constant(shape: tuple, value: float, dtype) -> Tensor:
-    """A tensor filled on the device (no upload, so a recorded step keeps it)."""
-    backend = device.active()
-    h = backend.empty(shape, dtype)
-    backend.fill(h, value)
-    return adopt(backend, Tensor(shape, dtype), h)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,6 +47,14 @@ def _tensor(fn: str, name: str, x, like=None) -> Tensor:
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
 
+def _constant(shape: tuple, value: float, dtype) -> Tensor:
+    """A tensor filled on the device (no upload, so a recorded step keeps it)."""
+    backend = device.active()
+    h = backend.empty(shape, dtype)
+    backend.fill(h, value)
+    return adopt(backend, Tensor(shape, dtype), h)
+
+
 def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None) -> Tensor:
     """Wrap a kernel's output handle in a Tensor and record how it was made (``owed``: a
     transform the tape applies to the output's gradient before ``backward``; ``seeded``:
@@ -236,8 +244,13 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
     if is_number(a) and not is_number(b) and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][1]
         return _unary(form, fn, b, transform(a))
-    a = _tensor(fn, "a", a, b)
-    b = _tensor(fn, "b", b, a)
+    names = ("input", "other") if op == "atan2" else ("a", "b")
+    if is_number(a) != is_number(b):         # a number beside a tensor: a 0-d constant
+        other = _tensor(fn, names[is_number(a)], b if is_number(a) else a)
+        number = _constant((), float(a if is_number(a) else b), other.dtype)
+        a, b = (number, other) if is_number(a) else (other, number)
+    a = _tensor(fn, names[0], a, b)
+    b = _tensor(fn, names[1], b, a)
     _same_dtype(fn, a, b)
     _broadcast(fn, a.shape, b.shape)
     backend = device.active()
@@ -280,6 +293,12 @@ def pow(a, b) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
     """a ** b with NumPy broadcasting; either may be a number. Follows C's pow: a negative
     base with a non-integer exponent gives NaN."""
     return _binary("pow", "pow", a, b)
+
+
+def atan2(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """The angle of the point (other, input) in [-pi, pi], elementwise with broadcasting, as
+    ``torch.atan2`` (C's values at zeros and infinities; either may be a number)."""
+    return _binary("atan2", "atan2", input, other)
 
 
 def maximum(a, b) -> Tensor:
@@ -773,6 +792,6 @@ _install_operators()
 
 __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
            "elu", "celu", "clamp", "hardtanh",
-           "relu6", "maximum", "lerp",
+           "relu6", "maximum", "lerp", "atan2",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "gather", "linear", "layer_norm", "embedding", "dropout"]

@@ -20,8 +20,8 @@ from ..shapes import broadcast_strides, pad4
 from . import split
 from .jit import kernel, scalar
 
-ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = BINARY.codes(
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum")
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2 = BINARY.codes(
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2")
 
 
 @scalar
@@ -38,6 +38,8 @@ def binary_scalar(op, x, y):
         return math.pow(x, y)
     if op == MAXIMUM:
         return x if (x > y or x != x) else y     # NaN propagates from either side
+    if op == ATAN2:
+        return math.atan2(x, y)
     # MINIMUM
     return x if (x < y or x != x) else y
 
@@ -58,6 +60,9 @@ def binary_grad_scalar(op, x, y, g):
         # d/dy x**y = x**y log x; PyTorch masks it to 0 where x == 0 and y >= 0.
         gy = 0.0 if (x == 0.0 and y >= 0.0) else g * math.pow(x, y) * math.log(x)
         return gx, gy
+    if op == ATAN2:                              # (no overflow: float32 squared in float64)
+        r = 1.0 / (x * x + y * y)
+        return g * y * r, -g * x * r
     if op == MAXIMUM:
         if x == y:
             return 0.5 * g, 0.5 * g              # ties split the gradient, as in PyTorch

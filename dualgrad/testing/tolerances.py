@@ -366,10 +366,17 @@ TOLERANCES: dict = {
     "binary:minimum": Tolerance(_EXACT_MOVE, exact=True),
     "binary:div": Tolerance(_DIV, ulps=3),
     "binary:pow": Tolerance("exp2(y log2 x), as pow_scalar", ulps=8, ulps_per_x=2),
+    "binary:atan2": Tolerance("atan of min/max (a division, within 2.5 ULP, then atan's "
+                              "polynomial) and one reflection about pi/2 or pi, formed from "
+                              "two-part constants: the result is at least pi/4 there, so "
+                              "neither reflection cancels", ulps=6),
     "binary_backward:add": Tolerance(_EXACT_MOVE, exact=True),
     "binary_backward:sub": Tolerance(_EXACT_MOVE, exact=True),
     "binary_backward:mul": Tolerance("g * other: one product", exact=True),
     "binary_backward:maximum": Tolerance("g, 0 or g/2: exact", exact=True),
+    "binary_backward:atan2": Tolerance("g x / (x^2 + y^2) on operands scaled by a power of two "
+                                       "(exact): a sum of two squares, a division (2.5 ULP) "
+                                       "and the product with g", ulps=6),
     "binary_backward:minimum": Tolerance("g, 0 or g/2: exact", exact=True),
     "binary_backward:div": Tolerance("g / y and -g x / (y y): a division after up to two "
                                      "roundings", ulps=6),
