@@ -109,6 +109,21 @@ JOINS = {
     "roll-two-dims": (lambda b: dg.roll(b, (-1, 7), (0, -1)),
                       lambda b: np.roll(b, (-1, 7), (0, -1)), (B,)),
     "roll-flat": (lambda b: dg.roll(b, 5), lambda b: np.roll(b, 5), (B,)),
+    "repeat": (lambda a: a.repeat(2, 1, 3), lambda a: np.tile(a, (2, 1, 3)), (A,)),
+    "repeat-new-axis": (lambda a: dg.repeat(a[0], 2, 1, 2), lambda a: np.tile(a[0], (2, 1, 2)),
+                        (A,)),
+    "repeat-zero": (lambda a: a.repeat(1, 0, 1), lambda a: a[:, :0], (A,)),
+    # torch.nn.functional.pad's modes are NumPy's constant, reflect, edge and wrap
+    "pad-constant": (lambda b: dg.pad(b, (1, 2, 0, 3), value=1.5),
+                     lambda b: np.pad(b, ((0, 0), (0, 3), (1, 2)), constant_values=1.5), (B,)),
+    "pad-crop": (lambda b: dg.pad(b, (-1, 2, 1, -2)),
+                 lambda b: np.pad(b[:, :-2, 1:], ((0, 0), (1, 0), (0, 2))), (B,)),
+    "pad-reflect": (lambda b: dg.pad(b, (3, 1, 2, 4), mode="reflect"),
+                    lambda b: np.pad(b, ((0, 0), (2, 4), (3, 1)), mode="reflect"), (B,)),
+    "pad-replicate": (lambda b: dg.pad(b, (2, 0, 1, 1, 1, 2), mode="replicate"),
+                      lambda b: np.pad(b, ((1, 2), (1, 1), (2, 0)), mode="edge"), (B,)),
+    "pad-circular": (lambda b: dg.pad(b, (4, 2, 0, 5), mode="circular"),
+                     lambda b: np.pad(b, ((0, 0), (0, 5), (4, 2)), mode="wrap"), (B,)),
 }
 
 
@@ -158,6 +173,16 @@ def test_split_and_chunk_give_pytorchs_parts(device):
     (lambda t: dg.split(t, [1, 2]), dg.InvalidValueError,
      r"^split: argument 'split_size_or_sections'.*summing to 2"),
     (lambda t: dg.chunk(t, 0), dg.InvalidValueError, r"^chunk: argument 'chunks'"),
+    (lambda t: t.repeat(2, 2), dg.InvalidValueError, r"^repeat: argument 'sizes'.*at least 4"),
+    (lambda t: t.repeat(1, 1, 1, 1, 2), dg.ShapeError, r"^repeat: argument 'result'"),
+    (lambda t: dg.pad(t, (1,)), dg.InvalidValueError, r"^pad: argument 'pad'"),
+    (lambda t: dg.pad(t, (5, 0), mode="reflect"), dg.InvalidValueError,
+     r"^pad: argument 'pad'.*shorter than axis 3"),
+    (lambda t: dg.pad(t, (-6, 0)), dg.InvalidValueError, r"^pad: argument 'pad'.*crops"),
+    (lambda t: dg.pad(t, (6, 0), mode="circular"), dg.InvalidValueError,
+     r"^pad: argument 'pad'"),
+    (lambda t: dg.pad(t, (1, 1), mode="wrap"), dg.InvalidValueError, r"^pad: argument 'mode'"),
+    (lambda t: dg.pad(t, (1, 1), value="x"), dg.ArgumentTypeError, r"^pad: argument 'value'"),
     (lambda t: dg.roll(t, (1, 2), 0), dg.InvalidValueError, r"^roll: argument 'shifts'"),
 ])
 def test_bad_keys_are_named(device, call, error, pattern):

@@ -400,6 +400,107 @@ def roll(x, shifts, dims=None) -> Tensor:
     return out
 
 
+def repeat(x, *sizes) -> Tensor:
+    """x tiled ``sizes[d]`` times along each axis d, as ``torch.Tensor.repeat`` (more sizes
+    than axes add leading axes of size 1 first): copies joined along each repeated axis."""
+    x = _tensor("repeat", "x", x)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    sizes = [checks.integer("repeat", f"sizes[{k}]", r, 0) for k, r in enumerate(sizes)]
+    if len(sizes) < x.ndim:
+        raise bad_value("repeat", "sizes", tuple(sizes),
+                        f"at least {x.ndim} sizes, one per axis of x")
+    if len(sizes) > MAX_RANK:
+        raise bad_shape("repeat", "result", tuple(sizes), f"at most {MAX_RANK} dimensions")
+    out = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    for d, r in enumerate(sizes):
+        if r == 0:
+            out = getitem(out, (slice(None),) * d + (slice(0, 0),))
+        elif r > 1:
+            out = concat([out] * r, d)
+    return out
+
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(x, pad, mode: str = "constant", value: float = 0.0) -> Tensor:  # noqa: A002
+    """x padded as ``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs from
+    the last axis backwards; ``mode`` "constant" (``value``; negative pads crop),
+    "reflect" (mirrored about the edge element, pads shorter than the axis), "replicate"
+    (the edge element repeated) or "circular" (wrapped around, pads at most the axis)."""
+    fn = "pad"
+    x = _tensor(fn, "x", x)
+    if not isinstance(pad, (tuple, list)) or len(pad) % 2:
+        raise bad_value(fn, "pad", pad, "a tuple of (before, after) pairs")
+    pads = [checks.integer(fn, f"pad[{k}]", v) for k, v in enumerate(pad)]
+    if len(pads) // 2 > x.ndim:
+        raise bad_value(fn, "pad", pad, f"at most {x.ndim} pairs, one per axis of x")
+    if mode not in _PAD_MODES:
+        raise bad_value(fn, "mode", mode, "one of " + ", ".join(map(repr, _PAD_MODES)))
+    if not checks.is_number(value):
+        raise bad_type(fn, "value", value, "a number")
+    widths = {x.ndim - 1 - k: (pads[2 * k], pads[2 * k + 1]) for k in range(len(pads) // 2)}
+    for d, (before, after) in widths.items():
+        n = x.shape[d]
+        if mode == "constant":
+            if before + after + n < 0 or -before > n or -after > n:
+                raise bad_value(fn, "pad", pad, f"crops of at most the {n} elements of axis {d}")
+        elif before < 0 or after < 0:
+            raise bad_value(fn, "pad", pad, f"pads >= 0 in mode {mode!r}")
+        elif mode == "reflect" and (before >= n or after >= n):
+            raise bad_value(fn, "pad", pad, f"pads shorter than axis {d} ({n} elements) in "
+                            "mode 'reflect'")
+        elif (before or after) and (n == 0 or (mode == "circular" and
+                                              (before > n or after > n))):
+            raise bad_value(fn, "pad", pad, f"pads of at most the {n} elements of axis {d} "
+                            f"in mode {mode!r}")
+    if mode == "constant":
+        return _pad_constant(x, widths, float(value))
+    out = x
+    for d, (before, after) in widths.items():
+        n, head = out.shape[d], (slice(None),) * d
+        if mode == "reflect":
+            parts = (flip(getitem(out, head + (slice(1, before + 1),)), d),
+                     flip(getitem(out, head + (slice(n - 1 - after, n - 1),)), d))
+        elif mode == "replicate":
+            edge = [list(out.shape), list(out.shape)]
+            edge[0][d], edge[1][d] = before, after
+            parts = (broadcast_to(getitem(out, head + (slice(0, 1),)), tuple(edge[0])),
+                     broadcast_to(getitem(out, head + (slice(n - 1, n),)), tuple(edge[1])))
+        else:                                                    # circular
+            parts = (getitem(out, head + (slice(n - before, n),)),
+                     getitem(out, head + (slice(0, after),)))
+        pieces = [t for t, w in zip((parts[0], out, parts[1]), (before, 1, after)) if w]
+        out = concat(pieces, d) if len(pieces) > 1 else out
+    return out
+
+
+def _pad_constant(x: Tensor, widths: dict, value: float) -> Tensor:
+    """x written into a tensor filled with ``value`` (negative widths crop x first)."""
+    key = [slice(None)] * x.ndim
+    for d, (before, after) in widths.items():
+        key[d] = slice(builtins.max(-before, 0), x.shape[d] - builtins.max(-after, 0))
+    x = getitem(x, tuple(key)) if builtins.any(k != slice(None) for k in key) else x
+    shape = list(x.shape)
+    for d, (before, after) in widths.items():
+        shape[d] += builtins.max(before, 0) + builtins.max(after, 0)
+    shape = tuple(shape)
+    strides = _contiguous_strides(shape)
+    offset = builtins.sum(builtins.max(before, 0) * strides[d]
+                          for d, (before, _) in widths.items())
+    backend = device.active()
+    out = backend.empty(shape, x.dtype)
+    backend.fill(out, value)
+    size = int(np.prod(shape))
+    if x.size:
+        backend.strided_backward(handle(backend, x), size, tuple(strides), offset, out=out)
+
+    def backward(g, needs):
+        return (backend.strided(g, x.shape, tuple(strides), offset),)
+    return _make(out, (x,), backward, backend)
+
+
 def _install_methods() -> None:
     T = Tensor
     T.__getitem__ = getitem
@@ -409,6 +510,7 @@ def _install_methods() -> None:
     T.expand = lambda a, *sizes: expand(a, *sizes)
     T.flip = lambda a, dims: flip(a, dims)
     T.view = lambda a, *shape: reshape(a, *shape)
+    T.repeat = lambda a, *sizes: repeat(a, *sizes)
 
 
 _install_methods()
@@ -416,4 +518,4 @@ _install_methods()
 cat = concat            # PyTorch's other name
 
 __all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip",
-           "concat", "cat", "stack", "split", "chunk", "roll"]
+           "concat", "cat", "stack", "split", "chunk", "roll", "repeat", "pad"]
