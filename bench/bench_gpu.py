@@ -445,6 +445,26 @@ def bench_unary(args, ours, torch) -> list:
     return rows
 
 
+def bench_scan(args, ours, torch) -> list:
+    """cumsum over ``args.elements`` float32 elements: one line, and rows of 4096, against
+    torch.cumsum."""
+    n = args.elements
+    x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
+    h = ours.put(x)
+    t = torch.from_numpy(x).cuda() if torch else None
+    be = ours.backend
+    rows = []
+    for label, lines in (("one line", 1), ("rows of 4096", n // 4096)):
+        length = n // lines
+        mine = (lambda h=h, lines=lines, length=length: be.cumsum(h, lines, length, 1, False))
+        peer = (lambda t=t, lines=lines, length=length:
+                torch.cumsum(t.view(lines, length), 1)) if torch else None
+        t_ours, t_peer = timed(args, mine, peer, ours.sync,
+                               torch.cuda.synchronize if torch else None, 20)
+        rows.append((f"cumsum of {n}, {label}", t_ours, t_peer, "<= 1.25"))
+    return rows
+
+
 def bench_optim(args, ours, torch) -> list:
     """One step of each optimizer rule over the MLP 784-H-H-10's parameters (H from
     ``--optim-hidden``), against torch.optim's fused (else foreach) step."""
@@ -583,7 +603,8 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,kernels,memory,unary,optim,train,startup",
+    p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,optim,train,"
+                   "startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
                         "op), train, startup, floor (tiny chained kernels)")
@@ -621,7 +642,7 @@ def main(argv=None) -> int:
     rows = []
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
                         ("memory", bench_memory), ("unary", bench_unary),
-                        ("optim", bench_optim),
+                        ("scan", bench_scan), ("optim", bench_optim),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

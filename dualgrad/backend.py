@@ -231,6 +231,12 @@ class Backend(abc.ABC):
         idx == skip."""
 
     @abc.abstractmethod
+    def cumsum(self, x, outer: int, n: int, inner: int, reverse: bool):
+        """The cumulative sums of x read as (outer, n, inner), along n (``reverse``: from
+        the end, the gradient's); the float32 sums of a line in any order (within gamma(n)
+        of the exact ones)."""
+
+    @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):
         """x * mask / (1 - p), the mask a function of (seed, step, element index) alone; the
         backward of dropout is the same kernel applied to the gradient."""

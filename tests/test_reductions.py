@@ -36,6 +36,9 @@ CASES = {
     "norm-inf": (lambda t: dg.norm(t, math.inf, 2), lambda x: np.abs(x).max(2)),
     "norm-minus-inf": (lambda t: dg.norm(t, -math.inf, 2), lambda x: np.abs(x).min(2)),
     "norm-0": (lambda t: dg.norm(t, 0, 1), lambda x: (x != 0).sum(1)),
+    "cumsum": (lambda t: dg.cumsum(t, 1), lambda x: np.cumsum(x, 1)),
+    "cumsum-last": (lambda t: t.cumsum(-1), lambda x: np.cumsum(x, -1)),
+    "cumsum-first": (lambda t: dg.cumsum(t, 0), lambda x: np.cumsum(x, 0)),
 }
 
 
@@ -104,7 +107,20 @@ def test_variance_of_one_element_is_nan(device):
     (lambda t: dg.norm(t, "fro"), dg.ArgumentTypeError, r"^norm: argument 'p'"),
     (lambda t: dg.norm(t, -2), dg.InvalidValueError, r"^norm: argument 'p'"),
     (lambda t: dg.logsumexp(t, (0, 0)), dg.InvalidValueError, r"^logsumexp: argument 'axis'"),
+    (lambda t: dg.cumsum(t, 3), dg.InvalidValueError, r"^cumsum: argument 'dim'"),
+    (lambda t: dg.cumsum(t, None), dg.ArgumentTypeError, r"^cumsum: argument 'dim'"),
 ])
 def test_bad_arguments_are_named(device, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call(dg.ag_tensor(X))
+
+
+def test_cumsum_of_long_lines_and_a_0d_tensor(device):
+    # past one chunk of the device's scan, and past a chunk of chunks (its recursion)
+    x = np.random.default_rng(5).standard_normal((2, 1_100_000)).astype(np.float32)
+    got = dg.cumsum(dg.ag_tensor(x), 1).numpy()
+    want = np.cumsum(x.astype(np.float64), 1)
+    bound = 1e-6 * np.cumsum(np.abs(x.astype(np.float64)), 1)
+    assert np.all(np.abs(got - want) <= bound)
+    assert dg.cumsum(dg.ag_tensor(np.float32(2.5)), 0).item() == 2.5
+    assert dg.cumsum(dg.ag_tensor(np.float32(2.5)), -1).shape == ()

@@ -125,16 +125,37 @@ def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
+def cumsum(x, dim: int) -> Tensor:
+    """The cumulative sums of x along ``dim``, as ``torch.cumsum`` (a 0-d tensor: itself);
+    its gradient the sums of g from the end."""
+    x = _tensor("cumsum", "x", x)
+    rank = builtins.max(x.ndim, 1)
+    dim = checks.integer("cumsum", "dim", dim)
+    if not -rank <= dim < rank:
+        raise bad_value("cumsum", "dim", dim, f"a dimension in [-{rank}, {rank})")
+    shape = x.shape or (1,)
+    dim %= rank
+    outer, n = math.prod(shape[:dim]), shape[dim]
+    inner = math.prod(shape[dim + 1:])
+    backend = device.active()
+    hy = backend.cumsum(handle(backend, x), outer, n, inner, False)
+
+    def backward(g, needs):
+        return (backend.cumsum(g, outer, n, inner, True),)
+    return _make(hy, (x,), backward, backend)
+
+
 def _install_methods() -> None:
     Tensor.min = ops._reduction_method(min)        # (np.min(t) too)
     Tensor.var = lambda t, axis=None, keepdims=None, **kw: var(t, axis, keepdims, **kw)
     Tensor.std = lambda t, axis=None, keepdims=None, **kw: std(t, axis, keepdims, **kw)
     Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
                                                                             **kw)
+    Tensor.cumsum = lambda t, dim: cumsum(t, dim)
     Tensor.norm = lambda t, p=2, axis=None, keepdims=None, **kw: norm(t, p, axis, keepdims,
                                                                        **kw)
 
 
 _install_methods()
 
-__all__ = ["min", "var", "std", "logsumexp", "norm"]
+__all__ = ["min", "var", "std", "logsumexp", "norm", "cumsum"]

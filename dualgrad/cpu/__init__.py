@@ -10,8 +10,8 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import (binary, embedding, gather, layernorm, matmul, optim, reduce, softmax, strided,
-               unary)
+from . import (binary, embedding, gather, layernorm, matmul, optim, reduce, scan, softmax,
+               strided, unary)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -125,6 +125,9 @@ class CpuBackend(Backend):
 
     def gather_backward(self, idx, g, cols, skip):
         return gather.gather_backward(idx, g, cols, skip)
+
+    def cumsum(self, x, outer, n, inner, reverse):
+        return scan.cumsum(x, outer, n, inner, reverse)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

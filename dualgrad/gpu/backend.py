@@ -14,7 +14,7 @@ from .capture import Recording
 from .context import Context
 from .device import F32, Device
 from .kernels import (dropout, elementwise, embedding, gather, layernorm, matmul, optim,
-                      reduce, softmax, strided)
+                      reduce, scan, softmax, strided)
 
 
 class GpuBackend(Backend):
@@ -149,6 +149,9 @@ class GpuBackend(Backend):
 
     def embedding_backward(self, idx, g, num_rows):
         return embedding.embedding_backward(self.device, idx, g, num_rows)
+
+    def cumsum(self, x, outer, n, inner, reverse):
+        return scan.cumsum(self.device, x, outer, n, inner, reverse)
 
     def gather(self, x, idx, skip):
         return gather.gather(self.device, x, idx, skip)

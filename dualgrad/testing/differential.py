@@ -244,6 +244,25 @@ for _op in ("sum", "mean", "max"):
     check(f"reduce:{_op}")(_reduce_check(_op))
 
 
+@check("cumsum")
+def _cumsum(data, pair):
+    """Along one axis, forward and from the end; lines long enough for the chunked scan
+    (and its recursion over the chunk totals) as well as short and strided ones."""
+    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
+                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 20))
+                                .filter(lambda s: s[0] * s[1] <= 1 << 20)), label="shape")
+    x = data.draw(dgst.arrays(shape), label="x")
+    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
+    reverse = data.draw(st.booleans(), label="reverse")
+    outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
+    inner = int(np.prod(x.shape[dim + 1:]))
+    cy, gy = pair.twin("cumsum", x, outer, n, inner, reverse)
+    mags = np.abs(x.astype(np.float64))
+    scale = np.flip(np.cumsum(np.flip(mags, dim), dim), dim) if reverse else \
+        np.cumsum(mags, dim)
+    return [pair.agree("cumsum", gy, cy, scale=scale, length=n)]
+
+
 @check("permute")
 def _permute(data, pair):
     x = data.draw(dgst.arrays(dgst.shapes(), specials=pair.specials(dgst.ALL_SPECIALS)),

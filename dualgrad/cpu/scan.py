@@ -1,0 +1,49 @@
+"""Cumulative sums along an axis: the twin of ``shaders/scan.comp``. Each line is added in
+float64 in order and every partial sum rounded once to the output dtype (the device adds in
+float32, in chunks)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import kernel
+
+
+@kernel
+def _cumsum_rows(x, out, outer, n, reverse):
+    """Lines of stride 1: one running sum in a register."""
+    for o in range(outer):
+        acc = 0.0
+        base = o * n
+        if reverse:
+            for j in range(n - 1, -1, -1):
+                acc += x[base + j]
+                out[base + j] = acc
+        else:
+            for j in range(n):
+                acc += x[base + j]
+                out[base + j] = acc
+
+
+@kernel
+def _cumsum(x, out, outer, n, inner, reverse):
+    acc = np.zeros(inner, np.float64)
+    for o in range(outer):
+        acc[:] = 0.0
+        for step in range(n):
+            j = n - 1 - step if reverse else step
+            row = (o * n + j) * inner
+            for k in range(inner):
+                acc[k] += x[row + k]
+                out[row + k] = acc[k]
+
+
+def cumsum(x, outer: int, n: int, inner: int, reverse: bool, out=None):
+    """The cumulative sums of x read as (outer, n, inner) along n, into ``out`` (or new)."""
+    out = np.empty_like(x) if out is None else out
+    if x.size:
+        flat, dst = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
+        if inner == 1:
+            _cumsum_rows(flat, dst, outer, n, bool(reverse))
+        else:
+            _cumsum(flat, dst, outer, n, inner, bool(reverse))
+    return out
