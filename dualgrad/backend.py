@@ -231,6 +231,22 @@ class Backend(abc.ABC):
         idx == skip."""
 
     @abc.abstractmethod
+    def logic(self, op: str, x, y=None):
+        """x op y with NumPy broadcasting (``kernel_ops.LOGIC``; both float or both int32),
+        or the test op x for LOGIC_UNARY: int32 0 or 1 (bool storage). Exact."""
+
+    @abc.abstractmethod
+    def where(self, cond, a, b):
+        """a where cond (int32) is nonzero, else b, broadcasting the three; a and b of one
+        dtype. Exact."""
+
+    @abc.abstractmethod
+    def cast(self, x, dtype):
+        """x converted to ``dtype`` (float32, int32, bool; float64 on backends with it): a
+        float to int32 truncates toward zero, saturating past int32's range, NaN giving 0;
+        to bool nonzero (NaN too) is 1; an int to float rounds to nearest."""
+
+    @abc.abstractmethod
     def cumsum(self, x, outer: int, n: int, inner: int, reverse: bool):
         """The cumulative sums of x read as (outer, n, inner), along n (``reverse``: from
         the end, the gradient's); the float32 sums of a line in any order (within gamma(n)

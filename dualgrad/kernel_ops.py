@@ -125,6 +125,13 @@ UNARY = Family("unary", [
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),
                            ("minimum",), ("atan2",)])
 
+# Ops with boolean results (stored as int32 0 or 1), on float or int32 operands: comparisons
+# and logical ops of two (broadcast) operands, then the tests of one.
+LOGIC = Family("logic", [("eq",), ("ne",), ("lt",), ("le",), ("gt",), ("ge",),
+                         ("logical_and",), ("logical_or",), ("logical_xor",),
+                         ("isnan",), ("isinf",), ("isfinite",), ("logical_not",)])
+LOGIC_UNARY = ("isnan", "isinf", "isfinite", "logical_not")
+
 REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
 # reduce.comp's own extra op, after the family's: counts the elements equal to the maximum
 # (max's backward shares the gradient among ties).
@@ -190,7 +197,7 @@ def glsl_header() -> str:
                 line = "          "
             line += " " + item
         return "\n".join(text + [line])
-    for family in (UNARY, BINARY, REDUCE):
+    for family in (UNARY, BINARY, REDUCE, LOGIC):
         lines.append(f"// {family.name}")
         lines.append(consts((op.name, op.code) for op in family))
     lines.append("// reduce.comp's own: counts the elements equal to the maximum")

@@ -16,6 +16,9 @@ const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIG
 const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6, ATAN2 = 7;
 // reduce
 const uint SUM = 0, MEAN = 1, MAX = 2;
+// logic
+const uint EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5, LOGICAL_AND = 6, LOGICAL_OR = 7,
+           LOGICAL_XOR = 8, ISNAN = 9, ISINF = 10, ISFINITE = 11, LOGICAL_NOT = 12;
 // reduce.comp's own: counts the elements equal to the maximum
 const uint COUNT_EQ = 3;
 // optimizer rules, their scalars' positions and the flags

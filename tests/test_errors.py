@@ -284,7 +284,7 @@ CASES = [
          r"^ag_param: argument 'array'"),
     Case("ag_tensor-float64-on-gpu", lambda w: dg.ag_tensor([1.0], dtype="float64"), Type,
          r"^ag_tensor: dtype float64 is not supported by the gpu backend", gpu_only=True),
-    Case("ag_tensor-dtype-int32", lambda w: dg.ag_tensor([1.0], dtype="int32"), Type,
+    Case("ag_tensor-dtype-int64", lambda w: dg.ag_tensor([1.0], dtype="int64"), Type,
          r"^ag_tensor: argument 'dtype'"),
     Case("ag_tensor-dtype-float16", lambda w: dg.ag_tensor([1.0], dtype="float16"), Type,
          r"^ag_tensor: argument 'dtype'"),

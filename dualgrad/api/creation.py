@@ -129,7 +129,7 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -
 def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     """Uniform values in [0, 1), drawn from dualgrad's generator (``manual_seed``)."""
     shape = _size("rand", size)
-    value = random.generator().random(shape, dtype=resolve_dtype("rand", dtype))
+    value = random.generator().random(shape, dtype=resolve_dtype("rand", dtype, True))
     return _make("rand", value, dtype, requires_grad)
 
 

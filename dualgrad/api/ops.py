@@ -28,19 +28,24 @@ from ..shapes import MAX_RANK
 from . import capture, checks, device, tape
 from .checks import is_number
 from .residency import adopt, handle
-from .tensor import Tensor, ag_tensor, host_array
+from .tensor import Tensor, ag_tensor, host_array, is_float
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
-def _tensor(fn: str, name: str, x, like=None) -> Tensor:
+def _tensor(fn: str, name: str, x, like=None, any_dtype: bool = False) -> Tensor:
     """A Tensor argument; a NumPy array or nested list becomes a constant tensor (of the
-    dtype of ``like`` when that is a Tensor, else float32)."""
+    dtype of ``like`` when that is a float Tensor, else float32). Integer and boolean
+    tensors are refused unless ``any_dtype`` (an op that only moves elements)."""
     if isinstance(x, Tensor):
+        if not any_dtype and not is_float(x.dtype):
+            raise ArgumentTypeError(f"{fn}: argument '{name}' is a {x.dtype} tensor; expected "
+                                    "a float tensor (convert it with .float())")
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        value = host_array(fn, name, x, like.dtype if isinstance(like, Tensor) else None)
+        value = host_array(fn, name, x, like.dtype if isinstance(like, Tensor) and
+                           is_float(like.dtype) else None)
         if value.ndim > MAX_RANK:
             raise bad_shape(fn, name, value.shape, f"at most {MAX_RANK} dimensions")
         return ag_tensor(value, dtype=value.dtype)
@@ -55,12 +60,13 @@ def _constant(shape: tuple, value: float, dtype) -> Tensor:
     return adopt(backend, Tensor(shape, dtype), h)
 
 
-def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None) -> Tensor:
+def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None,
+          dtype=None) -> Tensor:
     """Wrap a kernel's output handle in a Tensor and record how it was made (``owed``: a
     transform the tape applies to the output's gradient before ``backward``; ``seeded``:
     the inputs' gradients for an output gradient of one, made by the forward: see
-    tape.py)."""
-    out = adopt(backend, Tensor(h.shape, h.dtype), h)
+    tape.py). ``dtype``: the tensor's, where it is not the storage's (bool)."""
+    out = adopt(backend, Tensor(h.shape, h.dtype if dtype is None else dtype), h)
     return tape.record(out, inputs, backward, backend, owed, seeded)
 
 
@@ -394,7 +400,7 @@ def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
 
 def reshape(x, *shape) -> Tensor:
     """The same elements with another shape; one dimension may be -1 (inferred)."""
-    x = _tensor("reshape", "x", x)
+    x = _tensor("reshape", "x", x, any_dtype=True)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     if not builtins.all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
@@ -421,7 +427,7 @@ def reshape(x, *shape) -> Tensor:
 
     def backward(g, needs):
         return (backend.reshape(g, x.shape),)
-    return _make(hy, (x,), backward, backend)
+    return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
 def transpose(x, axes=None) -> Tensor:

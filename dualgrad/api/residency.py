@@ -21,14 +21,14 @@ back to the device once, at its next use there).
 from __future__ import annotations
 
 import threading
-import weakref
 
 from ..errors import ArgumentTypeError, DeadTensorError, ShapeError, bad_type
 from . import capture, device, scopes
+from .idset import WeakIdSet
 from .tensor import Tensor, host_array
 
 _lock = threading.Lock()
-_resident: dict = {}              # backend -> WeakSet of tensors given its device storage
+_resident: dict = {}              # backend -> WeakIdSet of tensors given its device storage
 
 
 def handle(backend, t: Tensor):
@@ -109,7 +109,7 @@ def keep_host_values(backend, lifetimes) -> None:
 def _track(backend):
     """The set of tensors given ``backend``'s device storage (made at first need)."""
     with _lock:
-        return _resident.setdefault(backend, weakref.WeakSet())
+        return _resident.setdefault(backend, WeakIdSet())
 
 
 def host_value(backend, t: Tensor):

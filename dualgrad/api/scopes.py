@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 
 from ..backend import EVAL, TAPE
+from .idset import WeakIdSet
 
 _local = threading.local()
 
@@ -77,13 +77,13 @@ class Lifetimes:
         self.slot = TAPE
         self.current = self.scopes[TAPE]
         self.evaluations = 0          # no_grad() blocks open outside a tape
-        self.kept = None              # a WeakSet, made at first need
+        self.kept = None              # a WeakIdSet, made at first need
 
     def keep(self, t) -> None:
         """``t`` outlives every scope though its storage is pass storage (a value from the
         host): ``take_kept`` hands it over before a block frees that storage."""
         if self.kept is None:
-            self.kept = weakref.WeakSet()
+            self.kept = WeakIdSet()
         self.kept.add(t)
 
     def take_kept(self) -> list:

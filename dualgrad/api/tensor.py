@@ -17,12 +17,25 @@ import math
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, DeadTensorError, bad_shape, bad_type
+from ..errors import ArgumentTypeError, DeadTensorError, bad_shape, bad_type, bad_value
 from ..shapes import MAX_RANK
 from . import checks, device
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+BOOL, INT32 = np.dtype(np.bool_), np.dtype(np.int32)
+# Integer tensors are int32 on both backends (PyTorch's default is int64): the device's
+# kernels index in 32 bits, and no tensor has 2^31 elements.
+_DTYPES = _FLOAT_DTYPES + (INT32, BOOL)
+
+
+def is_float(dtype) -> bool:
+    return dtype in _FLOAT_DTYPES
+
+
+def host_view(t: "Tensor", value: np.ndarray) -> np.ndarray:
+    """A tensor's stored value as its dtype (bools are stored as int32 0 or 1)."""
+    return value.astype(BOOL) if t.dtype == BOOL and value.dtype != BOOL else value
 
 
 class Tensor:
@@ -70,7 +83,8 @@ class Tensor:
         device), then shape, dtype and where the value lives."""
         kind = type(self).__name__
         try:
-            text = np.array2string(residency.host_value(device.active(), self),
+            text = np.array2string(host_view(self, residency.host_value(device.active(),
+                                                                         self)),
                                    separator=", ", prefix=kind + "(", threshold=1000)
         except DeadTensorError:
             text = "<freed>"
@@ -84,7 +98,7 @@ class Tensor:
             raise bad_shape("bool", "self", self.shape, "a tensor with exactly one element "
                             "(the truth of several values is ambiguous, as in NumPy and "
                             "PyTorch: reduce them first)")
-        return bool(residency.host_value(device.active(), self).reshape(-1)[0])
+        return bool(residency.host_value(device.active(), self).reshape(-1)[0] != 0)
 
     # -- copies --------------------------------------------------------------------------------
     def __deepcopy__(self, memo) -> "Tensor":
@@ -108,20 +122,28 @@ class Tensor:
     # -- reading -----------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """A host copy of the value (downloads from the device if needed)."""
-        return residency.host_value(device.active(), self).copy()
+        value = residency.host_value(device.active(), self)
+        return value.astype(BOOL) if self.dtype == BOOL else value.copy()
 
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype, copy=False)
 
-    def item(self) -> float:
-        """The value of a one-element tensor as a Python float."""
+    def item(self):
+        """The value of a one-element tensor as a Python float (int, bool for those
+        dtypes)."""
         if self.size != 1:
             raise bad_shape("item", "self", self.shape, "a tensor with exactly one element")
-        return float(residency.host_value(device.active(), self).reshape(-1)[0])
+        value = residency.host_value(device.active(), self).reshape(-1)[0]
+        if self.dtype == BOOL:
+            return bool(value != 0)
+        return int(value) if self.dtype == INT32 else float(value)
 
     def __float__(self) -> float:
-        return self.item()
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
 
     def written(self) -> None:
         """Note an in-place write to the storage: a device tensor's host cache is stale."""
@@ -171,16 +193,19 @@ def _grad_from(t: Tensor, value) -> Tensor:
                                                       t.persistent), kept=t._scope is None)
 
 
-def resolve_dtype(fn: str, dtype) -> np.dtype:
+def resolve_dtype(fn: str, dtype, floats_only: bool = False) -> np.dtype:
+    """``dtype`` (None: float32) checked: float32, float64, int32 or bool."""
     if dtype is None:
         return DEFAULT_DTYPE
+    wanted = "float32 or float64" if floats_only else "float32, float64, int32 or bool"
     try:
         resolved = np.dtype(dtype)
     except TypeError:
-        raise bad_type(fn, "dtype", dtype, "float32 or float64") from None
-    if resolved not in _FLOAT_DTYPES:
-        raise ArgumentTypeError(f"{fn}: argument 'dtype' is {resolved}; expected float32 "
-                                "or float64")
+        raise bad_type(fn, "dtype", dtype, wanted) from None
+    if resolved not in (_FLOAT_DTYPES if floats_only else _DTYPES):
+        hint = " (integer tensors are int32)" if resolved.kind in "iu" else ""
+        raise ArgumentTypeError(f"{fn}: argument 'dtype' is {resolved}; expected "
+                                f"{wanted}{hint}")
     return resolved
 
 
@@ -194,14 +219,19 @@ def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
         raise bad_type(fn, arg, value, "a NumPy array, a nested list of numbers or a number")
     array = checks.array(fn, arg, value, "biuf",
                          "real numbers (bool, integer or floating point)")
+    if dtype == INT32 and array.dtype.kind in "iu" and array.size and (
+            array.min() < -2 ** 31 or array.max() >= 2 ** 31):
+        raise bad_value(fn, arg, f"values in [{array.min()}, {array.max()}]",
+                        "integers within int32's range")
     return np.asarray(array, dtype=dtype, order="C")     # keeps 0-d arrays 0-d
 
 
 def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     """A tensor holding a copy of ``array`` (NumPy array, nested list or number).
 
-    Input is converted to float32 unless ``dtype="float64"`` is asked for (float64 is
-    supported by the cpu backend only). The tensor is a leaf; with ``requires_grad=True``
+    Input is converted to float32 unless another ``dtype`` is asked for: "float64" (the cpu
+    backend only), "int32" or bool (integer and boolean tensors take no gradient). The
+    tensor is a leaf; with ``requires_grad=True``
     autograd accumulates its gradient in ``.grad``. Its value, and its gradient's, outlive
     every tape on both backends (on gpu it is uploaded into the current pass pool, and
     copied into the persistent pool, on the device, if it is still alive when that pool
@@ -209,6 +239,9 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     """
     requires_grad = checks.flag("ag_tensor", "requires_grad", requires_grad)
     dtype = resolve_dtype("ag_tensor", dtype)
+    if requires_grad and not is_float(dtype):
+        raise bad_value("ag_tensor", "requires_grad", True,
+                        f"False for a {dtype} tensor (only float tensors take gradients)")
     value = host_array("ag_tensor", "array", array, dtype)
     _check_rank("ag_tensor", value)
     backend = device.active()
@@ -220,7 +253,7 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
 def ag_param(array, dtype=None) -> Parameter:
     """A trainable Parameter holding a copy of ``array``. On gpu it is uploaded once into
     the persistent pool and its value lives only on the device."""
-    dtype = resolve_dtype("ag_param", dtype)
+    dtype = resolve_dtype("ag_param", dtype, floats_only=True)
     value = host_array("ag_param", "array", array, dtype)
     _check_rank("ag_param", value)
     backend = device.active()

@@ -10,10 +10,12 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import (binary, embedding, gather, layernorm, matmul, optim, reduce, scan, softmax,
-               strided, unary)
+from . import (binary, embedding, gather, layernorm, logic, matmul, optim, reduce, scan,
+               softmax, strided, unary)
 
-_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
+           np.dtype(np.bool_))
+_BOOL, _INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 
 
 def _into(out, value: np.ndarray) -> np.ndarray:
@@ -36,10 +38,11 @@ class CpuBackend(Backend):
         return isinstance(h, np.ndarray)
 
     def empty(self, shape, dtype, persistent=False):
-        return np.empty(shape, dtype)
+        return np.empty(shape, _INT32 if dtype == _BOOL else dtype)    # (bools: int32 0, 1)
 
     def upload(self, array, persistent=False):
-        return np.array(array, copy=True, order="C")
+        return np.array(array, copy=True, order="C", dtype=_INT32 if array.dtype == _BOOL
+                        else array.dtype)
 
     def write(self, h, array) -> None:
         h[...] = array
@@ -125,6 +128,15 @@ class CpuBackend(Backend):
 
     def gather_backward(self, idx, g, cols, skip):
         return gather.gather_backward(idx, g, cols, skip)
+
+    def logic(self, op, x, y=None):
+        return logic.logic(op, x, y)
+
+    def where(self, cond, a, b):
+        return logic.where(cond, a, b)
+
+    def cast(self, x, dtype):
+        return logic.cast(x, dtype)
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(x, outer, n, inner, reverse)

@@ -13,8 +13,11 @@ from ..backend import PLAIN, Backend
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
-from .kernels import (dropout, elementwise, embedding, gather, layernorm, matmul, optim,
-                      reduce, scan, softmax, strided)
+from .kernels import (dropout, elementwise, embedding, gather, layernorm, logic, matmul,
+                      optim, reduce, scan, softmax, strided)
+
+
+_DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_))    # (bools stored as int32)
 
 
 class GpuBackend(Backend):
@@ -35,7 +38,7 @@ class GpuBackend(Backend):
 
     # -- storage ----------------------------------------------------------------------------
     def supports(self, dtype) -> bool:
-        return np.dtype(dtype) == F32
+        return np.dtype(dtype) in _DTYPES
 
     def owns(self, h) -> bool:
         return self.device.owns(h)
@@ -149,6 +152,15 @@ class GpuBackend(Backend):
 
     def embedding_backward(self, idx, g, num_rows):
         return embedding.embedding_backward(self.device, idx, g, num_rows)
+
+    def logic(self, op, x, y=None):
+        return logic.logic(self.device, op, x, y)
+
+    def where(self, cond, a, b):
+        return logic.where(self.device, cond, a, b)
+
+    def cast(self, x, dtype):
+        return logic.cast(self.device, x, dtype)
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(self.device, x, outer, n, inner, reverse)

@@ -17,7 +17,8 @@ import numpy as np
 from ..backend import EVAL, TAPE
 from ..errors import DeviceUnavailable
 from .dispatch import MAX_ELEMENTS, check_size
-from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
+from .memory import (ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env,
+                     storage_array, storage_dtype)
 from .recorder import Recorder
 from .workspace import Workspace
 
@@ -186,7 +187,7 @@ class Device:
     # -- storage ----------------------------------------------------------------------------
     def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
         if dtype is not F32:
-            dtype = np.dtype(dtype)
+            dtype = storage_dtype(np.dtype(dtype))
         size = int(math.prod(shape))                  # math.prod: a hot path
         if size > MAX_ELEMENTS:
             check_size(shape)
@@ -208,7 +209,7 @@ class Device:
                 return capture.input(k, array)                  # uploads it
             self.uncapturable("it uploads a host array that is not one of its arguments "
                               "(make tensors from the arguments as they are)")
-        array = np.asarray(array, order="C")
+        array = storage_array(np.asarray(array, order="C"))
         h = self.empty(array.shape, array.dtype, persistent)
         if array.size:
             with self.lock:
@@ -238,7 +239,8 @@ class Device:
 
     def fill(self, h, value) -> None:
         if h.size:
-            word = struct.unpack("<I", struct.pack("<f", value))[0]
+            word = (struct.unpack("<I", struct.pack("<i", int(value)))[0]
+                    if h.dtype.kind == "i" else struct.unpack("<I", struct.pack("<f", value))[0])
             with self.lock:
                 if self.capture is not None:
                     self.capture.touch((h,))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ..backend import Epilogue
-from ..kernel_ops import BINARY, UNARY
+from ..kernel_ops import BINARY, LOGIC, UNARY
 from . import strategies as dgst
 from .tolerances import TOLERANCES, Agreement, agreement
 
@@ -59,6 +59,8 @@ class Pair:
 
 
 def _prepare(backend, a):
+    if isinstance(a, _Stored):
+        return backend.upload(a.array)
     if isinstance(a, Epilogue):
         return Epilogue(*(_prepare(backend, h) if h is not None else None
                           for h in (a.bias, a.relu, a.mask, a.row_sums)))
@@ -242,6 +244,96 @@ def _reduce_check(op):
 
 for _op in ("sum", "mean", "max"):
     check(f"reduce:{_op}")(_reduce_check(_op))
+
+
+# -- boolean results, selection, conversion -------------------------------------------------
+def _logic_operands(data, pair, op):
+    """Float operands with ties, signed zeros, NaN and infinities, or int32 ones."""
+    from ..kernel_ops import LOGIC_UNARY
+    if op.startswith("logical") or data.draw(st.booleans(), label="int32"):
+        draw_int = st.integers(-3, 3) if op.startswith("logical") else \
+            st.integers(-2 ** 31, 2 ** 31 - 1)
+        shapes = data.draw(dgst.broadcast_pairs(), label="shapes")
+        x, y = (np.asarray(data.draw(hnp_arrays(np.int32, s, draw_int), label=k), np.int32)
+                for s, k in zip(shapes, ("x", "y")))
+        return x, (None if op in LOGIC_UNARY else y)
+    sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
+    specials = pair.specials(dgst.FINITE_SPECIALS, dgst.NONFINITE)
+    x = data.draw(dgst.arrays(sa, specials=specials), label="x")
+    if op in LOGIC_UNARY:
+        return x, None
+    y = data.draw(dgst.arrays(sb, specials=specials), label="y")
+    if x.size and y.size and data.draw(st.booleans(), label="ties"):
+        xb, yb = np.broadcast_arrays(x, y)          # (equal elements where both are read)
+        y = np.ascontiguousarray(np.where(np.arange(yb.size).reshape(yb.shape) % 3 == 0,
+                                          xb, yb)) if sb == np.broadcast_shapes(sa, sb) else y
+    return x, y
+
+
+def hnp_arrays(dtype, shape, elements):
+    from hypothesis.extra import numpy as hnp
+    return hnp.arrays(dtype, shape, elements=elements)
+
+
+def _logic_check(op):
+    def run(data, pair):
+        x, y = _logic_operands(data, pair, op)
+        if x.dtype == np.int32 and op in ("isnan", "isinf", "isfinite"):
+            x = x.astype(F32)
+        if op == "logical_not" and x.dtype != np.int32:
+            x = x.astype(np.int32)
+        args = (x,) if y is None else (x, y)
+        cz, gz = pair.twin("logic", op, *[_as_storage(a) for a in args])
+        return [pair.agree(f"logic:{op}", gz, cz)]
+    return run
+
+
+for _op in LOGIC.names:
+    check(f"logic:{_op}")(_logic_check(_op))
+
+
+def _as_storage(a):
+    """An int32 operand passed as storage (not as index arrays, which ``twin`` would make of
+    integer arrays)."""
+    return _Stored(a) if a.dtype == np.int32 else a
+
+
+class _Stored:
+    def __init__(self, array):
+        self.array = array
+
+
+@check("where")
+def _where(data, pair):
+    sc, sa = data.draw(dgst.broadcast_pairs(), label="shapes")
+    sb = data.draw(st.sampled_from([sa, sc, ()]), label="shape of other")
+    cond = np.asarray(data.draw(hnp_arrays(np.int32, sc, st.integers(0, 1)), label="cond"),
+                      np.int32)
+    if data.draw(st.booleans(), label="int32"):
+        ints = st.integers(-2 ** 31, 2 ** 31 - 1)
+        a, b = (np.asarray(data.draw(hnp_arrays(np.int32, s, ints), label=k), np.int32)
+                for s, k in ((sa, "a"), (sb, "b")))
+    else:
+        specials = pair.specials(dgst.ALL_SPECIALS)
+        a = data.draw(dgst.arrays(sa, specials=specials), label="a")
+        b = data.draw(dgst.arrays(sb, specials=specials), label="b")
+    cz, gz = pair.twin("where", *[_as_storage(v) for v in (cond, a, b)])
+    return [pair.agree("where", gz, cz)]
+
+
+@check("cast")
+def _cast(data, pair):
+    shape = data.draw(dgst.shapes(), label="shape")
+    source = data.draw(st.sampled_from(["float32", "int32"]), label="from")
+    to = data.draw(st.sampled_from(["float32", "int32", "bool"]), label="to")
+    if source == "int32":
+        x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-2 ** 31, 2 ** 31 - 1)),
+                                 label="x"), np.int32)
+    else:
+        x = data.draw(dgst.arrays(shape, -3e9, 3e9, specials=pair.specials(dgst.ALL_SPECIALS)),
+                      label="x")
+    cz, gz = pair.twin("cast", _as_storage(x), np.dtype(to))
+    return [pair.agree("cast", gz, cz)]
 
 
 @check("cumsum")

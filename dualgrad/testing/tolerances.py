@@ -34,6 +34,8 @@ import math
 
 import numpy as np
 
+from ..kernel_ops import LOGIC
+
 U32 = 2.0 ** -24          # unit roundoff of float32
 
 
@@ -390,6 +392,11 @@ TOLERANCES: dict = {
                             ulps=1, gamma=1),
     "reduce:mean": Tolerance("the sum's bound, then a 2.5 ULP division by n", ulps=4, gamma=1),
     "reduce:max": Tolerance("a selection: exact in any order", exact=True),
+    **{f"logic:{op}": Tolerance("a comparison or a test: exact (IEEE: NaN unordered)",
+                                exact=True) for op in LOGIC.names},
+    "where": Tolerance(_EXACT_MOVE, exact=True),
+    "cast": Tolerance("truncation toward zero, saturated; an int32 to float32 rounds to "
+                      "nearest even on both (a correctly rounded conversion)", exact=True),
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "
                         "then the chunks' totals): within gamma(n) of the sum of magnitudes; "
                         "the cpu adds in float64 and rounds once", ulps=1, gamma=1),
@@ -528,6 +535,15 @@ class Agreement:
                 f"ULP, worst {self.worst:.3g} of the bound")
 
 
+def _integer_agreement(key: str, got: np.ndarray, ref: np.ndarray) -> Agreement:
+    """Integer (and boolean) results: every kernel that makes them is exact."""
+    if got.shape != ref.shape:
+        return Agreement(key, False, math.inf, math.inf, math.inf, ref.size)
+    diff = np.abs(got - ref).astype(np.float64)
+    worst = float(diff.max(initial=0.0))
+    return Agreement(key, worst == 0.0, worst, worst, math.inf if worst else 0.0, ref.size)
+
+
 def agreement(key: str, got, ref, x=None, scale=None, length=None,
               flushes_subnormals: bool = False) -> Agreement:
     """Compare ``got`` (gpu) with ``ref`` (cpu) under ``TOLERANCES[key]``. ``x`` is the input
@@ -539,6 +555,8 @@ def agreement(key: str, got, ref, x=None, scale=None, length=None,
 
 def _agreement(key, got, ref, x, scale, length, flushes_subnormals) -> Agreement:
     tol = TOLERANCES[key]
+    if np.asarray(got).dtype.kind in "biu" and np.asarray(ref).dtype.kind in "biu":
+        return _integer_agreement(key, np.asarray(got, np.int64), np.asarray(ref, np.int64))
     got = np.asarray(got, dtype=np.float32)
     ref = np.asarray(ref, dtype=np.float32)
     if got.shape != ref.shape:

@@ -1,0 +1,315 @@
+"""Boolean and integer tensors' ops: comparisons (``== != < <= > >=``, as boolean tensors),
+``isnan isinf isfinite``, logical ops (``& | ^ ~`` on bools), ``where``, ``masked_fill``,
+``any``/``all`` and dtype conversion (``Tensor.to``, ``.float() .int() .bool()``).
+
+Bools are stored as int32 0 or 1 on both backends (every kernel reads 32-bit words), and
+integer tensors are int32 (PyTorch's default is int64). Operands of different dtypes are
+promoted as PyTorch does: bool < int32 < float; a Python number takes the tensor's kind
+(a float number beside an integer tensor makes the comparison a float one).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentTypeError, ShapeError, bad_type
+from ..shapes import MAX_RANK
+from . import checks, device
+from .ops import _axes, _broadcast, _constant, _dim_or_axis, _make, _sum_to
+from .residency import adopt, handle
+from .tensor import BOOL, DEFAULT_DTYPE, INT32, Tensor, ag_tensor, host_array, is_float
+from .tensor import resolve_dtype
+
+_RANK = {BOOL: 0, INT32: 1}            # floats rank 2
+
+
+def _rank(dtype) -> int:
+    return _RANK.get(dtype, 2)
+
+
+def _operand(fn: str, name: str, x, like=None) -> Tensor:
+    """A Tensor argument of any dtype; a NumPy array becomes a tensor of its kind (bool,
+    int32 or float32), a number a 0-d constant of ``like``'s kind where it fits it."""
+    if isinstance(x, Tensor):
+        return x
+    if checks.is_number(x) or isinstance(x, (bool, np.bool_)):
+        if isinstance(x, (bool, np.bool_)):
+            dtype = BOOL
+        elif isinstance(x, (int, np.integer)):
+            dtype = like.dtype if isinstance(like, Tensor) and like.dtype != BOOL else INT32
+        else:
+            dtype = like.dtype if isinstance(like, Tensor) and is_float(like.dtype) \
+                else DEFAULT_DTYPE
+        return _constant((), float(x) if is_float(dtype) else int(x), dtype)
+    if isinstance(x, (np.ndarray, list, tuple)):
+        array = np.asarray(x)
+        kind = array.dtype.kind
+        dtype = BOOL if kind == "b" else INT32 if kind in "iu" else DEFAULT_DTYPE
+        return ag_tensor(host_array(fn, name, array, dtype), dtype=dtype)
+    raise bad_type(fn, name, x, "a Tensor, a NumPy array or a number")
+
+
+def _to(backend, t: Tensor, dtype) -> Tensor:
+    """``t`` as ``dtype``: itself, or a converted copy (gradients flow between floats)."""
+    if t.dtype == dtype:
+        return t
+    h = backend.cast(handle(backend, t), dtype)
+    if is_float(t.dtype) and is_float(dtype):
+        def backward(g, needs):
+            return (backend.cast(g, t.dtype),)
+        return _make(h, (t,), backward, backend, dtype=dtype)
+    return adopt(backend, Tensor(t.shape, dtype), h)
+
+
+def _promoted(fn: str, a: Tensor, b: Tensor) -> tuple:
+    """(a, b) converted to their common dtype, PyTorch's promotion."""
+    if a.dtype == b.dtype:
+        return a, b
+    if is_float(a.dtype) and is_float(b.dtype):
+        raise ArgumentTypeError(f"{fn}: operands have dtypes {a.dtype} and {b.dtype}; "
+                                "convert one so they match")
+    dtype = a.dtype if _rank(a.dtype) >= _rank(b.dtype) else b.dtype
+    backend = device.active()
+    return _to(backend, a, dtype), _to(backend, b, dtype)
+
+
+def _result(backend, h, dtype=BOOL) -> Tensor:
+    return adopt(backend, Tensor(h.shape, dtype), h)
+
+
+def _compare(op: str, a, b) -> Tensor:
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        a = _operand(op, "input", a, b)
+    a = _operand(op, "input", a, b)
+    b = _operand(op, "other", b, a)
+    a, b = _promoted(op, a, b)
+    _broadcast(op, a.shape, b.shape)
+    backend = device.active()
+    if a.dtype == BOOL:           # (bools compare as ints)
+        a, b = _to(backend, a, INT32), _to(backend, b, INT32)
+    return _result(backend, backend.logic(op, handle(backend, a), handle(backend, b)))
+
+
+def eq(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """input == other elementwise, with broadcasting: a boolean tensor (NaN equals
+    nothing)."""
+    return _compare("eq", input, other)
+
+
+def ne(input, other) -> Tensor:  # noqa: A002
+    """input != other elementwise, with broadcasting: a boolean tensor (true at NaN)."""
+    return _compare("ne", input, other)
+
+
+def lt(input, other) -> Tensor:  # noqa: A002
+    """input < other elementwise, with broadcasting: a boolean tensor."""
+    return _compare("lt", input, other)
+
+
+def le(input, other) -> Tensor:  # noqa: A002
+    """input <= other elementwise, with broadcasting: a boolean tensor."""
+    return _compare("le", input, other)
+
+
+def gt(input, other) -> Tensor:  # noqa: A002
+    """input > other elementwise, with broadcasting: a boolean tensor."""
+    return _compare("gt", input, other)
+
+
+def ge(input, other) -> Tensor:  # noqa: A002
+    """input >= other elementwise, with broadcasting: a boolean tensor."""
+    return _compare("ge", input, other)
+
+
+def _test(op: str, x) -> Tensor:
+    x = _operand(op, "input", x)
+    backend = device.active()
+    h = handle(backend, x)
+    if is_float(x.dtype):
+        return _result(backend, backend.logic(op, h))
+    # an integer or boolean is never NaN or infinite: x != x (all false), x == x (all true)
+    return _result(backend, backend.logic("eq" if op == "isfinite" else "ne", h, h))
+
+
+def isnan(input) -> Tensor:  # noqa: A002
+    """Whether each element is NaN: a boolean tensor."""
+    return _test("isnan", input)
+
+
+def isinf(input) -> Tensor:  # noqa: A002
+    """Whether each element is +-inf: a boolean tensor."""
+    return _test("isinf", input)
+
+
+def isfinite(input) -> Tensor:  # noqa: A002
+    """Whether each element is neither NaN nor infinite: a boolean tensor."""
+    return _test("isfinite", input)
+
+
+def _as_bool(fn: str, name: str, x, like=None) -> Tensor:
+    x = _operand(fn, name, x, like)
+    return _to(device.active(), x, BOOL)
+
+
+def _logical(op: str, a, b) -> Tensor:
+    a = _as_bool(op, "input", a)
+    b = _as_bool(op, "other", b, a)
+    _broadcast(op, a.shape, b.shape)
+    backend = device.active()
+    return _result(backend, backend.logic(op, handle(backend, a), handle(backend, b)))
+
+
+def logical_and(input, other) -> Tensor:  # noqa: A002
+    """Both nonzero, elementwise with broadcasting: a boolean tensor (``&`` of bools)."""
+    return _logical("logical_and", input, other)
+
+
+def logical_or(input, other) -> Tensor:  # noqa: A002
+    """Either nonzero, elementwise with broadcasting: a boolean tensor (``|`` of bools)."""
+    return _logical("logical_or", input, other)
+
+
+def logical_xor(input, other) -> Tensor:  # noqa: A002
+    """Exactly one nonzero, elementwise with broadcasting: a boolean tensor (``^``)."""
+    return _logical("logical_xor", input, other)
+
+
+def logical_not(input) -> Tensor:  # noqa: A002
+    """Whether each element is zero: a boolean tensor (``~`` of a bool tensor)."""
+    x = _as_bool("logical_not", "input", input)
+    backend = device.active()
+    return _result(backend, backend.logic("logical_not", handle(backend, x)))
+
+
+def where(condition, input, other) -> Tensor:  # noqa: A002
+    """``input`` where ``condition`` (a boolean tensor or array) holds, else ``other``,
+    broadcasting the three, as ``torch.where``; either value may be a number. The
+    gradient goes to the side each element was taken from."""
+    cond = _operand("where", "condition", condition)
+    if cond.dtype != BOOL:
+        raise ArgumentTypeError(f"where: argument 'condition' is a {cond.dtype} tensor; "
+                                "expected a bool tensor (compare to make one)")
+    if not isinstance(input, Tensor) and isinstance(other, Tensor):
+        input = _operand("where", "input", input, other)
+    a = _operand("where", "input", input, other)
+    b = _operand("where", "other", other, a)
+    a, b = _promoted("where", a, b)
+    _shape_of_three("where", cond.shape, a.shape, b.shape)
+    backend = device.active()
+    hc = handle(backend, cond)
+    h = backend.where(hc, handle(backend, a), handle(backend, b))
+    if not is_float(a.dtype):
+        return _result(backend, h, a.dtype)
+
+    def backward(g, needs):
+        zero = handle(backend, _constant((), 0.0, g.dtype))
+        return (_sum_to(backend, backend.where(hc, g, zero), a.shape) if needs[0] else None,
+                _sum_to(backend, backend.where(hc, zero, g), b.shape) if needs[1] else None)
+    return _make(h, (a, b), backward, backend)
+
+
+def _shape_of_three(fn: str, *shapes) -> tuple:
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ShapeError(f"{fn}: shapes {', '.join(map(str, shapes))} cannot be broadcast "
+                         "together (NumPy rules: trailing dimensions must match or be 1)"
+                         ) from None
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{fn}: shapes broadcast to {shape}; at most {MAX_RANK} dimensions")
+    return shape
+
+
+def masked_fill(input, mask, value) -> Tensor:  # noqa: A002
+    """``input`` with ``value`` (a number or a 0-d tensor) where ``mask`` (a boolean
+    tensor broadcastable to it) holds, as ``torch.Tensor.masked_fill``; the gradient of
+    ``input`` is zero there."""
+    x = _operand("masked_fill", "input", input)
+    if not isinstance(value, Tensor) and not checks.is_number(value):
+        raise bad_type("masked_fill", "value", value, "a number or a 0-d tensor")
+    if isinstance(value, Tensor) and value.ndim:
+        raise bad_type("masked_fill", "value", value, "a number or a 0-d tensor")
+    mask_shape = mask.shape if isinstance(mask, Tensor) else np.shape(mask)
+    if _shape_of_three("masked_fill", mask_shape, x.shape) != x.shape:
+        raise ShapeError(f"masked_fill: argument 'mask' has shape {mask_shape}; expected a "
+                         f"shape that broadcasts to the input's {x.shape}")
+    out = where(mask, value if isinstance(value, Tensor) else
+                _operand("masked_fill", "value", value, x), x)
+    return out if out.dtype == x.dtype else _to(device.active(), out, x.dtype)
+
+
+def _count(fn: str, x, axis, keepdims, which: str) -> Tensor:
+    x = _as_bool(fn, "input", x)
+    axes = _axes(fn, x, axis)
+    backend = device.active()
+    h = handle(backend, x)
+    if which == "all":
+        h = backend.logic("logical_not", h)
+    counts = backend.reduce("sum", backend.cast(h, DEFAULT_DTYPE), axes, keepdims)
+    zero = handle(backend, _constant((), 0.0, DEFAULT_DTYPE))
+    return _result(backend, backend.logic("gt" if which == "any" else "eq", counts, zero))
+
+
+def any(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
+    """Whether any element (along ``dim``: an int, a tuple or None for all) is nonzero: a
+    boolean tensor; of no elements, False."""
+    dim, keepdim = _dim_or_axis("any", None, dim, None, keepdim)
+    return _count("any", input, dim, keepdim, "any")
+
+
+def all(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
+    """Whether every element (along ``dim``) is nonzero: a boolean tensor; of no elements,
+    True."""
+    dim, keepdim = _dim_or_axis("all", None, dim, None, keepdim)
+    return _count("all", input, dim, keepdim, "all")
+
+
+def to(input, dtype) -> Tensor:  # noqa: A002
+    """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool): a float
+    to int32 truncates toward zero (saturating past int32's range, NaN giving 0); to bool,
+    nonzero is True. Between floats the gradient flows."""
+    x = _operand("to", "input", input)
+    dtype = resolve_dtype("to", dtype)
+    backend = device.active()
+    if not backend.supports(dtype):
+        raise ArgumentTypeError(f"to: the {backend.name} backend has no {dtype} tensors")
+    return _to(backend, x, dtype)
+
+
+def _install_methods() -> None:
+    T = Tensor
+    T.__hash__ = object.__hash__          # (as PyTorch's: == is elementwise, hash is id)
+    for name, fn in (("eq", eq), ("ne", ne), ("lt", lt), ("le", le), ("gt", gt), ("ge", ge)):
+        setattr(T, f"__{name}__", lambda a, b, f=fn: f(a, b))
+        setattr(T, name, lambda a, b, f=fn: f(a, b))
+    for name, fn in (("and", logical_and), ("or", logical_or), ("xor", logical_xor)):
+        setattr(T, f"__{name}__", lambda a, b, f=fn, n=name: _bitwise(n, f, a, b))
+        setattr(T, f"__r{name}__", lambda a, b, f=fn, n=name: _bitwise(n, f, b, a))
+    T.__invert__ = lambda a: _bitwise("invert", lambda x, _: logical_not(x), a, None)
+    T.isnan, T.isinf, T.isfinite = isnan, isinf, isfinite
+    T.logical_not = logical_not
+    T.masked_fill = lambda a, mask, value: masked_fill(a, mask, value)
+    T.any = lambda a, dim=None, keepdim=False: any(a, dim, keepdim)
+    T.all = lambda a, dim=None, keepdim=False: all(a, dim, keepdim)
+    T.to = lambda a, dtype: to(a, dtype)
+    T.astype = T.to
+    T.float = lambda a: to(a, np.float32)
+    T.double = lambda a: to(a, np.float64)
+    T.int = lambda a: to(a, np.int32)
+    T.long = T.int                        # (integer tensors are int32)
+    T.bool = lambda a: to(a, np.bool_)
+
+
+def _bitwise(name: str, fn, a, b) -> Tensor:
+    """& | ^ ~ of boolean tensors (integer bitwise ops are not supported)."""
+    for x in (a, b):
+        if isinstance(x, Tensor) and x.dtype != BOOL:
+            raise ArgumentTypeError(f"{name}: {x.dtype} tensors have no bitwise ops; use "
+                                    "boolean tensors (or logical_and, logical_or, ...)")
+    return fn(a, b)
+
+
+_install_methods()
+
+__all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
+           "logical_or", "logical_xor", "logical_not", "where", "masked_fill", "any", "all",
+           "to"]

@@ -1,0 +1,61 @@
+"""logic.comp (comparisons, logical ops and tests, with boolean results), where.comp and
+convert.comp; the twins of ``dualgrad/cpu/logic.py``. Bools are stored as int32 0 or 1."""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ...kernel_ops import LOGIC, LOGIC_UNARY
+from ...shapes import broadcast_strides, pad4
+from ..dispatch import check_size, grid, packed_uints, packer
+from .elementwise import broadcast_layout
+
+INT32 = np.dtype(np.int32)
+_KIND = {np.dtype(np.float32): 0, INT32: 1}
+_ADDRESSES3, _ADDRESSES4 = packer(3), packer(4)
+_CAST = packer(2, 1)
+_TO = {np.dtype(np.float32): 0, INT32: 1, np.dtype(np.bool_): 2}
+
+
+def logic(dev, op, x, y=None):
+    out = dev.empty(x.shape if op in LOGIC_UNARY else
+                    np.broadcast_shapes(x.shape, y.shape), INT32)
+    if out.size:
+        y = x if y is None else y
+        _, tail, flat = broadcast_layout(x.shape, y.shape, out.shape)
+        dev.launch("logic", (LOGIC.code[op], _KIND[x.dtype], flat),
+                   _ADDRESSES3.pack(x.address, y.address, out.address) + tail,
+                   grid(out.size), [x, y], [out])
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _where_layout(c_shape, a_shape, b_shape) -> tuple:
+    shape = np.broadcast_shapes(c_shape, a_shape, b_shape)
+    check_size(shape)
+    s4 = pad4(shape)
+    uints = (math.prod(shape), *s4, *broadcast_strides(c_shape, s4),
+             *broadcast_strides(a_shape, s4), *broadcast_strides(b_shape, s4))
+    return (tuple(shape), packed_uints(tuple(int(u) for u in uints)),
+            int(c_shape == a_shape == b_shape == tuple(shape)))
+
+
+def where(dev, cond, a, b):
+    shape, tail, flat = _where_layout(cond.shape, a.shape, b.shape)
+    out = dev.empty(shape, a.dtype)
+    if out.size:
+        dev.launch("where", (flat,),
+                   _ADDRESSES4.pack(cond.address, a.address, b.address, out.address) + tail,
+                   grid(out.size), [cond, a, b], [out])
+    return out
+
+
+def cast(dev, x, dtype):
+    dtype = np.dtype(dtype)
+    out = dev.empty(x.shape, dtype)
+    if out.size:
+        dev.launch("convert", (_KIND[x.dtype], _TO[dtype]),
+                   _CAST.pack(x.address, out.address, x.size), grid(x.size), [x], [out])
+    return out

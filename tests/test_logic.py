@@ -1,0 +1,189 @@
+"""Boolean and integer tensors: comparisons, tests, logical ops, where, masked_fill,
+any/all and conversions, against NumPy on both backends (bools stored as int32 0/1, integer
+tensors int32)."""
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+SPECIAL = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 3e38, 1e-40, 1.5],
+                   np.float32)
+
+
+def t(a, **kw):
+    return dg.ag_tensor(a, **kw)
+
+
+COMPARISONS = {"eq": (dg.eq, np.equal, lambda a, b: a == b),
+               "ne": (dg.ne, np.not_equal, lambda a, b: a != b),
+               "lt": (dg.lt, np.less, lambda a, b: a < b),
+               "le": (dg.le, np.less_equal, lambda a, b: a <= b),
+               "gt": (dg.gt, np.greater, lambda a, b: a > b),
+               "ge": (dg.ge, np.greater_equal, lambda a, b: a >= b)}
+
+
+@pytest.mark.parametrize("op", list(COMPARISONS))
+def test_comparisons_match_numpy_with_nan_signed_zeros_and_broadcasting(device, op):
+    fn, ref, operator = COMPARISONS[op]
+    x, y = SPECIAL[:, None], SPECIAL[None, :]
+    for got in (fn(t(x), t(y)), operator(t(x), t(y))):
+        assert got.dtype == np.bool_ and got.shape == (10, 10)
+        np.testing.assert_array_equal(got.numpy(), ref(x, y))
+    np.testing.assert_array_equal(operator(t(x), 1.5).numpy(), ref(x, np.float32(1.5)))
+    np.testing.assert_array_equal(operator(1.5, t(y)).numpy(), ref(np.float32(1.5), y))
+    ints = np.array([-2 ** 31, -1, 0, 7, 2 ** 31 - 1], np.int32)
+    np.testing.assert_array_equal(operator(t(ints, dtype="int32"), 7).numpy(), ref(ints, 7))
+    # an int32 tensor beside a float number compares as float, as in PyTorch
+    np.testing.assert_array_equal(operator(t(ints, dtype="int32"), 6.5).numpy(),
+                                  ref(ints.astype(np.float32), np.float32(6.5)))
+
+
+def test_tests_of_floats_and_of_integers(device):
+    x = t(SPECIAL)
+    np.testing.assert_array_equal(dg.isnan(x).numpy(), np.isnan(SPECIAL))
+    np.testing.assert_array_equal(x.isinf().numpy(), np.isinf(SPECIAL))
+    np.testing.assert_array_equal(dg.isfinite(x).numpy(), np.isfinite(SPECIAL))
+    i = t([3, -4], dtype="int32")
+    assert dg.isnan(i).numpy().tolist() == [False, False]
+    assert dg.isfinite(i).numpy().tolist() == [True, True]
+
+
+def test_logical_ops_of_booleans(device):
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    ta, tb = t(a, dtype=bool), t(b, dtype=bool)
+    np.testing.assert_array_equal((ta & tb).numpy(), a & b)
+    np.testing.assert_array_equal((ta | tb).numpy(), a | b)
+    np.testing.assert_array_equal((ta ^ tb).numpy(), a ^ b)
+    np.testing.assert_array_equal((~ta).numpy(), ~a)
+    np.testing.assert_array_equal((a & tb).numpy(), a & b)          # an array on the left
+    # logical_* take any dtype: nonzero is true (NaN too)
+    np.testing.assert_array_equal(dg.logical_and(t([0.0, np.nan, 2.0]), 1).numpy(),
+                                  [False, True, True])
+    np.testing.assert_array_equal(dg.logical_not(t([0, 5], dtype="int32")).numpy(),
+                                  [True, False])
+    with pytest.raises(dg.ArgumentTypeError, match="no bitwise ops"):
+        t([1.0]) & tb[:1]
+
+
+def test_where_selects_broadcasts_and_routes_the_gradient(device):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4))
+    b = rng.standard_normal((4,))
+    cond = a > 0.2
+    ta, tb = t(a, requires_grad=True), t(b, requires_grad=True)
+    g = rng.standard_normal((3, 4)).astype(np.float32)
+    with dg.with_grad_tape():
+        y = dg.where(ta > 0.2, ta, tb)
+        dg.sum(y * t(g)).backward()
+    np.testing.assert_array_equal(y.numpy(), np.where(cond, a, b).astype(np.float32))
+    np.testing.assert_allclose(ta.grad.numpy(), np.where(cond, g, 0), rtol=1e-6)
+    np.testing.assert_allclose(tb.grad.numpy(), np.where(cond, 0, g).sum(0), rtol=1e-5)
+    # numbers on either side, NaN and inf kept as they are, int32 values
+    x = t(SPECIAL)
+    np.testing.assert_array_equal(dg.where(dg.isnan(x), 0.0, x).numpy(),
+                                  np.where(np.isnan(SPECIAL), 0, SPECIAL))
+    np.testing.assert_array_equal(np.signbit(dg.where(x == 0, x, 1.0).numpy()),
+                                  np.signbit(np.where(SPECIAL == 0, SPECIAL, 1.0)))
+    ints = dg.where(t([True, False], dtype=bool), t([1, 2], dtype="int32"), -9)
+    assert ints.dtype == np.int32 and ints.numpy().tolist() == [1, -9]
+    with pytest.raises(dg.ArgumentTypeError, match=r"^where: argument 'condition'"):
+        dg.where(x, x, x)
+    with pytest.raises(dg.ShapeError, match=r"^where: shapes"):
+        dg.where(x > 0, t(np.ones(3)), x)
+
+
+def test_where_and_masked_fill_gradients_by_finite_differences():
+    mask = np.array([[True, False, True], [False, False, True]])
+    dg.gradcheck(lambda a, b: dg.where(mask, a, b),
+                 [np.arange(6.0).reshape(2, 3), np.array([0.5, -1.0, 2.0])])
+    dg.gradcheck(lambda a: dg.masked_fill(a, mask, 3.0) * a, [np.arange(6.0).reshape(2, 3)])
+
+
+def test_masked_fill(device):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = t(x).masked_fill(t(x) > 2, -np.inf)
+    np.testing.assert_array_equal(got.numpy(), np.where(x > 2, -np.inf, x))
+    row = np.array([True, False, True])
+    np.testing.assert_array_equal(dg.masked_fill(t(x), row, 9.0).numpy(),
+                                  np.where(row, 9.0, x))
+    assert t([1, 2], dtype="int32").masked_fill(np.array([True, False]), 5).numpy().tolist() \
+        == [5, 2]
+    with pytest.raises(dg.ShapeError, match=r"^masked_fill: argument 'mask'"):
+        dg.masked_fill(t(x[0]), np.ones((2, 3), bool), 0.0)
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 1), True)])
+def test_any_and_all(device, dim, keepdim):
+    x = np.array([[0.0, 0.0, 1.0], [0.0, np.nan, 0.0]], np.float32)
+    np_dim = dim if dim is not None else None
+    np.testing.assert_array_equal(dg.any(t(x), dim, keepdim).numpy(),
+                                  np.any(x != 0, axis=np_dim, keepdims=keepdim))
+    np.testing.assert_array_equal(t(x).all(dim, keepdim).numpy(),
+                                  np.all(x != 0, axis=np_dim, keepdims=keepdim))
+    empty = t(np.zeros((2, 0)))
+    assert dg.any(empty).item() is False and dg.all(empty).item() is True
+
+
+def test_conversions_truncate_saturate_and_keep_gradients_between_floats(device):
+    x = t([1.7, -1.7, np.nan, 1e10, -1e10, np.inf, 0.0])
+    assert x.int().numpy().tolist() == [1, -1, 0, 2 ** 31 - 1, -2 ** 31, 2 ** 31 - 1, 0]
+    assert x.bool().numpy().tolist() == [True, True, True, True, True, True, False]
+    assert x.to("int32").dtype == np.int32 and x.long().dtype == np.int32
+    big = t([2 ** 31 - 1, -3], dtype="int32")
+    assert big.float().numpy().tolist() == [2.0 ** 31, -3.0]     # rounded to nearest
+    assert t([True, False], dtype=bool).float().numpy().tolist() == [1.0, 0.0]
+    if device == "cpu":
+        w = t([1.5, 2.5], requires_grad=True)
+        with dg.with_grad_tape():
+            dg.sum(w.double() * 2.0).backward()
+        assert w.grad.dtype == np.float32 and w.grad.numpy().tolist() == [2.0, 2.0]
+    else:
+        with pytest.raises(dg.ArgumentTypeError, match="float64"):
+            x.double()
+
+
+def test_integer_and_boolean_tensors(device):
+    i = t(np.array([5, -2]), dtype="int32")
+    assert i.dtype == np.int32 and i.numpy().dtype == np.int32
+    assert t([7], dtype="int32").item() == 7 and isinstance(t([7], dtype="int32").item(), int)
+    b = t([True], dtype=bool)
+    assert b.item() is True and bool(b) and b.numpy().dtype == np.bool_
+    assert (t([1.0, 2.0]) > 1).reshape(2, 1).dtype == np.bool_
+    assert "dtype=bool" in repr(b) and "True" in repr(b)
+    with pytest.raises(dg.InvalidValueError, match=r"^ag_tensor: argument 'array'.*int32"):
+        t(np.array([2 ** 40]), dtype="int32")
+    with pytest.raises(dg.InvalidValueError, match=r"^ag_tensor: argument 'requires_grad'"):
+        t([1], dtype="int32", requires_grad=True)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^ag_tensor: argument 'dtype'.*int32"):
+        t([1], dtype="int64")
+    with pytest.raises(dg.ArgumentTypeError, match=r"^exp: argument 'x' is a int32 tensor"):
+        dg.exp(i)
+
+
+def test_tensors_hash_by_identity_as_pytorchs(device):
+    a, b = t([1.0, 2.0]), t([1.0, 2.0])
+    seen = {a: "a", b: "b"}
+    assert seen[a] == "a" and seen[b] == "b" and len({a, b, a}) == 2
+
+
+@pytest.mark.gpu
+def test_a_captured_step_with_a_mask_replays_as_eager_steps(gpu):
+    def build():
+        dg.manual_seed(3)
+        return dg.nn.Linear(6, 6)
+
+    def step(layer):
+        def run(x):
+            with dg.with_grad_tape():
+                h = layer(dg.ag_tensor(x))
+                loss = dg.sum(dg.where(h > 0, h, 0.1 * h).masked_fill(h < -1, 0.0))
+                loss.backward()
+            layer.zero_grad()
+            return loss
+        return run
+    eager_layer, captured_layer = build(), build()
+    eager, captured = step(eager_layer), dg.capture_step(step(captured_layer))
+    for k in range(4):
+        x = np.random.default_rng(k).standard_normal((5, 6)).astype(np.float32)
+        assert captured(x).item() == eager(x).item()
+    assert captured.replays >= 1 and captured.reason == ""
