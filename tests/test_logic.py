@@ -187,3 +187,21 @@ def test_a_captured_step_with_a_mask_replays_as_eager_steps(gpu):
         x = np.random.default_rng(k).standard_normal((5, 6)).astype(np.float32)
         assert captured(x).item() == eager(x).item()
     assert captured.replays >= 1 and captured.reason == ""
+
+
+def test_boolean_and_integer_tensors_index_and_serve_as_targets(device):
+    x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], np.float32)
+    tx = t(x, requires_grad=True)
+    with dg.with_grad_tape():
+        picked = tx[tx > 0]
+        dg.sum(picked * 2.0).backward()
+    np.testing.assert_array_equal(picked.numpy(), x[x > 0])
+    np.testing.assert_array_equal(tx.grad.numpy(), np.where(x > 0, 2.0, 0.0))
+    rows = t([1, 0, 1], dtype="int32")
+    np.testing.assert_array_equal(t(x)[rows].numpy(), x[[1, 0, 1]])
+    loss = dg.softmax_cross_entropy(t(x), t([2, 1], dtype="int32"))
+    assert loss.item() == pytest.approx(dg.softmax_cross_entropy(t(x), np.array([2, 1])).item())
+    with pytest.raises(dg.ArgumentTypeError, match="a float tensor cannot index"):
+        t(x)[t([0.0])]
+    with pytest.raises(dg.ArgumentTypeError, match=r"not a bool tensor"):
+        dg.softmax_cross_entropy(t(x), t([True, False], dtype=bool))

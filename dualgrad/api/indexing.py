@@ -110,11 +110,15 @@ def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy's and PyTorch's rules for ints, slices, ``None``, ``...``,
     one integer array and boolean masks."""
     key = key if isinstance(key, tuple) else (key,)
+    # An int32 or bool tensor indexes as its values, read to the host (the result's shape
+    # depends on them, as in PyTorch, which waits for them too).
+    key = tuple(k.numpy() if isinstance(k, Tensor) and k.dtype.kind in "biu" else k
+                for k in key)
     for k in key:
         if isinstance(k, Tensor):
             raise bad_type("getitem", "key", k,
-                           "ints, slices, None, ..., or a NumPy array of indices (a Tensor "
-                           "holds floats: pass t.numpy().astype(int))")
+                           "ints, slices, None, ..., index arrays, or an int32 or bool "
+                           "tensor (a float tensor cannot index)")
         if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_array_index(k)
                 or checks.is_number(k)):
             raise bad_type("getitem", "key", k, "ints, slices, None, ... or index arrays")

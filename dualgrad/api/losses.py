@@ -235,9 +235,9 @@ def _gathered(per_class: Tensor, hidx, ignore_index: int, n: int) -> Tensor:
 
 
 def _probabilities(targets) -> bool:
-    """Whether ``targets`` are class probabilities (a tensor or a float array)."""
+    """Whether ``targets`` are class probabilities (a float tensor or array)."""
     if isinstance(targets, Tensor):
-        return True
+        return targets.dtype.kind == "f"
     try:
         return np.asarray(targets).dtype.kind == "f"
     except (TypeError, ValueError):

@@ -617,9 +617,13 @@ def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor
 def class_indices(fn: str, name: str, value, count: int, bound: int,
                   ignore: int | None = None) -> np.ndarray:
     """Validated integer indices in [0, bound) (or equal to ``ignore``, an ignored target,
-    where given): an integer array (or list) of ``count`` entries when count is not None."""
+    where given): an integer array (or list, or int32 tensor: its values are read to the
+    host, to be checked) of ``count`` entries when count is not None."""
     if isinstance(value, Tensor):
-        raise bad_type(fn, name, value, "a NumPy array of integer indices, not a Tensor")
+        if value.dtype.kind not in "iu":
+            raise bad_type(fn, name, value, "integer indices (a NumPy array or an int32 "
+                           f"tensor), not a {value.dtype} tensor")
+        value = value.numpy()
     array = checks.array(fn, name, value, "iu", "integer indices (e.g. int64)")
     if count is not None and array.shape != (count,):
         raise bad_shape(fn, name, array.shape, f"({count},): one index per row")
