@@ -247,6 +247,12 @@ class Backend(abc.ABC):
         to bool nonzero (NaN too) is 1; an int to float rounds to nearest."""
 
     @abc.abstractmethod
+    def argreduce(self, op: str, x, outer: int, n: int, inner: int):
+        """"argmax" or "argmin" of x read as (outer, n, inner) along n (n >= 1): int32
+        indices (outer * inner,), the first of ties, a NaN counting as past every number.
+        Exact."""
+
+    @abc.abstractmethod
     def cumsum(self, x, outer: int, n: int, inner: int, reverse: bool):
         """The cumulative sums of x read as (outer, n, inner), along n (``reverse``: from
         the end, the gradient's); the float32 sums of a line in any order (within gamma(n)

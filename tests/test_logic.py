@@ -205,3 +205,41 @@ def test_boolean_and_integer_tensors_index_and_serve_as_targets(device):
         t(x)[t([0.0])]
     with pytest.raises(dg.ArgumentTypeError, match=r"not a bool tensor"):
         dg.softmax_cross_entropy(t(x), t([True, False], dtype=bool))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("shape,dim", [((4, 5), 1), ((4, 5), 0), ((2, 3, 4), -1),
+                                       ((7,), None), ((3, 70000), 1), ((200000,), 0)])
+def test_argmax_and_argmin_give_the_first_extremum_nan_included(device, op, shape, dim):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(-2, 3, shape).astype(np.float32)       # many ties
+    if x.size > 100:
+        x.reshape(-1)[[x.size // 3, x.size // 2]] = np.nan
+    got = getattr(dg, op)(t(x), dim)
+    want = getattr(np, op)(x, axis=dim)
+    assert got.dtype == np.int32 and got.shape == np.shape(want)
+    np.testing.assert_array_equal(got.numpy(), want)
+    kept = getattr(t(x), op)(dim, keepdim=True)
+    assert kept.shape == (np.expand_dims(want, dim).shape if dim is not None
+                          else (1,) * x.ndim)
+    ints = t(rng.integers(-5, 5, shape), dtype="int32")
+    np.testing.assert_array_equal(getattr(dg, op)(ints, dim).numpy(),
+                                  getattr(np, op)(ints.numpy(), axis=dim))
+
+
+def test_argmax_refuses_nothing_and_several_dims(device):
+    with pytest.raises(dg.ShapeError, match=r"^argmax: argument 'input'"):
+        dg.argmax(t(np.zeros((0, 3))))
+    with pytest.raises(dg.ArgumentTypeError, match=r"^argmin: argument 'dim'"):
+        dg.argmin(t(np.zeros((2, 3))), (0, 1))
+
+
+def test_one_hot(device):
+    idx = t([[0, 3], [2, 1]], dtype="int32")
+    got = dg.one_hot(idx, 5)
+    assert got.dtype == np.int32 and got.shape == (2, 2, 5)
+    np.testing.assert_array_equal(got.numpy(), np.eye(5, dtype=np.int32)[idx.numpy()])
+    assert dg.one_hot(np.array([1, 0])).numpy().tolist() == [[0, 1], [1, 0]]
+    with pytest.raises(dg.InvalidValueError, match=r"^one_hot: argument 'tensor' holds "
+                                                   r"index 5"):
+        dg.one_hot(np.array([5]), 5)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, ShapeError, bad_type
+from ..errors import ArgumentTypeError, InvalidValueError, ShapeError, bad_type
 from ..shapes import MAX_RANK
 from . import checks, device
 from .ops import _axes, _broadcast, _constant, _dim_or_axis, _make, _sum_to
@@ -263,6 +263,83 @@ def all(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     return _count("all", input, dim, keepdim, "all")
 
 
+def _argreduce(op: str, input, dim, keepdim) -> Tensor:
+    x = _operand(op, "input", input)
+    if x.dtype == BOOL:
+        x = _to(device.active(), x, INT32)
+    checks.flag(op, "keepdim", keepdim)
+    if x.size == 0:
+        raise ShapeError(f"{op}: argument 'input' has shape {x.shape}; expected at least one "
+                         "element (no index points at nothing)")
+    if dim is None:
+        outer, n, inner = 1, x.size, 1
+        shape = (1,) * x.ndim if keepdim else ()
+    else:
+        d = _axes(op, x, dim)
+        if len(d) != 1 and x.ndim:
+            raise bad_type(op, "dim", dim, "None or one int")
+        d = d[0] if x.ndim else 0
+        full = x.shape or (1,)
+        outer, n = int(np.prod(full[:d])), full[d]
+        inner = int(np.prod(full[d + 1:]))
+        shape = tuple(1 if k == d else s for k, s in enumerate(x.shape)) if keepdim else \
+            tuple(s for k, s in enumerate(x.shape) if k != d)
+        if n == 0:
+            raise ShapeError(f"{op}: dim {d} of the input has no elements")
+    backend = device.active()
+    h = backend.argreduce(op, handle(backend, x), outer, n, inner)
+    return _result(backend, backend.reshape(h, shape), INT32)
+
+
+def argmax(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A002
+    """The index of the first maximum along ``dim`` (None: of the flattened tensor), as an
+    int32 tensor; a NaN counts as the maximum, as in PyTorch."""
+    return _argreduce("argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A002
+    """The index of the first minimum along ``dim`` (None: of the flattened tensor), as an
+    int32 tensor; a NaN counts as the minimum, as in PyTorch."""
+    return _argreduce("argmin", input, dim, keepdim)
+
+
+def one_hot(tensor, num_classes: int = -1) -> Tensor:
+    """``tensor``'s class indices (int32 tensor or integer array) as one-hot rows: an
+    int32 tensor of shape tensor.shape + (num_classes,), as
+    ``torch.nn.functional.one_hot`` (num_classes -1: the largest index + 1, read from the
+    values). The indices are read to the host, to be checked."""
+    idx = _operand("one_hot", "tensor", tensor)
+    if idx.dtype != INT32:
+        raise bad_type("one_hot", "tensor", tensor, "integer class indices")
+    num_classes = checks.integer("one_hot", "num_classes", num_classes, -1)
+    values = idx.numpy() if num_classes == -1 or idx.size else None
+    if num_classes == -1:
+        if not idx.size:
+            raise ShapeError("one_hot: num_classes -1 needs at least one index to count")
+        num_classes = int(values.max()) + 1
+    if values is not None and values.size and (values.min() < 0 or
+                                                values.max() >= num_classes):
+        raise InvalidValueError(f"one_hot: argument 'tensor' holds index "
+                                f"{int(values[(values < 0) | (values >= num_classes)][0])}; "
+                                f"expected indices in [0, {num_classes})")
+    if idx.ndim + 1 > MAX_RANK:
+        raise ShapeError(f"one_hot: the result would have {idx.ndim + 1} dimensions; at most "
+                         f"{MAX_RANK}")
+    backend = device.active()
+    classes = _constant_range(backend, num_classes)
+    column = backend.reshape(handle(backend, idx), idx.shape + (1,))
+    return _result(backend, backend.logic("eq", column, classes), INT32)
+
+
+def _constant_range(backend, n: int):
+    """0, 1, ..., n - 1 as int32 storage, made on the device (no upload): the running sum
+    of ones, less one (exact in float32 below 2^24)."""
+    ones = backend.empty((n,), DEFAULT_DTYPE)
+    backend.fill(ones, 1.0)
+    counts = backend.unary("add_scalar", backend.cumsum(ones, 1, n, 1, False), -1.0)
+    return backend.cast(counts, INT32)
+
+
 def to(input, dtype) -> Tensor:  # noqa: A002
     """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool): a float
     to int32 truncates toward zero (saturating past int32's range, NaN giving 0); to bool,
@@ -289,6 +366,8 @@ def _install_methods() -> None:
     T.logical_not = logical_not
     T.masked_fill = lambda a, mask, value: masked_fill(a, mask, value)
     T.any = lambda a, dim=None, keepdim=False: any(a, dim, keepdim)
+    T.argmax = lambda a, dim=None, keepdim=False: argmax(a, dim, keepdim)
+    T.argmin = lambda a, dim=None, keepdim=False: argmin(a, dim, keepdim)
     T.all = lambda a, dim=None, keepdim=False: all(a, dim, keepdim)
     T.to = lambda a, dtype: to(a, dtype)
     T.astype = T.to
@@ -312,4 +391,4 @@ _install_methods()
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
            "logical_or", "logical_xor", "logical_not", "where", "masked_fill", "any", "all",
-           "to"]
+           "to", "argmax", "argmin", "one_hot"]

@@ -10,8 +10,8 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import (binary, embedding, gather, layernorm, logic, matmul, optim, reduce, scan,
-               softmax, strided, unary)
+from . import (argreduce, binary, embedding, gather, layernorm, logic, matmul, optim, reduce,
+               scan, softmax, strided, unary)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_))
@@ -137,6 +137,9 @@ class CpuBackend(Backend):
 
     def cast(self, x, dtype):
         return logic.cast(x, dtype)
+
+    def argreduce(self, op, x, outer, n, inner):
+        return argreduce.argreduce(op, x, outer, n, inner)
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(x, outer, n, inner, reverse)

@@ -13,8 +13,8 @@ from ..backend import PLAIN, Backend
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
-from .kernels import (dropout, elementwise, embedding, gather, layernorm, logic, matmul,
-                      optim, reduce, scan, softmax, strided)
+from .kernels import (argreduce, dropout, elementwise, embedding, gather, layernorm, logic,
+                      matmul, optim, reduce, scan, softmax, strided)
 
 
 _DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_))    # (bools stored as int32)
@@ -161,6 +161,9 @@ class GpuBackend(Backend):
 
     def cast(self, x, dtype):
         return logic.cast(self.device, x, dtype)
+
+    def argreduce(self, op, x, outer, n, inner):
+        return argreduce.argreduce(self.device, op, x, outer, n, inner)
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(self.device, x, outer, n, inner, reverse)

@@ -321,6 +321,31 @@ def _where(data, pair):
     return [pair.agree("where", gz, cz)]
 
 
+@check("argreduce")
+def _argreduce(data, pair):
+    """Along one axis or all, with ties (small integers), NaN and infinities; lines long
+    enough for the device's chunks."""
+    op = data.draw(st.sampled_from(["argmax", "argmin"]), label="op")
+    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14)
+                                .map(lambda s: tuple(n or 1 for n in s)),      # (not empty)
+                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 18))),
+                      label="shape")
+    if data.draw(st.booleans(), label="int32"):
+        x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-3, 3)), label="x"),
+                       np.int32)
+    else:
+        x = data.draw(dgst.arrays(shape, -3, 3, specials=pair.specials(dgst.ALL_SPECIALS)),
+                      label="x")
+    if data.draw(st.booleans(), label="all axes"):
+        outer, n, inner = 1, x.size, 1
+    else:
+        dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
+        outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
+        inner = int(np.prod(x.shape[dim + 1:]))
+    cz, gz = pair.twin("argreduce", op, _as_storage(x), outer, n, inner)
+    return [pair.agree("argreduce", gz, cz)]
+
+
 @check("cast")
 def _cast(data, pair):
     shape = data.draw(dgst.shapes(), label="shape")

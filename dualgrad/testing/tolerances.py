@@ -395,6 +395,8 @@ TOLERANCES: dict = {
     **{f"logic:{op}": Tolerance("a comparison or a test: exact (IEEE: NaN unordered)",
                                 exact=True) for op in LOGIC.names},
     "where": Tolerance(_EXACT_MOVE, exact=True),
+    "argreduce": Tolerance("comparisons in any order, ties to the lower index: exact",
+                           exact=True),
     "cast": Tolerance("truncation toward zero, saturated; an int32 to float32 rounds to "
                       "nearest even on both (a correctly rounded conversion)", exact=True),
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "

@@ -1,0 +1,103 @@
+#version 460
+// argmax / argmin along an axis, the tensor read as (outer, n, inner): the index of the
+// first maximum (minimum), a NaN counting as past every number (as in PyTorch and NumPy);
+// the twin of dualgrad/cpu/argreduce.py. TYPE 0: float32 values, 1: int32.
+// MODE 0 (COLUMNS): a thread a line, in order. MODE 1 (CHUNKS, inner 1): a workgroup the
+//   best of CHUNK elements of a line, to (vals, idx)[line * chunks + chunk]. MODE 2
+//   (FINISH): a thread a line, the best of its chunks' (in order, so ties keep the first).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint MIN = 0;     // 1: argmin
+layout(constant_id = 2) const uint TYPE = 0;
+
+layout(push_constant) uniform Push {
+    Ints x; Ints out0; Ints vals; Ints idx;
+    uint lines; uint n; uint inner; uint chunks;
+} p;
+
+const uint CHUNK = 4 * WG;
+shared int best_bits[WG];
+shared uint best_at[WG];
+
+// Whether value a (bits) at index ia beats b at ib.
+bool beats(int a, uint ia, int b, uint ib) {
+    if (TYPE == 0u) {
+        float fa = intBitsToFloat(a), fb = intBitsToFloat(b);
+        if (isnan(fa) || isnan(fb)) return isnan(fa) && (!isnan(fb) || ia < ib);
+        if (fa != fb) return MIN != 0u ? fa < fb : fa > fb;
+    } else if (a != b) {
+        return MIN != 0u ? a < b : a > b;
+    }
+    return ia < ib;
+}
+
+void columns() {
+    uint stride = gl_NumWorkGroups.x * WG;
+    for (uint t = gl_GlobalInvocationID.x; t < p.lines; t += stride) {
+        uint o = t / p.inner, k = t % p.inner, base = o * p.n * p.inner + k;
+        int best = p.x.v[base];
+        uint at = 0u;
+        for (uint j = 1u; j < p.n; ++j) {
+            int v = p.x.v[base + j * p.inner];
+            if (beats(v, j, best, at)) { best = v; at = j; }
+        }
+        p.out0.v[t] = int(at);
+    }
+}
+
+void chunk(uint line, uint c) {
+    uint lid = gl_LocalInvocationID.x, first = c * CHUNK;
+    uint end = min(first + CHUNK, p.n);
+    int best = 0;
+    uint at = 0xFFFFFFFFu;                       // (none yet)
+    for (uint j = first + lid; j < end; j += WG) {
+        int v = p.x.v[line * p.n + j];
+        if (at == 0xFFFFFFFFu || beats(v, j, best, at)) { best = v; at = j; }
+    }
+    best_bits[lid] = best;
+    best_at[lid] = at;
+    barrier();
+    for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
+        if (lid < half_) {
+            uint other = best_at[lid + half_];
+            if (other != 0xFFFFFFFFu && (best_at[lid] == 0xFFFFFFFFu ||
+                    beats(best_bits[lid + half_], other, best_bits[lid], best_at[lid]))) {
+                best_bits[lid] = best_bits[lid + half_];
+                best_at[lid] = other;
+            }
+        }
+        barrier();
+    }
+    if (lid == 0u) {
+        p.vals.v[line * p.chunks + c] = best_bits[0];
+        p.idx.v[line * p.chunks + c] = int(best_at[0]);
+    }
+    barrier();
+}
+
+void finish() {
+    uint stride = gl_NumWorkGroups.x * WG;
+    for (uint line = gl_GlobalInvocationID.x; line < p.lines; line += stride) {
+        uint base = line * p.chunks;
+        int best = p.vals.v[base];
+        uint at = uint(p.idx.v[base]);
+        for (uint c = 1u; c < p.chunks; ++c) {
+            int v = p.vals.v[base + c];
+            uint j = uint(p.idx.v[base + c]);
+            if (beats(v, j, best, at)) { best = v; at = j; }
+        }
+        p.out0.v[line] = int(at);
+    }
+}
+
+void main() {
+    if (MODE == 0u) columns();
+    else if (MODE == 2u) finish();
+    else
+        for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y)
+            for (uint c = gl_WorkGroupID.x; c < p.chunks; c += gl_NumWorkGroups.x)
+                chunk(line, c);
+}
