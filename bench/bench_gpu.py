@@ -465,6 +465,37 @@ def bench_scan(args, ours, torch) -> list:
     return rows
 
 
+def bench_select(args, ours, torch) -> list:
+    """The new elementwise and selection kernels over ``args.elements`` float32 elements:
+    atan2, a comparison, where, a conversion, argmax (one line, rows of 4096), against
+    PyTorch's."""
+    n = args.elements
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    hx, hy = ours.put(x), ours.put(y)
+    be = ours.backend
+    hc = be.logic("gt", hx, hy)
+    tx, ty = (torch.from_numpy(a).cuda() for a in (x, y)) if torch else (None, None)
+    tc = tx > ty if torch else None
+    rows = n // 4096
+    cases = [
+        ("atan2", lambda: be.binary("atan2", hx, hy), lambda: torch.atan2(tx, ty)),
+        ("x > y", lambda: be.logic("gt", hx, hy), lambda: tx > ty),
+        ("where", lambda: be.where(hc, hx, hy), lambda: torch.where(tc, tx, ty)),
+        ("float to int32", lambda: be.cast(hx, np.int32), lambda: tx.to(torch.int32)),
+        ("argmax, one line", lambda: be.argreduce("argmax", hx, 1, n, 1),
+         lambda: torch.argmax(tx)),
+        ("argmax, rows of 4096", lambda: be.argreduce("argmax", hx, rows, 4096, 1),
+         lambda: torch.argmax(tx.view(rows, 4096), 1)),
+    ]
+    out = []
+    for label, mine, peer in cases:
+        t_ours, t_peer = timed(args, mine, peer if torch else None, ours.sync,
+                               torch.cuda.synchronize if torch else None, 20)
+        out.append((f"{label}, {n} elements", t_ours, t_peer, "<= 1.25"))
+    return out
+
+
 def bench_optim(args, ours, torch) -> list:
     """One step of each optimizer rule over the MLP 784-H-H-10's parameters (H from
     ``--optim-hidden``), against torch.optim's fused (else foreach) step."""
@@ -603,8 +634,8 @@ def parse(argv=None):
                    help="our products are independent calls, which may overlap on the "
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
-    p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,optim,train,"
-                   "startup",
+    p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,select,optim,"
+                   "train,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
                         "op), train, startup, floor (tiny chained kernels)")
@@ -642,7 +673,8 @@ def main(argv=None) -> int:
     rows = []
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
                         ("memory", bench_memory), ("unary", bench_unary),
-                        ("scan", bench_scan), ("optim", bench_optim),
+                        ("scan", bench_scan), ("select", bench_select),
+                        ("optim", bench_optim),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

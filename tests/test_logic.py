@@ -243,3 +243,22 @@ def test_one_hot(device):
     with pytest.raises(dg.InvalidValueError, match=r"^one_hot: argument 'tensor' holds "
                                                    r"index 5"):
         dg.one_hot(np.array([5]), 5)
+
+
+@pytest.mark.parametrize("diagonal", [-2, -1, 0, 1, 3, 9])
+def test_tril_and_triu_keep_a_triangle_and_zero_the_rest_nan_included(device, diagonal):
+    x = np.random.default_rng(1).standard_normal((2, 4, 5)).astype(np.float32)
+    x[0, 0, 4], x[1, 3, 0] = np.nan, np.inf
+    np.testing.assert_array_equal(dg.tril(t(x), diagonal).numpy(),
+                                  np.where(np.tril(np.ones((4, 5)), diagonal) > 0, x, 0))
+    np.testing.assert_array_equal(t(x).triu(diagonal).numpy(),
+                                  np.where(np.triu(np.ones((4, 5)), diagonal) > 0, x, 0))
+
+
+def test_tril_gradient_and_errors():
+    dg.gradcheck(lambda a: dg.tril(a, -1) * a, [np.arange(12.0).reshape(3, 4)])
+    dg.gradcheck(lambda a: dg.triu(a, 1), [np.arange(12.0).reshape(3, 4)])
+    with pytest.raises(dg.ShapeError, match=r"^tril: argument 'input'"):
+        dg.tril(t([1.0, 2.0]))
+    assert dg.triu(t(np.ones((2, 2)), dtype=bool)).numpy().tolist() == [[True, True],
+                                                                          [False, True]]

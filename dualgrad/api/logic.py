@@ -331,13 +331,46 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     return _result(backend, backend.logic("eq", column, classes), INT32)
 
 
-def _constant_range(backend, n: int):
-    """0, 1, ..., n - 1 as int32 storage, made on the device (no upload): the running sum
-    of ones, less one (exact in float32 below 2^24)."""
+def _float_range(backend, n: int):
+    """0, 1, ..., n - 1 as float32 storage, made on the device (no upload): the running sum
+    of ones, less one (exact below 2^24)."""
     ones = backend.empty((n,), DEFAULT_DTYPE)
     backend.fill(ones, 1.0)
-    counts = backend.unary("add_scalar", backend.cumsum(ones, 1, n, 1, False), -1.0)
-    return backend.cast(counts, INT32)
+    return backend.unary("add_scalar", backend.cumsum(ones, 1, n, 1, False), -1.0)
+
+
+def _constant_range(backend, n: int):
+    """0, 1, ..., n - 1 as int32 storage, made on the device."""
+    return backend.cast(_float_range(backend, n), INT32)
+
+
+def _triangle(fn: str, input, diagonal: int, upper: bool) -> Tensor:
+    x = _operand(fn, "input", input)
+    if x.ndim < 2:
+        raise ShapeError(f"{fn}: argument 'input' has shape {x.shape}; expected at least 2 "
+                         "dimensions (a matrix or a batch of them)")
+    diagonal = checks.integer(fn, "diagonal", diagonal)
+    rows, cols = x.shape[-2:]
+    backend = device.active()
+    # column - row for each (row, column), formed on the device (exact: small integers)
+    r = backend.reshape(_float_range(backend, rows), (rows, 1))
+    c = backend.reshape(_float_range(backend, cols), (1, cols))
+    offset = backend.binary("sub", c, r)
+    bound = handle(backend, _constant((), float(diagonal), DEFAULT_DTYPE))
+    keep = _result(backend, backend.logic("ge" if upper else "le", offset, bound))
+    return where(keep, x, False if x.dtype == BOOL else 0)
+
+
+def tril(input, diagonal: int = 0) -> Tensor:  # noqa: A002
+    """The lower triangle of the last two axes (column - row <= ``diagonal``), zeros above,
+    as ``torch.tril`` (NaN and inf above the diagonal become 0 too)."""
+    return _triangle("tril", input, diagonal, False)
+
+
+def triu(input, diagonal: int = 0) -> Tensor:  # noqa: A002
+    """The upper triangle of the last two axes (column - row >= ``diagonal``), zeros below,
+    as ``torch.triu``."""
+    return _triangle("triu", input, diagonal, True)
 
 
 def to(input, dtype) -> Tensor:  # noqa: A002
@@ -366,6 +399,8 @@ def _install_methods() -> None:
     T.logical_not = logical_not
     T.masked_fill = lambda a, mask, value: masked_fill(a, mask, value)
     T.any = lambda a, dim=None, keepdim=False: any(a, dim, keepdim)
+    T.tril = lambda a, diagonal=0: tril(a, diagonal)
+    T.triu = lambda a, diagonal=0: triu(a, diagonal)
     T.argmax = lambda a, dim=None, keepdim=False: argmax(a, dim, keepdim)
     T.argmin = lambda a, dim=None, keepdim=False: argmin(a, dim, keepdim)
     T.all = lambda a, dim=None, keepdim=False: all(a, dim, keepdim)
@@ -391,4 +426,4 @@ _install_methods()
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
            "logical_or", "logical_xor", "logical_not", "where", "masked_fill", "any", "all",
-           "to", "argmax", "argmin", "one_hot"]
+           "to", "argmax", "argmin", "one_hot", "tril", "triu"]
