@@ -1,10 +1,12 @@
 #version 460
 // argmax / argmin along an axis, the tensor read as (outer, n, inner): the index of the
 // first maximum (minimum), a NaN counting as past every number (as in PyTorch and NumPy);
-// the twin of dualgrad/cpu/argreduce.py. TYPE 0: float32 values, 1: int32.
+// the twin of dualgrad/cpu/argreduce.py. TYPE 0: float32 values (compared by their bits,
+// as integer keys in the floats' order: a device that flushes subnormals still orders
+// them), 1: int32.
 // MODE 0 (COLUMNS): a thread a line, in order. MODE 1 (CHUNKS, inner 1): a workgroup the
 //   best of CHUNK elements of a line, to (vals, idx)[line * chunks + chunk]. MODE 2
-//   (FINISH): a thread a line, the best of its chunks' (in order, so ties keep the first).
+//   (FINISH): a workgroup a line, the best of its chunks'. Ties go to the lower index.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -18,20 +20,36 @@ layout(push_constant) uniform Push {
     uint lines; uint n; uint inner; uint chunks;
 } p;
 
-const uint CHUNK = 4 * WG;
+const uint CHUNK = 16 * WG;
 shared int best_bits[WG];
 shared uint best_at[WG];
 
 // Whether value a (bits) at index ia beats b at ib.
 bool beats(int a, uint ia, int b, uint ib) {
     if (TYPE == 0u) {
-        float fa = intBitsToFloat(a), fb = intBitsToFloat(b);
-        if (isnan(fa) || isnan(fb)) return isnan(fa) && (!isnan(fb) || ia < ib);
-        if (fa != fb) return MIN != 0u ? fa < fb : fa > fb;
-    } else if (a != b) {
-        return MIN != 0u ? a < b : a > b;
+        bool na = (a & 0x7fffffff) > 0x7f800000, nb = (b & 0x7fffffff) > 0x7f800000;
+        if (na || nb) return na && (!nb || ia < ib);
+        a = a < 0 ? -(a & 0x7fffffff) : a;        // (the floats' order; -0 equals +0)
+        b = b < 0 ? -(b & 0x7fffffff) : b;
     }
+    if (a != b) return MIN != 0u ? a < b : a > b;
     return ia < ib;
+}
+
+// The workgroup's best of (best_bits, best_at) into slot 0 (0xFFFFFFFF: none).
+void reduce_shared(uint lid) {
+    barrier();
+    for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
+        if (lid < half_) {
+            uint other = best_at[lid + half_];
+            if (other != 0xFFFFFFFFu && (best_at[lid] == 0xFFFFFFFFu ||
+                    beats(best_bits[lid + half_], other, best_bits[lid], best_at[lid]))) {
+                best_bits[lid] = best_bits[lid + half_];
+                best_at[lid] = other;
+            }
+        }
+        barrier();
+    }
 }
 
 void columns() {
@@ -59,18 +77,7 @@ void chunk(uint line, uint c) {
     }
     best_bits[lid] = best;
     best_at[lid] = at;
-    barrier();
-    for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
-        if (lid < half_) {
-            uint other = best_at[lid + half_];
-            if (other != 0xFFFFFFFFu && (best_at[lid] == 0xFFFFFFFFu ||
-                    beats(best_bits[lid + half_], other, best_bits[lid], best_at[lid]))) {
-                best_bits[lid] = best_bits[lid + half_];
-                best_at[lid] = other;
-            }
-        }
-        barrier();
-    }
+    reduce_shared(lid);
     if (lid == 0u) {
         p.vals.v[line * p.chunks + c] = best_bits[0];
         p.idx.v[line * p.chunks + c] = int(best_at[0]);
@@ -78,26 +85,33 @@ void chunk(uint line, uint c) {
     barrier();
 }
 
-void finish() {
-    uint stride = gl_NumWorkGroups.x * WG;
-    for (uint line = gl_GlobalInvocationID.x; line < p.lines; line += stride) {
-        uint base = line * p.chunks;
-        int best = p.vals.v[base];
-        uint at = uint(p.idx.v[base]);
-        for (uint c = 1u; c < p.chunks; ++c) {
-            int v = p.vals.v[base + c];
-            uint j = uint(p.idx.v[base + c]);
-            if (beats(v, j, best, at)) { best = v; at = j; }
-        }
-        p.out0.v[line] = int(at);
+void finish(uint line) {
+    uint lid = gl_LocalInvocationID.x, base = line * p.chunks;
+    int best = 0;
+    uint at = 0xFFFFFFFFu;
+    for (uint c = lid; c < p.chunks; c += WG) {
+        int v = p.vals.v[base + c];
+        uint j = uint(p.idx.v[base + c]);
+        if (at == 0xFFFFFFFFu || beats(v, j, best, at)) { best = v; at = j; }
     }
+    best_bits[lid] = best;
+    best_at[lid] = at;
+    reduce_shared(lid);
+    if (lid == 0u) p.out0.v[line] = int(best_at[0]);
+    barrier();
 }
 
 void main() {
-    if (MODE == 0u) columns();
-    else if (MODE == 2u) finish();
-    else
-        for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y)
+    if (MODE == 0u) {
+        columns();
+        return;
+    }
+    for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y) {
+        if (MODE == 2u) {
+            if (gl_WorkGroupID.x == 0u) finish(line);
+        } else {
             for (uint c = gl_WorkGroupID.x; c < p.chunks; c += gl_NumWorkGroups.x)
                 chunk(line, c);
+        }
+    }
 }

@@ -23,21 +23,30 @@ float atan_f(float x) {
     return signbit_f(x) ? -y : y;
 }
 
-// atan2(y, x) with C's special values: atan of the smaller magnitude over the larger (in
-// [0, 1], where atan_f is accurate), then reflected into the quadrant of (x, y).
-float atan2_f(float y, float x) {
-    if (isnan(x) || isnan(y)) return x + y;
-    float ax = abs(x), ay = abs(y), a;
-    if (isinf(ax) && isinf(ay)) a = PIO4_F;
-    else if (ay > ax) a = (PIO2_HI - atan_f(ax / ay)) + PIO2_LO;
-    else a = ay == 0.0 ? 0.0 : atan_f(ay / ax);        // (0 / 0 where both are 0)
-    if (signbit_f(x)) a = (PI_HI - a) + PI_LO;
-    return signbit_f(y) ? -a : a;
-}
-
 // v 2^e for |e| up to 2 x 149 (ldexp alone is defined for |e| <= 128, and a subnormal
 // operand's exponent is down to -149).
 float ldexp2(float v, int e) { return ldexp(ldexp(v, e / 2), e - e / 2); }
+
+// atan2(y, x) with C's special values: atan of the smaller magnitude over the larger (in
+// [0, 1], where atan_f is accurate), then reflected into the quadrant of (x, y). Both are
+// scaled by a power of two first (exactly), so the divisor is near 1: a device that divides
+// by way of a reciprocal would flush 1/|x| to 0 for |x| past 2^126.
+float atan2_f(float y, float x) {
+    if (isnan(x) || isnan(y)) return x + y;
+    float ax = abs(x), ay = abs(y), a;
+    if (isinf(ax) && isinf(ay)) {
+        a = PIO4_F;
+    } else if (ay == 0.0 || isinf(ax) || isinf(ay)) {
+        a = ay == 0.0 || isinf(ax) ? 0.0 : PIO2_HI;      // (0 / 0 where both are 0)
+    } else {
+        int e;
+        frexp(max(ax, ay), e);
+        float sx = ldexp2(ax, -e), sy = ldexp2(ay, -e);
+        a = sy > sx ? (PIO2_HI - atan_f(sx / sy)) + PIO2_LO : atan_f(sy / sx);
+    }
+    if (signbit_f(x)) a = (PI_HI - a) + PI_LO;
+    return signbit_f(y) ? -a : a;
+}
 
 // g (d/dy, d/dx) atan2(y, x) = g (x, -y) / (x^2 + y^2), with x and y scaled by a power of
 // two first (exactly), so the squares neither overflow nor flush; as PyTorch's where both

@@ -26,7 +26,8 @@ void main() {
         int r;
         if (FROM == 0u) {
             float v = intBitsToFloat(bits);
-            r = TO == 0u ? bits : (TO == 1u ? to_int(v) : (v != 0.0 || isnan(v) ? 1 : 0));
+            // (to bool by the bits: a device that flushes subnormals would call them 0)
+            r = TO == 0u ? bits : (TO == 1u ? to_int(v) : int((bits & 0x7fffffff) != 0));
         } else {
             r = TO == 0u ? floatBitsToInt(float(bits)) : (TO == 1u ? bits : int(bits != 0));
         }

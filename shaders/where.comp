@@ -8,6 +8,10 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint FLAT = 0;
 
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer IntQuads {
+    ivec4 v[];
+};
+
 layout(push_constant) uniform Push {
     Ints cond; Ints a; Ints b; Ints out0;
     uint n; uint shape[4]; uint sc[4]; uint sa[4]; uint sb[4];
@@ -15,20 +19,24 @@ layout(push_constant) uniform Push {
 
 void main() {
     uint stride = gl_NumWorkGroups.x * WG;
+    if (FLAT != 0u) {                    // four elements a thread through 16-byte loads
+        uint quads = p.n / 4u;
+        for (uint q = gl_GlobalInvocationID.x; q < quads; q += stride) {
+            bvec4 c = notEqual(IntQuads(p.cond).v[q], ivec4(0));
+            IntQuads(p.out0).v[q] = mix(IntQuads(p.b).v[q], IntQuads(p.a).v[q], c);
+        }
+        uint i = quads * 4u + gl_GlobalInvocationID.x;
+        if (i < p.n) p.out0.v[i] = p.cond.v[i] != 0 ? p.a.v[i] : p.b.v[i];
+        return;
+    }
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-        uint ic = i, ia = i, ib = i;
-        if (FLAT == 0u) {
-            uint rem = i;
-            ic = 0u;
-            ia = 0u;
-            ib = 0u;
-            for (int d = 3; d >= 0; --d) {
-                uint c = rem % p.shape[d];
-                rem /= p.shape[d];
-                ic += c * p.sc[d];
-                ia += c * p.sa[d];
-                ib += c * p.sb[d];
-            }
+        uint rem = i, ic = 0u, ia = 0u, ib = 0u;
+        for (int d = 3; d >= 0; --d) {
+            uint c = rem % p.shape[d];
+            rem /= p.shape[d];
+            ic += c * p.sc[d];
+            ia += c * p.sa[d];
+            ib += c * p.sb[d];
         }
         p.out0.v[i] = p.cond.v[ic] != 0 ? p.a.v[ia] : p.b.v[ib];
     }

@@ -258,7 +258,7 @@ def _logic_operands(data, pair, op):
                 for s, k in zip(shapes, ("x", "y")))
         return x, (None if op in LOGIC_UNARY else y)
     sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
-    specials = pair.specials(dgst.FINITE_SPECIALS, dgst.NONFINITE)
+    specials = dgst.ALL_SPECIALS        # (subnormals too: the kernel compares bits)
     x = data.draw(dgst.arrays(sa, specials=specials), label="x")
     if op in LOGIC_UNARY:
         return x, None
@@ -314,7 +314,7 @@ def _where(data, pair):
         a, b = (np.asarray(data.draw(hnp_arrays(np.int32, s, ints), label=k), np.int32)
                 for s, k in ((sa, "a"), (sb, "b")))
     else:
-        specials = pair.specials(dgst.ALL_SPECIALS)
+        specials = dgst.ALL_SPECIALS      # (subnormals too: a selection copies bits)
         a = data.draw(dgst.arrays(sa, specials=specials), label="a")
         b = data.draw(dgst.arrays(sb, specials=specials), label="b")
     cz, gz = pair.twin("where", *[_as_storage(v) for v in (cond, a, b)])
@@ -334,7 +334,7 @@ def _argreduce(data, pair):
         x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-3, 3)), label="x"),
                        np.int32)
     else:
-        x = data.draw(dgst.arrays(shape, -3, 3, specials=pair.specials(dgst.ALL_SPECIALS)),
+        x = data.draw(dgst.arrays(shape, -3, 3, specials=dgst.ALL_SPECIALS),   # (bit keys)
                       label="x")
     if data.draw(st.booleans(), label="all axes"):
         outer, n, inner = 1, x.size, 1
@@ -355,7 +355,7 @@ def _cast(data, pair):
         x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-2 ** 31, 2 ** 31 - 1)),
                                  label="x"), np.int32)
     else:
-        x = data.draw(dgst.arrays(shape, -3e9, 3e9, specials=pair.specials(dgst.ALL_SPECIALS)),
+        x = data.draw(dgst.arrays(shape, -3e9, 3e9, specials=dgst.ALL_SPECIALS),  # (bits)
                       label="x")
     cz, gz = pair.twin("cast", _as_storage(x), np.dtype(to))
     return [pair.agree("cast", gz, cz)]

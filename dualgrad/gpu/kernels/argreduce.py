@@ -1,6 +1,6 @@
 """argreduce.comp: argmax and argmin along an axis; the twin of
 ``dualgrad/cpu/argreduce.py``. Long lines of stride 1 are cut into chunks whose best
-elements a second dispatch compares; others take a thread a line."""
+elements a second dispatch compares (a workgroup a line); others take a thread a line."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ import numpy as np
 from ..dispatch import MAX_GROUPS, WG, grid, packer
 
 COLUMNS, CHUNKS, FINISH = 0, 1, 2
-CHUNK = 4 * WG
+CHUNK = 16 * WG
 SHORT = 256                       # lines this long or shorter: a thread each
 INT32 = np.dtype(np.int32)
 _PUSH = packer(4, 4)
@@ -30,5 +30,6 @@ def argreduce(dev, op, x, outer: int, n: int, inner: int):
     push = _PUSH.pack(x.address, out.address, vals.address, idx.address, outer, n, 1, chunks)
     dev.launch("argreduce", (CHUNKS, *spec), push,
                (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1), [x], [vals, idx])
-    dev.launch("argreduce", (FINISH, *spec), push, grid(outer), [vals, idx], [out])
+    dev.launch("argreduce", (FINISH, *spec), push, (1, min(outer, MAX_GROUPS), 1),
+               [vals, idx], [out])
     return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...kernel_ops import LOGIC, LOGIC_UNARY
 from ...shapes import broadcast_strides, pad4
-from ..dispatch import check_size, grid, packed_uints, packer
+from ..dispatch import check_size, grid, packed_uints, packer, quad_grid
 from .elementwise import broadcast_layout
 
 INT32 = np.dtype(np.int32)
@@ -27,7 +27,7 @@ def logic(dev, op, x, y=None):
         _, tail, flat = broadcast_layout(x.shape, y.shape, out.shape)
         dev.launch("logic", (LOGIC.code[op], _KIND[x.dtype], flat),
                    _ADDRESSES3.pack(x.address, y.address, out.address) + tail,
-                   grid(out.size), [x, y], [out])
+                   (quad_grid if flat else grid)(out.size), [x, y], [out])
     return out
 
 
@@ -48,7 +48,7 @@ def where(dev, cond, a, b):
     if out.size:
         dev.launch("where", (flat,),
                    _ADDRESSES4.pack(cond.address, a.address, b.address, out.address) + tail,
-                   grid(out.size), [cond, a, b], [out])
+                   (quad_grid if flat else grid)(out.size), [cond, a, b], [out])
     return out
 
 
