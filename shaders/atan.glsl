@@ -23,43 +23,78 @@ float atan_f(float x) {
     return signbit_f(x) ? -y : y;
 }
 
-// v 2^e for |e| up to 2 x 149 (ldexp alone is defined for |e| <= 128, and a subnormal
-// operand's exponent is down to -149).
-float ldexp2(float v, int e) { return ldexp(ldexp(v, e / 2), e - e / 2); }
+// 2^k as a float, for k in [-126, 127] (from the bits: no ldexp).
+float pow2(int k) { return intBitsToFloat((k + 127) << 23); }
+
+// v 2^k by two exact products; the first is never subnormal where the result is normal
+// (each moves v the same way). Past |k| = 252 the result of any v in (2^-24, 2^2) is 0 or
+// inf either way, so k is clamped there.
+float scale2(float v, int k) {
+    k = clamp(k, -252, 252);
+    return v * pow2(k / 2) * pow2(k - k / 2);
+}
+
+// |v| = m 2^e with m in [1, 2) (0 for 0), read from the bits: exact for subnormals too,
+// which a device that flushes them would read as 0.
+float split_mag(float v, out int e) {
+    int b = floatBitsToInt(v) & 0x7fffffff, k = b >> 23;
+    if (k != 0) {
+        e = k - 127;
+        return intBitsToFloat((b & 0x7fffff) | 0x3f800000);
+    }
+    float m = float(b);                          // (a subnormal: its integer significand)
+    int f = (floatBitsToInt(m) >> 23) - 127;     // m = 1.x 2^f, exactly
+    e = f - 149;
+    return b == 0 ? 0.0 : intBitsToFloat((floatBitsToInt(m) & 0x7fffff) | 0x3f800000);
+}
 
 // atan2(y, x) with C's special values: atan of the smaller magnitude over the larger (in
-// [0, 1], where atan_f is accurate), then reflected into the quadrant of (x, y). Both are
-// scaled by a power of two first (exactly), so the divisor is near 1: a device that divides
-// by way of a reciprocal would flush 1/|x| to 0 for |x| past 2^126.
+// [0, 1], where atan_f is accurate), then reflected into the quadrant of (x, y). The
+// quotient is of the significands (1 to 2^24, so a device that divides through a
+// reciprocal cannot flush it), scaled by the exponents' difference.
 float atan2_f(float y, float x) {
     if (isnan(x) || isnan(y)) return x + y;
-    float ax = abs(x), ay = abs(y), a;
-    if (isinf(ax) && isinf(ay)) {
+    int bx = floatBitsToInt(x) & 0x7fffffff, by = floatBitsToInt(y) & 0x7fffffff;
+    const int INF = 0x7f800000;
+    float a;
+    if (bx == INF && by == INF) {
         a = PIO4_F;
-    } else if (ay == 0.0 || isinf(ax) || isinf(ay)) {
-        a = ay == 0.0 || isinf(ax) ? 0.0 : PIO2_HI;      // (0 / 0 where both are 0)
+    } else if (by == 0 || bx == INF) {
+        a = 0.0;
+    } else if (by == INF || bx == 0) {
+        a = PIO2_HI;
     } else {
-        int e;
-        frexp(max(ax, ay), e);
-        float sx = ldexp2(ax, -e), sy = ldexp2(ay, -e);
-        a = sy > sx ? (PIO2_HI - atan_f(sx / sy)) + PIO2_LO : atan_f(sy / sx);
+        int ex, ey;
+        float mx = split_mag(x, ex), my = split_mag(y, ey);
+        a = by > bx ? (PIO2_HI - atan_f(scale2(mx / my, ex - ey))) + PIO2_LO
+                    : atan_f(scale2(my / mx, ey - ex));
     }
     if (signbit_f(x)) a = (PI_HI - a) + PI_LO;
     return signbit_f(y) ? -a : a;
 }
 
-// g (d/dy, d/dx) atan2(y, x) = g (x, -y) / (x^2 + y^2), with x and y scaled by a power of
-// two first (exactly), so the squares neither overflow nor flush; as PyTorch's where both
-// are 0 (NaN) or one is infinite (0, or NaN from inf * 0).
+// (v 2^k) / d, d in [1, 8], rounded once: the numerator scaled first where it stays a
+// normal number, else the quotient (which is then below the normal range, or past it).
+float quotient(float v, float d, int k) {
+    float n = scale2(v, k);
+    return (isinf(n) || abs(n) < 1.17549435e-38) ? scale2(v / d, k) : n / d;
+}
+
+// g (d/dy, d/dx) atan2(y, x) = g (x, -y) / (x^2 + y^2) on the significands brought to the
+// larger one's exponent (exactly; subnormals too), so the squares neither overflow nor
+// flush; as PyTorch's where both are 0 (NaN) or one is infinite (0, or NaN from inf * 0).
 vec2 atan2_grad(float y, float x, float g) {
     if (isnan(x) || isnan(y)) return vec2(x + y);
     if (isinf(x) || isinf(y)) {               // g x 0 and -g y 0, spelled out (a compiler
         bool g_finite = !isinf(g) && !isnan(g);  // may fold v * 0.0 to 0.0)
         return vec2(g_finite && !isinf(x) ? 0.0 : f_nan(), g_finite && !isinf(y) ? 0.0 : f_nan());
     }
-    int e;
-    frexp(max(abs(x), abs(y)), e);
-    float xs = ldexp2(x, -e), ys = ldexp2(y, -e);
-    float d = xs * xs + ys * ys;
-    return vec2(g * ldexp2(xs / d, -e), -g * ldexp2(ys / d, -e));
+    int ex, ey;
+    float mx = split_mag(x, ex), my = split_mag(y, ey);
+    int e = max(ex, ey);
+    float xs = scale2(mx, ex - e), ys = scale2(my, ey - e);
+    xs = signbit_f(x) ? -xs : xs;
+    ys = signbit_f(y) ? -ys : ys;
+    float d = xs * xs + ys * ys;                 // in [1, 8]
+    return vec2(g * quotient(xs, d, -e), -g * quotient(ys, d, -e));
 }
