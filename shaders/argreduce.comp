@@ -21,6 +21,9 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint CHUNK = 16 * WG;
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer IntQuads {
+    ivec4 v[];
+};
 shared int best_bits[WG];
 shared uint best_at[WG];
 
@@ -71,9 +74,19 @@ void chunk(uint line, uint c) {
     uint end = min(first + CHUNK, p.n);
     int best = 0;
     uint at = 0xFFFFFFFFu;                       // (none yet)
-    for (uint j = first + lid; j < end; j += WG) {
-        int v = p.x.v[line * p.n + j];
-        if (at == 0xFFFFFFFFu || beats(v, j, best, at)) { best = v; at = j; }
+    uint base = line * p.n;
+    if (base % 4u == 0u && end - first == CHUNK) {   // a whole, aligned chunk: 16-byte loads
+        for (uint q = (base + first) / 4u + lid; q < (base + end) / 4u; q += WG) {
+            ivec4 v = IntQuads(p.x).v[q];
+            uint j = 4u * q - base;
+            for (uint k = 0u; k < 4u; ++k)
+                if (at == 0xFFFFFFFFu || beats(v[k], j + k, best, at)) { best = v[k]; at = j + k; }
+        }
+    } else {
+        for (uint j = first + lid; j < end; j += WG) {
+            int v = p.x.v[base + j];
+            if (at == 0xFFFFFFFFu || beats(v, j, best, at)) { best = v; at = j; }
+        }
     }
     best_bits[lid] = best;
     best_at[lid] = at;
