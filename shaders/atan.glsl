@@ -80,21 +80,29 @@ float quotient(float v, float d, int k) {
     return (isinf(n) || abs(n) < 1.17549435e-38) ? scale2(v / d, k) : n / d;
 }
 
-// g (d/dy, d/dx) atan2(y, x) = g (x, -y) / (x^2 + y^2) on the significands brought to the
-// larger one's exponent (exactly; subnormals too), so the squares neither overflow nor
-// flush; as PyTorch's where both are 0 (NaN) or one is infinite (0, or NaN from inf * 0).
+// g (d/dy, d/dx) atan2(y, x) = g (x, -y) / (x^2 + y^2), from the significands and
+// exponents of g, x and y (exact, subnormals too): x^2 + y^2 = d 2^2e with e the larger
+// exponent (d in [1, 8]; the smaller operand, scaled, may flush there, where it does not
+// count), then each part one quotient of significands scaled once. As PyTorch's where both
+// are 0 (NaN) or one is infinite (0, or NaN from inf * 0).
 vec2 atan2_grad(float y, float x, float g) {
     if (isnan(x) || isnan(y)) return vec2(x + y);
     if (isinf(x) || isinf(y)) {               // g x 0 and -g y 0, spelled out (a compiler
         bool g_finite = !isinf(g) && !isnan(g);  // may fold v * 0.0 to 0.0)
         return vec2(g_finite && !isinf(x) ? 0.0 : f_nan(), g_finite && !isinf(y) ? 0.0 : f_nan());
     }
-    int ex, ey;
+    int ex, ey, eg;
     float mx = split_mag(x, ex), my = split_mag(y, ey);
     int e = max(ex, ey);
     float xs = scale2(mx, ex - e), ys = scale2(my, ey - e);
-    xs = signbit_f(x) ? -xs : xs;
-    ys = signbit_f(y) ? -ys : ys;
-    float d = xs * xs + ys * ys;                 // in [1, 8]
-    return vec2(g * quotient(xs, d, -e), -g * quotient(ys, d, -e));
+    float d = xs * xs + ys * ys;
+    if (isnan(g) || d == 0.0) return vec2(f_nan());          // (0 / 0 where both are 0)
+    if (isinf(g) || g == 0.0) {               // g times a finite quotient: inf, NaN or 0
+        float ix = mx == 0.0 ? f_nan() : g, iy = my == 0.0 ? f_nan() : g;
+        return isinf(g) ? vec2(signbit_f(x) ? -ix : ix, signbit_f(y) ? iy : -iy) : vec2(0.0);
+    }
+    float mg = split_mag(g, eg);
+    float gx = quotient(mg * mx, d, eg + ex - 2 * e), gy = quotient(mg * my, d, eg + ey - 2 * e);
+    bool sg = signbit_f(g);
+    return vec2(sg != signbit_f(x) ? -gx : gx, sg != signbit_f(y) ? gy : -gy);
 }
