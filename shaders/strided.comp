@@ -3,6 +3,8 @@
 // coordinates c over the dims od; its source is offset + sum(c[d] * st[d]) (a stride may be
 // negative: a flip, or 0: a repeat). BACKWARD = 0 reads there (a slice, a permutation);
 // BACKWARD = 1 writes there (out zeroed by the caller): the gradient of an injective read.
+// Words are moved as ints: the bits of any dtype (int32, bools), subnormals included, pass
+// unchanged.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -10,7 +12,7 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint BACKWARD = 0;
 
 layout(push_constant) uniform Push {
-    Floats x; Floats out_;
+    Ints x; Ints out_;
     uint n; uint od[4]; int st[4]; int offset;
 } p;
 

@@ -262,3 +262,23 @@ def test_tril_gradient_and_errors():
         dg.tril(t([1.0, 2.0]))
     assert dg.triu(t(np.ones((2, 2)), dtype=bool)).numpy().tolist() == [[True, True],
                                                                           [False, True]]
+
+
+def test_views_and_joins_of_integer_and_boolean_tensors_move_their_bits(device):
+    # small int32 values are subnormal bit patterns: a copy through float arithmetic on a
+    # device that flushes subnormals would zero them
+    a = np.array([[1, -2, 3], [2 ** 31 - 1, 0, -(2 ** 31)]], np.int32)
+    ta = t(a, dtype="int32")
+    b = ta > 0
+    cases = [(ta[:, ::-1], a[:, ::-1]), (ta[1], a[1]), (ta.flip(0), a[::-1]),
+             (dg.concat([ta, ta[:1]], 0), np.concatenate([a, a[:1]])),
+             (dg.stack([ta, ta], -1), np.stack([a, a], -1)),
+             (ta.repeat(2, 1), np.tile(a, (2, 1))),
+             (dg.roll(ta, 1, 1), np.roll(a, 1, 1)), (ta.unsqueeze(0).squeeze(0), a),
+             (dg.broadcast_to(ta[:1], (3, 3)), np.broadcast_to(a[:1], (3, 3))),
+             (b[:, 1:], (a > 0)[:, 1:]), (dg.split(b, 1, 0)[1], (a > 0)[1:])]
+    for got, want in cases:
+        assert got.dtype == want.dtype or (got.dtype == np.bool_ and want.dtype == bool)
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^getitem: a int32 tensor"):
+        ta[np.array([0, 1])]

@@ -14,12 +14,12 @@ import builtins
 
 import numpy as np
 
-from ..errors import DualgradError, bad_shape, bad_type, bad_value
+from ..errors import ArgumentTypeError, DualgradError, bad_shape, bad_type, bad_value
 from ..shapes import MAX_RANK
 from . import checks, device
 from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
 from .residency import handle
-from .tensor import Tensor
+from .tensor import Tensor, is_float
 
 
 class IndexOutOfRange(DualgradError, IndexError):
@@ -48,7 +48,7 @@ def _strided(fn: str, x: Tensor, shape: tuple, strides: list, offset: int,
             return (backend.reshape(backend.strided_backward(g, x.size, tuple(strides), offset),
                                     x.shape),)
         return (_sum_to(backend, g, x.shape),)
-    return _make(hy, (x,), backward, backend)
+    return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,6 +127,9 @@ def getitem(x: Tensor, key) -> Tensor:
         raise bad_value("getitem", "key", key,
                         "at most one index array (several are not supported yet)")
     if arrays:
+        if not is_float(x.dtype):
+            raise ArgumentTypeError(f"getitem: a {x.dtype} tensor is indexed by ints, slices, "
+                                    "None and ... (index arrays and masks: not yet)")
         return _advanced(x, key, arrays[0])
     return _strided_key(x, key)
 
@@ -208,7 +211,7 @@ def _axis(fn: str, name: str, dim, rank: int) -> int:
 def squeeze(x, dim=None) -> Tensor:
     """x without axes of size 1 (``dim``: only those named, an int or a tuple; a named axis
     whose size is not 1 stays, as in PyTorch)."""
-    x = _tensor("squeeze", "x", x)
+    x = _tensor("squeeze", "x", x, any_dtype=True)
     if dim is None:
         dims = {d for d, n in enumerate(x.shape) if n == 1}
     else:
@@ -219,14 +222,14 @@ def squeeze(x, dim=None) -> Tensor:
 
 def unsqueeze(x, dim: int) -> Tensor:
     """x with a new axis of size 1 at ``dim`` (in [-ndim - 1, ndim])."""
-    x = _tensor("unsqueeze", "x", x)
+    x = _tensor("unsqueeze", "x", x, any_dtype=True)
     dim = _axis("unsqueeze", "dim", dim, x.ndim + 1)
     return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
 
 
 def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """x with the axes from ``start_dim`` to ``end_dim`` (inclusive) merged into one."""
-    x = _tensor("flatten", "x", x)
+    x = _tensor("flatten", "x", x, any_dtype=True)
     if x.ndim == 0:
         return reshape(x, (1,))
     start = _axis("flatten", "start_dim", start_dim, x.ndim)
@@ -241,7 +244,7 @@ def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def broadcast_to(x, shape) -> Tensor:
     """x repeated along its axes of size 1 (and new leading axes) to ``shape``, as NumPy's
     broadcasting; the gradient sums over the repeats."""
-    x = _tensor("broadcast_to", "x", x)
+    x = _tensor("broadcast_to", "x", x, any_dtype=True)
     try:
         shape = tuple(int(n) for n in shape)
     except TypeError:
@@ -261,7 +264,7 @@ def broadcast_to(x, shape) -> Tensor:
 
 def expand(x, *sizes) -> Tensor:
     """PyTorch's ``expand``: broadcast_to, where -1 keeps an axis's size."""
-    x = _tensor("expand", "x", x)
+    x = _tensor("expand", "x", x, any_dtype=True)
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     lead = len(sizes) - x.ndim
@@ -274,7 +277,7 @@ def expand(x, *sizes) -> Tensor:
 
 def flip(x, dims) -> Tensor:
     """x with the order of its elements reversed along ``dims`` (an int or a tuple)."""
-    x = _tensor("flip", "x", x)
+    x = _tensor("flip", "x", x, any_dtype=True)
     items = dims if isinstance(dims, (tuple, list)) else (dims,)
     axes = {_axis("flip", "dims", d, max(x.ndim, 1)) for d in items}
     if len(axes) != len(items):
@@ -296,7 +299,8 @@ def concat(tensors, dim: int = 0) -> Tensor:
         raise bad_type(fn, "tensors", tensors, "a list of tensors") from None
     if not items:
         raise bad_value(fn, "tensors", tensors, "at least one tensor")
-    items = [_tensor(fn, f"tensors[{k}]", t, items[0]) for k, t in enumerate(items)]
+    items = [_tensor(fn, f"tensors[{k}]", t, items[0], any_dtype=True)
+             for k, t in enumerate(items)]
     first = items[0]
     if first.ndim == 0:
         raise bad_shape(fn, "tensors[0]", first.shape, "at least one dimension")
@@ -323,7 +327,7 @@ def concat(tensors, dim: int = 0) -> Tensor:
     def backward(g, needs):
         return tuple(backend.strided(g, t.shape, tuple(strides), int(start) * strides[dim])
                      if need else None for t, start, need in zip(items, starts, needs))
-    return _make(out, tuple(items), backward, backend)
+    return _make(out, tuple(items), backward, backend, dtype=first.dtype)
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
@@ -334,7 +338,8 @@ def stack(tensors, dim: int = 0) -> Tensor:
         raise bad_type("stack", "tensors", tensors, "a list of tensors") from None
     if not items:
         raise bad_value("stack", "tensors", tensors, "at least one tensor")
-    items = [_tensor("stack", f"tensors[{k}]", t, items[0]) for k, t in enumerate(items)]
+    items = [_tensor("stack", f"tensors[{k}]", t, items[0], any_dtype=True)
+             for k, t in enumerate(items)]
     for k, t in enumerate(items[1:], 1):
         if t.shape != items[0].shape:
             raise bad_shape("stack", f"tensors[{k}]", t.shape, f"tensors[0]'s {items[0].shape}")
@@ -346,7 +351,7 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple:
     """x cut along ``dim`` into parts of ``split_size_or_sections`` elements (an int: the
     last part may be shorter) or of the listed sizes (summing to the axis), as
     ``torch.split``."""
-    x = _tensor("split", "x", x)
+    x = _tensor("split", "x", x, any_dtype=True)
     if x.ndim == 0:
         raise bad_shape("split", "x", x.shape, "at least one dimension")
     dim = _axis("split", "dim", dim, x.ndim)
@@ -371,7 +376,7 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple:
 def chunk(x, chunks: int, dim: int = 0) -> tuple:
     """x cut into ``chunks`` parts along ``dim`` of ceil(n / chunks) elements each (the last
     shorter; fewer parts where they run out), as ``torch.chunk``."""
-    x = _tensor("chunk", "x", x)
+    x = _tensor("chunk", "x", x, any_dtype=True)
     chunks = checks.integer("chunk", "chunks", chunks, 1)
     if x.ndim == 0:
         raise bad_shape("chunk", "x", x.shape, "at least one dimension")
@@ -383,7 +388,7 @@ def roll(x, shifts, dims=None) -> Tensor:
     """x with its elements moved ``shifts`` places along ``dims`` (ints or tuples of equal
     length), those pushed past the end coming back at the start, as ``torch.roll``;
     without ``dims`` the flattened tensor is rolled and its shape restored."""
-    x = _tensor("roll", "x", x)
+    x = _tensor("roll", "x", x, any_dtype=True)
     if dims is None:
         if isinstance(shifts, (tuple, list)):
             raise bad_value("roll", "shifts", shifts, "one int when dims is None")
@@ -407,7 +412,7 @@ def roll(x, shifts, dims=None) -> Tensor:
 def repeat(x, *sizes) -> Tensor:
     """x tiled ``sizes[d]`` times along each axis d, as ``torch.Tensor.repeat`` (more sizes
     than axes add leading axes of size 1 first): copies joined along each repeated axis."""
-    x = _tensor("repeat", "x", x)
+    x = _tensor("repeat", "x", x, any_dtype=True)
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     sizes = [checks.integer("repeat", f"sizes[{k}]", r, 0) for k, r in enumerate(sizes)]

@@ -15,7 +15,7 @@ def _push(src, out, n, shape, strides, offset) -> bytes:
 
 
 def permute(dev, x, axes):
-    return permute_into(dev, x, axes, dev.empty(tuple(x.shape[a] for a in axes)))
+    return permute_into(dev, x, axes, dev.empty(tuple(x.shape[a] for a in axes), x.dtype))
 
 
 def permute_into(dev, x, axes, out):
@@ -25,7 +25,7 @@ def permute_into(dev, x, axes, out):
 
 
 def strided(dev, x, shape, strides, offset):
-    return strided_into(dev, x, strides, offset, dev.empty(tuple(shape)))
+    return strided_into(dev, x, strides, offset, dev.empty(tuple(shape), x.dtype))
 
 
 def strided_into(dev, x, strides, offset, out):
@@ -37,8 +37,8 @@ def strided_into(dev, x, strides, offset, out):
 
 def strided_backward(dev, g, size, strides, offset, out=None):
     if out is None:
-        out = dev.empty((size,))
-        dev.fill(out, 0.0)
+        out = dev.empty((size,), g.dtype)
+        dev.fill(out, 0)
     if g.size:
         dev.launch("strided", (1,), _push(g, out, g.size, g.shape, strides, offset),
                    grid(g.size), [g, out], [out])
