@@ -236,6 +236,12 @@ class Backend(abc.ABC):
         or the test op x for LOGIC_UNARY: int32 0 or 1 (bool storage). Exact."""
 
     @abc.abstractmethod
+    def integer(self, op: str, x, y=None):
+        """int32 arithmetic (``kernel_ops.INTEGER``): x op y with NumPy broadcasting, or op
+        x for INTEGER_UNARY; wrapping; floor division and remainder toward -inf, 0 for a
+        zero divisor. Exact."""
+
+    @abc.abstractmethod
     def where(self, cond, a, b):
         """a where cond (int32) is nonzero, else b, broadcasting the three; a and b of one
         dtype. Exact."""

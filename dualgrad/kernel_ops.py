@@ -132,6 +132,14 @@ LOGIC = Family("logic", [("eq",), ("ne",), ("lt",), ("le",), ("gt",), ("ge",),
                          ("isnan",), ("isinf",), ("isfinite",), ("logical_not",)])
 LOGIC_UNARY = ("isnan", "isinf", "isfinite", "logical_not")
 
+# Arithmetic of int32 tensors (two's complement: wrapping as both backends' int32 does);
+# floor division and remainder round toward -inf, as Python's and PyTorch's, and give 0
+# for a zero divisor. The last two are of one operand.
+INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_floor_divide",),
+                             ("int_remainder",), ("int_maximum",), ("int_minimum",),
+                             ("int_neg",), ("int_abs",)])
+INTEGER_UNARY = ("int_neg", "int_abs")
+
 REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
 # reduce.comp's own extra op, after the family's: counts the elements equal to the maximum
 # (max's backward shares the gradient among ties).
@@ -197,7 +205,7 @@ def glsl_header() -> str:
                 line = "          "
             line += " " + item
         return "\n".join(text + [line])
-    for family in (UNARY, BINARY, REDUCE, LOGIC):
+    for family in (UNARY, BINARY, REDUCE, LOGIC, INTEGER):
         lines.append(f"// {family.name}")
         lines.append(consts((op.name, op.code) for op in family))
     lines.append("// reduce.comp's own: counts the elements equal to the maximum")

@@ -282,3 +282,25 @@ def test_views_and_joins_of_integer_and_boolean_tensors_move_their_bits(device):
         np.testing.assert_array_equal(got.numpy(), want)
     with pytest.raises(dg.ArgumentTypeError, match=r"^getitem: a int32 tensor"):
         ta[np.array([0, 1])]
+
+
+def test_integer_arithmetic_wraps_and_floors_as_pythons(device):
+    a = np.array([7, -7, 7, -7, 0, -2 ** 31, 2 ** 31 - 1, 5], np.int32)
+    b = np.array([2, 2, -2, -2, 3, -1, 1, 0], np.int32)
+    ta, tb = t(a, dtype="int32"), t(b, dtype="int32")
+    nonzero = np.where(b == 0, 1, b)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal((ta // tb).numpy(),
+                                      np.where(b == 0, 0, np.floor_divide(a, nonzero)))
+        np.testing.assert_array_equal((ta % tb).numpy(),
+                                      np.where(b == 0, 0, np.remainder(a, nonzero)))
+        np.testing.assert_array_equal((ta + tb).numpy(), a + b)         # wraps
+        np.testing.assert_array_equal((ta * tb - 1).numpy(), a * b - 1)
+    np.testing.assert_array_equal(dg.maximum(ta, 0).numpy(), np.maximum(a, 0))
+    np.testing.assert_array_equal((-ta).numpy(), -a)
+    np.testing.assert_array_equal((7 // t([2, -2], dtype="int32")).numpy(), [3, -4])
+    assert (ta + 1).dtype == np.int32 and (ta / tb).dtype == np.float32     # true division
+    assert (ta + 0.5).numpy().tolist() == (a.astype(np.float32) + 0.5).tolist()
+    assert (t([True, True], dtype=bool) + 1).numpy().tolist() == [2, 2]
+    with pytest.raises(dg.ArgumentTypeError, match=r"^floor_divide: .*integer tensors"):
+        t([1.5]) // 2

@@ -373,6 +373,52 @@ def triu(input, diagonal: int = 0) -> Tensor:  # noqa: A002
     return _triangle("triu", input, diagonal, True)
 
 
+_INT_OPS = {"add": "int_add", "sub": "int_sub", "mul": "int_mul",
+            "floor_divide": "int_floor_divide", "remainder": "int_remainder",
+            "maximum": "int_maximum", "minimum": "int_minimum"}
+
+
+def integer_binary(op: str, fn: str, a, b):
+    """a op b where an operand is an int32 or bool tensor: the int32 result where both are
+    integers (tensors or ints) and ``op`` has an integer form, else (a, b) promoted to
+    float for the float op (PyTorch's promotion; true division is a float op)."""
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        a = _operand(fn, "a", a, b)
+    a = _operand(fn, "a", a, b)
+    b = _operand(fn, "b", b, a)
+    if op in _INT_OPS and not is_float(a.dtype) and not is_float(b.dtype):
+        _broadcast(fn, a.shape, b.shape)
+        backend = device.active()
+        a, b = _to(backend, a, INT32), _to(backend, b, INT32)
+        return _result(backend, backend.integer(_INT_OPS[op], handle(backend, a),
+                                                handle(backend, b)), INT32)
+    if op in ("floor_divide", "remainder"):
+        raise ArgumentTypeError(f"{fn}: floor division and remainder are of integer tensors "
+                                f"(these are {a.dtype} and {b.dtype}; float ones: not yet)")
+    dtype = a.dtype if is_float(a.dtype) else b.dtype if is_float(b.dtype) else DEFAULT_DTYPE
+    backend = device.active()
+    return _to(backend, a, dtype), _to(backend, b, dtype)
+
+
+def integer_unary(op: str, x: Tensor) -> Tensor:
+    """-x or |x| of an int32 or bool tensor, as int32 (wrapping at INT_MIN)."""
+    backend = device.active()
+    x = _to(backend, x, INT32)
+    return _result(backend, backend.integer(f"int_{op}", handle(backend, x)), INT32)
+
+
+def floor_divide(input, other) -> Tensor:  # noqa: A002
+    """input // other, rounding toward -inf (Python's and PyTorch's rule), of integer
+    tensors (or ints) with broadcasting; a zero divisor gives 0 (PyTorch raises)."""
+    return integer_binary("floor_divide", "floor_divide", input, other)
+
+
+def remainder(input, other) -> Tensor:  # noqa: A002
+    """input % other with the sign of ``other`` (Python's and PyTorch's rule), of integer
+    tensors (or ints) with broadcasting; a zero divisor gives 0 (PyTorch raises)."""
+    return integer_binary("remainder", "remainder", input, other)
+
+
 def to(input, dtype) -> Tensor:  # noqa: A002
     """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool): a float
     to int32 truncates toward zero (saturating past int32's range, NaN giving 0); to bool,
@@ -399,6 +445,10 @@ def _install_methods() -> None:
     T.logical_not = logical_not
     T.masked_fill = lambda a, mask, value: masked_fill(a, mask, value)
     T.any = lambda a, dim=None, keepdim=False: any(a, dim, keepdim)
+    T.__floordiv__ = lambda a, b: floor_divide(a, b)
+    T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
+    T.__mod__ = lambda a, b: remainder(a, b)
+    T.__rmod__ = lambda a, b: remainder(b, a)
     T.tril = lambda a, diagonal=0: tril(a, diagonal)
     T.triu = lambda a, diagonal=0: triu(a, diagonal)
     T.argmax = lambda a, dim=None, keepdim=False: argmax(a, dim, keepdim)
@@ -426,4 +476,4 @@ _install_methods()
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
            "logical_or", "logical_xor", "logical_not", "where", "masked_fill", "any", "all",
-           "to", "argmax", "argmin", "one_hot", "tril", "triu"]
+           "to", "argmax", "argmin", "one_hot", "tril", "triu", "floor_divide", "remainder"]

@@ -125,7 +125,14 @@ def _axes(fn: str, x: Tensor, axis) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # Elementwise ops
 
+def _non_float(v) -> bool:
+    return isinstance(v, Tensor) and not is_float(v.dtype)
+
+
 def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
+    if op in ("neg", "abs") and _non_float(x):
+        from . import logic                    # (integer ops build on this module)
+        return logic.integer_unary(op, x)
     x = _tensor(fn, "x", x)
     backend = device.active()
     hx = handle(backend, x)
@@ -244,6 +251,12 @@ _SCALAR_FORMS = {
 
 
 def _binary(op: str, fn: str, a, b) -> Tensor:
+    if _non_float(a) or _non_float(b):
+        from . import logic                    # (integer ops build on this module)
+        promoted = logic.integer_binary(op, fn, a, b)
+        if isinstance(promoted, Tensor):
+            return promoted
+        a, b = promoted
     if is_number(b) and not is_number(a) and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][0]
         return _unary(form, fn, a, transform(b))
@@ -334,6 +347,8 @@ def lerp(input, end, weight) -> Tensor:  # noqa: A002 - PyTorch's argument names
 
 
 def _min_or_max(op: str, a, b) -> Tensor:
+    if _non_float(a) or _non_float(b):
+        return _binary(op, op, a, b)
     if is_number(b) and not is_number(a):
         return _unary(op + "_scalar", op, a, float(b))
     if is_number(a) and not is_number(b):

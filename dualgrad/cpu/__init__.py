@@ -10,8 +10,8 @@ import numpy as np
 
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
-from . import (argreduce, binary, embedding, gather, layernorm, logic, matmul, optim, reduce,
-               scan, softmax, strided, unary)
+from . import (argreduce, binary, embedding, gather, intops, layernorm, logic, matmul, optim,
+               reduce, scan, softmax, strided, unary)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_))
@@ -131,6 +131,9 @@ class CpuBackend(Backend):
 
     def logic(self, op, x, y=None):
         return logic.logic(op, x, y)
+
+    def integer(self, op, x, y=None):
+        return intops.integer(op, x, y)
 
     def where(self, cond, a, b):
         return logic.where(cond, a, b)

@@ -156,6 +156,9 @@ class GpuBackend(Backend):
     def logic(self, op, x, y=None):
         return logic.logic(self.device, op, x, y)
 
+    def integer(self, op, x, y=None):
+        return logic.integer(self.device, op, x, y)
+
     def where(self, cond, a, b):
         return logic.where(self.device, cond, a, b)
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ..backend import Epilogue
-from ..kernel_ops import BINARY, LOGIC, UNARY
+from ..kernel_ops import BINARY, INTEGER, LOGIC, UNARY
 from . import strategies as dgst
 from .tolerances import TOLERANCES, Agreement, agreement
 
@@ -301,6 +301,26 @@ def _as_storage(a):
 class _Stored:
     def __init__(self, array):
         self.array = array
+
+
+def _integer_check(op):
+    def run(data, pair):
+        from ..kernel_ops import INTEGER_UNARY
+        sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
+        ints = data.draw(st.sampled_from([st.integers(-2 ** 31, 2 ** 31 - 1),
+                                          st.integers(-9, 9)]), label="range")
+        x = np.asarray(data.draw(hnp_arrays(np.int32, sa, ints), label="x"), np.int32)
+        args = [x]
+        if op not in INTEGER_UNARY:
+            args.append(np.asarray(data.draw(hnp_arrays(np.int32, sb, ints), label="y"),
+                                   np.int32))
+        cz, gz = pair.twin("integer", op, *[_as_storage(a) for a in args])
+        return [pair.agree(f"integer:{op}", gz, cz)]
+    return run
+
+
+for _op in INTEGER.names:
+    check(f"integer:{_op}")(_integer_check(_op))
 
 
 @check("where")

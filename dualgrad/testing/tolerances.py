@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ..kernel_ops import LOGIC
+from ..kernel_ops import INTEGER, LOGIC
 
 U32 = 2.0 ** -24          # unit roundoff of float32
 
@@ -394,6 +394,8 @@ TOLERANCES: dict = {
     "reduce:max": Tolerance("a selection: exact in any order", exact=True),
     **{f"logic:{op}": Tolerance("a comparison or a test: exact (IEEE: NaN unordered)",
                                 exact=True) for op in LOGIC.names},
+    **{f"integer:{op}": Tolerance("int32 arithmetic, wrapping: exact", exact=True)
+       for op in INTEGER.names},
     "where": Tolerance(_EXACT_MOVE, exact=True),
     "argreduce": Tolerance("comparisons in any order, ties to the lower index: exact",
                            exact=True),

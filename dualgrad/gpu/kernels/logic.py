@@ -1,5 +1,5 @@
-"""logic.comp (comparisons, logical ops and tests, with boolean results), where.comp and
-convert.comp; the twins of ``dualgrad/cpu/logic.py``. Bools are stored as int32 0 or 1."""
+"""logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
+(int32 arithmetic), where.comp and convert.comp; the twins of ``dualgrad/cpu/logic.py``. Bools are stored as int32 0 or 1."""
 from __future__ import annotations
 
 import functools
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ...kernel_ops import LOGIC, LOGIC_UNARY
+from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
 from ...shapes import broadcast_strides, pad4
 from ..dispatch import check_size, grid, packed_uints, packer, quad_grid
 from .elementwise import broadcast_layout
@@ -20,12 +20,24 @@ _TO = {np.dtype(np.float32): 0, INT32: 1, np.dtype(np.bool_): 2}
 
 
 def logic(dev, op, x, y=None):
-    out = dev.empty(x.shape if op in LOGIC_UNARY else
-                    np.broadcast_shapes(x.shape, y.shape), INT32)
+    return _two_operands(dev, "logic", (LOGIC.code[op], _KIND[x.dtype]), x,
+                         None if op in LOGIC_UNARY else y)
+
+
+def integer(dev, op, x, y=None):
+    """intops.comp: int32 arithmetic, broadcasting as logic does."""
+    return _two_operands(dev, "intops", (INTEGER.code[op],), x,
+                         None if op in INTEGER_UNARY else y)
+
+
+def _two_operands(dev, shader, spec, x, y):
+    """An int32 result of x op y (broadcast) or op x (y None); the shader's spec constants
+    are ``spec`` and then FLAT."""
+    out = dev.empty(x.shape if y is None else np.broadcast_shapes(x.shape, y.shape), INT32)
     if out.size:
         y = x if y is None else y
         _, tail, flat = broadcast_layout(x.shape, y.shape, out.shape)
-        dev.launch("logic", (LOGIC.code[op], _KIND[x.dtype], flat),
+        dev.launch(shader, (*spec, flat),
                    _ADDRESSES3.pack(x.address, y.address, out.address) + tail,
                    (quad_grid if flat else grid)(out.size), [x, y], [out])
     return out
