@@ -193,3 +193,44 @@ def test_bad_keys_are_named(device, call, error, pattern):
 def test_index_errors_are_index_errors():
     assert issubclass(dg.IndexOutOfRange, IndexError)
     assert issubclass(dg.IndexOutOfRange, dg.DualgradError)
+
+
+def _np_scatter_add(x, dim, idx, src):
+    out = x.astype(np.float64).copy()
+    coords = list(np.indices(idx.shape))
+    coords[dim] = idx
+    np.add.at(out, tuple(coords), src)
+    return out
+
+
+@pytest.mark.parametrize("shape,dim,k", [((3, 5), 1, 4), ((3, 5), 0, 6), ((2, 3, 4), 1, 5),
+                                         ((4,), 0, 7), ((2, 3), -1, 0)])
+def test_scatter_add_matches_numpy_and_routes_gradients(device, shape, dim, k):
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ishape = list(shape)
+    ishape[dim] = k
+    idx = rng.integers(0, shape[dim], ishape)
+    src = rng.standard_normal(ishape).astype(np.float32)
+    tx, ts = dg.ag_tensor(x, requires_grad=True), dg.ag_tensor(src, requires_grad=True)
+    g = rng.standard_normal(shape).astype(np.float32)
+    with dg.with_grad_tape():
+        y = dg.scatter_add(tx, dim, idx, ts)
+        dg.sum(y * dg.ag_tensor(g)).backward()
+    np.testing.assert_allclose(y.numpy(), _np_scatter_add(x, dim, idx, src), rtol=1e-6,
+                               atol=1e-6)
+    np.testing.assert_array_equal(tx.grad.numpy(), g)
+    np.testing.assert_array_equal(ts.grad.numpy(), np.take_along_axis(g, idx, dim))
+
+
+def test_scatter_add_by_finite_differences_and_its_errors():
+    idx = np.array([[0, 2, 0], [1, 1, 2]])
+    dg.gradcheck(lambda x, s: dg.scatter_add(x, 1, idx, s) * x,
+                 [np.arange(6.0).reshape(2, 3), np.ones((2, 3)) * 0.5])
+    x = dg.ag_tensor(np.zeros((2, 3)))
+    with pytest.raises(dg.ShapeError, match=r"^scatter_add: argument 'src'"):
+        dg.scatter_add(x, 1, idx, np.ones((2, 2)))
+    with pytest.raises(dg.InvalidValueError, match=r"^scatter_add: argument 'index' holds"):
+        dg.scatter_add(x, 1, idx + 1, np.ones((2, 3)))
+    assert dg.scatter_add(x, 1, dg.ag_tensor(idx, dtype="int32"),
+                          np.ones((2, 3))).numpy().tolist() == [[2, 0, 1], [0, 2, 1]]

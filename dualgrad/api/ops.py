@@ -675,13 +675,10 @@ def gather_rows(x: Tensor, hidx, skip: int = NO_SKIP) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
-def gather(x, dim: int, index) -> Tensor:
-    """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
-    matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array of x's rank whose
-    other dimensions equal x's (PyTorch also takes smaller ones; dualgrad does not yet).
-    The gradient is added back where each element came from (repeats accumulate)."""
-    fn = "gather"
-    x = _tensor(fn, "x", x)
+def _index_rows(fn: str, x: Tensor, dim, index) -> tuple:
+    """For an op along ``dim`` of x at ``index`` (checked: x's rank, x's sizes but along
+    dim): (dim, the axes with dim moved last, rows, k, cols, the device indices (rows, k),
+    the index's shape with dim moved last)."""
     if x.ndim == 0:
         raise bad_shape(fn, "x", x.shape, "at least one dimension")
     dim = checks.integer(fn, "dim", dim)
@@ -695,17 +692,57 @@ def gather(x, dim: int, index) -> Tensor:
         raise bad_shape(fn, "index", idx.shape,
                         f"x's rank and x's sizes {x.shape} except along dim {dim}")
     backend = device.active()
-    last = x.ndim - 1
     order = [d for d in range(x.ndim) if d != dim] + [dim]
     rows, k, cols = int(np.prod([x.shape[d] for d in order[:-1]])), idx.shape[dim], x.shape[dim]
-    if dim == last:
-        # (the indices go to the device as they are: a captured step's argument stays one)
-        hidx = backend.reshape(backend.indices(idx), (rows, k))
-        return reshape(gather_rows(reshape(x, (rows, cols)), hidx), idx.shape)
-    moved = np.ascontiguousarray(np.transpose(idx, order))
-    hidx = backend.reshape(backend.indices(moved), (rows, k))
-    out = gather_rows(reshape(transpose(x, order), (rows, cols)), hidx)
-    return transpose(reshape(out, moved.shape), tuple(int(i) for i in np.argsort(order)))
+    # (along the last axis the indices go to the device as they are: a captured step's
+    # argument stays one)
+    moved = idx if dim == x.ndim - 1 else np.ascontiguousarray(np.transpose(idx, order))
+    return dim, order, rows, k, cols, backend.reshape(backend.indices(moved), (rows, k)), \
+        moved.shape
+
+
+def _moved_back(t: Tensor, order: list) -> Tensor:
+    """t (with x's dim moved last by ``order``) in x's axis order."""
+    if order == sorted(order):
+        return t
+    return transpose(t, tuple(int(i) for i in np.argsort(order)))
+
+
+def gather(x, dim: int, index) -> Tensor:
+    """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
+    matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array of x's rank whose
+    other dimensions equal x's (PyTorch also takes smaller ones; dualgrad does not yet).
+    The gradient is added back where each element came from (repeats accumulate)."""
+    x = _tensor("gather", "x", x)
+    dim, order, rows, k, cols, hidx, moved = _index_rows("gather", x, dim, index)
+    rows_first = x if dim == x.ndim - 1 else transpose(x, order)
+    out = gather_rows(reshape(rows_first, (rows, cols)), hidx)
+    return _moved_back(reshape(out, moved), order)
+
+
+def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch's names
+    """``input`` with ``src`` added at ``index`` along ``dim``, as ``torch.scatter_add``: for
+    dim 1 of a matrix, out[i, index[i, j]] += src[i, j]. ``index`` (an integer array or
+    int32 tensor) and ``src`` have one shape, whose other dimensions equal input's (PyTorch
+    also takes smaller ones). The values landing on one element are summed in index order
+    first, then added to input (the same bits on both backends; PyTorch adds them to input
+    one by one). Gradients: input's is g, src's is g gathered at index."""
+    fn = "scatter_add"
+    x = _tensor(fn, "input", input)
+    src = _tensor(fn, "src", src, x)
+    _same_dtype(fn, x, src)
+    dim, order, rows, k, cols, hidx, moved = _index_rows(fn, x, dim, index)
+    if src.shape != tuple(moved[i] for i in np.argsort(order)):
+        raise bad_shape(fn, "src", src.shape, "the index's shape")
+    flat = reshape(src if dim == x.ndim - 1 else transpose(src, order), (rows, k))
+    backend = device.active()
+    hy = backend.gather_backward(hidx, handle(backend, flat), cols, NO_SKIP)
+
+    def backward(g, needs):
+        return (backend.gather(g, hidx, NO_SKIP),)
+    added = _make(hy, (flat,), backward, backend)
+    shape = tuple(x.shape[d] for d in order)
+    return add(x, _moved_back(reshape(added, shape), order))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -819,4 +856,4 @@ __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "
            "elu", "celu", "clamp", "hardtanh",
            "relu6", "maximum", "lerp", "atan2",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
-           "gather", "linear", "layer_norm", "embedding", "dropout"]
+           "gather", "scatter_add", "linear", "layer_norm", "embedding", "dropout"]
