@@ -48,6 +48,15 @@ def _operand(fn: str, name: str, x, like=None) -> Tensor:
     raise bad_type(fn, name, x, "a Tensor, a NumPy array or a number")
 
 
+def _operands(fn: str, a, b, names=("input", "other")) -> tuple:
+    """Both operands as tensors; a number takes the kind of the tensor beside it, on either
+    side."""
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        return _operand(fn, names[0], a, b), b
+    a = _operand(fn, names[0], a, b)
+    return a, _operand(fn, names[1], b, a)
+
+
 def _to(backend, t: Tensor, dtype) -> Tensor:
     """``t`` as ``dtype``: itself, or a converted copy (gradients flow between floats)."""
     if t.dtype == dtype:
@@ -77,11 +86,7 @@ def _result(backend, h, dtype=BOOL) -> Tensor:
 
 
 def _compare(op: str, a, b) -> Tensor:
-    if not isinstance(a, Tensor) and isinstance(b, Tensor):
-        a = _operand(op, "input", a, b)
-    a = _operand(op, "input", a, b)
-    b = _operand(op, "other", b, a)
-    a, b = _promoted(op, a, b)
+    a, b = _promoted(op, *_operands(op, a, b))
     _broadcast(op, a.shape, b.shape)
     backend = device.active()
     if a.dtype == BOOL:           # (bools compare as ints)
@@ -188,11 +193,7 @@ def where(condition, input, other) -> Tensor:  # noqa: A002
     if cond.dtype != BOOL:
         raise ArgumentTypeError(f"where: argument 'condition' is a {cond.dtype} tensor; "
                                 "expected a bool tensor (compare to make one)")
-    if not isinstance(input, Tensor) and isinstance(other, Tensor):
-        input = _operand("where", "input", input, other)
-    a = _operand("where", "input", input, other)
-    b = _operand("where", "other", other, a)
-    a, b = _promoted("where", a, b)
+    a, b = _promoted("where", *_operands("where", input, other))
     _shape_of_three("where", cond.shape, a.shape, b.shape)
     backend = device.active()
     hc = handle(backend, cond)
@@ -382,10 +383,7 @@ def integer_binary(op: str, fn: str, a, b):
     """a op b where an operand is an int32 or bool tensor: the int32 result where both are
     integers (tensors or ints) and ``op`` has an integer form, else (a, b) promoted to
     float for the float op (PyTorch's promotion; true division is a float op)."""
-    if not isinstance(a, Tensor) and isinstance(b, Tensor):
-        a = _operand(fn, "a", a, b)
-    a = _operand(fn, "a", a, b)
-    b = _operand(fn, "b", b, a)
+    a, b = _operands(fn, a, b, ("a", "b"))
     if op in _INT_OPS and not is_float(a.dtype) and not is_float(b.dtype):
         _broadcast(fn, a.shape, b.shape)
         backend = device.active()

@@ -251,28 +251,32 @@ def _logic_operands(data, pair, op):
     """Float operands with ties, signed zeros, NaN and infinities, or int32 ones."""
     from ..kernel_ops import LOGIC_UNARY
     if op.startswith("logical") or data.draw(st.booleans(), label="int32"):
-        draw_int = st.integers(-3, 3) if op.startswith("logical") else \
-            st.integers(-2 ** 31, 2 ** 31 - 1)
-        shapes = data.draw(dgst.broadcast_pairs(), label="shapes")
-        x, y = (np.asarray(data.draw(hnp_arrays(np.int32, s, draw_int), label=k), np.int32)
-                for s, k in zip(shapes, ("x", "y")))
-        return x, (None if op in LOGIC_UNARY else y)
+        elements = st.integers(-3, 3) if op.startswith("logical") else INT32_RANGE
+        sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
+        x = _int32s(data, sa, "x", elements)
+        return x, (None if op in LOGIC_UNARY else _int32s(data, sb, "y", elements))
     sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
     specials = dgst.ALL_SPECIALS        # (subnormals too: the kernel compares bits)
     x = data.draw(dgst.arrays(sa, specials=specials), label="x")
     if op in LOGIC_UNARY:
         return x, None
     y = data.draw(dgst.arrays(sb, specials=specials), label="y")
-    if x.size and y.size and data.draw(st.booleans(), label="ties"):
-        xb, yb = np.broadcast_arrays(x, y)          # (equal elements where both are read)
-        y = np.ascontiguousarray(np.where(np.arange(yb.size).reshape(yb.shape) % 3 == 0,
-                                          xb, yb)) if sb == np.broadcast_shapes(sa, sb) else y
+    if sb == np.broadcast_shapes(sa, sb) and data.draw(st.booleans(), label="ties"):
+        # every third element of y made x's (where both are read there)
+        third = np.arange(y.size).reshape(sb) % 3 == 0
+        y = np.where(third, np.broadcast_to(x, sb), y).astype(F32)
     return x, y
 
 
-def hnp_arrays(dtype, shape, elements):
+INT32_RANGE = st.integers(-2 ** 31, 2 ** 31 - 1)
+
+
+def _int32s(data, shape, label: str, elements=INT32_RANGE) -> np.ndarray:
+    """An int32 array of ``shape`` drawn element by element (edges such as INT_MIN and -1
+    come up, and failures shrink)."""
     from hypothesis.extra import numpy as hnp
-    return hnp.arrays(dtype, shape, elements=elements)
+    return np.asarray(data.draw(hnp.arrays(np.int32, shape, elements=elements), label=label),
+                      np.int32)
 
 
 def _logic_check(op):
@@ -307,13 +311,10 @@ def _integer_check(op):
     def run(data, pair):
         from ..kernel_ops import INTEGER_UNARY
         sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
-        ints = data.draw(st.sampled_from([st.integers(-2 ** 31, 2 ** 31 - 1),
-                                          st.integers(-9, 9)]), label="range")
-        x = np.asarray(data.draw(hnp_arrays(np.int32, sa, ints), label="x"), np.int32)
-        args = [x]
+        ints = data.draw(st.sampled_from([INT32_RANGE, st.integers(-9, 9)]), label="range")
+        args = [_int32s(data, sa, "x", ints)]
         if op not in INTEGER_UNARY:
-            args.append(np.asarray(data.draw(hnp_arrays(np.int32, sb, ints), label="y"),
-                                   np.int32))
+            args.append(_int32s(data, sb, "y", ints))
         cz, gz = pair.twin("integer", op, *[_as_storage(a) for a in args])
         return [pair.agree(f"integer:{op}", gz, cz)]
     return run
@@ -327,12 +328,9 @@ for _op in INTEGER.names:
 def _where(data, pair):
     sc, sa = data.draw(dgst.broadcast_pairs(), label="shapes")
     sb = data.draw(st.sampled_from([sa, sc, ()]), label="shape of other")
-    cond = np.asarray(data.draw(hnp_arrays(np.int32, sc, st.integers(0, 1)), label="cond"),
-                      np.int32)
+    cond = _int32s(data, sc, "cond", st.integers(0, 1))
     if data.draw(st.booleans(), label="int32"):
-        ints = st.integers(-2 ** 31, 2 ** 31 - 1)
-        a, b = (np.asarray(data.draw(hnp_arrays(np.int32, s, ints), label=k), np.int32)
-                for s, k in ((sa, "a"), (sb, "b")))
+        a, b = _int32s(data, sa, "a"), _int32s(data, sb, "b")
     else:
         specials = dgst.ALL_SPECIALS      # (subnormals too: a selection copies bits)
         a = data.draw(dgst.arrays(sa, specials=specials), label="a")
@@ -351,8 +349,7 @@ def _argreduce(data, pair):
                                 st.tuples(st.integers(1, 3), st.integers(1, 1 << 18))),
                       label="shape")
     if data.draw(st.booleans(), label="int32"):
-        x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-3, 3)), label="x"),
-                       np.int32)
+        x = _int32s(data, shape, "x", st.integers(-3, 3))
     else:
         x = data.draw(dgst.arrays(shape, -3, 3, specials=dgst.ALL_SPECIALS),   # (bit keys)
                       label="x")
@@ -372,8 +369,7 @@ def _cast(data, pair):
     source = data.draw(st.sampled_from(["float32", "int32"]), label="from")
     to = data.draw(st.sampled_from(["float32", "int32", "bool"]), label="to")
     if source == "int32":
-        x = np.asarray(data.draw(hnp_arrays(np.int32, shape, st.integers(-2 ** 31, 2 ** 31 - 1)),
-                                 label="x"), np.int32)
+        x = _int32s(data, shape, "x")
     else:
         x = data.draw(dgst.arrays(shape, -3e9, 3e9, specials=dgst.ALL_SPECIALS),  # (bits)
                       label="x")
