@@ -171,6 +171,23 @@ def bench_scan(args, torch) -> list:
     return rows
 
 
+def bench_sort(args, torch) -> list:
+    """sort over ``args.elements`` float32 elements, one line and rows of 4096, against
+    PyTorch CPU's torch.sort."""
+    n = args.elements
+    x = np.random.default_rng(8).standard_normal(n).astype(np.float32)
+    be = device.active()
+    rows = []
+    for label, lines in (("one line", 1), ("rows of 4096", n // 4096)):
+        grid = x.reshape(lines, n // lines)
+        mine = (lambda grid=grid: be.sort(grid, False))
+        peer = (lambda grid=grid: torch.sort(torch.from_numpy(grid), 1)) if torch else None
+        mine()
+        rows.append((f"sort of {n}, {label}",
+                     *interleaved(mine, peer, args.repeats, args.rounds), "-"))
+    return rows
+
+
 def bench_optim(args, torch) -> list:
     """One step of each optimizer rule over the MLP 784-H-H-10's parameters, against
     torch.optim's fused (else foreach) step on the CPU."""
@@ -242,7 +259,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
     parser.add_argument("--optim-hidden", type=int, default=1024,
                         help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
-    parser.add_argument("--sections", default="train,unary,scan,optim,elementwise,startup",
+    parser.add_argument("--sections", default="train,unary,scan,sort,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -259,6 +276,8 @@ def main(argv=None) -> int:
         report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
     if "scan" in args.sections:
         report(bench_scan(args, torch), f"Cumulative sums: ours vs {peer}")
+    if "sort" in args.sections:
+        report(bench_sort(args, torch), f"Sorting: ours vs {peer}")
     if "optim" in args.sections:
         report(bench_optim(args, torch), f"Optimizer steps: ours vs {peer}")
     if "elementwise" in args.sections:

@@ -265,6 +265,12 @@ class Backend(abc.ABC):
         of the exact ones)."""
 
     @abc.abstractmethod
+    def sort(self, x, descending: bool):
+        """(values, int32 indices) of the rows of x (rows, n) sorted along n, ascending or
+        ``descending``; ties keep their order (a stable sort), -0 ties with +0, NaNs order
+        past +inf and among themselves by index. Exact."""
+
+    @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):
         """x * mask / (1 - p), the mask a function of (seed, step, element index) alone; the
         backward of dropout is the same kernel applied to the gradient."""

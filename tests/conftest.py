@@ -84,6 +84,28 @@ def train_step(model, opt, x, y):
     return loss
 
 
+def assert_layer_step_replays(loss_of, features: int, seed: int) -> None:
+    """A step training a Linear(features, features) with loss ``loss_of(h)`` of its output,
+    captured, returns what the eager step returns batch after batch, and replays."""
+    def build():
+        dg.manual_seed(seed)
+        return dg.nn.Linear(features, features)
+
+    def step(layer):
+        def run(x):
+            with dg.with_grad_tape():
+                loss = loss_of(layer(dg.ag_tensor(x)))
+                loss.backward()
+            layer.zero_grad()
+            return loss
+        return run
+    eager, captured = step(build()), dg.capture_step(step(build()))
+    for k in range(4):
+        x = np.random.default_rng(k).standard_normal((5, features)).astype(np.float32)
+        assert captured(x).item() == eager(x).item()
+    assert captured.replays >= 1 and captured.reason == ""
+
+
 def require_gpu():
     """Skip (or, under DUALGRAD_REQUIRE_GPU=1, fail) when there is no Vulkan device."""
     found, reason = dg.api.device.gpu_status()

@@ -447,7 +447,7 @@ def reshape(x, *shape) -> Tensor:
 
 def transpose(x, axes=None) -> Tensor:
     """The tensor with its axes permuted (default: reversed, so a matrix is transposed)."""
-    x = _tensor("transpose", "x", x)
+    x = _tensor("transpose", "x", x, any_dtype=True)
     if axes is None:
         axes = tuple(range(x.ndim))[::-1]
     try:
@@ -470,7 +470,7 @@ def transpose(x, axes=None) -> Tensor:
 
     def backward(g, needs):
         return (backend.permute(g, inverse),)
-    return _make(hy, (x,), backward, backend)
+    return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
 # ---------------------------------------------------------------------------------------------

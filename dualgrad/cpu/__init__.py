@@ -11,7 +11,7 @@ import numpy as np
 from ..backend import PLAIN, Backend
 from . import dropout as _dropout
 from . import (argreduce, binary, embedding, gather, intops, layernorm, logic, matmul, optim,
-               reduce, scan, softmax, strided, unary)
+               reduce, scan, softmax, sort, strided, unary)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_))
@@ -146,6 +146,9 @@ class CpuBackend(Backend):
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(x, outer, n, inner, reverse)
+
+    def sort(self, x, descending):
+        return sort.sort(x, descending)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

@@ -14,7 +14,7 @@ from .capture import Recording
 from .context import Context
 from .device import F32, Device
 from .kernels import (argreduce, dropout, elementwise, embedding, gather, layernorm, logic,
-                      matmul, optim, reduce, scan, softmax, strided)
+                      matmul, optim, reduce, scan, softmax, sort, strided)
 
 
 _DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_))    # (bools stored as int32)
@@ -170,6 +170,9 @@ class GpuBackend(Backend):
 
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(self.device, x, outer, n, inner, reverse)
+
+    def sort(self, x, descending):
+        return sort.sort(self.device, x, descending)
 
     def gather(self, x, idx, skip):
         return gather.gather(self.device, x, idx, skip)

@@ -363,6 +363,23 @@ def _argreduce(data, pair):
     return [pair.agree("argreduce", gz, cz)]
 
 
+@check("sort")
+def _sort(data, pair):
+    """Rows with ties (small integers), -0 beside +0, NaN and infinities, ascending and
+    descending; rows long enough for the device's passes past its shared-memory block."""
+    shape = data.draw(st.one_of(st.tuples(st.integers(0, 40), st.integers(0, 70)),
+                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 15))),
+                      label="shape")
+    if data.draw(st.booleans(), label="int32"):
+        x = _int32s(data, shape, "x", st.integers(-3, 3) | st.integers(-2**31, 2**31 - 1))
+    else:
+        x = data.draw(dgst.arrays(shape, -3, 3, specials=dgst.ALL_SPECIALS),   # (bit keys)
+                      label="x")
+    descending = data.draw(st.booleans(), label="descending")
+    (cv, ci), (gv, gi) = pair.twin("sort", _as_storage(x), descending)
+    return [pair.agree("sort", gv, cv), pair.agree("sort", gi, ci)]
+
+
 @check("cast")
 def _cast(data, pair):
     shape = data.draw(dgst.shapes(), label="shape")

@@ -401,6 +401,8 @@ TOLERANCES: dict = {
                            exact=True),
     "cast": Tolerance("truncation toward zero, saturated; an int32 to float32 rounds to "
                       "nearest even on both (a correctly rounded conversion)", exact=True),
+    "sort": Tolerance("(key, index) pairs are distinct, so the sorted order is one answer, "
+                      "and the values are moved as bits: exact", exact=True),
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "
                         "then the chunks' totals): within gamma(n) of the sum of magnitudes; "
                         "the cpu adds in float64 and rounds once", ulps=1, gamma=1),
