@@ -152,40 +152,42 @@ def bench_unary(args, torch) -> list:
     return rows
 
 
-def bench_scan(args, torch) -> list:
-    """cumsum over ``args.elements`` float32 elements, one line and rows of 4096, against
-    PyTorch CPU's."""
+def _along_lines(args, torch, name: str, seed: int, mine_of, peer_of, target: str) -> list:
+    """An op along the lines of ``args.elements`` float32 elements read as one line and as
+    rows of 4096: ``mine_of(grid)`` ours, ``peer_of(tensor)`` PyTorch CPU's."""
     n = args.elements
-    x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
-    t = torch.from_numpy(x) if torch else None
-    be = device.active()
-    rows = []
-    for label, lines in (("one line", 1), ("rows of 4096", n // 4096)):
-        length = n // lines
-        mine = (lambda lines=lines, length=length: be.cumsum(x, lines, length, 1, False))
-        peer = (lambda lines=lines, length=length: torch.cumsum(t.view(lines, length), 1)) \
-            if torch else None
-        mine()
-        rows.append((f"cumsum of {n}, {label}",
-                     *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
-    return rows
-
-
-def bench_sort(args, torch) -> list:
-    """sort over ``args.elements`` float32 elements, one line and rows of 4096, against
-    PyTorch CPU's torch.sort."""
-    n = args.elements
-    x = np.random.default_rng(8).standard_normal(n).astype(np.float32)
-    be = device.active()
+    x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
     rows = []
     for label, lines in (("one line", 1), ("rows of 4096", n // 4096)):
         grid = x.reshape(lines, n // lines)
-        mine = (lambda grid=grid: be.sort(grid, False))
-        peer = (lambda grid=grid: torch.sort(torch.from_numpy(grid), 1)) if torch else None
+        mine = (lambda grid=grid: mine_of(grid))
+        peer = (lambda grid=grid: peer_of(torch.from_numpy(grid))) if torch else None
         mine()
-        rows.append((f"sort of {n}, {label}",
-                     *interleaved(mine, peer, args.repeats, args.rounds), "-"))
+        rows.append((f"{name} of {n}, {label}",
+                     *interleaved(mine, peer, args.repeats, args.rounds), target))
     return rows
+
+
+def bench_scan(args, torch) -> list:
+    """cumsum along lines, against torch.cumsum."""
+    be = device.active()
+    return _along_lines(args, torch, "cumsum", 6,
+                        lambda g: be.cumsum(g, g.shape[0], g.shape[1], 1, False),
+                        lambda t: torch.cumsum(t, 1), "<= 1.0")
+
+
+def bench_prod(args, torch) -> list:
+    """prod along lines, against torch.prod."""
+    be = device.active()
+    return _along_lines(args, torch, "prod", 9, lambda g: be.reduce("prod", g, (1,)),
+                        lambda t: t.prod(1), "<= 1.0")
+
+
+def bench_sort(args, torch) -> list:
+    """sort along lines, against torch.sort (no target: a sort is not elementwise)."""
+    be = device.active()
+    return _along_lines(args, torch, "sort", 8, lambda g: be.sort(g, False),
+                        lambda t: torch.sort(t, 1), "-")
 
 
 def bench_optim(args, torch) -> list:
@@ -259,7 +261,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
     parser.add_argument("--optim-hidden", type=int, default=1024,
                         help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
-    parser.add_argument("--sections", default="train,unary,scan,sort,optim,elementwise,startup",
+    parser.add_argument("--sections", default="train,unary,scan,prod,sort,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -276,6 +278,8 @@ def main(argv=None) -> int:
         report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
     if "scan" in args.sections:
         report(bench_scan(args, torch), f"Cumulative sums: ours vs {peer}")
+    if "prod" in args.sections:
+        report(bench_prod(args, torch), f"Products: ours vs {peer}")
     if "sort" in args.sections:
         report(bench_sort(args, torch), f"Sorting: ours vs {peer}")
     if "optim" in args.sections:

@@ -146,12 +146,13 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None):
-        """sum / mean / max over ``axes`` (non-negative, sorted), into ``out`` (storage of
-        the result's size, returned) where given."""
+        """sum / mean / max / prod over ``axes`` (non-negative, sorted), into ``out``
+        (storage of the result's size, returned) where given."""
 
     @abc.abstractmethod
     def reduce_backward(self, op: str, x, y, g, axes: tuple):
-        """dL/dx of y = reduce(op, x, axes, keepdims=True), given g (keepdims shape)."""
+        """dL/dx of y = reduce(op, x, axes, keepdims=True), given g (keepdims shape), for the
+        ops of ``kernel_ops.REDUCE_BACKWARD``."""
 
     @abc.abstractmethod
     def permute(self, x, axes: tuple):

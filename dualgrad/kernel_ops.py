@@ -140,7 +140,10 @@ INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_flo
                              ("int_neg",), ("int_abs",)])
 INTEGER_UNARY = ("int_neg", "int_abs")
 
-REDUCE = Family("reduce", [("sum",), ("mean",), ("max",)])
+REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",)])
+# The reductions with a backward kernel (prod's gradient is a composition: see
+# dualgrad/api/reductions.py).
+REDUCE_BACKWARD = ("sum", "mean", "max")
 # reduce.comp's own extra op, after the family's: counts the elements equal to the maximum
 # (max's backward shares the gradient among ties).
 COUNT_EQ = len(REDUCE)

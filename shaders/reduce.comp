@@ -1,5 +1,5 @@
 #version 460
-// Reductions: sum, mean, max over any axes, and COUNT_EQ (how many elements equal the
+// Reductions: sum, mean, max, prod over any axes, and COUNT_EQ (how many elements equal the
 // maximum y, for max's backward); the twin of dualgrad/cpu/reduce.py.
 //
 // The work is split into items: output element o, share s of its reduced elements (the
@@ -55,10 +55,11 @@ float combine(float acc, float v) {
         if (acc == v && acc == 0.0) return acc + v;
         return v > acc ? v : acc;
     }
+    if (OP == PROD) return acc * v;
     return acc + v;
 }
 
-float identity() { return OP == MAX ? -f_inf() : 0.0; }
+float identity() { return OP == MAX ? -f_inf() : OP == PROD ? 1.0 : 0.0; }
 
 float term(float v, float target) {
     return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : v;

@@ -39,6 +39,10 @@ CASES = {
     "cumsum": (lambda t: dg.cumsum(t, 1), lambda x: np.cumsum(x, 1)),
     "cumsum-last": (lambda t: t.cumsum(-1), lambda x: np.cumsum(x, -1)),
     "cumsum-first": (lambda t: dg.cumsum(t, 0), lambda x: np.cumsum(x, 0)),
+    "prod": (lambda t: dg.prod(t * 0.3, 1), lambda x: np.prod(x * 0.3, 1)),
+    "prod-all": (lambda t: (t * 0.5).prod(), lambda x: np.prod(x * 0.5)),
+    "prod-keep": (lambda t: dg.prod(t, dim=(0, 2), keepdim=True),
+                  lambda x: np.prod(x, (0, 2), keepdims=True)),
 }
 
 
@@ -82,6 +86,30 @@ def test_min_shares_ties_and_keeps_negative_zero(device):
     assert math.isnan(dg.min(dg.ag_tensor([1.0, float("nan")])).item())
 
 
+@pytest.mark.parametrize("x, want", [
+    ([2.0, 3.0, 0.5, -4.0], [-6.0, -4.0, -24.0, 3.0]),        # no zero: g * prod / x
+    ([2.0, 0.0, 3.0, -1.0], [0.0, -6.0, 0.0, 0.0]),           # one: the others' product
+    ([2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 0.0]),             # two: nothing
+])
+def test_prod_gradient_with_zeros_is_pytorchs(device, x, want):
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        dg.prod(t).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), want)
+
+
+def test_prod_of_rows_with_and_without_zeros_and_of_nothing(device):
+    x = np.array([[1.5, 0.0, 2.0], [-1.0, 4.0, 0.5], [0.0, 3.0, 0.0]], np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        dg.sum(dg.prod(t, 1) * dg.ag_tensor([1.0, 2.0, 3.0])).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [[0.0, 3.0, 0.0], [4.0, -1.0, -8.0],
+                                                   [0.0, 0.0, 0.0]])
+    assert dg.prod(dg.ag_tensor(np.zeros((2, 0)))).item() == 1.0
+    np.testing.assert_array_equal(dg.prod(dg.ag_tensor(np.zeros((2, 0))), 1).numpy(), [1, 1])
+    assert math.isnan(dg.prod(dg.ag_tensor([np.inf, 0.0])).item())
+
+
 def test_logsumexp_without_overflow(device):
     x = dg.ag_tensor([[1000.0, 1000.0], [-np.inf, -np.inf], [np.inf, 0.0]])
     np.testing.assert_allclose(dg.logsumexp(x, 1).numpy(), [1000.0 + math.log(2), -np.inf,
@@ -108,6 +136,8 @@ def test_variance_of_one_element_is_nan(device):
     (lambda t: dg.norm(t, -2), dg.InvalidValueError, r"^norm: argument 'p'"),
     (lambda t: dg.logsumexp(t, (0, 0)), dg.InvalidValueError, r"^logsumexp: argument 'axis'"),
     (lambda t: dg.cumsum(t, 3), dg.InvalidValueError, r"^cumsum: argument 'dim'"),
+    (lambda t: dg.prod(t, 3), dg.InvalidValueError, r"^prod: argument 'axis'"),
+    (lambda t: dg.prod(t, keepdim=1), dg.ArgumentTypeError, r"^prod: argument 'keepdims'"),
     (lambda t: dg.cumsum(t, None), dg.ArgumentTypeError, r"^cumsum: argument 'dim'"),
 ])
 def test_bad_arguments_are_named(device, call, error, pattern):

@@ -1,9 +1,9 @@
-"""Reductions made of the sum and max kernels and elementwise ops: min, var, std,
-logsumexp and norm, with PyTorch's names, arguments and gradients.
+"""Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
-Each is a composition, so its gradient follows from its parts; each reads its input more
+min, var, std, logsumexp and norm are compositions of the sum and max kernels and
+elementwise ops, so their gradients follow from their parts; each reads its input more
 than once (min: twice; var and std: three times), where a dedicated kernel would read it
-once.
+once. prod and cumsum are kernels of their own (prod's gradient is a composition).
 """
 from __future__ import annotations
 
@@ -125,6 +125,42 @@ def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
+def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
+    """Product over ``axis`` (None: all axes; an int or a tuple of ints), as ``torch.prod``;
+    the product of nothing is 1. The gradient is PyTorch's: g * prod / x where no element
+    of the product is 0; where one is, that element gets g times the product of the others
+    and the rest 0; where several are, 0."""
+    axis, keepdims = _dim_or_axis("prod", axis, dim, keepdims, keepdim)
+    x = _tensor("prod", "x", x)
+    checks.flag("prod", "keepdims", keepdims)
+    axes = _axes("prod", x, axis)
+    backend = device.active()
+    hx = handle(backend, x)
+    hk = backend.reduce("prod", hx, axes, keepdims=True)
+    kshape = tuple(hk.shape)
+    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
+                                                       if i not in axes))
+
+    def backward(g, needs):
+        zero, one = _scalar(backend, 0.0, x.dtype), _scalar(backend, 1.0, x.dtype)
+        at_zero = backend.logic("eq", hx, zero)
+        # the product of the nonzero elements, and how many are zero
+        nonzero = backend.reduce("prod", backend.where(at_zero, one, hx), axes, keepdims=True)
+        zeros = backend.reduce("sum", backend.cast(at_zero, x.dtype), axes, keepdims=True)
+        the_zero = backend.logic("logical_and", backend.logic("eq", zeros, one), at_zero)
+        others = backend.where(backend.logic("eq", zeros, zero),
+                               backend.binary("div", nonzero, hx),
+                               backend.where(the_zero, nonzero, zero))
+        return (backend.binary("mul", backend.reshape(g, kshape), others),)
+    return _make(hy, (x,), backward, backend)
+
+
+def _scalar(backend, value: float, dtype):
+    h = backend.empty((), dtype)
+    backend.fill(h, value)
+    return h
+
+
 def cumsum(x, dim: int) -> Tensor:
     """The cumulative sums of x along ``dim``, as ``torch.cumsum`` (a 0-d tensor: itself);
     its gradient the sums of g from the end."""
@@ -152,10 +188,11 @@ def _install_methods() -> None:
     Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
                                                                             **kw)
     Tensor.cumsum = lambda t, dim: cumsum(t, dim)
+    Tensor.prod = lambda t, axis=None, keepdims=None, **kw: prod(t, axis, keepdims, **kw)
     Tensor.norm = lambda t, p=2, axis=None, keepdims=None, **kw: norm(t, p, axis, keepdims,
                                                                        **kw)
 
 
 _install_methods()
 
-__all__ = ["min", "var", "std", "logsumexp", "norm", "cumsum"]
+__all__ = ["min", "var", "std", "logsumexp", "norm", "cumsum", "prod"]

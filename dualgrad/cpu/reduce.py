@@ -1,4 +1,5 @@
-"""Reductions (sum, mean, max over any axes, with keepdims) and their backward kernels.
+"""Reductions (sum, mean, max, prod over any axes, with keepdims) and the backward kernels of
+sum, mean and max.
 
 Sums accumulate in float64 and are rounded once to the output dtype, so the reference carries
 no float32 rounding until the end, in a fixed order of accumulation. When the reduced axes
@@ -29,12 +30,12 @@ import math
 import numpy as np
 from numba import types
 
-from ..kernel_ops import REDUCE
+from ..kernel_ops import REDUCE, REDUCE_BACKWARD
 from ..shapes import keepdims_shape, pad4, reduced_count
 from .jit import kernel, scalar
 from .vmath import bitcast
 
-SUM, MEAN, MAX = REDUCE.codes("sum", "mean", "max")
+SUM, MEAN, MAX, PROD = REDUCE.codes("sum", "mean", "max", "prod")
 LANES = 64      # interleaved partial results along a contiguous run
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
 _NEG_INF_BITS = 0xFF800000      # -inf's; above them (as uint32): negative NaNs
@@ -44,7 +45,7 @@ _as_float32_u = bitcast(types.uint32, types.float32)
 
 @scalar
 def _start(op):
-    return -math.inf if op == MAX else 0.0
+    return -math.inf if op == MAX else 1.0 if op == PROD else 0.0
 
 
 @scalar
@@ -58,9 +59,12 @@ def max_of(a, b):
 
 @scalar
 def _combine(op, acc, v):
-    """acc op v: a sum adds (in the order of the calls), a max takes max_of."""
+    """acc op v: a sum adds (in the order of the calls), a product multiplies, a max takes
+    max_of."""
     if op == MAX:
         return max_of(acc, v)
+    if op == PROD:
+        return acc * v
     return acc + v
 
 
@@ -71,6 +75,8 @@ def _lane(op, acc, v):
     cheaper than max_of in the loop that touches every element."""
     if op == MAX:
         return np.maximum(acc, v)
+    if op == PROD:
+        return acc * v
     return acc + v
 
 
@@ -85,11 +91,11 @@ def _lanes(op, x, lo, hi, lanes):
         for k in range(LANES):
             lanes[k] = _lane(op, lanes[k], np.float64(block[k]))
     if op != MAX:
-        total = 0.0
+        total = _start(op)
         for k in range(LANES):
-            total += lanes[k]
+            total = _combine(op, total, lanes[k])
         for j in range(full, hi):
-            total += np.float64(x[j])
+            total = _combine(op, total, np.float64(x[j]))
         return total
     half = LANES // 2                     # any order gives the same max: fold in halves
     while half:
@@ -154,10 +160,7 @@ def _out_strides(shape, axes) -> np.ndarray:
 
 def _reduce_kernel(op):
     def reduce_kernel(x, acc, shape, so):
-        if op == MAX:
-            acc[:] = -math.inf
-        else:
-            acc[:] = 0.0
+        acc[:] = _start(op)
         i = 0
         for i0 in range(shape[0]):
             for i1 in range(shape[1]):
@@ -165,11 +168,7 @@ def _reduce_kernel(op):
                     base = i0 * so[0] + i1 * so[1] + i2 * so[2]
                     for i3 in range(shape[3]):
                         o = base + i3 * so[3]
-                        v = np.float64(x[i])
-                        if op == MAX:
-                            acc[o] = max_of(acc[o], v)
-                        else:
-                            acc[o] += v
+                        acc[o] = _combine(op, acc[o], np.float64(x[i]))
                         i += 1
     return kernel(reduce_kernel)
 
@@ -248,7 +247,7 @@ def _rows_kernel(op):
 _REDUCE = [_reduce_kernel(op.code) for op in REDUCE]
 _RUNS = [_runs_kernel(op.code) for op in REDUCE]
 _ROWS = [_rows_kernel(op.code) for op in REDUCE]
-_REDUCE_GRAD = [_reduce_grad_kernel(op.code) for op in REDUCE]
+_REDUCE_GRAD = [_reduce_grad_kernel(op.code) for op in REDUCE if op.name in REDUCE_BACKWARD]
 
 
 def _consecutive(shape, axes):
@@ -276,7 +275,7 @@ def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple) -> None
 
 
 def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.ndarray:
-    """Sum, mean or max of x over `axes` (a tuple of non-negative axes)."""
+    """Sum, mean, max or product of x over `axes` (a tuple of non-negative axes)."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]
@@ -293,6 +292,9 @@ def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.nd
 def reduce_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray,
                     axes: tuple) -> np.ndarray:
     """dL/dx of y = reduce(op, x, axes, keepdims=True), given dL/dy = g (keepdims shape)."""
+    if op not in REDUCE_BACKWARD:
+        raise ValueError(f"reduce_backward: no kernel for {op!r}; expected one of "
+                         f"{REDUCE_BACKWARD}")
     out = np.empty_like(x)
     code = REDUCE.code[op]
     n = reduced_count(x.shape, axes)

@@ -246,6 +246,26 @@ for _op in ("sum", "mean", "max"):
     check(f"reduce:{_op}")(_reduce_check(_op))
 
 
+@check("reduce:prod")
+def _reduce_prod(data, pair):
+    """Magnitudes 2^u, u in [-1, 1], so no partial product of up to 4096 terms leaves the
+    normal range in any order (where one would, the order decides between 0 or inf and a
+    finite result); signed zeros, inf and NaN among them. (Its gradient is a composition.)"""
+    shape = data.draw(dgst.shapes(min_dims=1, max_size=1 << 12), label="shape")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
+    x = (np.exp2(rng.uniform(-1, 1, shape)) * rng.choice([-1, 1], shape)).astype(F32)
+    specials = data.draw(st.lists(st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan]),
+                                  max_size=3), label="specials")
+    if x.size:
+        x.reshape(-1)[rng.integers(0, x.size, len(specials))] = specials
+    axes = _axes(data, x.ndim)
+    cy, gy = pair.twin("reduce", "prod", x, axes, True)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = np.abs(np.prod(x.astype(np.float64), axis=axes, keepdims=True))
+    return [pair.agree("reduce:prod", gy, cy, scale=scale, length=n)]
+
+
 # -- boolean results, selection, conversion -------------------------------------------------
 def _logic_operands(data, pair, op):
     """Float operands with ties, signed zeros, NaN and infinities, or int32 ones."""

@@ -392,6 +392,10 @@ TOLERANCES: dict = {
                             ulps=1, gamma=1),
     "reduce:mean": Tolerance("the sum's bound, then a 2.5 ULP division by n", ulps=4, gamma=1),
     "reduce:max": Tolerance("a selection: exact in any order", exact=True),
+    "reduce:prod": Tolerance("a float32 product of n terms in any order is within gamma(n) "
+                             "of the exact one, relative (scale = |product|), while no partial "
+                             "product leaves the normal range; the cpu multiplies in float64 "
+                             "and rounds once", ulps=1, gamma=1),
     **{f"logic:{op}": Tolerance("a comparison or a test: exact (IEEE: NaN unordered)",
                                 exact=True) for op in LOGIC.names},
     **{f"integer:{op}": Tolerance("int32 arithmetic, wrapping: exact", exact=True)

@@ -8,7 +8,7 @@ import functools
 import math
 from typing import NamedTuple
 
-from ...kernel_ops import COUNT_EQ, REDUCE
+from ...kernel_ops import COUNT_EQ, REDUCE, REDUCE_BACKWARD
 from ...shapes import keepdims_shape, pad4, reduced_shape, strides4
 from .. import plans
 from ..dispatch import MAX_GROUPS, grid, packed_uints, packer, push_constants
@@ -110,6 +110,9 @@ def reduce(dev, op, x, axes, keepdims=False, out=None):
 
 
 def reduce_backward(dev, op, x, y, g, axes):
+    if op not in REDUCE_BACKWARD:
+        raise ValueError(f"reduce_backward: no kernel for {op!r}; expected one of "
+                         f"{REDUCE_BACKWARD}")
     out = dev.empty(x.shape)
     if not x.size:
         return out
