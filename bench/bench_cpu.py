@@ -152,6 +152,25 @@ def bench_unary(args, torch) -> list:
     return rows
 
 
+def bench_binary(args, torch) -> list:
+    """The binary ops past + - * / over ``args.elements`` float32 elements, the kernel alone,
+    against PyTorch CPU's."""
+    n = args.elements
+    rng = np.random.default_rng(10)
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    tx, ty = (torch.from_numpy(v) for v in (x, y)) if torch else (None, None)
+    be = device.active()
+    rows = []
+    for op, theirs in (("atan2", "atan2"), ("fmod", "fmod"), ("remainder", "remainder"),
+                       ("floor_divide", "floor_divide")):
+        mine = (lambda op=op: be.binary(op, x, y))
+        peer = (lambda f=getattr(torch, theirs, None): f(tx, ty)) if torch else None
+        mine()
+        rows.append((f"binary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
+                     "<= 1.0"))
+    return rows
+
+
 def _along_lines(args, torch, name: str, seed: int, mine_of, peer_of, target: str) -> list:
     """An op along the lines of ``args.elements`` float32 elements read as one line and as
     rows of 4096: ``mine_of(grid)`` ours, ``peer_of(tensor)`` PyTorch CPU's."""
@@ -261,7 +280,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
     parser.add_argument("--optim-hidden", type=int, default=1024,
                         help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
-    parser.add_argument("--sections", default="train,unary,scan,prod,sort,optim,elementwise,startup",
+    parser.add_argument("--sections", default="train,unary,binary,scan,prod,sort,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -278,6 +297,8 @@ def main(argv=None) -> int:
         report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
     if "scan" in args.sections:
         report(bench_scan(args, torch), f"Cumulative sums: ours vs {peer}")
+    if "binary" in args.sections:
+        report(bench_binary(args, torch), f"Binary ops: ours vs {peer}")
     if "prod" in args.sections:
         report(bench_prod(args, torch), f"Products: ours vs {peer}")
     if "sort" in args.sections:

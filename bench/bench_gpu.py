@@ -470,7 +470,8 @@ def bench_scan(args, ours, torch) -> list:
 
 def bench_select(args, ours, torch) -> list:
     """The new elementwise and selection kernels over ``args.elements`` float32 elements:
-    atan2, a comparison, where, a conversion, argmax and sort (one line, rows of 4096),
+    atan2, fmod, % and //, a comparison, where, a conversion, argmax and sort (one line,
+    rows of 4096),
     against PyTorch's."""
     n = args.elements
     rng = np.random.default_rng(7)
@@ -483,6 +484,10 @@ def bench_select(args, ours, torch) -> list:
     rows = n // 4096
     cases = [
         ("atan2", lambda: be.binary("atan2", hx, hy), lambda: torch.atan2(tx, ty)),
+        ("fmod", lambda: be.binary("fmod", hx, hy), lambda: torch.fmod(tx, ty)),
+        ("x % y", lambda: be.binary("remainder", hx, hy), lambda: torch.remainder(tx, ty)),
+        ("x // y", lambda: be.binary("floor_divide", hx, hy),
+         lambda: torch.floor_divide(tx, ty)),
         ("x > y", lambda: be.logic("gt", hx, hy), lambda: tx > ty),
         ("where", lambda: be.where(hc, hx, hy), lambda: torch.where(tc, tx, ty)),
         ("float to int32", lambda: be.cast(hx, np.int32), lambda: tx.to(torch.int32)),

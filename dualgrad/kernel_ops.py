@@ -123,7 +123,8 @@ UNARY = Family("unary", [
 ])
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),
-                           ("minimum",), ("atan2",)])
+                           ("minimum",), ("atan2",), ("fmod",), ("remainder",),
+                           ("floor_divide",)])
 
 # Ops with boolean results (stored as int32 0 or 1), on float or int32 operands: comparisons
 # and logical ops of two (broadcast) operands, then the tests of one.

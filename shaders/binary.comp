@@ -8,6 +8,7 @@
 #include "common.glsl"
 #include "opcodes.glsl"
 #include "atan.glsl"
+#include "fmod.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
@@ -27,6 +28,9 @@ float forward(float x, float y) {
     if (OP == POW) return pow_c(x, y);
     if (OP == MAXIMUM) return (x > y || isnan(x)) ? x : y;
     if (OP == ATAN2) return atan2_f(x, y);
+    if (OP == FMOD) return fmod_f(x, y);
+    if (OP == REMAINDER) return remainder_f(x, y);
+    if (OP == FLOOR_DIVIDE) return integer_quotient(x, y, true);
     return (x < y || isnan(x)) ? x : y;          // MINIMUM
 }
 
@@ -41,6 +45,9 @@ vec2 backward(float x, float y, float g) {
         return vec2(gx, gy);
     }
     if (OP == ATAN2) return atan2_grad(x, y, g);
+    if (OP == FMOD) return vec2(g, -times_integer_quotient(g, x, y, false));
+    if (OP == REMAINDER) return vec2(g, -times_integer_quotient(g, x, y, true));
+    if (OP == FLOOR_DIVIDE) return vec2(0.0);    // (a step function)
     if (x == y) return vec2(0.5 * g);            // ties split the gradient
     if (OP == MAXIMUM) return x > y ? vec2(g, 0.0) : vec2(0.0, g);
     return x < y ? vec2(g, 0.0) : vec2(0.0, g);  // MINIMUM

@@ -13,7 +13,8 @@ const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIG
            TAN = 47, ASIN = 48, ACOS = 49, ATAN = 50, SINH = 51, COSH = 52, ASINH = 53,
            ACOSH = 54, ATANH = 55, ERF = 56, ERFC = 57;
 // binary
-const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6, ATAN2 = 7;
+const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6, ATAN2 = 7,
+           FMOD = 8, REMAINDER = 9, FLOOR_DIVIDE = 10;
 // reduce
 const uint SUM = 0, MEAN = 1, MAX = 2, PROD = 3;
 // logic

@@ -286,5 +286,65 @@ def test_integer_arithmetic_wraps_and_floors_as_pythons(device):
     assert (ta + 1).dtype == np.int32 and (ta / tb).dtype == np.float32     # true division
     assert (ta + 0.5).numpy().tolist() == (a.astype(np.float32) + 0.5).tolist()
     assert (t([True, True], dtype=bool) + 1).numpy().tolist() == [2, 2]
-    with pytest.raises(dg.ArgumentTypeError, match=r"^floor_divide: .*integer tensors"):
-        t([1.5]) // 2
+    assert (ta // 2.0).dtype == np.float32 and (ta // 2.0).numpy().tolist() == \
+        np.floor_divide(a.astype(np.float32), 2).tolist()
+
+
+FLOATS = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -7.0, 7.0, 3.0, 0.1, 0.3, 1e20, 1e-20, 1e-40,
+                   -1e-44, 3e38, np.inf, -np.inf, np.nan], np.float32)
+
+
+def same_floats(got, want):
+    got, want = np.asarray(got, np.float32), np.asarray(want, np.float32)
+    assert got.shape == want.shape
+    both_nan = np.isnan(got) & np.isnan(want)
+    np.testing.assert_array_equal(np.where(both_nan, 0, got.view(np.int32)),
+                                  np.where(both_nan, 0, want.view(np.int32)))
+
+
+@pytest.mark.parametrize("name", ["fmod", "remainder", "floor_divide"])
+def test_float_fmod_remainder_and_floor_division_as_cs_and_pythons(device, name):
+    """fmod as C's (exact), remainder and // as Python's, on every pair of special values
+    (signed zeros, subnormals, infinities, NaN) and a spread of ordinary ones."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([np.repeat(FLOATS, FLOATS.size),
+                        (rng.standard_normal(3000) * 20).astype(np.float32)])
+    b = np.concatenate([np.tile(FLOATS, FLOATS.size),
+                        (rng.integers(-30, 30, 3000) * 0.1).astype(np.float32)])
+    ours = {"fmod": dg.fmod, "remainder": dg.remainder, "floor_divide": dg.floor_divide}[name]
+    ref = {"fmod": np.fmod, "remainder": np.remainder, "floor_divide": np.floor_divide}[name]
+    with np.errstate(all="ignore"):       # (float64: exact here, then one rounding)
+        want = ref(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    if name == "remainder":           # a zero keeps fmod's sign (x's), as PyTorch's
+        want = np.where(want == 0, np.copysign(np.float32(0), a), want)
+    same_floats(ours(t(a), t(b)).numpy(), want)
+    operator = {"fmod": None, "remainder": lambda x, y: x % y,
+                "floor_divide": lambda x, y: x // y}[name]
+    if operator is not None:
+        same_floats(operator(t(a), t(b)).numpy(), want)
+        same_floats(operator(t(a), float(b[-1])).numpy(), ours(t(a), t(b[-1:])).numpy())
+        same_floats(operator(5.5, t(b)).numpy(), ours(t(np.full(1, 5.5)), t(b)).numpy())
+
+
+def test_gradients_of_fmod_and_remainder_use_the_exact_quotients(device):
+    x = np.array([1.0, -7.5, 7.5, 0.25], np.float32)
+    y = np.array([0.1, 2.0, -2.0, 3.0], np.float32)
+    # -dL/dy is the quotient truncated (fmod) or floored (remainder), exact: 1 / float32(0.1)
+    # is 9.99999985, so 9 (PyTorch rounds the division to 10 first)
+    for fn, quotient in ((dg.fmod, [9.0, -3.0, -3.0, 0.0]), (dg.remainder, [9.0, -4.0, -4.0, 0.0])):
+        with dg.with_grad_tape():
+            tx, ty = t(x, requires_grad=True), t(y, requires_grad=True)
+            dg.sum(fn(tx, ty)).backward()
+        np.testing.assert_array_equal(tx.grad.numpy(), np.ones(4))
+        np.testing.assert_array_equal(ty.grad.numpy(), -np.array(quotient))
+    with dg.with_grad_tape():
+        tx = t(x, requires_grad=True)
+        dg.sum(tx // 2.0).backward()
+    np.testing.assert_array_equal(tx.grad.numpy(), np.zeros(4))
+
+
+@pytest.mark.parametrize("fn", [dg.fmod, dg.remainder], ids=["fmod", "remainder"])
+def test_fmod_and_remainder_gradients_by_finite_differences(fn):
+    x = np.array([[1.3, -7.7, 7.4], [0.4, 5.1, -2.2]])
+    y = np.array([[0.7, 2.1, -1.9], [3.3, -1.3, 0.9]])
+    dg.gradcheck(fn, [x, y])

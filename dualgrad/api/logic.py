@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentTypeError, InvalidValueError, ShapeError, bad_type
 from ..shapes import MAX_RANK
-from . import checks, device
+from . import checks, device, ops
 from .ops import _axes, _broadcast, _constant, _dim_or_axis, _make, _sum_to
 from .residency import adopt, handle
 from .tensor import BOOL, DEFAULT_DTYPE, INT32, Tensor, ag_tensor, host_array, is_float
@@ -390,9 +390,6 @@ def integer_binary(op: str, fn: str, a, b):
         a, b = _to(backend, a, INT32), _to(backend, b, INT32)
         return _result(backend, backend.integer(_INT_OPS[op], handle(backend, a),
                                                 handle(backend, b)), INT32)
-    if op in ("floor_divide", "remainder"):
-        raise ArgumentTypeError(f"{fn}: floor division and remainder are of integer tensors "
-                                f"(these are {a.dtype} and {b.dtype}; float ones: not yet)")
     dtype = a.dtype if is_float(a.dtype) else b.dtype if is_float(b.dtype) else DEFAULT_DTYPE
     backend = device.active()
     return _to(backend, a, dtype), _to(backend, b, dtype)
@@ -406,15 +403,19 @@ def integer_unary(op: str, x: Tensor) -> Tensor:
 
 
 def floor_divide(input, other) -> Tensor:  # noqa: A002
-    """input // other, rounding toward -inf (Python's and PyTorch's rule), of integer
-    tensors (or ints) with broadcasting; a zero divisor gives 0 (PyTorch raises)."""
-    return integer_binary("floor_divide", "floor_divide", input, other)
+    """input // other rounded toward -inf (Python's and PyTorch's rule), with broadcasting.
+    Of integers an int32 tensor (a zero divisor gives 0, where PyTorch raises); of floats
+    PyTorch's float rule (x / y where y is 0, NaN for an infinite x), exact while the
+    quotient is below 2^29, with no gradient (a step function; PyTorch's raises)."""
+    return ops._binary("floor_divide", "floor_divide", input, other)
 
 
 def remainder(input, other) -> Tensor:  # noqa: A002
-    """input % other with the sign of ``other`` (Python's and PyTorch's rule), of integer
-    tensors (or ints) with broadcasting; a zero divisor gives 0 (PyTorch raises)."""
-    return integer_binary("remainder", "remainder", input, other)
+    """input % other with the sign of ``other`` (Python's and PyTorch's rule), with
+    broadcasting. Of integers an int32 tensor (a zero divisor gives 0, where PyTorch
+    raises); of floats exact (NaN where y is 0 or x infinite), its gradients g and
+    -g * floor_divide(input, other)."""
+    return ops._binary("remainder", "remainder", input, other)
 
 
 def to(input, dtype) -> Tensor:  # noqa: A002
@@ -447,6 +448,9 @@ def _install_methods() -> None:
     T.__rfloordiv__ = lambda a, b: floor_divide(b, a)
     T.__mod__ = lambda a, b: remainder(a, b)
     T.__rmod__ = lambda a, b: remainder(b, a)
+    T.floor_divide = lambda a, b: floor_divide(a, b)
+    T.remainder = lambda a, b: remainder(a, b)
+    T.fmod = lambda a, b: ops.fmod(a, b)
     T.tril = lambda a, diagonal=0: tril(a, diagonal)
     T.triu = lambda a, diagonal=0: triu(a, diagonal)
     T.argmax = lambda a, dim=None, keepdim=False: argmax(a, dim, keepdim)

@@ -346,6 +346,15 @@ def lerp(input, end, weight) -> Tensor:  # noqa: A002 - PyTorch's argument names
     return add(start, mul(_tensor("lerp", "weight", weight, start), diff))
 
 
+def fmod(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """input - trunc(input / other) * other, as C's fmod and ``torch.fmod`` (the sign of
+    ``input``; NaN where other is 0 or input infinite), exact; either may be a number. Its
+    gradients are g and -g * trunc(input / other), the quotient exact (PyTorch's rounds
+    input / other first: near an integer it may differ by one). Integer tensors become
+    float (PyTorch keeps them integer)."""
+    return _binary("fmod", "fmod", input, other)
+
+
 def _min_or_max(op: str, a, b) -> Tensor:
     if _non_float(a) or _non_float(b):
         return _binary(op, op, a, b)
@@ -854,6 +863,6 @@ _install_operators()
 
 __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
            "elu", "celu", "clamp", "hardtanh",
-           "relu6", "maximum", "lerp", "atan2",
+           "relu6", "maximum", "lerp", "atan2", "fmod",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "gather", "scatter_add", "linear", "layer_norm", "embedding", "dropout"]

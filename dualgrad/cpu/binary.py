@@ -20,8 +20,48 @@ from ..shapes import broadcast_strides, pad4
 from . import split
 from .jit import kernel, scalar
 
-ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2 = BINARY.codes(
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2")
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE = BINARY.codes(
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "fmod", "remainder",
+    "floor_divide")
+
+
+@scalar
+def fmod_of(x, y):
+    """C's fmod, exact. For float32 operands whose quotient is below 2^14, trunc(x / y) in
+    float64 is the truncated quotient q (x / y is then at least 2^-25 / q from an integer,
+    far more than float64's rounding), and x - q y is exact (at most 39 bits): a form that
+    vectorises, where the library's fmod is a loop."""
+    q = np.trunc(x / y)
+    if abs(q) < 16384.0 and abs(y) < math.inf:
+        return math.copysign(x - q * y, x)
+    return np.fmod(x, y)
+
+
+@scalar
+def integer_quotient(x, y, floored):
+    """trunc(x / y) from the exact fmod (the quotient that makes x - fmod(x, y), rounded to
+    an integer; its zero signed as x / y), or, ``floored``, PyTorch's floor_divide: rounded
+    toward -inf; x / y where y is 0; NaN where x is infinite."""
+    if x != x or y != y:
+        return x + y
+    if y == 0.0 or math.isinf(x):
+        if floored and math.isinf(x) and y != 0.0:
+            return math.nan
+        return np.trunc(x / y)
+    mod = fmod_of(x, y)
+    q = np.rint((x - mod) / y)
+    if floored and mod != 0.0 and (mod < 0.0) != (y < 0.0):
+        q -= 1.0
+    return q if q != 0.0 else math.copysign(0.0, x) * math.copysign(1.0, y)
+
+
+@scalar
+def remainder_of(x, y):
+    """fmod, then + y where it is nonzero and its sign is not y's (Python's rule)."""
+    mod = fmod_of(x, y)
+    if mod != 0.0 and (mod < 0.0) != (y < 0.0):
+        return mod + y
+    return mod
 
 
 @scalar
@@ -40,6 +80,12 @@ def binary_scalar(op, x, y):
         return x if (x > y or x != x) else y     # NaN propagates from either side
     if op == ATAN2:
         return math.atan2(x, y)
+    if op == FMOD:
+        return fmod_of(x, y)
+    if op == REMAINDER:
+        return remainder_of(x, y)
+    if op == FLOOR_DIVIDE:
+        return integer_quotient(x, y, True)
     # MINIMUM
     return x if (x < y or x != x) else y
 
@@ -63,6 +109,12 @@ def binary_grad_scalar(op, x, y, g):
     if op == ATAN2:                              # (no overflow: float32 squared in float64)
         r = 1.0 / (x * x + y * y)
         return g * y * r, -g * x * r
+    if op == FMOD:
+        return g, -g * integer_quotient(x, y, False)
+    if op == REMAINDER:
+        return g, -g * integer_quotient(x, y, True)
+    if op == FLOOR_DIVIDE:
+        return 0.0, 0.0                          # (a step function)
     if op == MAXIMUM:
         if x == y:
             return 0.5 * g, 0.5 * g              # ties split the gradient, as in PyTorch

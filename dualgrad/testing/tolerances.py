@@ -88,6 +88,10 @@ _TO_INTEGER = ("rounding a float32 to an integral float32 is exact (GLSL's floor
                "roundEven; NumPy's on the cpu)")
 _OPTIM = "one fused update from the same state; "
 _DIV = "OpFDiv is within 2.5 ULP in Vulkan; the cpu division is correctly rounded"
+_QUOTIENT = ("an integer quotient: the same integer on both while below 2^29 (the cpu's float64 "
+             "(x - fmod(x, y)) / y is exact there), rounded once to float32; past it the "
+             "cpu's float64 quotient and the device's (exact below 2^31, else a quotient of "
+             "significands within 2.5 ULP) may round apart")
 _REDUCED = ("|x| = q pi/2 + r by Payne and Hanek's reduction in integers (short by less than "
             "2^-70 of a quadrant, so r keeps its relative accuracy for every float32 x): r "
             "within about 2 ULP (the fraction's conversion and sum, the product by pi/2)")
@@ -372,6 +376,13 @@ TOLERANCES: dict = {
                               "polynomial) and one reflection about pi/2 or pi, formed from "
                               "two-part constants: the result is at least pi/4 there, so "
                               "neither reflection cancels", ulps=6),
+    "binary:fmod": Tolerance("long division of the integer significands on the device, C's "
+                             "fmod on the cpu: both exact", exact=True),
+    "binary:remainder": Tolerance("fmod, then |y| - r in y's units (exact on both); where "
+                                  "|x| < |y| y + x, correctly rounded on both, but on the "
+                                  "device formed of significands, so a subnormal result is "
+                                  "rounded twice", ulps=1),
+    "binary:floor_divide": Tolerance(_QUOTIENT, ulps=3),
     "binary_backward:add": Tolerance(_EXACT_MOVE, exact=True),
     "binary_backward:sub": Tolerance(_EXACT_MOVE, exact=True),
     "binary_backward:mul": Tolerance("g * other: one product", exact=True),
@@ -380,6 +391,11 @@ TOLERANCES: dict = {
                                        "(exact): a sum of two squares, a division (2.5 ULP) "
                                        "and the product with g", ulps=6),
     "binary_backward:minimum": Tolerance("g, 0 or g/2: exact", exact=True),
+    "binary_backward:fmod": Tolerance("g, and -g q with q the truncated quotient (" + _QUOTIENT
+                                      + "): one product", ulps=4),
+    "binary_backward:remainder": Tolerance("g, and -g q with q the floored quotient (" +
+                                           _QUOTIENT + "): one product", ulps=4),
+    "binary_backward:floor_divide": Tolerance("zeros (a step function)", exact=True),
     "binary_backward:div": Tolerance("g / y and -g x / (y y): a division after up to two "
                                      "roundings", ulps=6),
     "binary_backward:pow": Tolerance("pow's bound plus two roundings; the exponent's gradient "
