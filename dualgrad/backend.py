@@ -214,7 +214,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def embedding(self, table, idx):
-        """Rows of ``table`` looked up by ``idx``: shape idx.shape + (table.shape[1],)."""
+        """Rows of ``table`` (any dtype) looked up by ``idx``: shape idx.shape +
+        (table.shape[1],). Exact."""
 
     @abc.abstractmethod
     def embedding_backward(self, idx, g, num_rows: int):

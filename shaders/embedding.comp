@@ -1,5 +1,6 @@
 #version 460
-// Embedding: the forward gathers rows (BACKWARD = 0: out[i, j] = table[idx[i], j]); the
+// Embedding: the forward gathers rows (BACKWARD = 0: out[i, j] = table[idx[i], j], moved as
+// bits, so int32 tables and any float payload pass unchanged on any device); the
 // backward (BACKWARD = 1) sums, for each looked-up row u, the gradient rows of the
 // positions that looked it up, in position order (order[seg[u] .. seg[u+1]) lists them,
 // sorted stably on the host), so it is deterministic and needs no atomics.
@@ -19,7 +20,7 @@ void main() {
     for (uint e = gl_GlobalInvocationID.x; e < total; e += stride) {
         uint i = e / p.dim, j = e % p.dim;
         if (BACKWARD == 0) {
-            p.out_.v[e] = p.src.v[uint(p.idx.v[i]) * p.dim + j];
+            Ints(p.out_).v[e] = Ints(p.src).v[uint(p.idx.v[i]) * p.dim + j];
         } else {
             float acc = 0.0;
             for (int k = p.seg.v[i]; k < p.seg.v[i + 1]; ++k)

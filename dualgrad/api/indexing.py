@@ -14,11 +14,11 @@ import builtins
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, DualgradError, bad_shape, bad_type, bad_value
+from ..errors import DualgradError, bad_shape, bad_type, bad_value
 from ..shapes import MAX_RANK
 from . import checks, device
 from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
-from .residency import handle
+from .residency import adopt, handle
 from .tensor import Tensor, is_float
 
 
@@ -127,9 +127,6 @@ def getitem(x: Tensor, key) -> Tensor:
         raise bad_value("getitem", "key", key,
                         "at most one index array (several are not supported yet)")
     if arrays:
-        if not is_float(x.dtype):
-            raise ArgumentTypeError(f"getitem: a {x.dtype} tensor is indexed by ints, slices, "
-                                    "None and ... (index arrays and masks: not yet)")
         return _advanced(x, key, arrays[0])
     return _strided_key(x, key)
 
@@ -174,8 +171,8 @@ def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
 def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
     """The slices of ``x`` at positions ``index`` (integer array, any shape, negative
     counting from the end) along ``dim``: the result has index's shape in place of that
-    axis. Gradients of repeated positions add up."""
-    x = _tensor(fn, "x", x)
+    axis. Gradients of repeated positions add up. Of any dtype."""
+    x = _tensor(fn, "x", x, any_dtype=True)
     if x.ndim == 0:
         raise bad_shape(fn, "x", x.shape, "at least one dimension")
     dim = _axis(fn, "dim", dim, x.ndim)
@@ -192,8 +189,14 @@ def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
                         f"a shape leaving at most {MAX_RANK} dimensions in the result")
     moved = x if dim == 0 else transpose(x, (dim,) + tuple(d for d in range(x.ndim)
                                                              if d != dim))
-    rows = embedding(reshape(moved, (n, int(np.prod(moved.shape[1:])))),
-                     class_indices(fn, "index", idx.reshape(-1), None, n))
+    table = reshape(moved, (n, int(np.prod(moved.shape[1:]))))
+    positions = class_indices(fn, "index", idx.reshape(-1), None, n)
+    if is_float(x.dtype):
+        rows = embedding(table, positions)
+    else:                              # (no gradient: rows moved as bits)
+        backend = device.active()
+        h = backend.embedding(handle(backend, table), backend.indices(positions))
+        rows = adopt(backend, Tensor(tuple(h.shape), x.dtype), h)
     picked = reshape(rows, (idx.size,) + moved.shape[1:])
     if dim:
         order = tuple(range(1, dim + 1)) + (0,) + tuple(range(dim + 1, x.ndim))

@@ -702,18 +702,22 @@ def _layer_norm(data, pair):
 def _embedding(data, pair):
     num, dim = data.draw(st.integers(1, 300), label="rows"), data.draw(st.integers(1, 70),
                                                                         label="dim")
-    table = data.draw(dgst.arrays((num, dim), specials=pair.specials(dgst.ALL_SPECIALS)),
+    table = data.draw(dgst.arrays((num, dim), specials=dgst.ALL_SPECIALS),   # (bits move)
                       label="table")
     idx = data.draw(dgst.index_arrays(dgst.shapes(1, 2, max_side=30), num), label="indices")
+    moved = []
+    if data.draw(st.booleans(), label="int32 table"):
+        ci, gi = pair.twin("embedding", _as_storage(_int32s(data, (num, dim), "ints")), idx)
+        moved.append(pair.agree("embedding", gi, ci))
     cy, gy = pair.twin("embedding", table, idx)
     g = data.draw(dgst.arrays(idx.shape + (dim,)), label="g")
     cg, gg = pair.twin("embedding_backward", idx, g, num)
     counts = np.bincount(idx.reshape(-1), minlength=num)[:, None]
     scale = np.zeros((num, dim))
     np.add.at(scale, idx.reshape(-1), np.abs(g.reshape(-1, dim)))
-    return [pair.agree("embedding", gy, cy),
-            pair.agree("embedding_backward", gg, cg, scale=scale,
-                       length=np.maximum(counts, 1))]
+    return moved + [pair.agree("embedding", gy, cy),
+                    pair.agree("embedding_backward", gg, cg, scale=scale,
+                               length=np.maximum(counts, 1))]
 
 
 @check("gather")

@@ -9,7 +9,7 @@ from ..dispatch import grid, push_constants
 
 def embedding(dev, table, idx):
     count, dim = idx.size, table.shape[1]
-    out = dev.empty((count, dim))
+    out = dev.empty((count, dim), table.dtype)
     if out.size:
         dev.launch("embedding", (0,), push_constants((table.address, idx.address, 0, 0,
                                                       out.address), (count, dim)),
