@@ -51,24 +51,32 @@ float fmod_f(float x, float y) {
 
 // fmod, then + y where it is nonzero and its sign is not y's: the sign of y, as Python's
 // and PyTorch's remainder. Past |x| >= |y| the sum is |y| - r, exact in the same units;
-// below, y + x is one rounding, made of the significands so a subnormal x still counts.
+// below, y + x is one rounding of significands: a result below the normal range is exact
+// (a multiple of 2^-149 below 2^-126), so it is written as its integer count of 2^-149.
+// (One long division on every path: threads of a workgroup do not wait on two.)
 float remainder_f(float x, float y) {
     uint ux = floatBitsToUint(x), uy = floatBitsToUint(y);
     uint bx = ux & ~F_SIGN, by = uy & ~F_SIGN;
     if (bx >= F_INF_BITS || by > F_INF_BITS || by == 0u) return f_nan();
     bool differ = (ux & F_SIGN) != (uy & F_SIGN);
-    if (bx == 0u || !differ) return fmod_f(x, y);
-    if (by == F_INF_BITS) return y;
+    if (bx == 0u || (bx < by && !differ) || by == F_INF_BITS) {
+        return (bx == 0u || !differ) ? x : y;
+    }
     if (bx < by) {
         int ex, ey;
         float mx = split_mag(x, ex), my = split_mag(y, ey);
-        float d = scale2(my - scale2(mx, ex - ey), ey);
-        return signbit_f(y) ? -d : d;
+        float d = my - scale2(mx, ex - ey);             // |y| - |x| over 2^ey, in (0, 2)
+        float units = scale2(d, ey + 149);
+        uint mag = units < 8388608.0 ? uint(units) : floatBitsToUint(scale2(d, ey));
+        return uintBitsToFloat((uy & F_SIGN) | mag);
     }
     Division v = divide(bx, by);
-    if (v.r == 0u) return uintBitsToFloat(ux & F_SIGN);
-    return uintBitsToFloat((uy & F_SIGN) | scaled_bits(significand(by) - v.r,
-                                                       biased_exponent(by)));
+    uint sign = ux & F_SIGN, r = v.r;
+    if (r != 0u && differ) {
+        r = significand(by) - r;
+        sign = uy & F_SIGN;
+    }
+    return uintBitsToFloat(sign | scaled_bits(r, biased_exponent(by)));
 }
 
 // g times the quotient of |x| / |y| (finite, 0 < |y| <= |x|) truncated, plus one if

@@ -19,10 +19,11 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint TYPE = 0;
+layout(constant_id = 2) const uint BLOCK = 2048u;   // elements a workgroup sorts in shared
+                                                    // memory (8 bytes each)
 
 const uint LOCAL = 0u, GLOBAL = 1u;
 const uint FIRST = 1u, LAST = 2u, DESCENDING = 4u;
-const uint BLOCK = 2048u;
 const uint PAD = 0xFFFFFFFFu;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Uints { uint v[]; };

@@ -331,7 +331,14 @@ def test_float_fmod_remainder_and_floor_division_as_cs_and_pythons(device, name)
         want = ref(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
     if name == "remainder":           # a zero keeps fmod's sign (x's), as PyTorch's
         want = np.where(want == 0, np.copysign(np.float32(0), a), want)
-    same_floats(ours(t(a), t(b)).numpy(), want)
+    got = ours(t(a), t(b)).numpy()
+    if name == "floor_divide":
+        # past 2^29 the quotient is rounded from a float64 (cpu) or float32 one: the bound
+        # of the differential check, 3 ULP; exact below
+        huge = np.abs(want) >= 2 ** 29
+        np.testing.assert_allclose(got[huge], want[huge], rtol=3 * 2.0 ** -23)
+        got, want, a, b = got[~huge], want[~huge], a[~huge], b[~huge]
+    same_floats(got, want)
     operator = {"fmod": None, "remainder": lambda x, y: x % y,
                 "floor_divide": lambda x, y: x // y}[name]
     if operator is not None:

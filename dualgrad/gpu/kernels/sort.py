@@ -1,7 +1,8 @@
 """sort.comp: the rows of a (rows, n) tensor sorted (a bitonic sort of key pairs that makes
-ties keep their order); the twin of ``dualgrad/cpu/sort.py``. Rows padded to P <= BLOCK
-sort in one dispatch; longer ones take the stages past BLOCK as one dispatch per distance
-of BLOCK or more, and a shared-memory dispatch for the distances below it."""
+ties keep their order); the twin of ``dualgrad/cpu/sort.py``. Rows padded to P elements,
+at most a block (4096, or 2048 where shared memory is 16 KiB), sort in one dispatch;
+longer ones take the stages past a block as one dispatch per distance of a block or more,
+and a shared-memory dispatch for the distances below it."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from ..dispatch import MAX_GROUPS, grid, packer
 
 LOCAL, GLOBAL = 0, 1
 FIRST, LAST, DESCENDING = 1, 2, 4
-BLOCK = 2048
+SHARED_PAIR = 8                   # bytes of shared memory an element takes (key, index)
 INT32 = np.dtype(np.int32)
 _PUSH = packer(5, 7)
 
@@ -18,34 +19,36 @@ _PUSH = packer(5, 7)
 def sort(dev, x, descending: bool):
     """(values, int32 indices) of x's rows (rows, n) sorted along n."""
     rows, n = x.shape
+    # as many elements a workgroup as shared memory holds: 2048 in Vulkan's least 16 KiB
+    block = 4096 if dev.matmul_limits[0] >= 4096 * SHARED_PAIR else 2048
     vals, order = dev.empty(x.shape, x.dtype), dev.empty(x.shape, INT32)
     if not x.size:
         return vals, order
     padded = 1 << (n - 1).bit_length()
     total = rows * padded
-    spec = 0 if x.dtype.kind == "f" else 1
+    spec = (0 if x.dtype.kind == "f" else 1, block)
     down = DESCENDING if descending else 0
-    if padded <= BLOCK:
+    if padded <= block:
         keys = idx = vals                      # (unused: one dispatch makes and writes)
     else:
         keys, idx = dev.empty((total,), INT32), dev.empty((total,), INT32)
-    blocks = (min(-(-total // BLOCK), MAX_GROUPS), 1, 1)
+    blocks = (min(-(-total // block), MAX_GROUPS), 1, 1)
 
     def local(kfirst, klast, flags):
-        dev.launch("sort", (LOCAL, spec),
+        dev.launch("sort", (LOCAL, *spec),
                    _PUSH.pack(x.address, keys.address, idx.address, vals.address,
                               order.address, total, n, padded, kfirst, klast, 0, flags | down),
                    blocks, [x, keys, idx], [keys, idx, vals, order])
 
-    if padded <= BLOCK:
+    if padded <= block:
         local(2, padded, FIRST | LAST)
         return vals, order
-    local(2, BLOCK, FIRST)
-    k = 2 * BLOCK
+    local(2, block, FIRST)
+    k = 2 * block
     while k <= padded:
         j = k // 2
-        while j >= BLOCK:
-            dev.launch("sort", (GLOBAL, spec),
+        while j >= block:
+            dev.launch("sort", (GLOBAL, *spec),
                        _PUSH.pack(x.address, keys.address, idx.address, vals.address,
                                   order.address, total, n, padded, k, k, j, down),
                        grid(total // 2), [keys, idx], [keys, idx])
