@@ -17,6 +17,8 @@ import abc
 
 import numpy as np
 
+from .shapes import keepdims_shape, reduced_shape, reduction_layout
+
 # Pass storage comes in two slots a thread switches between: what a tape computes, and what
 # a no_grad() block outside any tape computes (an evaluation), each freed when the next
 # block of its kind begins.
@@ -138,11 +140,36 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def binary(self, op: str, a, b, out=None):
-        """a op b with NumPy broadcasting (up to 4-D); ``out`` may alias ``a``."""
+        """a op b with NumPy broadcasting (up to MAX_RANK dimensions; the kernels take 4-D
+        pieces, ``shapes.pieces``); ``out`` may alias ``a``."""
 
     @abc.abstractmethod
     def binary_backward(self, op: str, a, b, g):
         """(dL/da, dL/db), both in the broadcast shape."""
+
+    # The reduction kernels index 4 dimensions; a wider tensor's reduction is read as a
+    # 4-dimensional one (the helpers below), both backends the same way.
+    def _in_four(self, x, axes: tuple) -> tuple:
+        """(x, axes) as a reduction of at most 4 dimensions, and the permutation applied
+        first (None where reshaping sufficed)."""
+        perm, shape, folded_axes = reduction_layout(tuple(x.shape), tuple(axes))
+        return self.reshape(self.permute(x, perm) if perm else x, shape), folded_axes, perm
+
+    def wide_reduce(self, op: str, x, axes: tuple, keepdims: bool):
+        """``reduce`` of x of more than 4 dimensions."""
+        x4, axes4, _ = self._in_four(x, axes)
+        y = self.reduce(op, x4, axes4, keepdims=True)
+        return self.reshape(y, reduced_shape(tuple(x.shape), tuple(axes), keepdims))
+
+    def wide_reduce_backward(self, op: str, x, y, g, axes: tuple):
+        """``reduce_backward`` of x of more than 4 dimensions."""
+        x4, axes4, perm = self._in_four(x, axes)
+        kept = keepdims_shape(tuple(x4.shape), axes4)
+        dx = self.reduce_backward(op, x4, self.reshape(y, kept), self.reshape(g, kept), axes4)
+        if perm is None:
+            return self.reshape(dx, tuple(x.shape))
+        dx = self.reshape(dx, tuple(x.shape[d] for d in perm))
+        return self.permute(dx, tuple(int(d) for d in np.argsort(perm)))
 
     @abc.abstractmethod
     def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None):
@@ -156,12 +183,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def permute(self, x, axes: tuple):
-        """A contiguous copy of x with its axes permuted (up to 4-D)."""
+        """A contiguous copy of x with its axes permuted."""
 
     @abc.abstractmethod
     def strided(self, x, shape: tuple, strides: tuple, offset: int):
         """A contiguous array of ``shape`` whose element i (coordinates c) is x's flat
-        element offset + sum(c[d] * strides[d]); strides may be negative or 0 (up to 4-D)."""
+        element offset + sum(c[d] * strides[d]); strides may be negative or 0."""
 
     @abc.abstractmethod
     def strided_backward(self, g, size: int, strides: tuple, offset: int, out=None):

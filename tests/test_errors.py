@@ -251,7 +251,8 @@ CASES = [
          r"^sub: shapes"),
     Case("maximum-not-broadcastable", lambda w: dg.maximum(_t(3), _t(4)), Shape,
          r"^maximum: shapes"),
-    Case("add-broadcast-past-4d", lambda w: dg.add(_t(2, 1, 1, 3), np.ones((2, 1, 1, 1, 3))),
+    Case("add-broadcast-past-6d", lambda w: dg.add(_t(2, 1, 1, 3),
+                                                  np.ones((2, 1, 1, 1, 1, 1, 3))),
          Shape, r"^add: .*'b'"),
     Case("add-mixed-dtypes", lambda w: dg.add(_t(2, 3), _t(2, 3, dtype="float64")), Type,
          r"^add: operands have dtypes", cpu_only=True),
@@ -265,7 +266,7 @@ CASES = [
     Case("mse-string-target", lambda w: dg.mse_loss(_t(2), np.array(["a", "b"])), Type,
          r"^mse_loss: argument 'target'"),
     # ag_tensor
-    Case("ag_tensor-5d", lambda w: dg.ag_tensor(np.zeros((1, 1, 1, 1, 2))), Shape,
+    Case("ag_tensor-7d", lambda w: dg.ag_tensor(np.zeros((1, 1, 1, 1, 1, 1, 2))), Shape,
          r"^ag_tensor: argument 'array'"),
     Case("ag_tensor-object-array",
          lambda w: dg.ag_tensor(np.array([1.0, "a"], dtype=object)), Type,
@@ -316,7 +317,7 @@ CASES = [
     # reshape and transpose
     Case("reshape-wrong-size", lambda w: dg.reshape(_t(2, 3), (4, 2)), Value,
          r"^reshape: argument 'shape'"),
-    Case("reshape-past-4d", lambda w: dg.reshape(_t(2, 2), (1, 1, 1, 2, 2)), Value,
+    Case("reshape-past-6d", lambda w: dg.reshape(_t(2, 2), (1, 1, 1, 1, 1, 2, 2)), Value,
          r"^reshape: argument 'shape'"),
     Case("reshape-two-unknowns", lambda w: _t(2, 3).reshape(-1, -1), Value,
          r"^reshape: argument 'shape'"),

@@ -114,11 +114,13 @@ def test_recipes_carry_their_uints_packed_as_the_tail_of_their_push_constants():
     split = products[1].split
     assert (dispatch.packer(4).pack(*addrs[:4]) + split.tail ==
             dispatch.push_constants(addrs[:4], split.uints))
-    # a (4, 1, 3) + b (5, 3): 60 outputs of 4-D shape (1, 4, 5, 3), then each operand's
-    # element strides along those axes (0 where it is broadcast)
-    shape, tail, flat = elementwise.broadcast_layout((4, 1, 3), (5, 3), None)
+    # a (4, 1, 3) + b (5, 3): one piece of 60 outputs of 4-D shape (1, 4, 5, 3), then each
+    # operand's element strides along those axes (0 where it is broadcast)
+    shape, parts, flat = elementwise.broadcast_layout(((4, 1, 3), (5, 3)), None)
     assert (shape, flat) == ((4, 5, 3), 0)
-    assert tail == dispatch.packed_uints((60, 1, 4, 5, 3, 12, 3, 0, 1, 15, 0, 3, 1))
+    (tail, n, offsets), = parts
+    assert (n, offsets) == (60, (0, 0, 0))
+    assert tail == dispatch.packed_uints((60, 1, 4, 5, 3, 0, 3, 0, 1, 0, 0, 3, 1))
 
 
 def test_grids_cover_the_work_within_the_workgroup_limit():

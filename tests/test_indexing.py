@@ -174,7 +174,7 @@ def test_split_and_chunk_give_pytorchs_parts(device):
      r"^split: argument 'split_size_or_sections'.*summing to 2"),
     (lambda t: dg.chunk(t, 0), dg.InvalidValueError, r"^chunk: argument 'chunks'"),
     (lambda t: t.repeat(2, 2), dg.InvalidValueError, r"^repeat: argument 'sizes'.*at least 4"),
-    (lambda t: t.repeat(1, 1, 1, 1, 2), dg.ShapeError, r"^repeat: argument 'result'"),
+    (lambda t: t.repeat(1, 1, 1, 1, 1, 1, 2), dg.ShapeError, r"^repeat: argument 'result'"),
     (lambda t: dg.pad(t, (1,)), dg.InvalidValueError, r"^pad: argument 'pad'"),
     (lambda t: dg.pad(t, (5, 0), mode="reflect"), dg.InvalidValueError,
      r"^pad: argument 'pad'.*shorter than axis 3"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import PLAIN, Backend
+from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
 from . import (argreduce, binary, embedding, gather, intops, layernorm, logic, matmul, optim,
                reduce, scan, softmax, sort, strided, unary)
@@ -76,9 +77,13 @@ class CpuBackend(Backend):
         return binary.binary_backward(op, a, b, g)
 
     def reduce(self, op, x, axes, keepdims=False, out=None):
+        if x.ndim > KERNEL_RANK:
+            return _into(out, self.wide_reduce(op, x, axes, keepdims))
         return _into(out, reduce.reduce(op, x, axes, keepdims))
 
     def reduce_backward(self, op, x, y, g, axes):
+        if x.ndim > KERNEL_RANK:
+            return self.wide_reduce_backward(op, x, y, g, axes)
         return reduce.reduce_backward(op, x, y, g, axes)
 
     def permute(self, x, axes):

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..kernel_ops import BINARY
-from ..shapes import broadcast_strides, pad4
+from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import split
 from .jit import kernel, scalar
 
@@ -181,17 +181,23 @@ _BINARY_GRAD = [_binary_grad_kernel(op.code) for op in BINARY]
 # ---------------------------------------------------------------------------------------------
 # Entry points.
 
+def _walk(x_shape, y_shape, shape):
+    """The 4-D pieces of a broadcast walk over ``shape`` (``shapes.pieces``)."""
+    return pieces(tuple(shape), (broadcast_strides(x_shape, shape),
+                                 broadcast_strides(y_shape, shape), contiguous_strides(shape)))
+
+
 def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
-    """x op y with NumPy broadcasting (up to 4-D)."""
+    """x op y with NumPy broadcasting."""
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
     flat, strided = _BINARY[BINARY.code[op]]
     if x.shape == y.shape:
         split.run(flat, (x.reshape(-1), y.reshape(-1), out.reshape(-1)))
     elif out.size:
-        s4 = pad4(shape)
-        strided(x.reshape(-1), y.reshape(-1), out.reshape(-1), s4,
-                broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+        xf, yf, of = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+        for s4, (sx, sy, _), (ox, oy, oo) in _walk(x.shape, y.shape, shape):
+            strided(xf[ox:], yf[oy:], of[oo:], s4, sx, sy)
     return out
 
 
@@ -199,8 +205,8 @@ def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
     """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down)."""
     gx, gy = np.empty_like(g), np.empty_like(g)
     if g.size:
-        s4 = pad4(g.shape)
-        _BINARY_GRAD[BINARY.code[op]](
-            x.reshape(-1), y.reshape(-1), g.reshape(-1), gx.reshape(-1), gy.reshape(-1), s4,
-            broadcast_strides(x.shape, s4), broadcast_strides(y.shape, s4))
+        xf, yf, gf, gxf, gyf = (a.reshape(-1) for a in (x, y, g, gx, gy))
+        for s4, (sx, sy, _), (ox, oy, og) in _walk(x.shape, y.shape, g.shape):
+            _BINARY_GRAD[BINARY.code[op]](xf[ox:], yf[oy:], gf[og:], gxf[og:], gyf[og:], s4,
+                                          sx, sy)
     return gx, gy

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import PLAIN, Backend
+from ..shapes import KERNEL_RANK
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
@@ -106,9 +107,17 @@ class GpuBackend(Backend):
         return elementwise.binary_backward(self.device, op, a, b, g)
 
     def reduce(self, op, x, axes, keepdims=False, out=None):
+        if len(x.shape) > KERNEL_RANK:
+            y = self.wide_reduce(op, x, axes, keepdims)
+            if out is not None:
+                self.copy(self.reshape(out, tuple(y.shape)), y)
+                return out
+            return y
         return reduce.reduce(self.device, op, x, axes, keepdims, out)
 
     def reduce_backward(self, op, x, y, g, axes):
+        if len(x.shape) > KERNEL_RANK:
+            return self.wide_reduce_backward(op, x, y, g, axes)
         return reduce.reduce_backward(self.device, op, x, y, g, axes)
 
     def permute(self, x, axes):

@@ -19,6 +19,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ..shapes import MAX_RANK
+
 F32 = np.float32
 TINY = float(np.finfo(F32).tiny)                  # the smallest normal float32
 MAX = float(np.finfo(F32).max)
@@ -43,7 +45,7 @@ def sizes(max_size: int = 1 << 17) -> st.SearchStrategy:
                      st.integers(min(41, max_size), max_size))
 
 
-def shapes(min_dims: int = 0, max_dims: int = 4, max_side: int = 40,
+def shapes(min_dims: int = 0, max_dims: int = MAX_RANK, max_side: int = 40,
            max_size: int = 1 << 16) -> st.SearchStrategy:
     """Shapes of ``min_dims``..``max_dims`` axes (0-d included), sides of 0 and 1 included,
     at most ``max_size`` elements; one axis may be a workgroup-edge length."""
@@ -61,7 +63,7 @@ def shapes(min_dims: int = 0, max_dims: int = 4, max_side: int = 40,
     return build()
 
 
-def broadcast_pairs(max_dims: int = 4, max_side: int = 9) -> st.SearchStrategy:
+def broadcast_pairs(max_dims: int = MAX_RANK, max_side: int = 6) -> st.SearchStrategy:
     """Pairs of shapes that broadcast together: equal, 0-d against n-d, missing leading axes,
     and 1-sides on either operand, in every combination up to ``max_dims`` axes."""
     return hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=max_dims,

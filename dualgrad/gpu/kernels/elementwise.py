@@ -1,15 +1,16 @@
 """Elementwise kernels: unary.comp (ops with up to two scalar parameters, and their
-backward) and binary.comp (NumPy broadcasting up to 4-D, and both operands' gradients); the
-twins of ``dualgrad/cpu/unary.py`` and ``dualgrad/cpu/binary.py``."""
+backward) and binary.comp (NumPy broadcasting, in pieces of up to 4-D, and both operands'
+gradients); the twins of ``dualgrad/cpu/unary.py`` and ``dualgrad/cpu/binary.py``."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
 
 from ...kernel_ops import BINARY, UNARY
-from ...shapes import broadcast_strides, pad4
+from ...shapes import broadcast_strides, contiguous_strides, pieces
 from ..dispatch import check_size, grid, packed_uints, packer, quad_grid
 
 _UNARY_PUSH = packer(4, 1, 2)     # x, y, g, out; n; a, b
@@ -18,16 +19,24 @@ _UNARY_CODE, _BINARY_CODE = UNARY.code, BINARY.code
 
 
 @functools.lru_cache(maxsize=1024)      # called on every binary dispatch
-def broadcast_layout(a_shape: tuple, b_shape: tuple, out_shape: tuple | None) -> tuple:
-    """(output shape, the uints binary.comp takes, packed, FLAT) for operands of these
-    shapes; ``out_shape`` None: the broadcast of the two."""
-    shape = np.broadcast_shapes(a_shape, b_shape) if out_shape is None else out_shape
+def broadcast_layout(shapes: tuple, out_shape: tuple | None) -> tuple:
+    """(output shape, pieces, FLAT) of an elementwise op over operands of ``shapes`` (the
+    broadcast of them where ``out_shape`` is None): each piece (the uints the shader takes
+    after its addresses, packed; element count; element offsets of the operands and of the
+    output), one for up to 4 dimensions that do not fold (``shapes.pieces``)."""
+    shape = tuple(np.broadcast_shapes(*shapes) if out_shape is None else out_shape)
     check_size(shape)
-    s4 = pad4(shape)
-    uints = (math.prod(shape), *s4, *broadcast_strides(a_shape, s4),
-             *broadcast_strides(b_shape, s4))
-    return (tuple(shape), packed_uints(tuple(int(u) for u in uints)),
-            int(a_shape == b_shape == tuple(shape)))
+    walks = pieces(shape, tuple(broadcast_strides(s, shape) for s in shapes) +
+                   (contiguous_strides(shape),))
+    parts = tuple((packed_uints(tuple(int(u) for u in (math.prod(s4), *s4,
+                                                       *itertools.chain(*strides[:-1])))),
+                   math.prod(s4), offsets) for s4, strides, offsets in walks)
+    return shape, parts, int(all(s == shape for s in shapes))
+
+
+def at(h, offset: int) -> int:
+    """The device address of element ``offset`` of h."""
+    return h.address + offset * h.dtype.itemsize
 
 
 def unary(dev, op, x, a=0.0, b=0.0, out=None):
@@ -49,20 +58,23 @@ def unary_backward(dev, op, x, y, g, a=0.0, b=0.0, out=None):
 
 
 def binary(dev, op, a, b, out=None):
-    shape, tail, flat = broadcast_layout(a.shape, b.shape, None)
+    shape, parts, flat = broadcast_layout((a.shape, b.shape), None)
     out = dev.empty(shape) if out is None else out
     if out.size:
-        dev.launch("binary", (_BINARY_CODE[op], 0, flat),
-                   _ADDRESSES5.pack(a.address, b.address, 0, out.address, 0) + tail,
-                   (quad_grid if flat else grid)(out.size), [a, b], [out])
+        for tail, n, (oa, ob, oo) in parts:
+            dev.launch("binary", (_BINARY_CODE[op], 0, flat),
+                       _ADDRESSES5.pack(at(a, oa), at(b, ob), 0, at(out, oo), 0) + tail,
+                       (quad_grid if flat else grid)(n), [a, b], [out])
     return out
 
 
 def binary_backward(dev, op, a, b, g):
     ga, gb = dev.empty(g.shape), dev.empty(g.shape)
     if g.size:
-        _, tail, flat = broadcast_layout(a.shape, b.shape, g.shape)
-        dev.launch("binary", (_BINARY_CODE[op], 1, flat),
-                   _ADDRESSES5.pack(a.address, b.address, g.address, ga.address, gb.address)
-                   + tail, (quad_grid if flat else grid)(g.size), [a, b, g], [ga, gb])
+        _, parts, flat = broadcast_layout((a.shape, b.shape), g.shape)
+        for tail, n, (oa, ob, og) in parts:
+            dev.launch("binary", (_BINARY_CODE[op], 1, flat),
+                       _ADDRESSES5.pack(at(a, oa), at(b, ob), at(g, og), at(ga, og),
+                                        at(gb, og)) + tail,
+                       (quad_grid if flat else grid)(n), [a, b, g], [ga, gb])
     return ga, gb

@@ -1,16 +1,13 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
-(int32 arithmetic), where.comp and convert.comp; the twins of ``dualgrad/cpu/logic.py``. Bools are stored as int32 0 or 1."""
+(int32 arithmetic), where.comp and convert.comp; the twins of ``dualgrad/cpu/logic.py``.
+Bools are stored as int32 0 or 1."""
 from __future__ import annotations
-
-import functools
-import math
 
 import numpy as np
 
 from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
-from ...shapes import broadcast_strides, pad4
-from ..dispatch import check_size, grid, packed_uints, packer, quad_grid
-from .elementwise import broadcast_layout
+from ..dispatch import grid, packer, quad_grid
+from .elementwise import at, broadcast_layout
 
 INT32 = np.dtype(np.int32)
 _KIND = {np.dtype(np.float32): 0, INT32: 1}
@@ -36,31 +33,22 @@ def _two_operands(dev, shader, spec, x, y):
     out = dev.empty(x.shape if y is None else np.broadcast_shapes(x.shape, y.shape), INT32)
     if out.size:
         y = x if y is None else y
-        _, tail, flat = broadcast_layout(x.shape, y.shape, out.shape)
-        dev.launch(shader, (*spec, flat),
-                   _ADDRESSES3.pack(x.address, y.address, out.address) + tail,
-                   (quad_grid if flat else grid)(out.size), [x, y], [out])
+        _, parts, flat = broadcast_layout((x.shape, y.shape), out.shape)
+        for tail, n, (ox, oy, oo) in parts:
+            dev.launch(shader, (*spec, flat),
+                       _ADDRESSES3.pack(at(x, ox), at(y, oy), at(out, oo)) + tail,
+                       (quad_grid if flat else grid)(n), [x, y], [out])
     return out
 
 
-@functools.lru_cache(maxsize=256)
-def _where_layout(c_shape, a_shape, b_shape) -> tuple:
-    shape = np.broadcast_shapes(c_shape, a_shape, b_shape)
-    check_size(shape)
-    s4 = pad4(shape)
-    uints = (math.prod(shape), *s4, *broadcast_strides(c_shape, s4),
-             *broadcast_strides(a_shape, s4), *broadcast_strides(b_shape, s4))
-    return (tuple(shape), packed_uints(tuple(int(u) for u in uints)),
-            int(c_shape == a_shape == b_shape == tuple(shape)))
-
-
 def where(dev, cond, a, b):
-    shape, tail, flat = _where_layout(cond.shape, a.shape, b.shape)
+    shape, parts, flat = broadcast_layout((cond.shape, a.shape, b.shape), None)
     out = dev.empty(shape, a.dtype)
     if out.size:
-        dev.launch("where", (flat,),
-                   _ADDRESSES4.pack(cond.address, a.address, b.address, out.address) + tail,
-                   (quad_grid if flat else grid)(out.size), [cond, a, b], [out])
+        for tail, n, (oc, oa, ob, oo) in parts:
+            dev.launch("where", (flat,),
+                       _ADDRESSES4.pack(at(cond, oc), at(a, oa), at(b, ob), at(out, oo)) + tail,
+                       (quad_grid if flat else grid)(n), [cond, a, b], [out])
     return out
 
 

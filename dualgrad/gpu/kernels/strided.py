@@ -2,16 +2,24 @@
 gradient of an injective one; the twin of ``dualgrad/cpu/strided.py``."""
 from __future__ import annotations
 
+import math
 import struct
 
-from ...shapes import pad4, strides4
+from ...shapes import contiguous_strides, pieces
 from ..dispatch import grid, packer
+from .elementwise import at
+
+_ADDRESSES = packer(2)
 
 
-def _push(src, out, n, shape, strides, offset) -> bytes:
-    lead = 4 - len(shape)
-    return packer(2, 5).pack(src.address, out.address, n, *map(int, pad4(shape))) + \
-        struct.pack("<5i", *([0] * lead + [int(s) for s in strides]), int(offset))
+def _pieces(shape, strides, offset):
+    """(push tail, element count, source offset, contiguous offset) of each 4-D piece of a
+    strided walk over ``shape`` (``shapes.pieces``)."""
+    for s4, (src, _), (o_src, o_out) in pieces(tuple(shape), (tuple(int(s) for s in strides),
+                                                              contiguous_strides(shape))):
+        n = math.prod(s4)
+        yield (struct.pack("<5I", n, *map(int, s4)) +
+               struct.pack("<5i", *src, int(offset) + o_src), n, o_out)
 
 
 def permute(dev, x, axes):
@@ -20,7 +28,7 @@ def permute(dev, x, axes):
 
 def permute_into(dev, x, axes, out):
     """x with its axes permuted, written into ``out`` (of the permuted shape)."""
-    xs = strides4(pad4(x.shape))[4 - len(x.shape):]
+    xs = contiguous_strides(x.shape)
     return strided_into(dev, x, [xs[a] for a in axes], 0, out)
 
 
@@ -30,8 +38,9 @@ def strided(dev, x, shape, strides, offset):
 
 def strided_into(dev, x, strides, offset, out):
     if out.size:
-        dev.launch("strided", (0,), _push(x, out, out.size, out.shape, strides, offset),
-                   grid(out.size), [x], [out])
+        for tail, n, o_out in _pieces(out.shape, strides, offset):
+            dev.launch("strided", (0,), _ADDRESSES.pack(x.address, at(out, o_out)) + tail,
+                       grid(n), [x], [out])
     return out
 
 
@@ -40,6 +49,7 @@ def strided_backward(dev, g, size, strides, offset, out=None):
         out = dev.empty((size,), g.dtype)
         dev.fill(out, 0)
     if g.size:
-        dev.launch("strided", (1,), _push(g, out, g.size, g.shape, strides, offset),
-                   grid(g.size), [g, out], [out])
+        for tail, n, o_g in _pieces(g.shape, strides, offset):
+            dev.launch("strided", (1,), _ADDRESSES.pack(at(g, o_g), out.address) + tail,
+                       grid(n), [g, out], [out])
     return out
