@@ -6,7 +6,8 @@
 // them), 1: int32.
 // MODE 0 (COLUMNS): a thread a line, in order. MODE 1 (CHUNKS, inner 1): a workgroup the
 //   best of CHUNK elements of a line, to (vals, idx)[line * chunks + chunk]. MODE 2
-//   (FINISH): a workgroup a line, the best of its chunks'. Ties go to the lower index.
+//   (FINISH): a workgroup a line, the best of its chunks' (a line of one chunk is written
+//   by MODE 1). Ties go to the lower index.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -92,8 +93,12 @@ void chunk(uint line, uint c) {
     best_at[lid] = at;
     reduce_shared(lid);
     if (lid == 0u) {
-        p.vals.v[line * p.chunks + c] = best_bits[0];
-        p.idx.v[line * p.chunks + c] = int(best_at[0]);
+        if (p.chunks == 1u) {                    // (the line's answer: no FINISH pass)
+            p.out0.v[line] = int(best_at[0]);
+        } else {
+            p.vals.v[line * p.chunks + c] = best_bits[0];
+            p.idx.v[line * p.chunks + c] = int(best_at[0]);
+        }
     }
     barrier();
 }

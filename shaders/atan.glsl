@@ -63,6 +63,12 @@ float atan2_f(float y, float x) {
         a = 0.0;
     } else if (by == INF || bx == 0) {
         a = PIO2_HI;
+    } else if (min(bx, by) >= 0x00800000 && max(bx, by) < 0x7e800000 &&
+               abs(bx - by) < (64 << 23)) {
+        // both normal, below 2^126 and within 2^64 of each other: the quotient of the
+        // magnitudes themselves is normal and no reciprocal flushes (the common case)
+        float ax = intBitsToFloat(bx), ay = intBitsToFloat(by);
+        a = by > bx ? (PIO2_HI - atan_f(ax / ay)) + PIO2_LO : atan_f(ay / ax);
     } else {
         int ex, ey;
         float mx = split_mag(x, ex), my = split_mag(y, ey);

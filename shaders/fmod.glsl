@@ -18,13 +18,16 @@ uint biased_exponent(uint b) { return max(b >> 23, 1u); }
 Division divide(uint bx, uint by) {
     uint my = significand(by), mx = significand(bx);
     uint d = biased_exponent(bx) - biased_exponent(by);
-    Division v = Division(mx % my, mx / my, true);
+    // (normal numbers' significands are in [2^23, 2^24): their quotient is 0 or 1)
+    uint q0 = mx >= 0x800000u && my >= 0x800000u ? uint(mx >= my) : mx / my;
+    Division v = Division(mx - q0 * my, q0, true);
     while (d > 0u) {
         uint s = min(d, 8u);
         if (v.q >= (1u << 23)) v.q_exact = false;     // (q << 8 + 255 stays below 2^31)
         v.r <<= s;
-        v.q = (v.q << s) + v.r / my;
-        v.r %= my;
+        uint qs = v.r / my;
+        v.q = (v.q << s) + qs;
+        v.r -= qs * my;
         d -= s;
     }
     return v;
@@ -61,6 +64,11 @@ float remainder_f(float x, float y) {
     bool differ = (ux & F_SIGN) != (uy & F_SIGN);
     if (bx == 0u || (bx < by && !differ) || by == F_INF_BITS) {
         return (bx == 0u || !differ) ? x : y;
+    }
+    if (bx < by && by >= 0x0c800000u && bx >= 0x00800000u) {
+        // |y| >= 2^-102 and x normal: y + x is normal (a multiple of at least 2^-126), so
+        // the device's addition is exact-rounded, with nothing flushed
+        return y + x;
     }
     if (bx < by) {
         int ex, ey;

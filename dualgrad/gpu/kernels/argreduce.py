@@ -29,7 +29,8 @@ def argreduce(dev, op, x, outer: int, n: int, inner: int):
     vals, idx = dev.empty((outer, chunks), INT32), dev.empty((outer, chunks), INT32)
     push = _PUSH.pack(x.address, out.address, vals.address, idx.address, outer, n, 1, chunks)
     dev.launch("argreduce", (CHUNKS, *spec), push,
-               (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1), [x], [vals, idx])
-    dev.launch("argreduce", (FINISH, *spec), push, (1, min(outer, MAX_GROUPS), 1),
-               [vals, idx], [out])
+               (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1), [x], [vals, idx, out])
+    if chunks > 1:
+        dev.launch("argreduce", (FINISH, *spec), push, (1, min(outer, MAX_GROUPS), 1),
+                   [vals, idx], [out])
     return out

@@ -1,6 +1,6 @@
 """sort.comp: the rows of a (rows, n) tensor sorted (a bitonic sort of key pairs that makes
 ties keep their order); the twin of ``dualgrad/cpu/sort.py``. Rows padded to P elements,
-at most a block (4096, or 2048 where shared memory is 16 KiB), sort in one dispatch;
+at most a block (BLOCK), sort in one dispatch;
 longer ones take the stages past a block as one dispatch per distance of a block or more,
 and a shared-memory dispatch for the distances below it."""
 from __future__ import annotations
@@ -11,7 +11,10 @@ from ..dispatch import MAX_GROUPS, grid, packer
 
 LOCAL, GLOBAL = 0, 1
 FIRST, LAST, DESCENDING = 1, 2, 4
-SHARED_PAIR = 8                   # bytes of shared memory an element takes (key, index)
+# Elements a workgroup sorts in shared memory: 16 KiB (Vulkan's least). On the H200 4096
+# (32 KiB) was slower: the shared-memory stages were a third slower, with fewer
+# workgroups resident, than the global pass they saved.
+BLOCK = 2048
 INT32 = np.dtype(np.int32)
 _PUSH = packer(5, 7)
 
@@ -19,8 +22,7 @@ _PUSH = packer(5, 7)
 def sort(dev, x, descending: bool):
     """(values, int32 indices) of x's rows (rows, n) sorted along n."""
     rows, n = x.shape
-    # as many elements a workgroup as shared memory holds: 2048 in Vulkan's least 16 KiB
-    block = 4096 if dev.matmul_limits[0] >= 4096 * SHARED_PAIR else 2048
+    block = BLOCK
     vals, order = dev.empty(x.shape, x.dtype), dev.empty(x.shape, INT32)
     if not x.size:
         return vals, order
