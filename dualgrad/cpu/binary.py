@@ -130,8 +130,33 @@ def binary_grad_scalar(op, x, y, g):
 # broadcast operand comes with 4-D element strides (0 along a broadcast axis), read into
 # locals before the loops so the compiler can vectorise the inner one.
 
+@scalar
+def _quotient_fast(op, x, y):
+    """fmod, remainder or floor_divide where the truncated quotient is below 2^14 and y
+    finite (fmod_of's fast form: branch-free, so the loop vectorises), else NaN: the
+    elements then left to binary_scalar."""
+    q = np.trunc(x / y)
+    mod = math.copysign(x - q * y, x)
+    if op == FMOD:
+        r = mod
+    elif op == REMAINDER:
+        r = mod + y if (mod != 0.0) & ((mod < 0.0) != (y < 0.0)) else mod
+    else:
+        f = np.rint((x - mod) / y)
+        f = f - 1.0 if (mod != 0.0) & ((mod < 0.0) != (y < 0.0)) else f
+        r = f if f != 0.0 else math.copysign(0.0, x) * math.copysign(1.0, y)
+    return r if (abs(q) < 16384.0) & (abs(y) < math.inf) else math.nan
+
+
 def _binary_kernels(op):
     def binary_flat(x, y, out):
+        if op == FMOD or op == REMAINDER or op == FLOOR_DIVIDE:
+            for i in range(out.size):         # the common case, vectorised; then the rest
+                out[i] = _quotient_fast(op, np.float64(x[i]), np.float64(y[i]))
+            for i in range(out.size):
+                if out[i] != out[i]:
+                    out[i] = binary_scalar(op, np.float64(x[i]), np.float64(y[i]))
+            return
         for i in range(out.size):
             out[i] = binary_scalar(op, np.float64(x[i]), np.float64(y[i]))
 
