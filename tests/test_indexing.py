@@ -50,6 +50,34 @@ def test_an_int_beside_an_index_array_selects_first_as_in_pytorch(device):
     np.testing.assert_array_equal(out.numpy(), X[0][:, [0, 2]].astype(np.float32))
 
 
+def test_several_index_arrays_broadcast_together_as_in_pytorch(device):
+    """Arrays next to each other (or with only ints between them) put their broadcast shape
+    in their place; separated by a slice or None, in front."""
+    x = np.arange(3 * 4 * 5 * 2, dtype=np.float32).reshape(3, 4, 5, 2)
+    t = dg.ag_tensor(x)
+    rows, cols = np.array([[0], [2]]), np.array([1, 3, 0])
+    cases = [((rows, cols), x[rows, cols]),
+             ((slice(None), np.array([0, 3]), np.array([4, 1])), x[:, [0, 3], [4, 1]]),
+             ((np.array([0, 2]), slice(None), np.array([4, 1])), x[[0, 2], :, [4, 1]]),
+             ((Ellipsis, np.array([-1, 0]), np.array([0, 1])), x[..., [-1, 0], [0, 1]]),
+             ((np.array([1, 0]), 2, rows), x[[1, 0], 2][np.arange(2), rows]),
+             ((np.array([-1, 0]), None, slice(1, 3), np.array([2, -5])),
+              x[[-1, 0], None, 1:3, [2, -5]])]
+    for key, want in cases:
+        got = t[key]
+        assert got.shape == want.shape, key
+        np.testing.assert_array_equal(got.numpy(), want)
+    with dg.with_grad_tape():
+        p = dg.ag_tensor(x, requires_grad=True)
+        dg.sum(p[np.array([0, 0, 2]), :, np.array([1, 1, 4])] * 2.0).backward()
+    grad = np.zeros_like(x)
+    np.add.at(grad, (np.array([0, 0, 2]), slice(None), np.array([1, 1, 4])), 2.0)
+    np.testing.assert_array_equal(p.grad.numpy(), grad)           # repeats add up
+    ints = dg.ag_tensor(x.astype(np.int32), dtype="int32")
+    np.testing.assert_array_equal(ints[np.array([0, 2]), np.array([1, 3])].numpy(),
+                                  x.astype(np.int32)[[0, 2], [1, 3]])
+
+
 def test_getitem_gradient_by_finite_differences():
     x = np.random.default_rng(1).standard_normal((3, 4))
     dg.gradcheck(lambda t: dg.mul(t[1:, ::-2], t[:2, np.array([0, 0])]), [x])
@@ -151,8 +179,10 @@ def test_split_and_chunk_give_pytorchs_parts(device):
     (lambda t: t[2], dg.IndexOutOfRange, r"^getitem: index 2 is out of range for axis 0 of size 2"),
     (lambda t: t[0, 0, 0, 0, 0], dg.IndexOutOfRange, r"^getitem: too many indices \(5\)"),
     (lambda t: t[..., ...], dg.InvalidValueError, r"^getitem: argument 'key'.*at most one"),
-    (lambda t: t[np.array([0]), np.array([1])], dg.InvalidValueError,
-     r"^getitem: argument 'key'.*at most one index array"),
+    (lambda t: t[np.array([0, 1]), np.array([1, 0, 1])], dg.ShapeError,
+     r"^getitem: argument 'key'.*broadcast together"),
+    (lambda t: t[np.array([0]), np.array([True])], dg.InvalidValueError,
+     r"^getitem: argument 'key'.*integer index arrays"),
     (lambda t: t[np.array([2])], dg.IndexOutOfRange, r"^getitem: index 2 is out of range"),
     (lambda t: t[np.zeros(3, bool)], dg.ShapeError, r"^getitem: argument 'mask'"),
     (lambda t: t["a"], dg.ArgumentTypeError, r"^getitem: argument 'key'"),

@@ -108,7 +108,7 @@ def _basic(x: Tensor, key: list):
 
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy's and PyTorch's rules for ints, slices, ``None``, ``...``,
-    one integer array and boolean masks."""
+    integer arrays (several broadcast together) and a boolean mask."""
     key = key if isinstance(key, tuple) else (key,)
     # An int32 or bool tensor indexes as its values, read to the host (the result's shape
     # depends on them, as in PyTorch, which waits for them too).
@@ -123,11 +123,10 @@ def getitem(x: Tensor, key) -> Tensor:
                 or checks.is_number(k)):
             raise bad_type("getitem", "key", k, "ints, slices, None, ... or index arrays")
     arrays = [i for i, k in enumerate(key) if _is_array_index(k)]
-    if len(arrays) > 1:
-        raise bad_value("getitem", "key", key,
-                        "at most one index array (several are not supported yet)")
+    if len(arrays) == 1 and np.asarray(key[arrays[0]]).dtype.kind == "b":
+        return _masked(x, key, np.asarray(key[arrays[0]]))
     if arrays:
-        return _advanced(x, key, arrays[0])
+        return _advanced(x, key)
     return _strided_key(x, key)
 
 
@@ -136,20 +135,66 @@ def _strided_key(x: Tensor, key: tuple) -> Tensor:
     return _strided("getitem", x, tuple(shape), strides, offset)
 
 
-def _advanced(x: Tensor, key: tuple, at: int) -> Tensor:
-    index = np.asarray(key[at])
-    if index.dtype.kind == "b":
-        return _masked(x, key, index)
-    rest = key[:at] + (slice(None),) + key[at + 1:]
-    expanded = _expand_ellipsis(rest, x.ndim)
-    # the axis of x the array indexes: the axes consumed before it (an '...' before it
-    # standing for the axes the key leaves unnamed)
-    position = builtins.sum(1 for k in key[:at] if k is not None and k is not Ellipsis)
-    if builtins.any(k is Ellipsis for k in key[:at]):
-        position += x.ndim - builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+def _advanced(x: Tensor, key: tuple) -> Tensor:
+    """Integer arrays, broadcast together, pick elements along the axes they index, as in
+    PyTorch: the broadcast shape takes the place of those axes where they are neighbours in
+    the key (ints select first, as PyTorch's, where NumPy counts them as arrays), else comes
+    first. The other
+    indices are applied first (a strided view); the indexed axes are then moved first and
+    merged, and one index_select takes the flat positions."""
+    marks = {}                        # id of the slice standing in for an index -> array
+    stand_ins = []
+    for k in key:
+        if _is_array_index(k):
+            value = np.asarray(k)
+            if value.dtype.kind not in "iu":
+                raise bad_value("getitem", "key", key,
+                                "integer index arrays (a boolean mask only alone: t[mask])")
+            mark = slice(None)
+            marks[id(mark)] = value
+            stand_ins.append(mark)
+        else:
+            stand_ins.append(k)
+    expanded = _expand_ellipsis(tuple(stand_ins), x.ndim)
+    # positions among the indices that leave an axis (ints select first, as in PyTorch,
+    # so arrays with only ints between them are neighbours)
+    picked, positions, axis, position = [], [], 0, 0
+    for k in expanded:
+        if id(k) in marks:
+            picked.append((axis, marks[id(k)]))
+            positions.append(position)
+        position += not (k is not None and not isinstance(k, slice))
+        axis += k is not None
     shape, strides, offset, lands = _basic(x, expanded)
     part = _strided("getitem", x, tuple(shape), strides, offset)
-    return index_select(part, lands[position], index, fn="getitem")
+    dims = [lands[a] for a, _ in picked]
+    sizes = [part.shape[d] for d in dims]
+    for (a, index), n in zip(picked, sizes):
+        if index.size and (index.min() < -n or index.max() >= n):
+            bad = index[(index < -n) | (index >= n)].reshape(-1)[0]
+            raise IndexOutOfRange(f"getitem: index {int(bad)} is out of range for axis {a} "
+                                  f"of size {n}")
+    try:
+        together = np.broadcast_shapes(*(index.shape for _, index in picked))
+    except ValueError:
+        raise bad_shape("getitem", "key", tuple(index.shape for _, index in picked),
+                        "index arrays that broadcast together") from None
+    flat = np.ravel_multi_index(tuple(np.broadcast_to(np.where(index < 0, index + n, index),
+                                                      together)
+                                      for (_, index), n in zip(picked, sizes)), tuple(sizes))
+    rest = [d for d in range(part.ndim) if d not in dims]
+    order = dims + rest
+    moved = part if order == sorted(order) else transpose(part, order)
+    merged = reshape(moved, (int(np.prod(sizes)),) + tuple(part.shape[d] for d in rest))
+    out = index_select(merged, 0, flat, fn="getitem")
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    lead, first = len(together), dims[0]
+    if not adjacent or first == 0 or not lead:
+        return out
+    # the broadcast axes moved to where the indexed axes were
+    back = list(range(lead, lead + first)) + list(range(lead)) + \
+        list(range(lead + first, out.ndim))
+    return transpose(out, back)
 
 
 def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
