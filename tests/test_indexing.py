@@ -73,6 +73,10 @@ def test_several_index_arrays_broadcast_together_as_in_pytorch(device):
     grad = np.zeros_like(x)
     np.add.at(grad, (np.array([0, 0, 2]), slice(None), np.array([1, 1, 4])), 2.0)
     np.testing.assert_array_equal(p.grad.numpy(), grad)           # repeats add up
+    mask = x[:, :, 0, 0] % 3 == 0                                     # (3, 4)
+    for key in ((slice(None), mask[0]), (mask, 1), (Ellipsis, np.array([True, False])),
+                (slice(1, 3), mask[0], np.array([4, 0]))):   # a mask beside other indices
+        np.testing.assert_array_equal(t[key].numpy(), x[key])
     ints = dg.ag_tensor(x.astype(np.int32), dtype="int32")
     np.testing.assert_array_equal(ints[np.array([0, 2]), np.array([1, 3])].numpy(),
                                   x.astype(np.int32)[[0, 2], [1, 3]])
@@ -181,8 +185,8 @@ def test_split_and_chunk_give_pytorchs_parts(device):
     (lambda t: t[..., ...], dg.InvalidValueError, r"^getitem: argument 'key'.*at most one"),
     (lambda t: t[np.array([0, 1]), np.array([1, 0, 1])], dg.ShapeError,
      r"^getitem: argument 'key'.*broadcast together"),
-    (lambda t: t[np.array([0]), np.array([True])], dg.InvalidValueError,
-     r"^getitem: argument 'key'.*integer index arrays"),
+    (lambda t: t[np.array([0]), np.array([True])], dg.ShapeError,
+     r"^getitem: argument 'mask'"),
     (lambda t: t[np.array([2])], dg.IndexOutOfRange, r"^getitem: index 2 is out of range"),
     (lambda t: t[np.zeros(3, bool)], dg.ShapeError, r"^getitem: argument 'mask'"),
     (lambda t: t["a"], dg.ArgumentTypeError, r"^getitem: argument 'key'"),

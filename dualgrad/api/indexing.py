@@ -123,11 +123,37 @@ def getitem(x: Tensor, key) -> Tensor:
                 or checks.is_number(k)):
             raise bad_type("getitem", "key", k, "ints, slices, None, ... or index arrays")
     arrays = [i for i, k in enumerate(key) if _is_array_index(k)]
-    if len(arrays) == 1 and np.asarray(key[arrays[0]]).dtype.kind == "b":
-        return _masked(x, key, np.asarray(key[arrays[0]]))
+    if len(key) == 1 and arrays and np.asarray(key[0]).dtype.kind == "b":
+        return _masked(x, key, np.asarray(key[0]))
     if arrays:
-        return _advanced(x, key)
+        return _advanced(x, _masks_as_arrays(x, key))
     return _strided_key(x, key)
+
+
+def _masks_as_arrays(x: Tensor, key: tuple) -> tuple:
+    """``key`` with each boolean mask replaced by the integer arrays of its nonzero
+    positions (one a dimension it covers), as PyTorch reads a mask beside other indices."""
+    out, axis = [], 0
+    named = builtins.sum(1 for k in key if k is not None and k is not Ellipsis and
+                         not (_is_array_index(k) and np.asarray(k).dtype.kind == "b")) + \
+        builtins.sum(np.asarray(k).ndim for k in key
+                     if _is_array_index(k) and np.asarray(k).dtype.kind == "b")
+    for k in key:
+        if k is Ellipsis:
+            axis += x.ndim - named
+        elif _is_array_index(k) and np.asarray(k).dtype.kind == "b":
+            mask = np.asarray(k)
+            if mask.ndim == 0 or mask.shape != x.shape[axis:axis + mask.ndim]:
+                raise bad_shape("getitem", "mask", mask.shape,
+                                f"the sizes {x.shape[axis:axis + mask.ndim]} of the "
+                                f"dimensions it covers, from {axis}")
+            out.extend(np.nonzero(mask))
+            axis += mask.ndim
+            continue
+        elif k is not None:
+            axis += 1
+        out.append(k)
+    return tuple(out)
 
 
 def _strided_key(x: Tensor, key: tuple) -> Tensor:
