@@ -103,6 +103,47 @@ def test_log_float64_results_stay_near_libm(name):
     _assert_within(x, *_both(LOG_PAIRS[name], x), LOG_ULPS[name])
 
 
+def _atan_inputs(dtype, seed):
+    rng = np.random.default_rng(seed)
+    n = 300_000
+    magnitudes = np.exp(rng.uniform(-100.0, 88.0, n)) * rng.choice([-1.0, 1.0], n)
+    return np.concatenate([rng.standard_normal(n) * 10, magnitudes, rng.uniform(-3, 3, n),
+                           SPECIALS, [2.4142134, 2.4142137, 0.66, -0.66]]).astype(dtype)
+
+
+def test_atan_is_libms_in_float32_and_within_1_ulp_in_float64():
+    for dtype in (np.float32, np.float64):
+        x = _atan_inputs(dtype, 2)
+        got, want = _both((vmath.vatan, math.atan), x)
+        if dtype == np.float32:
+            _assert_bit_for_bit(x, got, want)
+        else:
+            _assert_within(x, got, want, 1)
+
+
+@njit(error_model="numpy", fastmath={"contract"})
+def _atan2s(fn, y, x, out):
+    for i in range(x.size):
+        out[i] = fn(np.float64(y[i]), np.float64(x[i]))
+
+
+def test_atan2_is_libms_in_float32_with_cs_values_at_zeros_and_infinities():
+    x = _atan_inputs(np.float32, 3)
+    y = np.random.default_rng(4).permutation(_atan_inputs(np.float32, 5))[:x.size]
+    corners = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, -2.5],
+                       np.float32)
+    y = np.concatenate([y, np.repeat(corners, corners.size)])
+    x = np.concatenate([x, np.tile(corners, corners.size)])
+    got, want = np.empty_like(x), np.empty_like(x)
+    _atan2s(vmath.vatan2, y, x, got)
+    want[:] = [math.atan2(a, b) for a, b in zip(y.astype(np.float64), x.astype(np.float64))]
+    _assert_bit_for_bit(x, got, want)           # (signed zeros included)
+    got64, want64 = np.empty(x.size), np.empty(x.size)
+    _atan2s(vmath.vatan2, y.astype(np.float64), x.astype(np.float64), got64)
+    want64[:] = [math.atan2(a, b) for a, b in zip(y.astype(np.float64), x.astype(np.float64))]
+    _assert_within(x, got64, want64, 2)
+
+
 def test_log2_is_exact_at_powers_of_two():
     powers = 2.0 ** np.arange(-1074, 1024)
     out, _ = _both(LOG_PAIRS["log2"], powers)

@@ -19,6 +19,7 @@ from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import split
 from .jit import kernel, scalar
+from .vmath import vatan2
 
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE = BINARY.codes(
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "fmod", "remainder",
@@ -79,7 +80,7 @@ def binary_scalar(op, x, y):
     if op == MAXIMUM:
         return x if (x > y or x != x) else y     # NaN propagates from either side
     if op == ATAN2:
-        return math.atan2(x, y)
+        return vatan2(x, y)
     if op == FMOD:
         return fmod_of(x, y)
     if op == REMAINDER:

@@ -28,7 +28,7 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import vexp, vexpm1, vlog, vlog1p, vlog2, vtanh, vtanh_f32
+from .vmath import vatan, vexp, vexpm1, vlog, vlog1p, vlog2, vtanh, vtanh_f32
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -591,7 +591,7 @@ def _acos(x, a, b):
 
 @forward_rule("atan")
 def _atan(x, a, b):
-    return math.atan(x)
+    return vatan(x)
 
 
 @forward_rule("sinh")
