@@ -257,6 +257,19 @@ def test_scatter_add_matches_numpy_and_routes_gradients(device, shape, dim, k):
     np.testing.assert_array_equal(ts.grad.numpy(), np.take_along_axis(g, idx, dim))
 
 
+def test_scatter_add_reads_an_index_smaller_than_input_and_src_as_pytorch(device):
+    x = np.arange(20.0, dtype=np.float32).reshape(4, 5)
+    idx = np.array([[4, 0, 4], [1, 1, 2]])                 # rows 0-1, columns 0-2 of src
+    src = np.arange(1.0, 13.0, dtype=np.float32).reshape(3, 4)
+    want = x.copy()
+    for i in range(2):
+        for j in range(3):
+            want[i, idx[i, j]] += src[i, j]
+    np.testing.assert_array_equal(dg.scatter_add(dg.ag_tensor(x), 1, idx, src).numpy(), want)
+    with pytest.raises(dg.ShapeError, match=r"^scatter_add: argument 'index'"):
+        dg.scatter_add(dg.ag_tensor(x), 1, np.zeros((5, 1), np.int64), src)
+
+
 def test_scatter_add_by_finite_differences_and_its_errors():
     idx = np.array([[0, 2, 0], [1, 1, 2]])
     dg.gradcheck(lambda x, s: dg.scatter_add(x, 1, idx, s) * x,

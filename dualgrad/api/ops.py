@@ -685,9 +685,10 @@ def gather_rows(x: Tensor, hidx, skip: int = NO_SKIP) -> Tensor:
 
 
 def _index_rows(fn: str, x: Tensor, dim, index) -> tuple:
-    """For an op along ``dim`` of x at ``index`` (checked: x's rank, x's sizes but along
-    dim): (dim, the axes with dim moved last, rows, k, cols, the device indices (rows, k),
-    the index's shape with dim moved last)."""
+    """For an op along ``dim`` of x at ``index`` (checked: x's rank, at most x's sizes but
+    along dim): (dim, the axes with dim moved last, rows, k, cols, the device indices
+    (rows, k), the index's shape with dim moved last, x cropped to the index's sizes but
+    along dim, as PyTorch reads it)."""
     if x.ndim == 0:
         raise bad_shape(fn, "x", x.shape, "at least one dimension")
     dim = checks.integer(fn, "dim", dim)
@@ -696,10 +697,13 @@ def _index_rows(fn: str, x: Tensor, dim, index) -> tuple:
                                         f"{x.shape}")
     dim %= x.ndim
     idx = class_indices(fn, "index", index, None, x.shape[dim])
-    if idx.ndim != x.ndim or builtins.any(idx.shape[d] != x.shape[d]
+    if idx.ndim != x.ndim or builtins.any(idx.shape[d] > x.shape[d]
                                           for d in range(x.ndim) if d != dim):
         raise bad_shape(fn, "index", idx.shape,
-                        f"x's rank and x's sizes {x.shape} except along dim {dim}")
+                        f"x's rank, and at most x's sizes {x.shape} but along dim {dim}")
+    if builtins.any(idx.shape[d] < x.shape[d] for d in range(x.ndim) if d != dim):
+        x = x[tuple(slice(None) if d == dim else slice(0, idx.shape[d])
+                    for d in range(x.ndim))]
     backend = device.active()
     order = [d for d in range(x.ndim) if d != dim] + [dim]
     rows, k, cols = int(np.prod([x.shape[d] for d in order[:-1]])), idx.shape[dim], x.shape[dim]
@@ -707,7 +711,7 @@ def _index_rows(fn: str, x: Tensor, dim, index) -> tuple:
     # argument stays one)
     moved = idx if dim == x.ndim - 1 else np.ascontiguousarray(np.transpose(idx, order))
     return dim, order, rows, k, cols, backend.reshape(backend.indices(moved), (rows, k)), \
-        moved.shape
+        moved.shape, x
 
 
 def _moved_back(t: Tensor, order: list) -> Tensor:
@@ -719,11 +723,11 @@ def _moved_back(t: Tensor, order: list) -> Tensor:
 
 def gather(x, dim: int, index) -> Tensor:
     """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
-    matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array of x's rank whose
-    other dimensions equal x's (PyTorch also takes smaller ones; dualgrad does not yet).
+    matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array (or int32 tensor)
+    of x's rank whose other dimensions are at most x's.
     The gradient is added back where each element came from (repeats accumulate)."""
     x = _tensor("gather", "x", x)
-    dim, order, rows, k, cols, hidx, moved = _index_rows("gather", x, dim, index)
+    dim, order, rows, k, cols, hidx, moved, x = _index_rows("gather", x, dim, index)
     rows_first = x if dim == x.ndim - 1 else transpose(x, order)
     out = gather_rows(reshape(rows_first, (rows, cols)), hidx)
     return _moved_back(reshape(out, moved), order)
@@ -732,17 +736,22 @@ def gather(x, dim: int, index) -> Tensor:
 def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch's names
     """``input`` with ``src`` added at ``index`` along ``dim``, as ``torch.scatter_add``: for
     dim 1 of a matrix, out[i, index[i, j]] += src[i, j]. ``index`` (an integer array or
-    int32 tensor) and ``src`` have one shape, whose other dimensions equal input's (PyTorch
-    also takes smaller ones). The values landing on one element are summed in index order
-    first, then added to input (the same bits on both backends; PyTorch adds them to input
-    one by one). Gradients: input's is g, src's is g gathered at index."""
+    int32 tensor) has input's rank, and sizes at most src's, and at most input's but along
+    dim (only src's elements within the index's shape are read, as PyTorch's). The values
+    landing on one element are summed in index order first, then added to input (the same
+    bits on both backends; PyTorch adds them to input one by one). Gradients: input's is
+    g, src's is g gathered at index."""
     fn = "scatter_add"
     x = _tensor(fn, "input", input)
     src = _tensor(fn, "src", src, x)
     _same_dtype(fn, x, src)
-    dim, order, rows, k, cols, hidx, moved = _index_rows(fn, x, dim, index)
-    if src.shape != tuple(moved[i] for i in np.argsort(order)):
-        raise bad_shape(fn, "src", src.shape, "the index's shape")
+    dim, order, rows, k, cols, hidx, moved, region = _index_rows(fn, x, dim, index)
+    wanted = tuple(moved[i] for i in np.argsort(order))
+    if src.ndim != x.ndim or builtins.any(a < b for a, b in zip(src.shape, wanted)):
+        raise bad_shape(fn, "src", src.shape, f"input's rank and at least the index's sizes "
+                                              f"{wanted}")
+    if src.shape != wanted:
+        src = src[tuple(slice(0, n) for n in wanted)]
     flat = reshape(src if dim == x.ndim - 1 else transpose(src, order), (rows, k))
     backend = device.active()
     hy = backend.gather_backward(hidx, handle(backend, flat), cols, NO_SKIP)
@@ -750,8 +759,12 @@ def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch'
     def backward(g, needs):
         return (backend.gather(g, hidx, NO_SKIP),)
     added = _make(hy, (flat,), backward, backend)
-    shape = tuple(x.shape[d] for d in order)
-    return add(x, _moved_back(reshape(added, shape), order))
+    added = _moved_back(reshape(added, tuple(region.shape[d] for d in order)), order)
+    if region.shape != x.shape:                  # zeros past the index's sizes
+        from .indexing import pad
+        added = pad(added, tuple(w for d in reversed(range(x.ndim))
+                                 for w in (0, x.shape[d] - region.shape[d])))
+    return add(x, added)
 
 
 # ---------------------------------------------------------------------------------------------
