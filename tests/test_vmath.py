@@ -144,6 +144,63 @@ def test_atan2_is_libms_in_float32_with_cs_values_at_zeros_and_infinities():
     _assert_within(x, got64, want64, 2)
 
 
+# float64 ULPs: the ULPs of the function used (expm1: 2, log1p: 3) and the steps after it
+DERIVED = {"exp2": (vmath.vexp2, lambda v: math.inf if v > 1100 else 2.0 ** v, 1),
+           "log10": (vmath.vlog10, math.log10, 2), "sinh": (vmath.vsinh, math.sinh, 4),
+           "cosh": (vmath.vcosh, math.cosh, 2), "atanh": (vmath.vatanh, math.atanh, 4)}
+
+
+def _derived_inputs(name, dtype):
+    rng = np.random.default_rng(6)
+    if name == "log10":
+        x = np.concatenate([np.exp(rng.uniform(-103.0, 88.7, 200_000)),
+                            10.0 ** np.arange(-37, 39), LOG_SPECIALS])
+    elif name == "atanh":
+        x = np.concatenate([rng.uniform(-1.0, 1.0, 200_000),
+                            1.0 - np.exp(rng.uniform(-16.0, 0.0, 50_000)),
+                            rng.standard_normal(10_000) * 1e-6, [1.0, -1.0, 1.5, -2.0]])
+    else:
+        x = np.concatenate([rng.uniform(-160.0, 130.0, 200_000), rng.standard_normal(100_000),
+                            np.arange(-150.0, 129.0)])
+    return np.concatenate([x, SPECIALS]).astype(dtype)
+
+
+def _python(ref):
+    def value(v):
+        if math.isnan(v):
+            return math.nan
+        try:
+            return ref(v)
+        except OverflowError:
+            return math.copysign(math.inf, v) if ref is not math.cosh else math.inf
+        except ValueError:                    # (atanh at or past 1, log10 of a negative)
+            return (math.copysign(math.inf, v) if abs(v) == 1.0 and ref is math.atanh
+                    else -math.inf if v == 0.0 else math.nan)
+    return value
+
+
+@pytest.mark.parametrize("name", sorted(DERIVED))
+def test_exp2_log10_and_hyperbolics_are_libms_in_float32(name):
+    ours, ref, ulps = DERIVED[name]
+    for dtype in (np.float32, np.float64):
+        x = _derived_inputs(name, dtype)
+        got = np.empty_like(x)
+        with np.errstate(all="ignore"):
+            _kernel(ours)(x, got)
+        want = np.array([_python(ref)(float(v)) for v in x]).astype(dtype)
+        if dtype == np.float32:
+            _assert_bit_for_bit(x, got, want)
+        else:
+            _assert_within(x, got, want, ulps)
+
+
+def test_exp2_is_exact_at_integers():
+    k = np.arange(-1074.0, 1024.0)
+    got = np.empty_like(k)
+    _kernel(vmath.vexp2)(k, got)
+    np.testing.assert_array_equal(got, 2.0 ** k)
+
+
 def test_log2_is_exact_at_powers_of_two():
     powers = 2.0 ** np.arange(-1074, 1024)
     out, _ = _both(LOG_PAIRS["log2"], powers)

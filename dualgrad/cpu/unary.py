@@ -28,7 +28,8 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import vatan, vexp, vexpm1, vlog, vlog1p, vlog2, vtanh, vtanh_f32
+from .vmath import (vatan, vatanh, vcosh, vexp, vexp2, vexpm1, vlog, vlog10, vlog1p, vlog2,
+                    vsinh, vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -368,7 +369,7 @@ def _rsqrt(x, a, b):
 
 @forward_rule("exp2")
 def _exp2(x, a, b):
-    return math.pow(2.0, x)
+    return vexp2(x)
 
 
 @forward_rule("expm1")
@@ -383,7 +384,7 @@ def _log2(x, a, b):
 
 @forward_rule("log10")
 def _log10(x, a, b):
-    return math.log10(x)
+    return vlog10(x)
 
 
 @forward_rule("log1p")
@@ -596,12 +597,12 @@ def _atan(x, a, b):
 
 @forward_rule("sinh")
 def _sinh(x, a, b):
-    return math.sinh(x)
+    return vsinh(x)
 
 
 @forward_rule("cosh")
 def _cosh(x, a, b):
-    return math.cosh(x)
+    return vcosh(x)
 
 
 @forward_rule("asinh")
@@ -616,7 +617,7 @@ def _acosh(x, a, b):
 
 @forward_rule("atanh")
 def _atanh(x, a, b):
-    return math.atanh(x)
+    return vatanh(x)
 
 
 @forward_rule("erf")
