@@ -201,6 +201,20 @@ def test_exp2_is_exact_at_integers():
     np.testing.assert_array_equal(got, 2.0 ** k)
 
 
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_sin_cos_tan_kernels_give_libms_float32_results(name):
+    """vmath's reduction below 1e6, libm's past it (the kernel's second pass): every
+    float32 result is libm's, bit for bit, huge, infinite and NaN inputs too."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(300_000) * 10, rng.uniform(-1e6, 1e6, 100_000),
+                        rng.standard_normal(50_000) * 1e-3, np.exp(rng.uniform(-100, 88, 50_000)),
+                        SPECIALS, [1e6, -1e6, 999999.94, 1.5707964, 3.1415927, 0.7853982]]
+                       ).astype(np.float32)
+    got = unary.unary(name, x)
+    want = np.array([_python(getattr(math, name))(float(v)) for v in x]).astype(np.float32)
+    _assert_bit_for_bit(x, got, want)
+
+
 def test_log2_is_exact_at_powers_of_two():
     powers = 2.0 ** np.arange(-1074, 1024)
     out, _ = _both(LOG_PAIRS["log2"], powers)

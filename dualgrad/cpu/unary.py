@@ -28,8 +28,8 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import (vatan, vatanh, vcosh, vexp, vexp2, vexpm1, vlog, vlog10, vlog1p, vlog2,
-                    vsinh, vtanh, vtanh_f32)
+from .vmath import (vatan, vatanh, vcos, vcosh, vexp, vexp2, vexpm1, vlog, vlog10, vlog1p,
+                    vlog2, vsin, vsinh, vtan, vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -567,17 +567,17 @@ def _minimum_scalar_grad(x, y, g, a, b):
 
 @forward_rule("sin")
 def _sin(x, a, b):
-    return math.sin(x)
+    return vsin(x)           # (NaN past vmath.TRIG_LIMIT: the kernel then takes libm's)
 
 
 @forward_rule("cos")
 def _cos(x, a, b):
-    return math.cos(x)
+    return vcos(x)
 
 
 @forward_rule("tan")
 def _tan(x, a, b):
-    return math.tan(x)
+    return vtan(x)
 
 
 @forward_rule("asin")
@@ -704,10 +704,24 @@ if _missing:
 
 # -- kernels: one compiled (and cached) per op; arrays arrive flattened ---------------------
 
+_TRIG = UNARY.codes("sin", "cos", "tan")
+
+
+@scalar
+def _libm_trig(op, x):
+    if op == _TRIG[0]:
+        return math.sin(x)
+    return math.cos(x) if op == _TRIG[1] else math.tan(x)
+
+
 def _unary_kernel(op):
     def unary_kernel(x, out, a, b):
         for i in range(x.size):
             out[i] = forward(op, np.float64(x[i]), a, b)
+        if op == _TRIG[0] or op == _TRIG[1] or op == _TRIG[2]:
+            for i in range(x.size):           # past vmath's reduction (and inf, NaN): libm
+                if out[i] != out[i]:
+                    out[i] = _libm_trig(op, np.float64(x[i]))
     return fma_kernel(unary_kernel)               # exp, sigmoid, tanh: vmath polynomials
 
 

@@ -325,3 +325,77 @@ def vatanh(x):
     r = 0.5 * vlog1p(2.0 * a / (1.0 - a))
     r = math.nan if a > 1.0 else r
     return x if x == 0.0 else (-r if x < 0.0 else r)
+
+
+# sin, cos and tan for |x| below TRIG_LIMIT (past it, and for inf and NaN, NaN: the caller
+# then takes libm's): x = q pi/2 + r by Cody and Waite's reduction with pi/2 in three parts
+# (the first two of 33 significant bits, so q times them is exact for q < 2**20), then the
+# Taylor series of sin r and cos r for |r| <= pi/4 to r**17 and r**18 (their tails are below
+# 1e-19 of the result: exact coefficients 1/n!, no fitted ones).
+PIO2_1 = 1.5707963267341256
+PIO2_2 = 6.077100506303966e-11
+PIO2_3 = 2.0222662487959506e-21
+TWO_OVER_PI = 0.6366197723675814
+TRIG_LIMIT = 1.0e6
+_SIN_C = tuple((-1.0) ** k / math.factorial(2 * k + 1) for k in range(1, 9))
+_COS_C = tuple((-1.0) ** k / math.factorial(2 * k) for k in range(2, 10))
+
+
+@scalar
+def _quarter(x):
+    """(r, q) with x = q pi/2 + r, |r| <= pi/4 (about), for |x| < TRIG_LIMIT."""
+    t = x * TWO_OVER_PI + ROUND
+    kf = t - ROUND
+    return ((x - kf * PIO2_1) - kf * PIO2_2) - kf * PIO2_3, _as_int64(t) - _ROUND_BITS
+
+
+@scalar
+def _horner(z, coefficients):
+    """sum coefficients[k] z**k (eight of them), by Horner's rule."""
+    p = coefficients[7]
+    for c in coefficients[6::-1]:
+        p = p * z + c
+    return p
+
+
+@scalar
+def _sin_series(r):
+    z = r * r
+    return r + r * z * _horner(z, _SIN_C)
+
+
+@scalar
+def _cos_series(r):
+    z = r * r
+    return (1.0 - 0.5 * z) + z * z * _horner(z, _COS_C)
+
+
+@scalar
+def _sin_cos(x):
+    """(sin x, cos x) for |x| < TRIG_LIMIT, else NaNs."""
+    inside = abs(x) < TRIG_LIMIT
+    r, q = _quarter(x if inside else 0.0)
+    s, c = _sin_series(r), _cos_series(r)
+    sin_x = s if (q & 1) == 0 else c
+    sin_x = -sin_x if (q & 2) != 0 else sin_x
+    cos_x = c if (q & 1) == 0 else s
+    cos_x = -cos_x if ((q + 1) & 2) != 0 else cos_x
+    return (sin_x if inside else math.nan), (cos_x if inside else math.nan)
+
+
+@scalar
+def vsin(x):
+    s, _ = _sin_cos(x)
+    return x if x == 0.0 else s            # (keeps the sign of a zero)
+
+
+@scalar
+def vcos(x):
+    _, c = _sin_cos(x)
+    return c
+
+
+@scalar
+def vtan(x):
+    s, c = _sin_cos(x)
+    return x if x == 0.0 else s / c
