@@ -291,20 +291,16 @@ def main(argv=None) -> int:
     if torch is not None:
         torch.set_num_threads(args.threads)
     peer = f"PyTorch {torch.__version__} CPU, {args.threads} threads" if torch else "n/a"
-    if "train" in args.sections:
-        report(bench_training(args, torch), f"Training step: ours vs {peer}")
-    if "unary" in args.sections:
-        report(bench_unary(args, torch), f"Unary ops, {args.elements} elements: ours vs {peer}")
-    if "scan" in args.sections:
-        report(bench_scan(args, torch), f"Cumulative sums: ours vs {peer}")
-    if "binary" in args.sections:
-        report(bench_binary(args, torch), f"Binary ops: ours vs {peer}")
-    if "prod" in args.sections:
-        report(bench_prod(args, torch), f"Products: ours vs {peer}")
-    if "sort" in args.sections:
-        report(bench_sort(args, torch), f"Sorting: ours vs {peer}")
-    if "optim" in args.sections:
-        report(bench_optim(args, torch), f"Optimizer steps: ours vs {peer}")
+    against_torch = (("train", bench_training, "Training step"),
+                     ("unary", bench_unary, f"Unary ops, {args.elements} elements"),
+                     ("scan", bench_scan, "Cumulative sums"),
+                     ("binary", bench_binary, "Binary ops"),
+                     ("prod", bench_prod, "Products"),
+                     ("sort", bench_sort, "Sorting"),
+                     ("optim", bench_optim, "Optimizer steps"))
+    for section, bench, title in against_torch:
+        if section in args.sections:
+            report(bench(args, torch), f"{title}: ours vs {peer}")
     if "elementwise" in args.sections:
         report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
     if "startup" in args.sections:

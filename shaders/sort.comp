@@ -19,8 +19,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint TYPE = 0;
-layout(constant_id = 2) const uint BLOCK = 2048u;   // elements a workgroup sorts in shared
-                                                    // memory (8 bytes each)
+const uint BLOCK = 2048u;       // elements a workgroup sorts in shared memory (16 KiB)
 
 const uint LOCAL = 0u, GLOBAL = 1u;
 const uint FIRST = 1u, LAST = 2u, DESCENDING = 4u;

@@ -165,9 +165,8 @@ def _advanced(x: Tensor, key: tuple) -> Tensor:
     """Integer arrays, broadcast together, pick elements along the axes they index, as in
     PyTorch: the broadcast shape takes the place of those axes where they are neighbours in
     the key (ints select first, as PyTorch's, where NumPy counts them as arrays), else comes
-    first. The other
-    indices are applied first (a strided view); the indexed axes are then moved first and
-    merged, and one index_select takes the flat positions."""
+    first. The other indices are applied first (a strided view); the indexed axes are then
+    moved first and merged, and one index_select takes the flat positions."""
     marks = {}                        # id of the slice standing in for an index -> array
     stand_ins = []
     for k in key:
@@ -189,7 +188,7 @@ def _advanced(x: Tensor, key: tuple) -> Tensor:
         if id(k) in marks:
             picked.append((axis, marks[id(k)]))
             positions.append(position)
-        position += not (k is not None and not isinstance(k, slice))
+        position += k is None or isinstance(k, slice)
         axis += k is not None
     shape, strides, offset, lands = _basic(x, expanded)
     part = _strided("getitem", x, tuple(shape), strides, offset)

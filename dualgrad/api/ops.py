@@ -52,12 +52,17 @@ def _tensor(fn: str, name: str, x, like=None, any_dtype: bool = False) -> Tensor
     raise bad_type(fn, name, x, "a Tensor or a NumPy array")
 
 
-def _constant(shape: tuple, value: float, dtype) -> Tensor:
-    """A tensor filled on the device (no upload, so a recorded step keeps it)."""
-    backend = device.active()
+def _filled(backend, shape: tuple, value: float, dtype):
+    """Storage filled on the device (no upload, so a recorded step keeps it)."""
     h = backend.empty(shape, dtype)
     backend.fill(h, value)
-    return adopt(backend, Tensor(shape, dtype), h)
+    return h
+
+
+def _constant(shape: tuple, value: float, dtype) -> Tensor:
+    """A tensor filled on the device."""
+    backend = device.active()
+    return adopt(backend, Tensor(shape, dtype), _filled(backend, shape, value, dtype))
 
 
 def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None,

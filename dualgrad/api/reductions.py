@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, device, ops
-from .ops import _axes, _dim_or_axis, _make, _tensor
+from .ops import _axes, _dim_or_axis, _filled, _make, _tensor
 from .residency import adopt, handle
 from .tensor import Tensor
 
@@ -142,7 +142,7 @@ def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
                                                        if i not in axes))
 
     def backward(g, needs):
-        zero, one = _scalar(backend, 0.0, x.dtype), _scalar(backend, 1.0, x.dtype)
+        zero, one = (_filled(backend, (), v, x.dtype) for v in (0.0, 1.0))
         at_zero = backend.logic("eq", hx, zero)
         # the product of the nonzero elements, and how many are zero
         nonzero = backend.reduce("prod", backend.where(at_zero, one, hx), axes, keepdims=True)
@@ -153,12 +153,6 @@ def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
                                backend.where(the_zero, nonzero, zero))
         return (backend.binary("mul", backend.reshape(g, kshape), others),)
     return _make(hy, (x,), backward, backend)
-
-
-def _scalar(backend, value: float, dtype):
-    h = backend.empty((), dtype)
-    backend.fill(h, value)
-    return h
 
 
 def cumsum(x, dim: int) -> Tensor:

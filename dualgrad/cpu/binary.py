@@ -27,21 +27,46 @@ ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE 
 
 
 @scalar
-def fmod_of(x, y):
-    """C's fmod, exact. For float32 operands whose quotient is below 2^14, trunc(x / y) in
-    float64 is the truncated quotient q (x / y is then at least 2^-25 / q from an integer,
-    far more than float64's rounding), and x - q y is exact (at most 39 bits): a form that
-    vectorises, where the library's fmod is a loop."""
+def _fast_mod(x, y):
+    """C's fmod for float32 operands whose quotient is below 2^14, else NaN: trunc(x / y)
+    in float64 is then the truncated quotient q (x / y is at least 2^-25 / q from an
+    integer, far more than float64's rounding), and x - q y is exact (at most 39 bits). A
+    form without branches, which vectorises, where the library's fmod is a loop."""
     q = np.trunc(x / y)
-    if abs(q) < 16384.0 and abs(y) < math.inf:
-        return math.copysign(x - q * y, x)
-    return np.fmod(x, y)
+    mod = math.copysign(x - q * y, x)
+    return mod if (abs(q) < 16384.0) & (abs(y) < math.inf) else math.nan
+
+
+@scalar
+def fmod_of(x, y):
+    """C's fmod, exact."""
+    mod = _fast_mod(x, y)
+    return mod if mod == mod else np.fmod(x, y)
+
+
+@scalar
+def _differs(mod, y):
+    """Whether a nonzero fmod's sign is not y's (Python's remainder then adds y)."""
+    return (mod != 0.0) & ((mod < 0.0) != (y < 0.0))
+
+
+@scalar
+def _remainder_from(mod, y):
+    return mod + y if _differs(mod, y) else mod
+
+
+@scalar
+def _quotient_from(x, y, mod, floored):
+    """The truncated quotient that makes x - mod (rounded to an integer; its zero signed as
+    x / y), one less where ``floored`` and the remainder's sign differs from y's."""
+    q = np.rint((x - mod) / y)
+    q = q - 1.0 if floored & _differs(mod, y) else q
+    return q if q != 0.0 else math.copysign(0.0, x) * math.copysign(1.0, y)
 
 
 @scalar
 def integer_quotient(x, y, floored):
-    """trunc(x / y) from the exact fmod (the quotient that makes x - fmod(x, y), rounded to
-    an integer; its zero signed as x / y), or, ``floored``, PyTorch's floor_divide: rounded
+    """trunc(x / y) from the exact fmod, or, ``floored``, PyTorch's floor_divide: rounded
     toward -inf; x / y where y is 0; NaN where x is infinite."""
     if x != x or y != y:
         return x + y
@@ -49,20 +74,13 @@ def integer_quotient(x, y, floored):
         if floored and math.isinf(x) and y != 0.0:
             return math.nan
         return np.trunc(x / y)
-    mod = fmod_of(x, y)
-    q = np.rint((x - mod) / y)
-    if floored and mod != 0.0 and (mod < 0.0) != (y < 0.0):
-        q -= 1.0
-    return q if q != 0.0 else math.copysign(0.0, x) * math.copysign(1.0, y)
+    return _quotient_from(x, y, fmod_of(x, y), floored)
 
 
 @scalar
 def remainder_of(x, y):
     """fmod, then + y where it is nonzero and its sign is not y's (Python's rule)."""
-    mod = fmod_of(x, y)
-    if mod != 0.0 and (mod < 0.0) != (y < 0.0):
-        return mod + y
-    return mod
+    return _remainder_from(fmod_of(x, y), y)
 
 
 @scalar
@@ -133,20 +151,14 @@ def binary_grad_scalar(op, x, y, g):
 
 @scalar
 def _quotient_fast(op, x, y):
-    """fmod, remainder or floor_divide where the truncated quotient is below 2^14 and y
-    finite (fmod_of's fast form: branch-free, so the loop vectorises), else NaN: the
-    elements then left to binary_scalar."""
-    q = np.trunc(x / y)
-    mod = math.copysign(x - q * y, x)
+    """fmod, remainder or floor_divide where _fast_mod applies, else NaN (the elements then
+    left to binary_scalar)."""
+    mod = _fast_mod(x, y)
     if op == FMOD:
-        r = mod
-    elif op == REMAINDER:
-        r = mod + y if (mod != 0.0) & ((mod < 0.0) != (y < 0.0)) else mod
-    else:
-        f = np.rint((x - mod) / y)
-        f = f - 1.0 if (mod != 0.0) & ((mod < 0.0) != (y < 0.0)) else f
-        r = f if f != 0.0 else math.copysign(0.0, x) * math.copysign(1.0, y)
-    return r if (abs(q) < 16384.0) & (abs(y) < math.inf) else math.nan
+        return mod
+    if op == REMAINDER:
+        return _remainder_from(mod, y)
+    return _quotient_from(x, y, mod, True)
 
 
 def _binary_kernels(op):

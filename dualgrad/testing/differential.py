@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ..backend import Epilogue
-from ..kernel_ops import BINARY, INTEGER, LOGIC, UNARY
+from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
 from . import strategies as dgst
 from .tolerances import TOLERANCES, Agreement, agreement
 
@@ -269,7 +269,6 @@ def _reduce_prod(data, pair):
 # -- boolean results, selection, conversion -------------------------------------------------
 def _logic_operands(data, pair, op):
     """Float operands with ties, signed zeros, NaN and infinities, or int32 ones."""
-    from ..kernel_ops import LOGIC_UNARY
     if op.startswith("logical") or data.draw(st.booleans(), label="int32"):
         elements = st.integers(-3, 3) if op.startswith("logical") else INT32_RANGE
         sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
@@ -329,7 +328,6 @@ class _Stored:
 
 def _integer_check(op):
     def run(data, pair):
-        from ..kernel_ops import INTEGER_UNARY
         sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
         ints = data.draw(st.sampled_from([INT32_RANGE, st.integers(-9, 9)]), label="range")
         args = [_int32s(data, sa, "x", ints)]
