@@ -24,6 +24,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
+from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
@@ -223,6 +224,24 @@ def bench_optim(args, torch) -> list:
     return rows
 
 
+def bench_cnn(args, torch) -> list:
+    """The CNN's training step and a 3x3 convolution's forward and backward, against
+    PyTorch CPU."""
+    rows = []
+    cases = [(f"CNN Adam step, batch {args.cnn}", ours_cnn_step(dg, args.cnn),
+              torch_cnn_step(torch, args.cnn, "cpu") if torch else None)]
+    for channels, size in ((32, 28), (64, 14)):
+        cases.append((f"conv2d 3x3 fwd+bwd {args.cnn}x{channels}x{size}x{size}",
+                      ours_conv(dg, args.cnn, channels, size),
+                      torch_conv(torch, args.cnn, channels, size, "cpu") if torch else None))
+    for name, mine, peer in cases:
+        for fn in (mine, peer):
+            for _ in range(2 if fn else 0):
+                fn()
+        rows.append((name, *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.2"))
+    return rows
+
+
 _FIRST_STEP = """
 import time
 start = time.perf_counter()
@@ -280,7 +299,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peer", action="store_true", help="skip PyTorch even if found")
     parser.add_argument("--optim-hidden", type=int, default=1024,
                         help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
-    parser.add_argument("--sections", default="train,unary,binary,scan,prod,sort,optim,elementwise,startup",
+    parser.add_argument("--cnn", type=int, default=64,
+                        help="the batch of the cnn section's step (default %(default)s)")
+    parser.add_argument("--sections",
+                        default="train,cnn,unary,binary,scan,prod,sort,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -297,7 +319,8 @@ def main(argv=None) -> int:
                      ("binary", bench_binary, "Binary ops"),
                      ("prod", bench_prod, "Products"),
                      ("sort", bench_sort, "Sorting"),
-                     ("optim", bench_optim, "Optimizer steps"))
+                     ("optim", bench_optim, "Optimizer steps"),
+                     ("cnn", bench_cnn, "Convolutions"))
     for section, bench, title in against_torch:
         if section in args.sections:
             report(bench(args, torch), f"{title}: ours vs {peer}")

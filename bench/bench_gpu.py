@@ -47,6 +47,7 @@ from dualgrad.api import device  # noqa: E402
 from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
+from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
@@ -617,6 +618,25 @@ def bench_training(args, ours, torch) -> list:
     return rows
 
 
+def bench_cnn(args, ours, torch) -> list:
+    """The CNN's training step (eager and replayed) and 3x3 convolutions' forward and
+    backward, against PyTorch CUDA eager (cuDNN, TF32 off)."""
+    rows = []
+    sync_peer = torch.cuda.synchronize if torch else None
+    step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
+    peer = torch_cnn_step(torch, args.cnn, "cuda") if torch else None
+    for kind, replayed in (("", False), (" replayed", True)):
+        mine = ours_cnn_step(dg, args.cnn, replayed)
+        rows.append((f"CNN Adam step, batch {args.cnn}{kind}",
+                     *timed(step_args, mine, peer, ours.wait, sync_peer, 10), "<= 1.5"))
+    for channels, size in args.convs:
+        mine = ours_conv(dg, args.cnn, channels, size)
+        theirs = torch_conv(torch, args.cnn, channels, size, "cuda") if torch else None
+        rows.append((f"conv2d 3x3 fwd+bwd {args.cnn}x{channels}x{size}x{size}",
+                     *timed(args, mine, theirs, ours.sync, sync_peer, 10), "<= 1.5"))
+    return rows
+
+
 def bench_startup(args, ours, torch) -> list:
     """A new process's import and first training step on the gpu, with an empty pipeline
     cache and then with the one that run left (the driver's own shader cache is turned off
@@ -649,10 +669,11 @@ def parse(argv=None):
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,select,optim,"
-                   "train,startup",
+                   "train,cnn,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
-                        "op), train, startup, floor (tiny chained kernels)")
+                        "op), train, cnn (a CNN's step, convolutions), startup, floor (tiny "
+                        "chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
     p.add_argument("--tiles", default="", help="with --sweep: only these tiles, by label or "
@@ -663,14 +684,19 @@ def parse(argv=None):
     p.add_argument("--optim-hidden", type=int, default=4096, help="H of the optim section's "
                    "MLP 784-H-H-10")
     p.add_argument("--train", default="256:128,1024:256,4096:1024", help="H:batch,...")
+    p.add_argument("--cnn", type=int, default=128, help="the batch of the cnn section")
+    p.add_argument("--convs", default="64:56,128:28,256:14",
+                   help="channels:size of the cnn section's convolutions")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if args.tiny:
         args.squares, args.mlp_shapes, args.elements = "64", "32:16", 4096
         args.train, args.repeats, args.rounds = "32:16", 2, 1
+        args.cnn, args.convs = 4, "4:8"
     args.squares = [int(s) for s in args.squares.split(",") if s]
     args.mlp_shapes, args.train = _sizes(args.mlp_shapes), _sizes(args.train)
+    args.convs = _sizes(args.convs)
     args.sections = args.sections.split(",")
     return args
 
@@ -688,7 +714,7 @@ def main(argv=None) -> int:
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
                         ("memory", bench_memory), ("unary", bench_unary),
                         ("scan", bench_scan), ("select", bench_select),
-                        ("optim", bench_optim),
+                        ("optim", bench_optim), ("cnn", bench_cnn),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

@@ -19,6 +19,9 @@ from .api import losses as _losses
 from .api import logic as _logic
 from .api import reductions as _reductions
 from .api import sorting as _sorting
+from .api import conv as _conv
+from .api import pooling as _pooling
+from .api import windows as _windows
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
@@ -27,6 +30,9 @@ from .api.indexing import *  # noqa: F401,F403  (squeeze, flip, ...: indexing.__
 from .api.reductions import *  # noqa: F401,F403  (min, var, ...: reductions.__all__)
 from .api.logic import *  # noqa: F401,F403  (eq, where, any, ...: logic.__all__)
 from .api.sorting import *  # noqa: F401,F403  (sort, argsort, topk)
+from .api.conv import *  # noqa: F401,F403  (conv1d, conv2d, conv_transpose2d)
+from .api.pooling import *  # noqa: F401,F403  (max_pool2d, avg_pool2d, ...)
+from .api.windows import *  # noqa: F401,F403  (unfold, fold)
 from .api.gradcheck import gradcheck
 from .api.optim import clip_grad_norm, clip_grad_value
 from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
@@ -42,7 +48,7 @@ __all__ = [
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
-    *_sorting.__all__,
+    *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck",

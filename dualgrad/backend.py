@@ -300,6 +300,30 @@ class Backend(abc.ABC):
         past +inf and among themselves by index. Exact."""
 
     @abc.abstractmethod
+    def unfold(self, x, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple,
+               out_size: tuple, value: float):
+        """The sliding windows of images x (B, C, H, W) as columns (B, C * kh * kw,
+        oh * ow), PyTorch's ``F.unfold`` layout: window (oy, ox) element (i, j) is x at
+        oy * stride - padding + i * dilation along each axis (pairs: rows, columns), and
+        ``value`` outside x; ``padding`` is the top and left padding, ``out_size`` (oh, ow)
+        implies the rest. Exact."""
+
+    @abc.abstractmethod
+    def fold(self, cols, size: tuple, kernel: tuple, dilation: tuple, padding: tuple,
+             stride: tuple, out_size: tuple):
+        """The images (B, C, *size) that ``unfold`` with this geometry reads, each pixel the
+        float32 sum, in (i, j) order, of the column elements that read it (``unfold``'s
+        gradient). Exact between backends."""
+
+    @abc.abstractmethod
+    def max_pool(self, x, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple,
+                 out_size: tuple):
+        """For each window of ``unfold``'s geometry over images x (B, C, H, W), the int32
+        flat index (y * W + x) of its maximum by PyTorch's rule: the first in-bounds
+        element, replaced by each larger one and by each NaN; -1 where no element of the
+        window is in bounds. (B, C, oh * ow). Exact."""
+
+    @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):
         """x * mask / (1 - p), the mask a function of (seed, step, element index) alone; the
         backward of dropout is the same kernel applied to the gradient."""

@@ -14,7 +14,8 @@ def test_bench_cpu_prints_its_tables_at_tiny_sizes():
     env = child_env()
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_cpu.py"), "--mlp", "16:8,32:4",
-         "--elements", "4096", "--repeats", "2", "--rounds", "1", "--no-peer"],
+         "--elements", "4096", "--repeats", "2", "--rounds", "1", "--no-peer",
+         "--cnn", "4"],
         capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -25,5 +26,8 @@ def test_bench_cpu_prints_its_tables_at_tiny_sizes():
     # Every big-array row has NumPy as its peer, so it prints a ratio.
     ratios = re.findall(r"\(4096 el\.\) +[\d.]+ms +[\d.]+ms +([\d.]+)", out)
     assert len(ratios) == 10 and all(float(r) > 0 for r in ratios)
+    convs = re.findall(r"^  (CNN Adam step, batch 4|conv2d 3x3 fwd\+bwd 4x\S+) +([\d.]+)ms +n/a",
+                       out, re.M)
+    assert len(convs) == 3 and all(float(ms) > 0 for _, ms in convs), out
     warm = re.search(r"warm Numba cache +([\d.]+)s", out)
     assert warm and float(warm.group(1)) > 0

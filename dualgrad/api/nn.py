@@ -1,4 +1,5 @@
-"""Layers: Module, Linear, Sequential, activations, LayerNorm, Embedding, Dropout.
+"""Layers: Module, Linear, containers, activations, LayerNorm, Embedding, Dropout (the
+convolution and pooling layers: ``conv_layers``).
 
 Modules hold Parameters and call ops; they never touch a backend. Initialisation draws from
 dualgrad's generator (``dg.manual_seed``) and follows PyTorch's defaults.
@@ -9,9 +10,10 @@ import math
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type
+from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, bad_value
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
+from .indexing import flatten
 from .residency import store_weight
 from .tensor import Parameter, Tensor, ag_param, host_array
 
@@ -135,6 +137,14 @@ class Module:
     def _set_own_extra_state(self, value: dict) -> None:
         pass
 
+    def apply(self, fn):
+        """Call ``fn(module)`` on every descendant, then on this module (PyTorch's order:
+        children first), e.g. to initialise weights; returns self."""
+        for m in self._modules.values():
+            m.apply(fn)
+        fn(self)
+        return self
+
     # -- modes --------------------------------------------------------------------------------
     def train(self, mode: bool = True):
         """Set training mode (Dropout active) on this module and its children."""
@@ -220,6 +230,106 @@ class Sequential(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleList(Module):
+    """Modules held in a list, registered as "0", "1", ... (their parameters train and are
+    checkpointed); indexing, ``len``, iteration, ``append``, ``extend``. It has no forward:
+    the model calls its modules."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self.extend(modules)
+
+    def append(self, module: Module) -> "ModuleList":
+        if not isinstance(module, Module):
+            raise bad_type("ModuleList", f"modules[{len(self)}]", module, "a dg.nn.Module")
+        setattr(self, str(len(self)), module)
+        return self
+
+    def extend(self, modules) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        items = list(self._modules.values())
+        if isinstance(i, slice):
+            return ModuleList(items[i])
+        return items[checks.integer("ModuleList", "index", i, -len(items), len(items))]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """Modules held by name (their parameters train and are checkpointed under that name);
+    ``d[name]``, ``d[name] = module``, ``in``, ``len``, ``keys``, ``values``, ``items``, in
+    insertion order."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, m in (dict(modules) if modules is not None else {}).items():
+            self[name] = m
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        if not isinstance(name, str) or not name or "." in name:
+            raise bad_value("ModuleDict", "name", name, "a non-empty string without '.'")
+        if not isinstance(module, Module):
+            raise bad_type("ModuleDict", name, module, "a dg.nn.Module")
+        setattr(self, name, module)
+
+    def __getitem__(self, name: str) -> Module:
+        if name not in self._modules:
+            raise KeyError(name)
+        return self._modules[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
+class Identity(Module):
+    """Returns its input (a placeholder layer; arguments are accepted and ignored, as in
+    PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """``flatten(x, start_dim, end_dim)``: by default every axis but the batch's merged."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim = checks.integer("Flatten", "start_dim", start_dim)
+        self.end_dim = checks.integer("Flatten", "end_dim", end_dim)
+
+    def forward(self, x):
+        return flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 def _activation(op: KernelOp) -> type:
@@ -393,6 +503,7 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-__all__ = ["Module", "Linear", "Sequential", *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
+__all__ = ["Module", "Linear", "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten",
+           *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
            "Hardtanh", "ReLU6", "LayerNorm",
            "Embedding", "Dropout"]

@@ -12,7 +12,7 @@ from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
 from . import (argreduce, binary, embedding, gather, intops, layernorm, logic, matmul, optim,
-               reduce, scan, softmax, sort, strided, unary)
+               reduce, scan, softmax, sort, strided, unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_))
@@ -154,6 +154,15 @@ class CpuBackend(Backend):
 
     def sort(self, x, descending):
         return sort.sort(x, descending)
+
+    def unfold(self, x, kernel, dilation, padding, stride, out_size, value):
+        return unfold.unfold(x, kernel, dilation, padding, stride, out_size, value)
+
+    def fold(self, cols, size, kernel, dilation, padding, stride, out_size):
+        return unfold.fold(cols, size, kernel, dilation, padding, stride, out_size)
+
+    def max_pool(self, x, kernel, dilation, padding, stride, out_size):
+        return unfold.max_pool(x, kernel, dilation, padding, stride, out_size)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

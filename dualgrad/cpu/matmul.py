@@ -22,10 +22,16 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
     the row sums by the reduction's sum."""
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))
+    # A transposed operand shared by a batch is copied first: NumPy's batched product
+    # reads a strided one far more slowly than the copy costs.
     if trans_a:
         a = np.swapaxes(a, -1, -2)
+        if a.ndim == 2 and b.ndim == 3:
+            a = np.ascontiguousarray(a)
     if trans_b:
         b = np.swapaxes(b, -1, -2)
+        if b.ndim == 2 and a.ndim == 3:
+            b = np.ascontiguousarray(b)
     if out is None:
         c = np.ascontiguousarray(np.matmul(a, b))
     else:

@@ -1,10 +1,11 @@
-"""Big elementwise kernels on every core: the arrays cut into one slice per core, each slice
-run by the same compiled kernel (which releases the GIL), one on the calling thread.
+"""Big kernels on every core: the arrays cut into one slice per core, each slice run by the
+same compiled kernel (which releases the GIL), one on the calling thread.
 
-Only flat elementwise kernels are split: each element is computed alone, so the results
-are the same bits however the arrays are cut. Below SPLIT_MIN elements, handing a slice to
-another thread (tens of microseconds) costs more than it saves; the activations of a small
-model's step stay on the calling thread, out of the way of BLAS's threads (see jit.py).
+Only kernels whose parts are computed alone are split (flat elementwise ones, and the
+images of a batch), so the results are the same bits however the arrays are cut. Below
+SPLIT_MIN elements, handing a slice to another thread (tens of microseconds) costs more
+than it saves; the activations of a small model's step stay on the calling thread, out of
+the way of BLAS's threads (see jit.py).
 """
 from __future__ import annotations
 
@@ -39,14 +40,15 @@ def _workers(parts: int) -> ThreadPoolExecutor:
 
 
 def run(kernel, arrays, *scalars) -> None:
-    """kernel(*slices of ``arrays``, *scalars) over every part of the flat, equally long
-    ``arrays``; one call when they are small or there is one core."""
-    n = arrays[0].size
-    parts = min(cores(), MAX_PARTS, n // (SPLIT_MIN // 2) or 1)
+    """kernel(*slices of ``arrays``, *scalars) over every part of ``arrays`` cut along their
+    first axis, which they share (flat arrays: elements; images: the batch); one call when
+    they are small, the axis short, or there is one core."""
+    rows, n = arrays[0].shape[0], arrays[0].size
+    parts = min(cores(), MAX_PARTS, rows, n // (SPLIT_MIN // 2) or 1)
     if n < SPLIT_MIN or parts < 2:
         kernel(*arrays, *scalars)
         return
-    cut = [n * k // parts for k in range(parts + 1)]
+    cut = [rows * k // parts for k in range(parts + 1)]
     pool = _workers(parts)
     pending = [pool.submit(kernel, *(a[cut[k]:cut[k + 1]] for a in arrays), *scalars)
                for k in range(1, parts)]

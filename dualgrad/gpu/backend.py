@@ -15,7 +15,8 @@ from .capture import Recording
 from .context import Context
 from .device import F32, Device
 from .kernels import (argreduce, dropout, elementwise, embedding, gather, layernorm, logic,
-                      matmul, optim, reduce, scan, softmax, sort, strided)
+                      matmul, optim, reduce, scan, softmax, sort, strided,
+                      unfold)
 
 
 _DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_))    # (bools stored as int32)
@@ -182,6 +183,17 @@ class GpuBackend(Backend):
 
     def sort(self, x, descending):
         return sort.sort(self.device, x, descending)
+
+    def unfold(self, x, kernel, dilation, padding, stride, out_size, value):
+        return unfold.unfold(self.device, x, kernel, dilation, padding, stride, out_size,
+                             value)
+
+    def fold(self, cols, size, kernel, dilation, padding, stride, out_size):
+        return unfold.fold(self.device, cols, size, kernel, dilation, padding, stride,
+                           out_size)
+
+    def max_pool(self, x, kernel, dilation, padding, stride, out_size):
+        return unfold.max_pool(self.device, x, kernel, dilation, padding, stride, out_size)
 
     def gather(self, x, idx, skip):
         return gather.gather(self.device, x, idx, skip)

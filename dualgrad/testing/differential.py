@@ -14,7 +14,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, assume, given, settings
 from hypothesis import strategies as st
 
 from ..backend import Epilogue
@@ -732,6 +732,49 @@ def _gather(data, pair):
     g = data.draw(dgst.arrays((rows, k)), label="g")
     cg, gg = pair.twin("gather_backward", idx, g, cols, skip)
     return [pair.agree("gather", gy, cy), pair.agree("gather_backward", gg, cg)]
+
+
+def _windows(data, pair) -> tuple:
+    """Images and a window geometry of every kind: kernels, dilations, strides and paddings
+    (past the kernel too, as a transposed convolution's). (x, size, geometry)."""
+    b, c = data.draw(st.integers(1, 3), label="batch"), data.draw(st.integers(1, 4),
+                                                                  label="channels")
+    size = data.draw(st.tuples(st.integers(1, 12), st.integers(1, 12)), label="size")
+    kernel = data.draw(st.tuples(st.integers(1, 4), st.integers(1, 4)), label="kernel")
+    dilation = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 3)), label="dilation")
+    stride = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 3)), label="stride")
+    padding = data.draw(st.tuples(st.integers(0, 4), st.integers(0, 4)), label="padding")
+    out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, p, d, k, s in zip(size, padding, dilation, kernel, stride))
+    assume(min(out) >= 1)
+    x = data.draw(dgst.arrays((b, c) + size, specials=pair.specials(dgst.ALL_SPECIALS)),
+                  label="x")
+    return x, size, (kernel, dilation, padding, stride, out)
+
+
+@check("unfold")
+def _unfold(data, pair):
+    x, _, geometry = _windows(data, pair)
+    value = data.draw(st.sampled_from([0.0, -math.inf]), label="value")
+    cy, gy = pair.twin("unfold", x, *geometry, value)
+    return [pair.agree("unfold", gy, cy)]
+
+
+@check("fold")
+def _fold(data, pair):
+    x, size, geometry = _windows(data, pair)
+    cols = data.draw(dgst.arrays(pair.ref.unfold(x, *geometry, 0.0).shape,
+                                 specials=pair.specials(dgst.ALL_SPECIALS)), label="cols")
+    cx, gx = pair.twin("fold", cols, size, *geometry)
+    return [pair.agree("fold", gx, cx)]
+
+
+@check("max_pool")
+def _max_pool(data, pair):
+    """Ties, NaNs, infinities and signed zeros among the specials."""
+    x, _, geometry = _windows(data, pair)
+    cm, gm = pair.twin("max_pool", x, *geometry)
+    return [pair.agree("max_pool", gm, cm)]
 
 
 @check("dropout")

@@ -489,6 +489,11 @@ TOLERANCES: dict = {
     "gather": Tolerance("elements copied, no arithmetic", exact=True),
     "gather_backward": Tolerance("each element sums its gathered positions in float32, in "
                                  "the same order on both backends", exact=True),
+    "unfold": Tolerance("window elements copied (or the padding value), no arithmetic",
+                        exact=True),
+    "fold": Tolerance("each pixel sums the column elements that read it in float32, in the "
+                      "same order on both backends", exact=True),
+    "max_pool": Tolerance("an index chosen by comparisons: no arithmetic", exact=True),
     "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
                          "product", exact=True),
     # -- optimizers -------------------------------------------------------------------------
