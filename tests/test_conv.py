@@ -368,7 +368,8 @@ def test_containers_register_their_modules():
 def cnn():
     dg.manual_seed(3)
     model = nn.Sequential(
-        nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, ceil_mode=True),
+        nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+        nn.MaxPool2d(2, ceil_mode=True),
         nn.Conv2d(4, 4, 3, padding="same", groups=2), nn.AvgPool2d(2, 1, 1),
         nn.AdaptiveAvgPool2d((3, 2)), nn.Flatten(), nn.Linear(24, 3))
     return model, dg.optimizer_adam(model.parameters(), lr=1e-2)

@@ -238,7 +238,7 @@ def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
 
 
 def _check_model(model: Module, state: dict, strict: bool) -> None:
-    params = dict(model.named_parameters())
+    params = model._state_tensors()
     if strict and set(params) != set(state):
         raise CheckpointError(
             "load_checkpoint: the checkpoint is for another model: missing "

@@ -15,7 +15,7 @@ from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
 from .indexing import flatten
 from .residency import store_weight
-from .tensor import Parameter, Tensor, ag_param, host_array
+from .tensor import Parameter, Tensor, ag_buffer, ag_param, host_array
 
 
 def _refuse_unregistered_collection(module, name, value) -> None:
@@ -41,6 +41,7 @@ class Module:
 
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
 
@@ -49,6 +50,12 @@ class Module:
             raise InvalidValueError(f"{type(self).__name__}: call super().__init__() before "
                                     "assigning attributes")
         _refuse_unregistered_collection(self, name, value)
+        if name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise bad_type(type(self).__name__, name, value, "a Tensor (a buffer) or None")
+            self._buffers[name] = value
+            object.__setattr__(self, name, value)
+            return
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
         if isinstance(value, Parameter):
@@ -83,6 +90,35 @@ class Module:
         """The module's Parameters (each once), in registration order."""
         return [p for _, p in self.named_parameters()]
 
+    def register_buffer(self, name: str, value) -> None:
+        """Keep ``value`` (an array or Tensor, or None) as state that is not trained: a
+        running statistic. Like a parameter it lives on the device (persistent), is in
+        ``state_dict()`` and checkpoints, and is an attribute; it takes no gradient."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise bad_value(type(self).__name__, "name", name, "an identifier")
+        if name in self._parameters or name in self._modules:
+            raise bad_value(type(self).__name__, "name", name,
+                            "a name not already a parameter or a module")
+        if value is not None:
+            value = ag_buffer(value.numpy() if isinstance(value, Tensor) else value)
+        self._buffers[name] = value
+        object.__setattr__(self, name, value)
+
+    def named_buffers(self, prefix: str = ""):
+        """(dotted name, buffer) pairs of this module and its descendants (None skipped)."""
+        for name, b in self._buffers.items():
+            if b is not None:
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            yield from m.named_buffers(prefix + name + ".")
+
+    def buffers(self) -> list:
+        return [b for _, b in self.named_buffers()]
+
+    def _state_tensors(self) -> dict:
+        """Name -> tensor of what ``state_dict`` holds: parameters, then buffers."""
+        return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+
     def named_modules(self, prefix: str = ""):
         """(dotted path, module) for this module ("" for itself) and every descendant."""
         yield prefix.rstrip("."), self
@@ -90,16 +126,16 @@ class Module:
             yield from m.named_modules(prefix + name + ".")
 
     def state_dict(self) -> dict:
-        """Parameter name -> a NumPy copy of its current value."""
-        return {name: p.numpy() for name, p in self.named_parameters()}
+        """Parameter and buffer name -> a NumPy copy of its current value."""
+        return {name: t.numpy() for name, t in self._state_tensors().items()}
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        """Copy values into the parameters (keeping them resident on gpu). Every entry is
-        checked (names, shapes, dtypes) before any parameter changes; with ``strict``,
-        missing and unexpected names are errors."""
+        """Copy values into the parameters and buffers (keeping them resident on gpu).
+        Every entry is checked (names, shapes, dtypes) before anything changes; with
+        ``strict``, missing and unexpected names are errors."""
         if not isinstance(state, dict):
             raise bad_type("load_state_dict", "state", state, "a dict name -> array")
-        params = dict(self.named_parameters())
+        params = self._state_tensors()
         if strict:
             missing = sorted(set(params) - set(state))
             unexpected = sorted(set(state) - set(params))

@@ -262,6 +262,21 @@ def ag_param(array, dtype=None) -> Parameter:
     return residency.adopt(backend, p, backend.upload(value, persistent=True))
 
 
+def ag_buffer(array, dtype=None) -> Tensor:
+    """A persistent tensor that takes no gradient (a module's buffer: running statistics),
+    holding a copy of ``array`` (float32, or int32 for integers, unless ``dtype`` says);
+    on gpu it lives in the persistent pool."""
+    if dtype is None:
+        dtype = INT32 if np.asarray(array).dtype.kind in "iu" else None
+    dtype = resolve_dtype("register_buffer", dtype)
+    value = host_array("register_buffer", "value", array, dtype)
+    _check_rank("register_buffer", value)
+    backend = device.active()
+    _check_dtype(backend, "register_buffer", dtype)
+    t = Tensor(value.shape, dtype, False, persistent=True)
+    return residency.adopt(backend, t, backend.upload(value, persistent=True))
+
+
 def ag_data(t) -> np.ndarray:
     """A tensor's value as a NumPy array (a copy); arrays and numbers pass through as
     float32 arrays."""
