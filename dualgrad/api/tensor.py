@@ -250,31 +250,31 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     return residency.adopt(backend, t, backend.upload(value), kept=True)
 
 
+def _persistent(fn: str, arg: str, array, dtype, cls) -> Tensor:
+    """A ``cls`` tensor (a Parameter takes gradients) holding a copy of ``array`` in the
+    persistent pool: on gpu it is uploaded once and its value lives only on the device."""
+    value = host_array(fn, arg, array, dtype)
+    _check_rank(fn, value)
+    backend = device.active()
+    _check_dtype(backend, fn, dtype)
+    t = cls(value.shape, dtype, cls is Parameter, persistent=True)
+    return residency.adopt(backend, t, backend.upload(value, persistent=True))
+
+
 def ag_param(array, dtype=None) -> Parameter:
     """A trainable Parameter holding a copy of ``array``. On gpu it is uploaded once into
     the persistent pool and its value lives only on the device."""
     dtype = resolve_dtype("ag_param", dtype, floats_only=True)
-    value = host_array("ag_param", "array", array, dtype)
-    _check_rank("ag_param", value)
-    backend = device.active()
-    _check_dtype(backend, "ag_param", dtype)
-    p = Parameter(value.shape, dtype, True, persistent=True)
-    return residency.adopt(backend, p, backend.upload(value, persistent=True))
+    return _persistent("ag_param", "array", array, dtype, Parameter)
 
 
 def ag_buffer(array, dtype=None) -> Tensor:
     """A persistent tensor that takes no gradient (a module's buffer: running statistics),
-    holding a copy of ``array`` (float32, or int32 for integers, unless ``dtype`` says);
-    on gpu it lives in the persistent pool."""
+    holding a copy of ``array`` (float32, or int32 for integers, unless ``dtype`` says)."""
     if dtype is None:
         dtype = INT32 if np.asarray(array).dtype.kind in "iu" else None
     dtype = resolve_dtype("register_buffer", dtype)
-    value = host_array("register_buffer", "value", array, dtype)
-    _check_rank("register_buffer", value)
-    backend = device.active()
-    _check_dtype(backend, "register_buffer", dtype)
-    t = Tensor(value.shape, dtype, False, persistent=True)
-    return residency.adopt(backend, t, backend.upload(value, persistent=True))
+    return _persistent("register_buffer", "value", array, dtype, Tensor)
 
 
 def ag_data(t) -> np.ndarray:
