@@ -1,0 +1,115 @@
+"""Attention: ``scaled_dot_product_attention`` with PyTorch's arguments and masks.
+
+softmax(q @ k^T * scale + mask) @ v, composed of the batched products, softmax and
+dropout, so its gradient is theirs. A causal mask is made on the device (no host array),
+so a recorded step keeps it.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError, bad_shape
+from . import capture, checks, device, ops, random
+from .logic import tril, where
+from .ops import _constant, _same_dtype, _tensor, matmul, reshape, softmax, transpose
+from .tensor import BOOL, Tensor, ag_tensor
+
+
+def fresh_dropout(x: Tensor, p: float) -> Tensor:
+    """dropout(x, p) with a mask drawn from dualgrad's generator, a new one at each call
+    and at each replay of a recorded step."""
+    if p == 0.0:
+        return x
+    recorded = (int(random.generator().integers(0, 2 ** 63)), 0)
+    out = ops.dropout(x, p, *recorded)
+
+    def replayed():
+        device.active().replay_dropout(recorded, int(random.generator().integers(0, 2 ** 63)),
+                                       0)
+    capture.on_replay(lambda: ("dropout", p), replayed)
+    return out
+
+
+def causal_mask(rows: int, cols: int) -> Tensor:
+    """A boolean (rows, cols) mask, True where column <= row (PyTorch's is_causal)."""
+    return tril(_constant((rows, cols), 1, BOOL))
+
+
+def mask_tensor(fn: str, name: str, mask, like: Tensor) -> Tensor:
+    """A mask argument as a tensor: a boolean array stays boolean, any other becomes a
+    float tensor of ``like``'s dtype."""
+    if isinstance(mask, Tensor):
+        return mask
+    if isinstance(mask, (np.ndarray, list, tuple)) and np.asarray(mask).dtype == np.bool_:
+        return ag_tensor(np.asarray(mask), dtype=BOOL)
+    return _tensor(fn, name, mask, like)
+
+
+def _mask_operand(fn: str, mask, like: Tensor, shape: tuple) -> Tensor:
+    """``mask_tensor`` of an attn_mask that broadcasts to ``shape``."""
+    m = mask_tensor(fn, "attn_mask", mask, like)
+    try:
+        if np.broadcast_shapes(m.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise bad_shape(fn, "attn_mask", m.shape, f"a shape that broadcasts to the "
+                                                  f"scores' {shape}") from None
+    if m.dtype != BOOL:
+        _same_dtype(fn, like, m)
+    return m
+
+
+def attention_scores(fn: str, q: Tensor, k: Tensor, attn_mask, is_causal: bool,
+                     scale) -> Tensor:
+    """q @ k^T * scale with the masks applied, (..., L, S)."""
+    lead, (length, e), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
+    batch = int(np.prod(lead))
+    scale = 1.0 / math.sqrt(e) if scale is None else checks.number(fn, "scale", scale)
+    q3, k3 = reshape(q, (batch, length, e)), reshape(k, (batch, s, e))
+    scores = reshape(matmul(q3, transpose(k3, (0, 2, 1))) * scale, lead + (length, s))
+    if is_causal:
+        scores = where(causal_mask(length, s), scores, -math.inf)
+    if attn_mask is not None:
+        m = _mask_operand(fn, attn_mask, q, scores.shape)
+        scores = where(m, scores, -math.inf) if m.dtype == BOOL else scores + m
+    return scores
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None) -> Tensor:
+    """softmax(query @ key^T * scale + mask) @ value, as
+    ``torch.nn.functional.scaled_dot_product_attention``: query (..., L, E), key
+    (..., S, E), value (..., S, Ev) with the same leading axes; ``attn_mask`` boolean (True:
+    take part) or float (added), broadcastable to (..., L, S); ``is_causal``: the mask
+    tril(ones(L, S)); ``scale`` by default 1 / sqrt(E); ``dropout_p``: dropout on the
+    attention weights (always applied, as PyTorch's). A row that every mask hides is NaN."""
+    fn = "scaled_dot_product_attention"
+    q = _tensor(fn, "query", query)
+    k = _tensor(fn, "key", key, q)
+    v = _tensor(fn, "value", value, q)
+    for name, t in (("key", k), ("value", v)):
+        _same_dtype(fn, q, t)
+        if t.ndim != q.ndim or t.shape[:-2] != q.shape[:-2]:
+            raise bad_shape(fn, name, t.shape, f"the query's leading axes {q.shape[:-2]} "
+                                               "and two more")
+    if q.ndim < 2:
+        raise bad_shape(fn, "query", q.shape, "(..., L, E)")
+    if k.shape[-1] != q.shape[-1]:
+        raise bad_shape(fn, "key", k.shape, f"(..., S, {q.shape[-1]}) (the query's E)")
+    if v.shape[-2] != k.shape[-2]:
+        raise bad_shape(fn, "value", v.shape, f"(..., {k.shape[-2]}, Ev) (the key's S)")
+    checks.flag(fn, "is_causal", is_causal)
+    p = checks.number(fn, "dropout_p", dropout_p, 0.0, 1.0)
+    if is_causal and attn_mask is not None:
+        raise ShapeError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
+    weights = softmax(attention_scores(fn, q, k, attn_mask, is_causal, scale), -1)
+    weights = fresh_dropout(weights, p)
+    lead, length, s = q.shape[:-2], q.shape[-2], k.shape[-2]
+    batch = int(np.prod(lead))
+    out = matmul(reshape(weights, (batch, length, s)), reshape(v, (batch, s, v.shape[-1])))
+    return reshape(out, lead + (length, v.shape[-1]))
+
+
+__all__ = ["scaled_dot_product_attention"]

@@ -1,0 +1,172 @@
+"""Attention layers: ``MultiheadAttention`` and ``TransformerEncoderLayer``, with PyTorch's
+arguments, parameter names (so their state_dicts carry over) and initialisation."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import bad_shape, bad_type, bad_value
+from . import checks, init, ops
+from .attention import attention_scores, mask_tensor
+from .indexing import split
+from .logic import logical_not, where
+from .nn import Dropout, LayerNorm, Linear, Module
+from .ops import _tensor, linear, matmul, reshape, softmax, transpose
+from .tensor import BOOL, Tensor, ag_param
+
+
+class MultiheadAttention(Module):
+    """Attention of ``num_heads`` heads over ``embed_dim`` features, as
+    ``torch.nn.MultiheadAttention`` (without kdim/vdim): in_proj_weight (3E, E) and
+    in_proj_bias project query, key and value; out_proj (a Linear) the result. Inputs are
+    (L, N, E), or (N, L, E) with ``batch_first``; a boolean ``attn_mask`` or
+    ``key_padding_mask`` is True where a position may NOT be attended (PyTorch's
+    convention here, the opposite of scaled_dot_product_attention's); float masks add."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,
+                 bias: bool = True, batch_first: bool = False):
+        super().__init__()
+        fn = "MultiheadAttention"
+        self.embed_dim = e = checks.integer(fn, "embed_dim", embed_dim, 1)
+        self.num_heads = checks.integer(fn, "num_heads", num_heads, 1)
+        if e % self.num_heads:
+            raise bad_value(fn, "embed_dim", embed_dim,
+                            f"a multiple of num_heads ({num_heads})")
+        self.head_dim = e // self.num_heads
+        self.dropout = checks.number(fn, "dropout", dropout, 0.0, 1.0)
+        # the attention weights' dropout: a mask per call from the layer's own seed and
+        # counter, checkpointed (as Dropout's)
+        self.attn_dropout = Dropout(self.dropout)
+        self.batch_first = checks.flag(fn, "batch_first", batch_first)
+        checks.flag(fn, "bias", bias)
+        self.in_proj_weight = ag_param(np.zeros((3 * e, e), np.float32))
+        init.xavier_uniform_(self.in_proj_weight)
+        self.in_proj_bias = ag_param(np.zeros(3 * e, np.float32)) if bias else None
+        self.out_proj = Linear(e, e, bias)
+        if bias:
+            init.zeros_(self.out_proj.bias)
+
+    def _heads(self, x: Tensor, n: int) -> Tensor:
+        """(N, L, E) -> (N, heads, L, head_dim)."""
+        return transpose(reshape(x, (n, x.shape[1], self.num_heads, self.head_dim)),
+                         (0, 2, 1, 3))
+
+    def _projected(self, query, key, value) -> tuple:
+        """q, k, v of shape (N, L or S, E): one product where they are one tensor."""
+        w, b = self.in_proj_weight, self.in_proj_bias
+        if query is key and key is value:
+            return split(linear(query, w, b), self.embed_dim, -1)
+        ws = split(w, self.embed_dim, 0)
+        bs = split(b, self.embed_dim, 0) if b is not None else (None,) * 3
+        return tuple(linear(x, wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
+
+    def _masked(self, scores: Tensor, mask, name: str, shape: tuple) -> Tensor:
+        """scores (N, H, L, S) with ``mask`` (boolean: True hides; float: added)."""
+        if mask is None:
+            return scores
+        m = mask_tensor("MultiheadAttention", name, mask, scores)
+        if m.shape not in shape:
+            raise bad_shape("MultiheadAttention", name, m.shape, " or ".join(map(str, shape)))
+        m = reshape(m, _mask_view(m.shape, scores.shape, name))
+        return where(logical_not(m), scores, -math.inf) if m.dtype == BOOL else scores + m
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
+                attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
+        """(attention output like query, the attention weights (N, L, S), averaged over the
+        heads, or per head (N, H, L, S), or None without ``need_weights``)."""
+        fn = "MultiheadAttention"
+        same = query is key and key is value
+        query = _tensor(fn, "query", query)
+        key = query if same else _tensor(fn, "key", key, query)
+        value = query if same else _tensor(fn, "value", value, query)
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+                raise bad_shape(fn, name, t.shape, f"3 dimensions, the last "
+                                                   f"{self.embed_dim} (embed_dim)")
+        checks.flag(fn, "need_weights", need_weights)
+        checks.flag(fn, "is_causal", is_causal)
+        if not self.batch_first:
+            query, key, value = (transpose(t, (1, 0, 2)) for t in (query, key, value))
+            if same:
+                key = value = query
+        n, length, e = query.shape
+        s = key.shape[1]
+        if key.shape[0] != n or value.shape[:2] != (n, s):
+            raise bad_shape(fn, "key", key.shape, "the batch of the query, and value's length")
+        q, k, v = (self._heads(t, n) for t in self._projected(query, key, value))
+        scores = attention_scores(fn, q, k, None, is_causal and attn_mask is None, None)
+        h = self.num_heads
+        scores = self._masked(scores, attn_mask, "attn_mask", ((length, s), (n * h, length, s)))
+        scores = self._masked(scores, key_padding_mask, "key_padding_mask", ((n, s),))
+        weights = self.attn_dropout(softmax(scores, -1))
+        out = matmul(reshape(weights, (n * h, length, s)), reshape(v, (n * h, s, self.head_dim)))
+        out = reshape(transpose(reshape(out, (n, h, length, self.head_dim)), (0, 2, 1, 3)),
+                      (n, length, e))
+        out = self.out_proj(out)
+        if not self.batch_first:
+            out = transpose(out, (1, 0, 2))
+        if not need_weights:
+            return out, None
+        return out, (ops.mean(weights, 1) if average_attn_weights else weights)
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+def _mask_view(shape: tuple, scores: tuple, name: str) -> tuple:
+    """How a mask of ``shape`` lines up with scores (N, H, L, S)."""
+    n, h, length, s = scores
+    if name == "key_padding_mask":
+        return (n, 1, 1, s)
+    return (1, 1, length, s) if len(shape) == 2 else (n, h, length, s)
+
+
+_ACTIVATIONS = {"relu": ops.relu, "gelu": ops.gelu}
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each with a residual connection and layer
+    norm, as ``torch.nn.TransformerEncoderLayer``: after each block by default, before it
+    with ``norm_first`` (pre-norm)."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True):
+        super().__init__()
+        fn = "TransformerEncoderLayer"
+        if activation in _ACTIVATIONS:
+            self.activation = _ACTIVATIONS[activation]
+        elif callable(activation):
+            self.activation = activation
+        else:
+            raise bad_type(fn, "activation", activation, '"relu", "gelu" or a callable')
+        self.norm_first = checks.flag(fn, "norm_first", norm_first)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first)
+        self.linear1 = Linear(d_model, checks.integer(fn, "dim_feedforward",
+                                                      dim_feedforward, 1), bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+
+    def _attend(self, x, mask, padding, is_causal):
+        out, _ = self.self_attn(x, x, x, key_padding_mask=padding, need_weights=False,
+                                attn_mask=mask, is_causal=is_causal)
+        return self.dropout1(out)
+
+    def _feed_forward(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
+        x = src
+        if self.norm_first:
+            x = x + self._attend(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._feed_forward(self.norm2(x))
+        x = self.norm1(x + self._attend(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._feed_forward(x))
+
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer"]

@@ -1,0 +1,168 @@
+"""scaled_dot_product_attention against a float64 NumPy reference (masks, causality,
+scale, dropout) on both backends; MultiheadAttention and TransformerEncoderLayer: PyTorch's
+parameter names and mask conventions, causality, a captured training step; gradients in
+float64; bad arguments."""
+import math
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+from dualgrad import nn
+
+RNG = np.random.default_rng(4)
+Q = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
+K = RNG.standard_normal((2, 3, 7, 4)).astype(np.float32)
+V = RNG.standard_normal((2, 3, 7, 6)).astype(np.float32)
+
+
+def attention_ref(q, k, v, keep=None, add=None, scale=None):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if add is not None:
+        s = s + add
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+KEEP = RNG.random((5, 7)) > 0.4
+KEEP[:, 0] = True
+ADD = RNG.standard_normal((3, 5, 7)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kwargs, ref", [
+    ({}, {}),
+    (dict(is_causal=True), dict(keep=np.tril(np.ones((5, 7), bool)))),
+    (dict(attn_mask=KEEP), dict(keep=KEEP)),
+    (dict(attn_mask=ADD), dict(add=ADD)),
+    (dict(scale=0.3), dict(scale=0.3)),
+], ids=["plain", "causal", "bool mask", "float mask", "scale"])
+def test_sdpa_matches_the_reference(device, kwargs, ref):
+    y = dg.scaled_dot_product_attention(dg.ag_tensor(Q), dg.ag_tensor(K), dg.ag_tensor(V),
+                                        **kwargs)
+    np.testing.assert_allclose(y.numpy(), attention_ref(Q, K, V, **ref), rtol=1e-5, atol=1e-5)
+
+
+EYE = np.broadcast_to(np.eye(7, dtype=np.float32), (2, 3, 7, 7)).copy()
+
+
+def test_sdpa_dropout_drops_weights_and_repeats_with_the_seed(device):
+    def run():
+        dg.manual_seed(7)
+        return dg.scaled_dot_product_attention(dg.ag_tensor(Q), dg.ag_tensor(K),
+                                               dg.ag_tensor(EYE), dropout_p=0.5).numpy()
+    weights = run()            # value = I: the output is the dropped-out weights
+    kept = weights != 0
+    assert 0.3 < kept.mean() < 0.7
+    full = attention_ref(Q, K, EYE)
+    np.testing.assert_allclose(weights[kept], 2 * full[kept], rtol=1e-5)
+    np.testing.assert_array_equal(run(), weights)
+
+
+@pytest.mark.parametrize("name, fn, shapes", [
+    ("sdpa", lambda q, k, v: dg.scaled_dot_product_attention(q, k, v),
+     [(2, 3, 4), (2, 5, 4), (2, 5, 3)]),
+    ("sdpa causal", lambda q, k, v: dg.scaled_dot_product_attention(q, k, v, is_causal=True),
+     [(1, 4, 2), (1, 4, 2), (1, 4, 3)]),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_gradients_by_finite_differences(name, fn, shapes):
+    assert dg.gradcheck(fn, tuple(RNG.standard_normal(s) for s in shapes))
+
+
+def test_multihead_attention_follows_pytorchs_layout_and_masks(device):
+    dg.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2)
+    assert list(mha.state_dict()) == ["in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                      "out_proj.bias"]
+    x = RNG.standard_normal((5, 3, 8)).astype(np.float32)          # (L, N, E)
+    hide = np.triu(np.ones((5, 5), bool), 1)                        # True: not attended
+    pad = np.zeros((3, 5), bool)
+    pad[1, 3:] = True
+    out, weights = mha(*3 * [dg.ag_tensor(x)], attn_mask=hide, key_padding_mask=pad)
+    # the same with the projections written out, heads as a batch axis
+    sd = mha.state_dict()
+    xb = x.transpose(1, 0, 2)
+    q, k, v = np.split(xb @ sd["in_proj_weight"].T + sd["in_proj_bias"], 3, -1)
+    heads = (lambda t: t.reshape(3, 5, 2, 4).transpose(0, 2, 1, 3))
+    keep = ~hide[None, None] & ~pad[:, None, None, :]
+    o = attention_ref(heads(q), heads(k), heads(v), keep=keep)
+    want = o.transpose(0, 2, 1, 3).reshape(3, 5, 8) @ sd["out_proj.weight"].T + \
+        sd["out_proj.bias"]
+    np.testing.assert_allclose(out.numpy(), want.transpose(1, 0, 2), rtol=1e-4, atol=1e-5)
+    assert weights.shape == (3, 5, 5)
+    np.testing.assert_allclose(weights.numpy().sum(-1), 1, rtol=1e-5)
+    assert np.all(weights.numpy()[1, :, 3:] == 0) and np.all(weights.numpy()[:, 0, 1:] == 0)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_an_encoder_layer_with_a_causal_mask_ignores_the_future(device, norm_first):
+    dg.manual_seed(1)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                       norm_first=norm_first)
+    assert list(layer.state_dict())[:4] == ["self_attn.in_proj_weight",
+                                            "self_attn.in_proj_bias",
+                                            "self_attn.out_proj.weight",
+                                            "self_attn.out_proj.bias"]
+    assert list(layer.state_dict())[4:] == ["linear1.weight", "linear1.bias", "linear2.weight",
+                                            "linear2.bias", "norm1.weight", "norm1.bias",
+                                            "norm2.weight", "norm2.bias"]
+    x = RNG.standard_normal((2, 6, 8)).astype(np.float32)
+    changed = x.copy()
+    changed[:, 4:] += 1.0
+    a = layer(dg.ag_tensor(x), is_causal=True).numpy()
+    b = layer(dg.ag_tensor(changed), is_causal=True).numpy()
+    np.testing.assert_allclose(a[:, :4], b[:, :4], rtol=1e-5, atol=1e-6)
+    assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-3
+
+
+@pytest.mark.gpu
+def test_a_captured_transformer_step_replays_with_fresh_dropout(gpu):
+    def make():
+        dg.manual_seed(5)
+        model = nn.Sequential(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1,
+                                                         batch_first=True), nn.Flatten(),
+                              nn.Linear(32, 2))
+        return model, dg.optimizer_adam(model.parameters(), lr=1e-2)
+
+    def step_of(model, opt):
+        def step(x, y):
+            with dg.with_grad_tape():
+                loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        return step
+    (m1, o1), (m2, o2) = make(), make()
+    eager, captured = step_of(m1, o1), dg.capture_step(step_of(m2, o2))
+    losses = []
+    for k in range(5):
+        x = np.random.default_rng(k).standard_normal((3, 4, 8)).astype(np.float32)
+        y = np.arange(3) % 2
+        losses.append(eager(x, y).item())
+        assert captured(x, y).item() == losses[-1], k
+    assert captured.replays >= 1 and captured.reason == ""
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: dg.scaled_dot_product_attention(Q, K[..., :3], V), dg.ShapeError,
+     r"argument 'key'"),
+    (lambda: dg.scaled_dot_product_attention(Q, K, V[:, :, :6]), dg.ShapeError,
+     r"argument 'value'"),
+    (lambda: dg.scaled_dot_product_attention(Q, K, V, attn_mask=np.ones((4, 7), bool)),
+     dg.ShapeError, r"argument 'attn_mask'"),
+    (lambda: dg.scaled_dot_product_attention(Q, K, V, dropout_p=1.5), dg.InvalidValueError,
+     r"argument 'dropout_p'"),
+    (lambda: dg.scaled_dot_product_attention(Q, K, V, attn_mask=KEEP, is_causal=True),
+     dg.ShapeError, r"not both"),
+    (lambda: nn.MultiheadAttention(10, 3), dg.InvalidValueError, r"argument 'embed_dim'"),
+    (lambda: nn.MultiheadAttention(8, 2)(*3 * [dg.ag_tensor(Q[0])]), dg.ShapeError,
+     r"argument 'query'"),
+    (lambda: nn.TransformerEncoderLayer(8, 2, activation="tanh"), dg.ArgumentTypeError,
+     r"argument 'activation'"),
+])
+def test_bad_arguments_name_themselves(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
