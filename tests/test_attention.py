@@ -9,6 +9,7 @@ import pytest
 
 import dualgrad as dg
 from dualgrad import nn
+from conftest import train_step
 
 RNG = np.random.default_rng(4)
 Q = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
@@ -126,17 +127,9 @@ def test_a_captured_transformer_step_replays_with_fresh_dropout(gpu):
                               nn.Linear(32, 2))
         return model, dg.optimizer_adam(model.parameters(), lr=1e-2)
 
-    def step_of(model, opt):
-        def step(x, y):
-            with dg.with_grad_tape():
-                loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-                loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
-        return step
     (m1, o1), (m2, o2) = make(), make()
-    eager, captured = step_of(m1, o1), dg.capture_step(step_of(m2, o2))
+    eager = (lambda x, y: train_step(m1, o1, x, y))
+    captured = dg.capture_step(lambda x, y: train_step(m2, o2, x, y))
     losses = []
     for k in range(5):
         x = np.random.default_rng(k).standard_normal((3, 4, 8)).astype(np.float32)
