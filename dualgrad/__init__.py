@@ -43,7 +43,7 @@ from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
-from . import data, nn, optim, residency  # noqa: E402  (submodules, after the names they use)
+from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, after the names they use)
 
 __version__ = "0.1.0"
 
@@ -62,5 +62,5 @@ __all__ = [
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
-    "ValidationError", "data", "nn", "optim", "residency",
+    "ValidationError", "data", "nn", "optim", "residency", "texts",
 ]

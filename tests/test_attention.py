@@ -118,6 +118,18 @@ def test_an_encoder_layer_with_a_causal_mask_ignores_the_future(device, norm_fir
     assert np.abs(a[:, 4:] - b[:, 4:]).max() > 1e-3
 
 
+def test_an_encoder_layer_without_biases_has_pytorchs_keys(device):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, bias=False)
+    assert list(layer.state_dict()) == ["self_attn.in_proj_weight", "self_attn.out_proj.weight",
+                                        "linear1.weight", "linear2.weight", "norm1.weight",
+                                        "norm2.weight"]
+    x = RNG.standard_normal((3, 2, 8)).astype(np.float32)
+    y = nn.LayerNorm(8, bias=False)(dg.ag_tensor(x)).numpy()
+    np.testing.assert_allclose(y, (x - x.mean(-1, keepdims=True)) /
+                               np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
+    assert layer(dg.ag_tensor(x)).shape == (3, 2, 8)
+
+
 @pytest.mark.gpu
 def test_a_captured_transformer_step_replays_with_fresh_dropout(gpu):
     def make():

@@ -466,18 +466,22 @@ class ReLU6(Module):
 
 class LayerNorm(Module):
     """Normalises the last axis (of size ``normalized_shape``), then scales by ``weight``
-    (ones) and shifts by ``bias`` (zeros)."""
+    (ones) and shifts by ``bias`` (zeros; none with ``bias=False``)."""
 
-    def __init__(self, normalized_shape: int, eps: float = 1e-5):
+    def __init__(self, normalized_shape: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
         self.normalized_shape = checks.integer("LayerNorm", "normalized_shape",
                                                normalized_shape, 1)
         self.eps = checks.number("LayerNorm", "eps", eps, 0.0, lo_open=True)
         self.weight = ag_param(np.ones(self.normalized_shape, np.float32))
-        self.bias = ag_param(np.zeros(self.normalized_shape, np.float32))
+        self.bias = ag_param(np.zeros(self.normalized_shape, np.float32)) \
+            if checks.flag("LayerNorm", "bias", bias) else None
 
     def forward(self, x):
-        return ops.layer_norm(x, self.weight, self.bias, self.eps)
+        bias = self.bias
+        if bias is None:            # (the kernel shifts by zeros made on the device)
+            bias = ops._constant((self.normalized_shape,), 0.0, self.weight.dtype)
+        return ops.layer_norm(x, self.weight, bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}"
