@@ -25,6 +25,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
+from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
@@ -242,6 +243,19 @@ def bench_cnn(args, torch) -> list:
     return rows
 
 
+def bench_gpt(args, torch) -> list:
+    """The GPT's AdamW step against PyTorch CPU."""
+    shape = tuple(int(n) for n in args.gpt.split(","))
+    mine = ours_gpt_step(dg, *shape)
+    peer = torch_gpt_step(torch, *shape, "cpu") if torch else None
+    for fn in (mine, peer):
+        for _ in range(2 if fn else 0):
+            fn()
+    repeats = max(1, args.repeats // 4)
+    return [("GPT AdamW step B={} T={} E={} L={} H={}".format(*shape),
+             *interleaved(mine, peer, repeats, args.rounds), "<= 1.2")]
+
+
 _FIRST_STEP = """
 import time
 start = time.perf_counter()
@@ -301,8 +315,11 @@ def main(argv=None) -> int:
                         help="H of the optim section's MLP 784-H-H-10 (default %(default)s)")
     parser.add_argument("--cnn", type=int, default=64,
                         help="the batch of the cnn section's step (default %(default)s)")
+    parser.add_argument("--gpt", default="32,128,256,4,8",
+                        help="batch,context,embedding,layers,heads of the gpt section's step")
     parser.add_argument("--sections",
-                        default="train,cnn,unary,binary,scan,prod,sort,optim,elementwise,startup",
+                        default="train,cnn,gpt,unary,binary,scan,prod,sort,optim,elementwise,"
+                                "startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -320,7 +337,8 @@ def main(argv=None) -> int:
                      ("prod", bench_prod, "Products"),
                      ("sort", bench_sort, "Sorting"),
                      ("optim", bench_optim, "Optimizer steps"),
-                     ("cnn", bench_cnn, "Convolutions"))
+                     ("cnn", bench_cnn, "Convolutions"),
+                     ("gpt", bench_gpt, "Transformer"))
     for section, bench, title in against_torch:
         if section in args.sections:
             report(bench(args, torch), f"{title}: ours vs {peer}")

@@ -48,6 +48,7 @@ from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
+from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
@@ -637,6 +638,34 @@ def bench_cnn(args, ours, torch) -> list:
     return rows
 
 
+def bench_gpt(args, ours, torch) -> list:
+    """The GPT's AdamW step (batch 32, context 128, embedding 256, 4 layers, 8 heads by
+    default) against PyTorch CUDA eager, and both steps' peak device memory."""
+    batch, context, dim, layers, heads = args.gpt
+    shape = (batch, context, dim, layers, heads)
+    mine = ours_gpt_step(dg, *shape)
+    peer = torch_gpt_step(torch, *shape, "cuda") if torch else None
+    step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
+    t_ours, t_peer = timed(step_args, mine, peer, ours.wait,
+                           torch.cuda.synchronize if torch else None, 5)
+    ours.sync()
+    mine()                        # (a step's pass storage is held until the next one)
+    ours.wait()
+    used = ours.backend.memory()
+    mib = (lambda key: used[key] / 2 ** 20)
+    peak = "n/a"
+    if torch:
+        torch.cuda.reset_peak_memory_stats()
+        peer()
+        torch.cuda.synchronize()
+        peak = f"{torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MiB"
+    print(f"GPT step device memory: ours {mib('buffer_bytes') + mib('p_buffer_bytes'):.0f} "
+          f"MiB in use ({mib('reserved_bytes') + mib('p_reserved_bytes'):.0f} MiB reserved); "
+          f"PyTorch's max_memory_allocated {peak}")
+    return [(f"GPT AdamW step B={batch} T={context} E={dim} L={layers} H={heads}",
+             t_ours, t_peer, "<= 1.0")]
+
+
 def bench_startup(args, ours, torch) -> list:
     """A new process's import and first training step on the gpu, with an empty pipeline
     cache and then with the one that run left (the driver's own shader cache is turned off
@@ -669,10 +698,11 @@ def parse(argv=None):
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,select,optim,"
-                   "train,cnn,startup",
+                   "train,cnn,gpt,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
-                        "op), train, cnn (a CNN's step, convolutions), startup, floor (tiny "
+                        "op), train, cnn (a CNN's step, convolutions), gpt (a GPT's step), startup, "
+                        "floor (tiny "
                         "chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
@@ -687,16 +717,19 @@ def parse(argv=None):
     p.add_argument("--cnn", type=int, default=128, help="the batch of the cnn section")
     p.add_argument("--convs", default="64:56,128:28,256:14",
                    help="channels:size of the cnn section's convolutions")
+    p.add_argument("--gpt", default="32,128,256,4,8",
+                   help="batch,context,embedding,layers,heads of the gpt section's step")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if args.tiny:
         args.squares, args.mlp_shapes, args.elements = "64", "32:16", 4096
         args.train, args.repeats, args.rounds = "32:16", 2, 1
-        args.cnn, args.convs = 4, "4:8"
+        args.cnn, args.convs, args.gpt = 4, "4:8", "2,8,16,1,2"
     args.squares = [int(s) for s in args.squares.split(",") if s]
     args.mlp_shapes, args.train = _sizes(args.mlp_shapes), _sizes(args.train)
     args.convs = _sizes(args.convs)
+    args.gpt = tuple(int(n) for n in args.gpt.split(","))
     args.sections = args.sections.split(",")
     return args
 
@@ -714,7 +747,7 @@ def main(argv=None) -> int:
     for section, fn in (("matmul", bench_matmul), ("kernels", bench_kernels),
                         ("memory", bench_memory), ("unary", bench_unary),
                         ("scan", bench_scan), ("select", bench_select),
-                        ("optim", bench_optim), ("cnn", bench_cnn),
+                        ("optim", bench_optim), ("cnn", bench_cnn), ("gpt", bench_gpt),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:
