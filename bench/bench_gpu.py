@@ -643,11 +643,15 @@ def bench_gpt(args, ours, torch) -> list:
     default) against PyTorch CUDA eager, and both steps' peak device memory."""
     batch, context, dim, layers, heads = args.gpt
     shape = (batch, context, dim, layers, heads)
-    mine = ours_gpt_step(dg, *shape)
     peer = torch_gpt_step(torch, *shape, "cuda") if torch else None
     step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
-    t_ours, t_peer = timed(step_args, mine, peer, ours.wait,
-                           torch.cuda.synchronize if torch else None, 5)
+    name = f"GPT AdamW step B={batch} T={context} E={dim} L={layers} H={heads}"
+    rows = []
+    for kind, replayed, target in (("", False, "<= 1.0"), (" replayed", True, "<= 0.5")):
+        mine = ours_gpt_step(dg, *shape, replayed)
+        rows.append((name + kind, *timed(step_args, mine, peer, ours.wait,
+                                         torch.cuda.synchronize if torch else None, 5),
+                     target))
     ours.sync()
     mine()                        # (a step's pass storage is held until the next one)
     ours.wait()
@@ -662,8 +666,37 @@ def bench_gpt(args, ours, torch) -> list:
     print(f"GPT step device memory: ours {mib('buffer_bytes') + mib('p_buffer_bytes'):.0f} "
           f"MiB in use ({mib('reserved_bytes') + mib('p_reserved_bytes'):.0f} MiB reserved); "
           f"PyTorch's max_memory_allocated {peak}")
-    return [(f"GPT AdamW step B={batch} T={context} E={dim} L={layers} H={heads}",
-             t_ours, t_peer, "<= 1.0")]
+    return rows
+
+
+def bench_attention(args, ours, torch) -> list:
+    """Causal attention forward and backward, head dim 64, batch x heads 4 x 8, against
+    PyTorch's scaled_dot_product_attention in float32."""
+    rows = []
+    sync_peer = torch.cuda.synchronize if torch else None
+    for length in args.attention:
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal((4, 8, length, 64)).astype(np.float32)
+                  for _ in range(3)]
+        mine_t = [dg.ag_tensor(a, requires_grad=True) for a in arrays]
+
+        def mine(ts=mine_t):
+            with dg.with_grad_tape():
+                dg.sum(dg.scaled_dot_product_attention(*ts, is_causal=True)).backward()
+            for t in ts:
+                t.grad = None
+        peer = None
+        if torch:
+            peer_t = [torch.from_numpy(a).cuda().requires_grad_() for a in arrays]
+
+            def peer(ts=peer_t):
+                torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True) \
+                    .sum().backward()
+                for t in ts:
+                    t.grad = None
+        rows.append((f"attention fwd+bwd causal T={length} D=64 (4 x 8 heads)",
+                     *timed(args, mine, peer, ours.sync, sync_peer, 3), "<= 1.5"))
+    return rows
 
 
 def bench_startup(args, ours, torch) -> list:
@@ -698,7 +731,7 @@ def parse(argv=None):
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,select,optim,"
-                   "train,cnn,gpt,startup",
+                   "train,cnn,gpt,attention,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
                         "op), train, cnn (a CNN's step, convolutions), gpt (a GPT's step), startup, "
@@ -719,17 +752,20 @@ def parse(argv=None):
                    help="channels:size of the cnn section's convolutions")
     p.add_argument("--gpt", default="32,128,256,4,8",
                    help="batch,context,embedding,layers,heads of the gpt section's step")
+    p.add_argument("--attention", default="1024,2048,4096",
+                   help="sequence lengths of the attention section")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     if args.tiny:
         args.squares, args.mlp_shapes, args.elements = "64", "32:16", 4096
         args.train, args.repeats, args.rounds = "32:16", 2, 1
-        args.cnn, args.convs, args.gpt = 4, "4:8", "2,8,16,1,2"
+        args.cnn, args.convs, args.gpt, args.attention = 4, "4:8", "2,8,16,1,2", "16"
     args.squares = [int(s) for s in args.squares.split(",") if s]
     args.mlp_shapes, args.train = _sizes(args.mlp_shapes), _sizes(args.train)
     args.convs = _sizes(args.convs)
     args.gpt = tuple(int(n) for n in args.gpt.split(","))
+    args.attention = [int(n) for n in args.attention.split(",") if n]
     args.sections = args.sections.split(",")
     return args
 
@@ -748,6 +784,7 @@ def main(argv=None) -> int:
                         ("memory", bench_memory), ("unary", bench_unary),
                         ("scan", bench_scan), ("select", bench_select),
                         ("optim", bench_optim), ("cnn", bench_cnn), ("gpt", bench_gpt),
+                        ("attention", bench_attention),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

@@ -12,7 +12,7 @@ VOCAB = 64
 def gpt_data(batch: int, context: int):
     rng = np.random.default_rng(0)
     ids = rng.integers(0, VOCAB, (batch, context + 1)).astype(np.int32)
-    return ids[:, :-1], ids[:, 1:]
+    return np.ascontiguousarray(ids[:, :-1]), ids[:, 1:].reshape(-1)
 
 
 def _blocks(nn, dim, layers, heads):
@@ -21,8 +21,10 @@ def _blocks(nn, dim, layers, heads):
             for _ in range(layers)]
 
 
-def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: int):
-    """fn(): one AdamW step of our GPT on a fixed batch."""
+def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: int,
+                  replayed: bool = False):
+    """fn(): one AdamW step of our GPT on a fixed batch; ``replayed``: through
+    ``dg.capture_step`` (recorded once, warmed up here)."""
     nn = dg.nn
     x, y = gpt_data(batch, context)
     token = nn.Embedding(VOCAB, dim)
@@ -33,17 +35,25 @@ def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: in
               *head.parameters()]
     opt = dg.optim.AdamW(params, lr=1e-3)
 
-    def step():
+    def train_step(ids, targets):
         with dg.with_grad_tape():
-            h = token(x) + position
+            h = token(ids) + position
             for block in blocks:
                 h = block(h, is_causal=True)
             logits = head(norm(h))
-            loss = dg.softmax_cross_entropy(dg.reshape(logits, (-1, VOCAB)), y.reshape(-1))
+            loss = dg.softmax_cross_entropy(dg.reshape(logits, (-1, VOCAB)), targets)
             loss.backward()
         opt.step()
         opt.zero_grad()
-    return step
+        return loss
+    if not replayed:
+        return lambda: train_step(x, y)
+    captured = dg.capture_step(train_step)
+    captured(x, y)
+    captured(x, y)
+    if not captured.replayable:
+        raise RuntimeError(f"the GPT step is not replayed: {captured.reason}")
+    return lambda: captured(x, y)
 
 
 def torch_gpt_step(torch, batch: int, context: int, dim: int, layers: int, heads: int,
@@ -65,7 +75,7 @@ def torch_gpt_step(torch, batch: int, context: int, dim: int, layers: int, heads
         for block in blocks:
             h = block(h, src_mask=mask, is_causal=True)
         logits = head(norm(h))
-        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1)).backward()
+        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y).backward()
         opt.step()
         opt.zero_grad()
     return step

@@ -324,6 +324,18 @@ class Backend(abc.ABC):
         window is in bounds. (B, C, oh * ow). Exact."""
 
     @abc.abstractmethod
+    def attention(self, q, k, v, causal: bool, scale: float):
+        """(o, lse) of softmax(q k^T * scale) v for q (B, L, D), k and v (B, S, D), S >= 1,
+        D <= 128: o (B, L, D) and each row's log-sum-exp of its scaled scores (B, L);
+        ``causal``: key j takes part in row i where j <= i. No L x S matrix outlives the
+        call."""
+
+    @abc.abstractmethod
+    def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float):
+        """(dq, dk, dv) of ``attention`` given g = dL/do, its weights recomputed from
+        ``lse``."""
+
+    @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):
         """x * mask / (1 - p), the mask a function of (seed, step, element index) alone; the
         backward of dropout is the same kernel applied to the gradient."""

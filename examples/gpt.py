@@ -60,17 +60,19 @@ class Characters:
         return "".join(self.chars[i] for i in ids)
 
     def batch(self, rng, size: int, context: int) -> tuple:
-        """(inputs, targets) of ``size`` windows, the targets one character on."""
+        """(inputs (size, context), targets (size * context,)) of ``size`` windows, the
+        targets one character on, flat as the loss takes them."""
         start = rng.integers(0, len(self.ids) - context - 1, size)
         rows = start[:, None] + np.arange(context + 1)
         windows = self.ids[rows]
-        return windows[:, :-1], windows[:, 1:]
+        return windows[:, :-1], windows[:, 1:].reshape(-1)
 
 
 def loss_of(model: GPT, x, y):
+    """Cross-entropy of the next characters (``y``: the batch's flat targets, used as they
+    are, so a captured step takes them as its argument)."""
     logits = model(x)
-    return dg.softmax_cross_entropy(dg.reshape(logits, (-1, logits.shape[-1])),
-                                    np.asarray(y).reshape(-1))
+    return dg.softmax_cross_entropy(dg.reshape(logits, (-1, logits.shape[-1])), y)
 
 
 def sample(model: GPT, chars: Characters, prompt: str, length: int, seed: int = 0,

@@ -62,6 +62,36 @@ def test_sdpa_dropout_drops_weights_and_repeats_with_the_seed(device):
     np.testing.assert_array_equal(run(), weights)
 
 
+def _causal_step(mask: bool, shape=(4, 24, 16)):
+    """Outputs and gradients of causal attention, fused (is_causal) or composed (the same
+    mask given as a boolean array)."""
+    r = np.random.default_rng(2)
+    ts = [dg.ag_tensor(r.standard_normal(shape).astype(np.float32), requires_grad=True)
+          for _ in range(3)]
+    keep = np.tril(np.ones(shape[1:2] * 2, bool))
+    with dg.with_grad_tape():
+        y = dg.scaled_dot_product_attention(*ts, **(dict(attn_mask=keep) if mask else
+                                                     dict(is_causal=True)))
+        dg.sum(y * y).backward()
+    return [y.numpy()] + [t.grad.numpy() for t in ts]
+
+
+def test_the_fused_kernel_and_the_composition_agree(device):
+    for fused, composed in zip(_causal_step(False), _causal_step(True)):
+        np.testing.assert_allclose(fused, composed, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_the_fused_kernel_keeps_no_score_matrix(gpu):
+    shape = (4, 256, 16)
+    _causal_step(False, shape)
+    fused = dg.tape_mem()["buffer_bytes"]
+    _causal_step(True, shape)
+    composed = dg.tape_mem()["buffer_bytes"]
+    scores = 4 * 256 * 256 * 4                  # one (4, 256, 256) float32 matrix
+    assert fused < scores <= composed - 3 * scores, (fused, composed)
+
+
 @pytest.mark.parametrize("name, fn, shapes", [
     ("sdpa", lambda q, k, v: dg.scaled_dot_product_attention(q, k, v),
      [(2, 3, 4), (2, 5, 4), (2, 5, 3)]),

@@ -30,6 +30,34 @@ def test_the_cnn_example_trains_and_reports_its_accuracy(device):
     assert lines[-1].startswith("held-out accuracy") and len(lines) == 4
 
 
+@pytest.mark.gpu
+def test_a_captured_gpt_step_replays_as_eager_steps(gpu):
+    # the embedding's gradient groups the positions on the device: the step replays
+    chars = gpt.Characters(dg.texts.load())
+
+    def make():
+        dg.manual_seed(6)
+        model = gpt.GPT(len(chars.chars), 16, 32, 1, 2)
+        return model, dg.optim.AdamW(model.parameters(), lr=3e-3)
+
+    def step_of(model, opt):
+        def step(x, y):
+            with dg.with_grad_tape():
+                loss = gpt.loss_of(model, x, y)
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        return step
+    (m1, o1), (m2, o2) = make(), make()
+    eager, captured = step_of(m1, o1), dg.capture_step(step_of(m2, o2))
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        x, y = chars.batch(rng, 4, 16)
+        assert captured(x, y).item() == eager(x, y).item(), k
+    assert captured.replays >= 1 and captured.reason == ""
+
+
 def test_the_gpt_example_trains_and_samples(device):
     lines = []
     result = gpt.train(device, steps=8, batch=4, context=16, dim=32, layers=1, heads=2,

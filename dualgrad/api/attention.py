@@ -1,8 +1,11 @@
 """Attention: ``scaled_dot_product_attention`` with PyTorch's arguments and masks.
 
-softmax(q @ k^T * scale + mask) @ v, composed of the batched products, softmax and
-dropout, so its gradient is theirs. A causal mask is made on the device (no host array),
-so a recorded step keeps it.
+Without a mask (or with the causal one) and without dropout, the ``attention`` kernel
+pair computes softmax(q @ k^T * scale) @ v and its gradients with no L x S matrix kept
+(an online softmax on the gpu, the weights recomputed in the backward from each row's
+log-sum-exp). Otherwise it is composed of the batched products, softmax and dropout, so
+its gradient is theirs; the causal mask is then made on the device (no host array), so a
+recorded step keeps it.
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import numpy as np
 from ..errors import ShapeError, bad_shape
 from . import capture, checks, device, ops, random
 from .logic import tril, where
-from .ops import _constant, _same_dtype, _tensor, matmul, reshape, softmax, transpose
+from .ops import _constant, _make, _same_dtype, _tensor, matmul, reshape, softmax, transpose
+from .residency import handle
 from .tensor import BOOL, Tensor, ag_tensor
 
 
@@ -30,6 +34,31 @@ def fresh_dropout(x: Tensor, p: float) -> Tensor:
                                        0)
     capture.on_replay(lambda: ("dropout", p), replayed)
     return out
+
+
+MAX_HEAD = 128          # the longest rows the attention kernels take
+MAX_BATCH = 65535       # and the most batches (heads) in one call
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
+    """softmax(q @ k^T * scale) @ v by the ``attention`` kernel pair for q (..., L, E),
+    k and v (..., S, E) with the same leading axes; None where the kernels do not take the
+    shapes (then the caller composes it)."""
+    lead, (length, e), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
+    batch = int(np.prod(lead))
+    if v.shape[-1] != e or e > MAX_HEAD or s < 1 or batch > MAX_BATCH or e < 1:
+        return None
+    backend = device.active()
+    hq, hk, hv = (backend.reshape(handle(backend, t), (batch, t.shape[-2], e))
+                  for t in (q, k, v))
+    ho, hlse = backend.attention(hq, hk, hv, bool(causal), float(scale))
+
+    def backward(g, needs):
+        return backend.attention_backward(hq, hk, hv, ho, hlse, g, bool(causal),
+                                          float(scale))
+    out = _make(ho, (reshape(q, (batch, length, e)), reshape(k, (batch, s, e)),
+                     reshape(v, (batch, s, e))), backward, backend)
+    return reshape(out, lead + (length, e))
 
 
 def causal_mask(rows: int, cols: int) -> Tensor:
@@ -84,7 +113,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     (..., S, E), value (..., S, Ev) with the same leading axes; ``attn_mask`` boolean (True:
     take part) or float (added), broadcastable to (..., L, S); ``is_causal``: the mask
     tril(ones(L, S)); ``scale`` by default 1 / sqrt(E); ``dropout_p``: dropout on the
-    attention weights (always applied, as PyTorch's). A row that every mask hides is NaN."""
+    attention weights (always applied, as PyTorch's). A row that every mask hides is NaN.
+    Without a mask (or with is_causal), without dropout and with E = Ev <= 128, no L x S
+    matrix is kept (a fused kernel)."""
     fn = "scaled_dot_product_attention"
     q = _tensor(fn, "query", query)
     k = _tensor(fn, "key", key, q)
@@ -104,6 +135,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     p = checks.number(fn, "dropout_p", dropout_p, 0.0, 1.0)
     if is_causal and attn_mask is not None:
         raise ShapeError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
+    if attn_mask is None and p == 0.0:
+        scale_ = 1.0 / math.sqrt(q.shape[-1]) if scale is None else \
+            checks.number(fn, "scale", scale)
+        out = fused_attention(q, k, v, is_causal, scale_)
+        if out is not None:
+            return out
     weights = softmax(attention_scores(fn, q, k, attn_mask, is_causal, scale), -1)
     weights = fresh_dropout(weights, p)
     lead, length, s = q.shape[:-2], q.shape[-2], k.shape[-2]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops
-from .attention import attention_scores, mask_tensor
+from .attention import attention_scores, fused_attention, mask_tensor
 from .indexing import split
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
@@ -22,7 +22,9 @@ class MultiheadAttention(Module):
     in_proj_bias project query, key and value; out_proj (a Linear) the result. Inputs are
     (L, N, E), or (N, L, E) with ``batch_first``; a boolean ``attn_mask`` or
     ``key_padding_mask`` is True where a position may NOT be attended (PyTorch's
-    convention here, the opposite of scaled_dot_product_attention's); float masks add."""
+    convention here, the opposite of scaled_dot_product_attention's); float masks add.
+    Without ``need_weights``, masks other than the causal one, or active dropout, the
+    attention is the fused kernel's (no L x S matrix kept)."""
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,
                  bias: bool = True, batch_first: bool = False):
@@ -95,12 +97,19 @@ class MultiheadAttention(Module):
         if key.shape[0] != n or value.shape[:2] != (n, s):
             raise bad_shape(fn, "key", key.shape, "the batch of the query, and value's length")
         q, k, v = (self._heads(t, n) for t in self._projected(query, key, value))
-        scores = attention_scores(fn, q, k, None, is_causal and attn_mask is None, None)
         h = self.num_heads
-        scores = self._masked(scores, attn_mask, "attn_mask", ((length, s), (n * h, length, s)))
-        scores = self._masked(scores, key_padding_mask, "key_padding_mask", ((n, s),))
-        weights = self.attn_dropout(softmax(scores, -1))
-        out = matmul(reshape(weights, (n * h, length, s)), reshape(v, (n * h, s, self.head_dim)))
+        weights = out = None
+        if not need_weights and key_padding_mask is None and attn_mask is None and \
+                not (self.training and self.dropout > 0.0):
+            out = fused_attention(q, k, v, is_causal, 1.0 / math.sqrt(self.head_dim))
+        if out is None:
+            scores = attention_scores(fn, q, k, None, is_causal and attn_mask is None, None)
+            scores = self._masked(scores, attn_mask, "attn_mask",
+                                  ((length, s), (n * h, length, s)))
+            scores = self._masked(scores, key_padding_mask, "key_padding_mask", ((n, s),))
+            weights = self.attn_dropout(softmax(scores, -1))
+            out = matmul(reshape(weights, (n * h, length, s)),
+                         reshape(v, (n * h, s, self.head_dim)))
         out = reshape(transpose(reshape(out, (n, h, length, self.head_dim)), (0, 2, 1, 3)),
                       (n, length, e))
         out = self.out_proj(out)

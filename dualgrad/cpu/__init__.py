@@ -11,8 +11,8 @@ import numpy as np
 from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
-from . import (argreduce, binary, embedding, gather, intops, layernorm, logic, matmul, optim,
-               reduce, scan, softmax, sort, strided, unary, unfold)
+from . import (argreduce, attention, binary, embedding, gather, intops, layernorm, logic,
+               matmul, optim, reduce, scan, softmax, sort, strided, unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_))
@@ -163,6 +163,12 @@ class CpuBackend(Backend):
 
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(x, kernel, dilation, padding, stride, out_size)
+
+    def attention(self, q, k, v, causal, scale):
+        return attention.attention(q, k, v, causal, scale)
+
+    def attention_backward(self, q, k, v, o, lse, g, causal, scale):
+        return attention.attention_backward(q, k, v, o, lse, g, causal, scale)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

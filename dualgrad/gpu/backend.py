@@ -14,8 +14,8 @@ from ..shapes import KERNEL_RANK
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
-from .kernels import (argreduce, dropout, elementwise, embedding, gather, layernorm, logic,
-                      matmul, optim, reduce, scan, softmax, sort, strided,
+from .kernels import (argreduce, attention, dropout, elementwise, embedding, gather,
+                      layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided,
                       unfold)
 
 
@@ -194,6 +194,12 @@ class GpuBackend(Backend):
 
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(self.device, x, kernel, dilation, padding, stride, out_size)
+
+    def attention(self, q, k, v, causal, scale):
+        return attention.attention(self.device, q, k, v, causal, scale)
+
+    def attention_backward(self, q, k, v, o, lse, g, causal, scale):
+        return attention.attention_backward(self.device, q, k, v, o, lse, g, causal, scale)
 
     def gather(self, x, idx, skip):
         return gather.gather(self.device, x, idx, skip)

@@ -18,9 +18,8 @@ recording's command buffer instead of the ordinary stream, and:
 - keeps every allocation the commands touch alive while the recording lives.
 
 What cannot be replayed (reading a value back, uploading a host array that is not an
-argument, host-side index work such as embedding's gradient) stops the recording early
-(``stop``): what was recorded is submitted, the rest of the step runs eagerly, and
-``reason`` says why.
+argument) stops the recording early (``stop``): what was recorded is submitted, the rest of
+the step runs eagerly, and ``reason`` says why.
 """
 from __future__ import annotations
 

@@ -777,6 +777,52 @@ def _max_pool(data, pair):
     return [pair.agree("max_pool", gm, cm)]
 
 
+def _attention_terms(q, k, v, causal, scale):
+    """Float64 (weights p, their logits less lse x, the dots' term magnitudes A, lse) of
+    attention: each weight's error is within about (D A + 2|x| + 3) ULP."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    a = abs(scale) * np.abs(q) @ np.swapaxes(np.abs(k), -1, -2)
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    lse = m + np.log(np.exp(s - m).sum(-1, keepdims=True))
+    p = np.exp(s - lse)
+    x = np.where(p > 0, np.abs(s - m), 0.0)
+    return p, 1.0 + a + x, lse[..., 0]
+
+
+@check("attention")
+def _attention(data, pair):
+    """The fused attention and its backward: heads of every length up to the kernels' 128,
+    short and long rows (several shared-memory tiles), causal or not."""
+    b = data.draw(st.integers(1, 3), label="batch")
+    rows, keys = (data.draw(st.integers(1, 80), label=n) for n in ("L", "S"))
+    head = data.draw(st.sampled_from([1, 3, 8, 16, 32, 64, 100, 128]), label="head")
+    causal = data.draw(st.booleans(), label="causal")
+    scale = data.draw(st.sampled_from([1.0 / math.sqrt(head), 0.05, 1.0]), label="scale")
+    q, k, v = (data.draw(dgst.arrays((b, n, head), -2.0, 2.0), label=name)
+               for name, n in (("q", rows), ("k", keys), ("v", keys)))
+    (co, cl), (go, gl) = pair.twin("attention", q, k, v, causal, scale)
+    p, cond, lse = _attention_terms(q, k, v, causal, scale)
+    n = head + keys + 8
+    out = [pair.agree("attention", go, co, scale=(p * cond) @ np.abs(v), length=n),
+           pair.agree("attention", gl, cl, scale=np.abs(lse) + cond.max(-1), length=n)]
+    g = data.draw(dgst.arrays((b, rows, head)), label="g")
+    cg, gg = pair.twin("attention_backward", q, k, v, co, cl, g, causal, scale)
+    g64, v64, o64 = g.astype(np.float64), v.astype(np.float64), co.astype(np.float64)
+    dp = g64 @ np.swapaxes(v64, -1, -2)
+    delta = (g64 * o64).sum(-1, keepdims=True)
+    slack = np.abs(g64) @ np.swapaxes(np.abs(v64), -1, -2) + (np.abs(g64) * np.abs(o64)).sum(
+        -1, keepdims=True)
+    ds = abs(scale) * p * (np.abs(dp - delta) * cond + slack)
+    scales = (ds @ np.abs(k), np.swapaxes(ds, -1, -2) @ np.abs(q),
+              np.swapaxes(p * cond, -1, -2) @ np.abs(g64))
+    for got, ref, sc, length in zip(gg, cg, scales, (head + keys, head + rows, head + rows)):
+        out.append(pair.agree("attention_backward", got, ref, scale=sc, length=length + 8))
+    return out
+
+
 @check("dropout")
 def _dropout(data, pair):
     x = data.draw(dgst.arrays(dgst.shapes(max_size=1 << 16),

@@ -494,6 +494,19 @@ TOLERANCES: dict = {
     "fold": Tolerance("each pixel sums the column elements that read it in float32, in the "
                       "same order on both backends", exact=True),
     "max_pool": Tolerance("an index chosen by comparisons: no arithmetic", exact=True),
+    "attention": Tolerance("each weight exp(s - m) errs by about (D A + 2|x| + 3) ULP (the "
+                           "dot of D terms of magnitude A, Vulkan's exp at x = s - m), the "
+                           "sums of S weighted rows by gamma(S); the cpu forms the same in "
+                           "float32 BLAS: the scale is sum_j p |v| (1 + A + |x|), n = D + S + "
+                           "8, twice for the two sides' errors; 2^-100 for terms under "
+                           "float32's normal range, which a device may flush (each below "
+                           "1.2e-38 times the magnitudes it meets, a few hundred of them)",
+                           gamma=4, ulps=4, atol=2.0 ** -100),
+    "attention_backward": Tolerance("the weights recomputed as in the forward, dp and delta "
+                                    "dots of D terms, ds = p (dp - delta) summed over S (or "
+                                    "L) rows: the scale carries each term's magnitudes; "
+                                    "2^-100 for flushed terms, as the forward's",
+                                    gamma=4, ulps=4, atol=2.0 ** -100),
     "dropout": Tolerance("the same Philox mask, then x * scale, one correctly rounded "
                          "product", exact=True),
     # -- optimizers -------------------------------------------------------------------------

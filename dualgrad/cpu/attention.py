@@ -1,0 +1,59 @@
+"""Fused attention: softmax(q k^T * scale) v over batches of rows, with an optional causal
+mask (key j takes part in query row i's attention where j <= i), keeping the log-sum-exp
+of each row's scores for the backward, which recomputes the weights from it; the twin of
+``shaders/attention.comp``.
+
+Here the scores of a slice of the batch at a time are formed with BLAS in float32 and
+dropped once used (no L x S matrix outlives a call); the shader streams the keys through
+an online softmax instead. Both compute the same function within the tolerance table's
+bounds.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SLICE = 1 << 22          # score elements formed at once
+
+
+def _slices(batch: int, rows: int, cols: int):
+    step = max(1, SLICE // max(1, rows * cols))
+    for start in range(0, batch, step):
+        yield slice(start, min(batch, start + step))
+
+
+def _scores(q, k, causal: bool, scale: float):
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= s.dtype.type(scale)
+    if causal:
+        rows, cols = s.shape[-2:]
+        s[..., np.triu(np.ones((rows, cols), bool), 1)] = -np.inf
+    return s
+
+
+def attention(q, k, v, causal: bool, scale: float) -> tuple:
+    batch, rows, _ = q.shape
+    o = np.empty((batch, rows, v.shape[2]), q.dtype)
+    lse = np.empty((batch, rows), q.dtype)
+    for part in _slices(batch, rows, k.shape[1]):
+        s = _scores(q[part], k[part], causal, scale)
+        m = s.max(-1, keepdims=True)
+        p = np.exp(s - m)
+        total = p.sum(-1, keepdims=True)
+        o[part] = np.matmul(p, v[part]) / total
+        lse[part] = (m + np.log(total))[..., 0]
+    return o, lse
+
+
+def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    batch, rows, _ = q.shape
+    for part in _slices(batch, rows, k.shape[1]):
+        p = np.exp(_scores(q[part], k[part], causal, scale) - lse[part][..., None])
+        gp = g[part]
+        dv[part] = np.matmul(np.swapaxes(p, -1, -2), gp)
+        delta = np.sum(gp * o[part], -1, keepdims=True)
+        ds = p * (np.matmul(gp, np.swapaxes(v[part], -1, -2)) - delta)
+        ds *= ds.dtype.type(scale)
+        dq[part] = np.matmul(ds, k[part])
+        dk[part] = np.matmul(np.swapaxes(ds, -1, -2), q[part])
+    return dq, dk, dv

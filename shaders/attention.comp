@@ -1,0 +1,145 @@
+#version 460
+// Fused attention, softmax(q k^T * scale) v, with an optional causal mask (key j takes part
+// in query row i's attention where j <= i); the twin of dualgrad/cpu/attention.py. No
+// L x S matrix is ever stored: a thread holds one row and the other operand streams past
+// it through shared memory, TILE rows at a time.
+// MODE 0 (forward): a thread per query row, an online softmax (the running maximum m, the
+//   sum l of exp(s - m) and the weighted sum of v rows, rescaled whenever m grows); it
+//   writes o = acc / l and lse = m + log(l).
+// MODE 1 (backward, queries): a thread per query row recomputes each weight from lse,
+//   p = exp(s - lse), and adds ds = p (dp - delta) * scale times k_j into dq (dp = g_i . v_j,
+//   delta = g_i . o_i, which it also writes for MODE 2).
+// MODE 2 (backward, keys): a thread per key row adds p g_i into dv and ds q_i into dk.
+// Rows are a batch's: workgroup y is the batch (batch * L rows of q, batch * S of k, v).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint HEAD = 64;      // the rows' length (q, k and v alike)
+layout(constant_id = 2) const uint CAUSAL = 0;
+const uint ROWS = 64;                              // a workgroup's rows: one a thread
+const uint TILE = 32;                              // rows of the other operand a step
+
+layout(push_constant) uniform Push {
+    Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
+    Floats dq; Floats dk; Floats dv;
+    uint L; uint S; float scale;
+} p;
+
+shared float tile_a[TILE * HEAD];
+shared float tile_b[TILE * HEAD];
+shared float tile_lse[TILE];
+shared float tile_delta[TILE];
+
+// Rows [first, first + TILE) of a and b (batch b_, n rows each) into the shared tiles
+// (zeros past n).
+void load_tiles(Floats a, Floats b, uint base, uint first, uint n) {
+    barrier();
+    for (uint e = gl_LocalInvocationID.x; e < TILE * HEAD; e += ROWS) {
+        uint r = first + e / HEAD;
+        uint at = (base + r) * HEAD + e % HEAD;
+        tile_a[e] = r < n ? a.v[at] : 0.0;
+        tile_b[e] = r < n ? b.v[at] : 0.0;
+    }
+}
+
+void main() {
+    uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.y;
+    uint row = gl_WorkGroupID.x * ROWS + lid;
+    float r0[HEAD], r1[HEAD], acc0[HEAD], acc1[HEAD];
+    if (MODE == 0u || MODE == 1u) {
+        bool live = row < p.L;
+        uint at = (batch * p.L + row) * HEAD;
+        float m = -f_inf(), l = 0.0, lse_i = 0.0, delta_i = 0.0;
+        for (uint d = 0; d < HEAD; ++d) {
+            r0[d] = live ? p.q.v[at + d] : 0.0;
+            r1[d] = live && MODE == 1u ? p.g.v[at + d] : 0.0;
+            delta_i += live && MODE == 1u ? r1[d] * p.o.v[at + d] : 0.0;
+            acc0[d] = 0.0;
+        }
+        if (MODE == 1u && live) {
+            lse_i = p.lse.v[batch * p.L + row];
+            p.delta.v[batch * p.L + row] = delta_i;
+        }
+        // keys this workgroup's rows need: all, or (causal) up to its last row
+        uint last = CAUSAL != 0u ? min(p.S, (gl_WorkGroupID.x + 1u) * ROWS) : p.S;
+        for (uint j0 = 0; j0 < last; j0 += TILE) {
+            load_tiles(p.k, p.v, batch * p.S, j0, p.S);
+            barrier();
+            if (!live) continue;
+            uint n = min(TILE, p.S - j0);
+            if (CAUSAL != 0u) n = row + 1u > j0 ? min(n, row + 1u - j0) : 0u;
+            for (uint t = 0; t < n; ++t) {
+                float s = 0.0;
+                for (uint d = 0; d < HEAD; ++d) s += r0[d] * tile_a[t * HEAD + d];
+                s *= p.scale;
+                if (MODE == 0u) {
+                    if (s > m) {
+                        float c = exp(m - s);
+                        l *= c;
+                        for (uint d = 0; d < HEAD; ++d) acc0[d] *= c;
+                        m = s;
+                    }
+                    float e = exp(s - m);
+                    l += e;
+                    for (uint d = 0; d < HEAD; ++d) acc0[d] += e * tile_b[t * HEAD + d];
+                } else {
+                    float dp = 0.0;
+                    for (uint d = 0; d < HEAD; ++d) dp += r1[d] * tile_b[t * HEAD + d];
+                    float ds = exp(s - lse_i) * (dp - delta_i) * p.scale;
+                    for (uint d = 0; d < HEAD; ++d) acc0[d] += ds * tile_a[t * HEAD + d];
+                }
+            }
+        }
+        if (!live) return;
+        if (MODE == 0u) {
+            for (uint d = 0; d < HEAD; ++d) p.o.v[at + d] = acc0[d] / l;
+            p.lse.v[batch * p.L + row] = m + log(l);
+        } else {
+            for (uint d = 0; d < HEAD; ++d) p.dq.v[at + d] = acc0[d];
+        }
+        return;
+    }
+    // MODE 2: key row `row`
+    bool live = row < p.S;
+    uint at = (batch * p.S + row) * HEAD;
+    for (uint d = 0; d < HEAD; ++d) {
+        r0[d] = live ? p.k.v[at + d] : 0.0;
+        r1[d] = live ? p.v.v[at + d] : 0.0;
+        acc0[d] = 0.0;
+        acc1[d] = 0.0;
+    }
+    // query rows that may see this workgroup's keys: all, or (causal) from its first key
+    uint first = CAUSAL != 0u ? (gl_WorkGroupID.x * ROWS) / TILE * TILE : 0u;
+    for (uint i0 = first; i0 < p.L; i0 += TILE) {
+        load_tiles(p.q, p.g, batch * p.L, i0, p.L);
+        if (lid < TILE) {
+            bool in_ = i0 + lid < p.L;
+            tile_lse[lid] = in_ ? p.lse.v[batch * p.L + i0 + lid] : 0.0;
+            tile_delta[lid] = in_ ? p.delta.v[batch * p.L + i0 + lid] : 0.0;
+        }
+        barrier();
+        if (!live) continue;
+        uint n = min(TILE, p.L - i0);
+        for (uint t = 0; t < n; ++t) {
+            if (CAUSAL != 0u && i0 + t < row) continue;
+            float s = 0.0, dp = 0.0;
+            for (uint d = 0; d < HEAD; ++d) {
+                s += tile_a[t * HEAD + d] * r0[d];
+                dp += tile_b[t * HEAD + d] * r1[d];
+            }
+            float e = exp(s * p.scale - tile_lse[t]);
+            float ds = e * (dp - tile_delta[t]) * p.scale;
+            for (uint d = 0; d < HEAD; ++d) {
+                acc1[d] += e * tile_b[t * HEAD + d];
+                acc0[d] += ds * tile_a[t * HEAD + d];
+            }
+        }
+    }
+    if (!live) return;
+    for (uint d = 0; d < HEAD; ++d) {
+        p.dk.v[at + d] = acc0[d];
+        p.dv.v[at + d] = acc1[d];
+    }
+}
