@@ -685,15 +685,15 @@ def bench_attention(args, ours, torch) -> list:
                 dg.sum(dg.scaled_dot_product_attention(*ts, is_causal=True)).backward()
             for t in ts:
                 t.grad = None
-        peer = None
-        if torch:
-            peer_t = [torch.from_numpy(a).cuda().requires_grad_() for a in arrays]
+        peer_t = [torch.from_numpy(a).cuda().requires_grad_() for a in arrays] if torch \
+            else None
 
-            def peer(ts=peer_t):
-                torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True) \
-                    .sum().backward()
-                for t in ts:
-                    t.grad = None
+        def theirs(ts=peer_t):
+            torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True) \
+                .sum().backward()
+            for t in ts:
+                t.grad = None
+        peer = theirs if torch else None
         rows.append((f"attention fwd+bwd causal T={length} D=64 (4 x 8 heads)",
                      *timed(args, mine, peer, ours.sync, sync_peer, 3), "<= 1.5"))
     return rows

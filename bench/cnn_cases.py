@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from timing import on_batch
+
 CHANNELS = (1, 32, 64)
 
 
@@ -40,16 +42,7 @@ def ours_cnn_train(dg):
 def ours_cnn_step(dg, batch: int, replayed: bool = False):
     """fn(): one Adam step of the CNN on a fixed batch (uploaded each step); ``replayed``:
     through ``dg.capture_step`` (recorded once, warmed up here)."""
-    x, y = cnn_data(batch)
-    train_step = ours_cnn_train(dg)
-    if not replayed:
-        return lambda: train_step(x, y)
-    captured = dg.capture_step(train_step)
-    captured(x, y)
-    captured(x, y)
-    if not captured.replayable:
-        raise RuntimeError(f"the CNN step is not replayed: {captured.reason}")
-    return lambda: captured(x, y)
+    return on_batch(dg, ours_cnn_train(dg), cnn_data(batch), replayed, "CNN")
 
 
 def torch_cnn_step(torch, batch: int, device: str):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from timing import on_batch
+
 VOCAB = 64
 
 
@@ -46,14 +48,7 @@ def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: in
         opt.step()
         opt.zero_grad()
         return loss
-    if not replayed:
-        return lambda: train_step(x, y)
-    captured = dg.capture_step(train_step)
-    captured(x, y)
-    captured(x, y)
-    if not captured.replayable:
-        raise RuntimeError(f"the GPT step is not replayed: {captured.reason}")
-    return lambda: captured(x, y)
+    return on_batch(dg, train_step, (x, y), replayed, "GPT")
 
 
 def torch_gpt_step(torch, batch: int, context: int, dim: int, layers: int, heads: int,

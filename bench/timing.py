@@ -51,3 +51,16 @@ def report(rows, title: str) -> None:
         peer_text = f"{peer * 1e3:9.3f}ms" if peer else "       n/a"
         ratio = f"{ours / peer:7.3f}" if peer else "    n/a"
         print(f"  {name:<40} {ours * 1e3:9.3f}ms {peer_text:>11} {ratio}  {target or ''}")
+
+
+def on_batch(dg, train_step, batch: tuple, replayed: bool, name: str):
+    """fn(): ``train_step(*batch)``, eager or (``replayed``) through ``dg.capture_step``,
+    recorded once and warmed up here; a step that does not replay is an error."""
+    if not replayed:
+        return lambda: train_step(*batch)
+    captured = dg.capture_step(train_step)
+    captured(*batch)
+    captured(*batch)
+    if not captured.replayable:
+        raise RuntimeError(f"the {name} step is not replayed: {captured.reason}")
+    return lambda: captured(*batch)
