@@ -652,10 +652,11 @@ def bench_gpt(args, ours, torch) -> list:
         rows.append((name + kind, *timed(step_args, mine, peer, ours.wait,
                                          torch.cuda.synchronize if torch else None, 5),
                      target))
-    ours.sync()
-    mine()                        # (a step's pass storage is held until the next one)
-    ours.wait()
-    used = ours.backend.memory()
+        if not replayed:                  # an eager step's pass storage, until the next one
+            ours.sync()
+            mine()
+            ours.wait()
+            used = ours.backend.memory()
     mib = (lambda key: used[key] / 2 ** 20)
     peak = "n/a"
     if torch:
