@@ -24,9 +24,9 @@ def _slices(batch: int, rows: int, cols: int):
 def _scores(q, k, causal: bool, scale: float):
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     s *= s.dtype.type(scale)
-    if causal:
+    if causal:                     # -inf above the diagonal: added, far faster than masked
         rows, cols = s.shape[-2:]
-        s[..., np.triu(np.ones((rows, cols), bool), 1)] = -np.inf
+        s += np.triu(np.full((rows, cols), -np.inf, s.dtype), 1)
     return s
 
 
