@@ -13,6 +13,7 @@ from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      GradcheckError, GraphFreedError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
+from .api.torch_io import load_torch_state_dict, read_safetensors
 from .api import creation as _creation
 from .api import indexing as _indexing
 from .api import losses as _losses
@@ -57,7 +58,7 @@ __all__ = [
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck",
-    "save_checkpoint", "load_checkpoint",
+    "save_checkpoint", "load_checkpoint", "load_torch_state_dict", "read_safetensors",
     "DualgradError", "IndexOutOfRange", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",

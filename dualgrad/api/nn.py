@@ -116,8 +116,20 @@ class Module:
         return [b for _, b in self.named_buffers()]
 
     def _state_tensors(self) -> dict:
-        """Name -> tensor of what ``state_dict`` holds: parameters, then buffers."""
-        return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+        """Name -> tensor of what ``state_dict`` holds, in PyTorch's order: a module's own
+        parameters, its buffers, then its children's (a shared parameter once)."""
+        return dict(self._named_state("", set()))
+
+    def _named_state(self, prefix: str, seen: set):
+        for name, p in self._parameters.items():
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield prefix + name, p
+        for name, b in self._buffers.items():
+            if b is not None:
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            yield from m._named_state(prefix + name + ".", seen)
 
     def named_modules(self, prefix: str = ""):
         """(dotted path, module) for this module ("" for itself) and every descendant."""
