@@ -19,10 +19,11 @@ import numpy as np
 
 from .shapes import keepdims_shape, reduced_shape, reduction_layout
 
-# Pass storage comes in two slots a thread switches between: what a tape computes, and what
-# a no_grad() block outside any tape computes (an evaluation), each freed when the next
-# block of its kind begins.
-TAPE, EVAL = 0, 1
+# Pass storage comes in slots a thread switches between: what a tape computes, what a
+# no_grad() block outside any tape computes (an evaluation), each freed when the next block
+# of its kind begins, and the scratch of a checkpointed function (dg.checkpoint), freed as
+# soon as its result is copied out.
+TAPE, EVAL, SCRATCH = 0, 1, 2
 
 
 class Epilogue:

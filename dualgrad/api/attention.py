@@ -26,6 +26,8 @@ def fresh_dropout(x: Tensor, p: float) -> Tensor:
     and at each replay of a recorded step."""
     if p == 0.0:
         return x
+    if ops.recomputing():                # (the first run's draw: nothing new drawn)
+        return ops.dropout(x, p, 0, 0)
     recorded = (int(random.generator().integers(0, 2 ** 63)), 0)
     out = ops.dropout(x, p, *recorded)
 

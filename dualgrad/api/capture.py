@@ -81,6 +81,10 @@ class _Step:
             self._seen.add(id(t))
             self.existing.append((weakref.ref(t), t.ptr, t._grad, t.requires_grad))
 
+    def made(self, t: Tensor) -> None:
+        """``t`` was made by the step, sharing another tensor's storage (a stand-in)."""
+        self._seen.add(id(t))
+
     def adopted(self, t: Tensor, h) -> None:
         """``t`` was made (or given new storage) by the step."""
         self._seen.add(id(t))

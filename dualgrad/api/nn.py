@@ -535,6 +535,8 @@ class Dropout(Module):
             return x
         recorded = (self.seed, self.step)
         out = ops.dropout(x, self.p, self.seed, self.step)
+        if ops.recomputing():            # (the first run's draw, already counted)
+            return out
         self.step += 1
         # A replayed step draws the next mask: the recorded kernel reads seed and step
         # from a slot rewritten here.

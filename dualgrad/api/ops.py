@@ -18,6 +18,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import threading
+
 import numpy as np
 
 from ..backend import PLAIN, Epilogue
@@ -815,6 +817,30 @@ def embedding(table, indices) -> Tensor:
     return _make(hy, (table,), backward, backend)
 
 
+class _Draws(threading.local):
+    """The (seed, step) of the dropout masks a checkpointed function draws: logged as it
+    runs, then given back in order as it is recomputed, so the recomputation drops the
+    same elements."""
+    log = None            # a list the draws are appended to
+    replay = None         # a list the draws are taken from
+
+    def take(self, seed: int, step: int) -> tuple:
+        if self.replay:
+            return self.replay.pop(0)
+        if self.log is not None:
+            self.log.append((seed, step))
+        return seed, step
+
+
+_draws = _Draws()
+
+
+def recomputing() -> bool:
+    """Whether a checkpointed function is being computed again (its dropout draws are
+    the first run's: a module must neither count a new draw nor schedule one)."""
+    return _draws.replay is not None
+
+
 def dropout(x, p: float, seed: int, step: int) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p). The mask is a
     function of (seed, step, element index) alone (Philox), so both backends draw the same
@@ -825,6 +851,7 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
     step = checks.integer("dropout", "step", step, 0, 2 ** 64)
     if p == 0.0:
         return x
+    seed, step = _draws.take(seed, step)
     backend = device.active()
     hy = backend.dropout(handle(backend, x), float(p), int(seed), int(step))
 

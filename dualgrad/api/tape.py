@@ -55,6 +55,25 @@ def recording() -> bool:
     return getattr(_local, "recording", False)
 
 
+class recording_as:  # noqa: N801 - used as a function
+    """Record ops (``flag`` True) or not within the block, whatever the tape says (a
+    checkpointed function's forward, then its recomputation in the backward)."""
+
+    __slots__ = ("flag", "was")
+
+    def __init__(self, flag: bool):
+        self.flag = flag
+
+    def __enter__(self):
+        self.was = recording()
+        _local.recording = self.flag
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        _local.recording = self.was
+        return False
+
+
 class with_grad_tape:  # noqa: N801 - used as a function, as torch.no_grad is
     """Open a tape: ``with dg.with_grad_tape(): ...`` frees the memory of the previous
     tape's tensors (activations, gradients of non-parameters: reading one afterwards raises
@@ -252,14 +271,27 @@ def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
         raise InvalidValueError(
             "backward: the tensor has no recorded history; compute it inside "
             "'with dg.with_grad_tape():' from tensors that require grad (parameters)")
+    seeded = tensor._node.seeded if grad is None else None
+    _propagate(tensor, seeded or _seed_grad(tensor, grad, backend), backend, retain_graph,
+               seeded)
+
+
+def backward_from(tensor: Tensor, g) -> None:
+    """``backward`` from a recorded ``tensor`` given its gradient as storage ``g`` of the
+    active backend (a checkpointed function's recomputed output)."""
+    _propagate(tensor, g, device.active(), False, None)
+
+
+def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> None:
+    """Walk the graph under ``tensor`` in reverse from its gradient ``seed`` (``seeded``:
+    its inputs' gradients made by its forward, where ``seed`` is them)."""
     order = _topological(tensor)
     for t in order:
         if t._node.backend is not backend:
             raise InvalidValueError(
                 f"backward: the graph was recorded on the {t._node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
-    seeded = tensor._node.seeded if grad is None else None
-    grads = {id(tensor): seeded or _seed_grad(tensor, grad, backend)}
+    grads = {id(tensor): seed}
     settled = set()         # tensors whose every gradient so far came Settled
     for t in reversed(order):
         g = grads.pop(id(t), None)

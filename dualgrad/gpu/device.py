@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ..backend import EVAL, TAPE
+from ..backend import EVAL, SCRATCH, TAPE
 from ..errors import DeviceUnavailable
 from .dispatch import MAX_ELEMENTS, check_size
 from .memory import (ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env,
@@ -52,9 +52,9 @@ class Device:
         self.pool_type, staging_type = _memory_types(ctx)
         self.budget = Budget(limit_from_env())
         self.budget.reclaim = self._reclaim
-        # Each thread has its own pass arenas, one per slot (TAPE, EVAL): a tape opened in
-        # one thread frees only that thread's activations. [thread, arenas] pairs; a dead
-        # thread's arenas are handed on.
+        # Each thread has its own pass arenas, one per slot (TAPE, EVAL, SCRATCH): a tape
+        # opened in one thread frees only that thread's activations. [thread, arenas]
+        # pairs; a dead thread's arenas are handed on.
         self._arenas: list = []
         self._local = threading.local()      # .arenas, .arena (where pass storage goes now)
         self.persistent_pool = FreeListPool(ctx, self.pool_type, budget=self.budget)
@@ -90,7 +90,7 @@ class Device:
                     pair[0] = me                 # its old tensors die at this thread's reset
                     return pair[1]
             arenas = [ArenaPool(self.ctx, self.pool_type, budget=self.budget)
-                      for _ in (TAPE, EVAL)]
+                      for _ in (TAPE, EVAL, SCRATCH)]
             for arena in arenas:
                 arena.owner = self
             self._arenas.append([me, arenas])
