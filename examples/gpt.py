@@ -25,8 +25,7 @@ class GPT(nn.Module):
         super().__init__()
         self.context = context
         self.token = nn.Embedding(vocab, dim)
-        self.position = dg.ag_param(                       # learned, one row per position
-            np.random.default_rng(0).normal(0, 0.02, (context, dim)).astype(np.float32))
+        self.position = nn.PositionalEmbedding(context, dim)      # learned, a row a position
         # (no biases in the blocks: a key's bias never changes the attention, so its
         # gradient is zero but for rounding, which Adam would amplify)
         self.blocks = nn.ModuleList(
@@ -38,8 +37,7 @@ class GPT(nn.Module):
 
     def forward(self, ids):
         """Logits (B, T, vocab) for int ids (B, T), T <= context."""
-        t = ids.shape[1]
-        x = self.token(ids) + self.position[:t]
+        x = self.position(self.token(ids))
         for block in self.blocks:
             x = block(x, is_causal=True)
         return self.head(self.norm(x))

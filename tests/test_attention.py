@@ -201,3 +201,25 @@ def test_a_captured_transformer_step_replays_with_fresh_dropout(gpu):
 def test_bad_arguments_name_themselves(device, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()
+
+
+def test_positional_embeddings_add_each_positions_row(device):
+    x = RNG.standard_normal((2, 5, 6)).astype(np.float32)
+    fixed = nn.PositionalEmbedding(8, 6, learned=False)
+    t = np.arange(5)[:, None]
+    rate = 10000.0 ** (-np.arange(0, 6, 2) / 6)
+    want = np.zeros((5, 6))
+    want[:, 0::2], want[:, 1::2] = np.sin(t * rate), np.cos(t * rate)
+    np.testing.assert_allclose(fixed(dg.ag_tensor(x)).numpy(), x + want, rtol=1e-5,
+                               atol=1e-6)
+    assert list(fixed.state_dict()) == ["pe"] and fixed.num_parameters() == 0
+    learned = nn.PositionalEmbedding(8, 6)
+    xt = dg.ag_tensor(x)
+    with dg.with_grad_tape():
+        dg.sum(learned(xt)).backward()
+    grad = learned.weight.grad.numpy()
+    np.testing.assert_array_equal(grad[:5], 2.0)          # two rows of the batch each
+    np.testing.assert_array_equal(grad[5:], 0.0)
+    assert learned.num_parameters() == 48
+    with pytest.raises(dg.ShapeError, match="^PositionalEmbedding: argument 'x'"):
+        learned(dg.ag_tensor(np.zeros((9, 6), np.float32)))

@@ -90,6 +90,13 @@ class Module:
         """The module's Parameters (each once), in registration order."""
         return [p for _, p in self.named_parameters()]
 
+    def num_parameters(self, trainable: bool = True) -> int:
+        """How many numbers the model holds: its parameters' elements (each parameter once),
+        and with ``trainable=False`` its buffers' too."""
+        count = sum(p.numel() for p in self.parameters())
+        return count if checks.flag("num_parameters", "trainable", trainable) else \
+            count + sum(b.numel() for b in self.buffers())
+
     def register_buffer(self, name: str, value) -> None:
         """Keep ``value`` (an array or Tensor, or None) as state that is not trained: a
         running statistic. Like a parameter it lives on the device (persistent), is in

@@ -73,6 +73,10 @@ class Tensor:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    def numel(self) -> int:
+        """The number of elements (``size``), as PyTorch names it."""
+        return math.prod(self.shape)
+
     def __len__(self) -> int:
         if not self.shape:
             raise ArgumentTypeError("len() of a 0-d tensor")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
-from . import checks, init, ops
+from . import checks, init, ops, random
 from .attention import attention_scores, fused_attention, mask_tensor
 from .indexing import split
 from .logic import logical_not, where
@@ -178,4 +178,40 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._feed_forward(x))
 
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer"]
+class PositionalEmbedding(Module):
+    """Adds each position's vector to the rows of x (..., T, dim), T <= ``max_len``:
+    learned (a Parameter ``weight`` (max_len, dim) from N(0, 1), as an Embedding's) or, with
+    ``learned=False``, the fixed sinusoids of "Attention is all you need" (a buffer ``pe``:
+    sin(t / 10000^(2i/dim)) at column 2i, cos at 2i + 1). The rows are read as a slice of
+    the table: nothing is uploaded, so a recorded step keeps it."""
+
+    def __init__(self, max_len: int, dim: int, learned: bool = True):
+        super().__init__()
+        fn = "PositionalEmbedding"
+        self.max_len = checks.integer(fn, "max_len", max_len, 1)
+        self.dim = checks.integer(fn, "dim", dim, 1)
+        self.learned = checks.flag(fn, "learned", learned)
+        if learned:
+            self.weight = ag_param(random.generator().standard_normal(
+                (self.max_len, self.dim), dtype=np.float32))
+        else:
+            t = np.arange(self.max_len, dtype=np.float64)[:, None]
+            rate = 10000.0 ** (-np.arange(0, self.dim, 2, dtype=np.float64) / self.dim)
+            table = np.zeros((self.max_len, self.dim))
+            table[:, 0::2] = np.sin(t * rate)
+            table[:, 1::2] = np.cos(t * rate[:self.dim // 2])
+            self.register_buffer("pe", table.astype(np.float32))
+
+    def forward(self, x):
+        x = _tensor("PositionalEmbedding", "x", x)
+        if x.ndim < 2 or x.shape[-1] != self.dim or x.shape[-2] > self.max_len:
+            raise bad_shape("PositionalEmbedding", "x", x.shape,
+                            f"(..., T, {self.dim}) with T <= {self.max_len}")
+        table = self.weight if self.learned else self.pe
+        return x + table[:x.shape[-2]]
+
+    def extra_repr(self) -> str:
+        return f"{self.max_len}, {self.dim}, learned={self.learned}"
+
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "PositionalEmbedding"]
