@@ -12,7 +12,6 @@
 // MODE 2 (backward, keys): a thread per key row adds p g_i into dv and ds q_i into dk.
 // Rows are a batch's: workgroup y is the batch (batch * L rows of q, batch * S of k, v).
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
@@ -21,7 +20,6 @@ layout(constant_id = 1) const uint HEAD = 64;      // the rows' length (q, k and
 layout(constant_id = 2) const uint CAUSAL = 0;
 const uint ROWS = 64;                              // a workgroup's rows: one a thread
 const uint TILE = 32;                              // rows of the other operand a step
-const uint GROUP = 4;                              // of which a thread takes at a time
 
 layout(push_constant) uniform Push {
     Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
@@ -72,51 +70,25 @@ void main() {
             if (!live) continue;
             uint n = min(TILE, p.S - j0);
             if (CAUSAL != 0u) n = row + 1u > j0 ? min(n, row + 1u - j0) : 0u;
-            // GROUP keys at a time: their dot products are independent chains (a single
-            // chain of HEAD fmas waits on each fma's latency)
-            for (uint t = 0; t < n; t += GROUP) {
-                float s[GROUP], dp[GROUP];
-                [[unroll]] for (uint u = 0; u < GROUP; ++u) { s[u] = 0.0; dp[u] = 0.0; }
-                for (uint d = 0; d < HEAD; ++d) {
-                    [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                        s[u] += r0[d] * tile_a[(t + u) * HEAD + d];
-                        if (MODE == 1u) dp[u] += r1[d] * tile_b[(t + u) * HEAD + d];
-                    }
-                }
+            for (uint t = 0; t < n; ++t) {
+                float s = 0.0;
+                for (uint d = 0; d < HEAD; ++d) s += r0[d] * tile_a[t * HEAD + d];
+                s *= p.scale;
                 if (MODE == 0u) {
-                    float top = m;
-                    [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                        s[u] = t + u < n ? s[u] * p.scale : -f_inf();
-                        top = max(top, s[u]);
-                    }
-                    if (top > m) {
-                        float c = exp(m - top);
+                    if (s > m) {
+                        float c = exp(m - s);
                         l *= c;
                         for (uint d = 0; d < HEAD; ++d) acc0[d] *= c;
-                        m = top;
+                        m = s;
                     }
-                    float e[GROUP];
-                    [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                        e[u] = t + u < n ? exp(s[u] - m) : 0.0;
-                        l += e[u];
-                    }
-                    for (uint d = 0; d < HEAD; ++d) {
-                        float a = acc0[d];
-                        [[unroll]] for (uint u = 0; u < GROUP; ++u)
-                            a += e[u] * tile_b[(t + u) * HEAD + d];
-                        acc0[d] = a;
-                    }
+                    float e = exp(s - m);
+                    l += e;
+                    for (uint d = 0; d < HEAD; ++d) acc0[d] += e * tile_b[t * HEAD + d];
                 } else {
-                    float ds[GROUP];
-                    [[unroll]] for (uint u = 0; u < GROUP; ++u)
-                        ds[u] = t + u < n ? exp(s[u] * p.scale - lse_i) * (dp[u] - delta_i)
-                                            * p.scale : 0.0;
-                    for (uint d = 0; d < HEAD; ++d) {
-                        float a = acc0[d];
-                        [[unroll]] for (uint u = 0; u < GROUP; ++u)
-                            a += ds[u] * tile_a[(t + u) * HEAD + d];
-                        acc0[d] = a;
-                    }
+                    float dp = 0.0;
+                    for (uint d = 0; d < HEAD; ++d) dp += r1[d] * tile_b[t * HEAD + d];
+                    float ds = exp(s - lse_i) * (dp - delta_i) * p.scale;
+                    for (uint d = 0; d < HEAD; ++d) acc0[d] += ds * tile_a[t * HEAD + d];
                 }
             }
         }
@@ -150,29 +122,18 @@ void main() {
         barrier();
         if (!live) continue;
         uint n = min(TILE, p.L - i0);
-        for (uint t = 0; t < n; t += GROUP) {
-            float s[GROUP], dp[GROUP];
-            [[unroll]] for (uint u = 0; u < GROUP; ++u) { s[u] = 0.0; dp[u] = 0.0; }
+        for (uint t = 0; t < n; ++t) {
+            if (CAUSAL != 0u && i0 + t < row) continue;
+            float s = 0.0, dp = 0.0;
             for (uint d = 0; d < HEAD; ++d) {
-                [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                    s[u] += tile_a[(t + u) * HEAD + d] * r0[d];
-                    dp[u] += tile_b[(t + u) * HEAD + d] * r1[d];
-                }
+                s += tile_a[t * HEAD + d] * r0[d];
+                dp += tile_b[t * HEAD + d] * r1[d];
             }
-            float e[GROUP], ds[GROUP];
-            [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                bool take = t + u < n && (CAUSAL == 0u || i0 + t + u >= row);
-                e[u] = take ? exp(s[u] * p.scale - tile_lse[t + u]) : 0.0;
-                ds[u] = take ? e[u] * (dp[u] - tile_delta[t + u]) * p.scale : 0.0;
-            }
+            float e = exp(s * p.scale - tile_lse[t]);
+            float ds = e * (dp - tile_delta[t]) * p.scale;
             for (uint d = 0; d < HEAD; ++d) {
-                float a = acc0[d], b = acc1[d];
-                [[unroll]] for (uint u = 0; u < GROUP; ++u) {
-                    b += e[u] * tile_b[(t + u) * HEAD + d];
-                    a += ds[u] * tile_a[(t + u) * HEAD + d];
-                }
-                acc0[d] = a;
-                acc1[d] = b;
+                acc1[d] += e * tile_b[t * HEAD + d];
+                acc0[d] += ds * tile_a[t * HEAD + d];
             }
         }
     }
