@@ -35,6 +35,7 @@ def _int(backend, value: int):
 def _pool_geometry(fn: str, x: Tensor, kernel_size, stride, padding, dilation,
                    ceil_mode) -> Windows:
     k = pair(fn, "kernel_size", kernel_size, 1)
+    # (no stride, or an empty one as PyTorch's functional default: the kernel's size)
     s = k if stride is None or stride == () or stride == [] else pair(fn, "stride", stride, 1)
     p = pair(fn, "padding", padding, 0)
     d = pair(fn, "dilation", dilation, 1)
