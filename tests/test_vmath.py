@@ -268,3 +268,26 @@ def test_float32_tanh_shortcut_is_libms_rounding():
     ones = np.abs(x) > 13 * math.log(2)      # where 1 - tanh(x) < 2**-25: float32 +-1
     assert (got[ones] == np.sign(x[ones])).all()
     assert (np.abs(got[~ones & ~np.isnan(x)]) < 1).all()
+
+
+ERF_SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e-45, 0.5, -0.5,
+                0.49999997, 10.05, 10.06, -10.0, 26.0, 27.5, 3e38, -3e38]
+
+
+@pytest.mark.parametrize("ours, ref, ulps", [(vmath.verfc, math.erfc, 30),
+                                             (vmath.verf, math.erf, 12)],
+                         ids=["erfc", "erf"])
+def test_erf_and_erfc_are_libms_in_float32(ours, ref, ulps):
+    # float64: within about 4e-15 relative (the fit and two exps), ulps of it allowed
+    rng = np.random.default_rng(3)
+    base = np.concatenate([rng.uniform(-12.0, 12.0, 400_000), rng.standard_normal(400_000),
+                           rng.standard_normal(100_000) * 1e-3, ERF_SPECIALS])
+    for dtype in (np.float32, np.float64):
+        x = base.astype(dtype)
+        got = np.empty_like(x)
+        _kernel(ours)(x, got)
+        want = np.array([_python(ref)(float(v)) for v in x]).astype(dtype)
+        if dtype == np.float32:
+            _assert_bit_for_bit(x, got, want)
+        else:
+            _assert_within(x, got, want, ulps)

@@ -28,8 +28,8 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
-from .vmath import (vatan, vatanh, vcos, vcosh, vexp, vexp2, vexpm1, vlog, vlog10, vlog1p,
-                    vlog2, vsin, vsinh, vtan, vtanh, vtanh_f32)
+from .vmath import (vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2, vexpm1, vlog,
+                    vlog10, vlog1p, vlog2, vsin, vsinh, vtan, vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -136,7 +136,7 @@ def _relu(x, a, b):
 
 @forward_rule("gelu")
 def _gelu(x, a, b):
-    return 0.5 * x * math.erfc(-x * _SQRT1_2)   # Phi by erfc keeps its accuracy for x << 0
+    return 0.5 * x * verfc(-x * _SQRT1_2)       # Phi by erfc keeps its accuracy for x << 0
 
 
 @forward_rule("sigmoid")
@@ -269,10 +269,18 @@ def _relu_grad(x, y, g, a, b):
     return g if x > 0.0 else 0.0
 
 
+@scalar
+def _gaussian(h):
+    """exp(-h) for h = x^2 or x^2/2 >= 0 (or NaN): exactly 0 past 800, where libm's is
+    (vexp stops at its smallest subnormal, which times an infinite x would not give libm's
+    NaN); NaN for NaN."""
+    return 0.0 if h >= 800.0 else vexp(-h)
+
+
 @backward_rule("gelu")
 def _gelu_grad(x, y, g, a, b):
-    cdf = 0.5 * math.erfc(-x * _SQRT1_2)
-    return g * (cdf + x * _INV_SQRT_2PI * math.exp(-0.5 * x * x))
+    cdf = 0.5 * verfc(-x * _SQRT1_2)
+    return g * (cdf + x * _INV_SQRT_2PI * _gaussian(0.5 * x * x))
 
 
 @backward_rule("sigmoid")
@@ -622,12 +630,12 @@ def _atanh(x, a, b):
 
 @forward_rule("erf")
 def _erf(x, a, b):
-    return math.erf(x)
+    return verf(x)
 
 
 @forward_rule("erfc")
 def _erfc(x, a, b):
-    return math.erfc(x)
+    return verfc(x)
 
 
 @backward_rule("sin")
@@ -689,12 +697,12 @@ def _atanh_grad(x, y, g, a, b):
 
 @backward_rule("erf")
 def _erf_grad(x, y, g, a, b):
-    return g * _2_SQRTPI * math.exp(-x * x)
+    return g * _2_SQRTPI * _gaussian(x * x)
 
 
 @backward_rule("erfc")
 def _erfc_grad(x, y, g, a, b):
-    return -g * _2_SQRTPI * math.exp(-x * x)
+    return -g * _2_SQRTPI * _gaussian(x * x)
 
 
 _missing = [op.name for op in UNARY if op.code not in FORWARD or op.code not in BACKWARD]
