@@ -27,7 +27,7 @@ from dualgrad.api import device  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
-from timing import interleaved, report, torch_or_none  # noqa: E402
+from timing import classifier_step, interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
 
@@ -48,16 +48,7 @@ def mlp_train_step(hidden: int):
     nn = dg.nn
     model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                           nn.ReLU(), nn.Linear(hidden, 10))
-    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
-
-    def train_step(x, y):
-        with dg.with_grad_tape():
-            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-            loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-    return train_step
+    return classifier_step(dg, model, dg.optimizer_adam(model.parameters(), lr=1e-3))
 
 
 def dualgrad_step(hidden: int, batch: int):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from timing import on_batch
+from timing import classifier_step, on_batch
 
 CHANNELS = (1, 32, 64)
 
@@ -27,16 +27,7 @@ def _layers(nn):
 def ours_cnn_train(dg):
     """fn(x, y): one Adam step of a new CNN, returning the loss."""
     model = dg.nn.Sequential(*_layers(dg.nn))
-    opt = dg.optimizer_adam(model.parameters(), lr=1e-3)
-
-    def train_step(x, y):
-        with dg.with_grad_tape():
-            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-            loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-    return train_step
+    return classifier_step(dg, model, dg.optimizer_adam(model.parameters(), lr=1e-3))
 
 
 def ours_cnn_step(dg, batch: int, replayed: bool = False):

@@ -64,3 +64,16 @@ def on_batch(dg, train_step, batch: tuple, replayed: bool, name: str):
     if not captured.replayable:
         raise RuntimeError(f"the {name} step is not replayed: {captured.reason}")
     return lambda: captured(*batch)
+
+
+def classifier_step(dg, model, opt):
+    """fn(x, y): one step of ``opt`` on ``model``'s softmax cross-entropy, returning the
+    loss (the batch uploaded each step)."""
+    def train_step(x, y):
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return train_step

@@ -73,15 +73,23 @@ def covering(**axes) -> tuple:
     return ",".join(names), params
 
 
+def loss_step(opt, loss_of):
+    """fn(*batch): one training step: ``loss_of(*batch)`` under a tape, backward, optimizer
+    step, gradients cleared; returns the loss."""
+    def step(*batch):
+        with dg.with_grad_tape():
+            loss = loss_of(*batch)
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return step
+
+
 def train_step(model, opt, x, y):
-    """One training step of a classifier: softmax cross-entropy, backward, optimizer step,
-    gradients cleared; returns the loss."""
-    with dg.with_grad_tape():
-        loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
-        loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
+    """One training step of a classifier (softmax cross-entropy); returns the loss."""
+    return loss_step(opt, lambda x, y: dg.softmax_cross_entropy(model(dg.ag_tensor(x)),
+                                                                  y))(x, y)
 
 
 def assert_layer_step_replays(loss_of, features: int, seed: int) -> None:

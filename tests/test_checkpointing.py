@@ -6,6 +6,7 @@ import pytest
 
 import dualgrad as dg
 from dualgrad import nn
+from conftest import loss_step
 
 X = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
 
@@ -68,17 +69,12 @@ def test_a_captured_step_with_a_checkpoint_replays_as_eager_steps(gpu):
         return layers, dg.optimizer_adam(layers.parameters(), lr=1e-2)
 
     def step_of(layers, opt):
-        def step(x):
-            with dg.with_grad_tape():
-                h = dg.ag_tensor(x)
-                for block in layers:
-                    h = h + dg.checkpoint(block, h)
-                loss = dg.sum(h * h)
-                loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
-        return step
+        def loss_of(x):
+            h = dg.ag_tensor(x)
+            for block in layers:
+                h = h + dg.checkpoint(block, h)
+            return dg.sum(h * h)
+        return loss_step(opt, loss_of)
     (a, oa), (b, ob) = make(), make()
     eager, captured = step_of(a, oa), dg.capture_step(step_of(b, ob))
     for k in range(4):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
-from conftest import ROOT
+from conftest import ROOT, loss_step
 from dualgrad.testing.lockstep import lockstep
 
 
@@ -41,14 +41,7 @@ def test_a_captured_gpt_step_replays_as_eager_steps(gpu):
         return model, dg.optim.AdamW(model.parameters(), lr=3e-3)
 
     def step_of(model, opt):
-        def step(x, y):
-            with dg.with_grad_tape():
-                loss = gpt.loss_of(model, x, y)
-                loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
-        return step
+        return loss_step(opt, lambda x, y: gpt.loss_of(model, x, y))
     (m1, o1), (m2, o2) = make(), make()
     eager, captured = step_of(m1, o1), dg.capture_step(step_of(m2, o2))
     rng = np.random.default_rng(0)

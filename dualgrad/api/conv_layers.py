@@ -56,6 +56,12 @@ class _ConvNd(Module):
         self.weight = ag_param(_uniform(bound, shape + self.kernel_size))
         self.bias = ag_param(_uniform(bound, (self.out_channels,))) if bias else None
 
+    def forward(self, x):
+        x, padding = self._padded(x)
+        convolve = conv.conv1d if self.spatial == 1 else conv.conv2d
+        return convolve(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                        self.groups)
+
     def _padded(self, x):
         """(x, the padding left to the convolution): x itself and the layer's padding, or
         x padded by ``padding_mode`` and none."""
@@ -96,11 +102,6 @@ class Conv1d(_ConvNd):
         super().__init__("Conv1d", in_channels, out_channels, kernel_size, stride, padding,
                          dilation, groups, bias, padding_mode)
 
-    def forward(self, x):
-        x, padding = self._padded(x)
-        return conv.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation,
-                           self.groups)
-
 
 class Conv2d(_ConvNd):
     """``conv2d`` of (N, in_channels, H, W) inputs; weight (out, in / groups, kh, kw)."""
@@ -109,11 +110,6 @@ class Conv2d(_ConvNd):
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros"):
         super().__init__("Conv2d", in_channels, out_channels, kernel_size, stride, padding,
                          dilation, groups, bias, padding_mode)
-
-    def forward(self, x):
-        x, padding = self._padded(x)
-        return conv.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
-                           self.groups)
 
 
 class ConvTranspose2d(_ConvNd):

@@ -9,24 +9,13 @@ array uploaded), so a recorded step keeps it.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import bad_value
 from . import checks, device
+from .logic import _constant_range
 from .ops import _filled, _tensor, gather_rows, matmul, reshape, sum as sum_
 from .residency import adopt, handle
 from .tensor import INT32, Tensor
 from .windows import Windows, batched, pair, unfold_windows, windows
-
-F32 = np.dtype(np.float32)
-
-
-def _iota(backend, n: int):
-    """int32 storage 0, 1, ..., n - 1 made on the device (sums of ones: exact below 2^24)."""
-    ones = _filled(backend, (n,), 1.0, F32)
-    counted = backend.unary("add_scalar", backend.cumsum(ones, 1, n, 1, False), -1.0)
-    return backend.cast(counted, INT32)
-
 
 def _int(backend, value: int):
     return _filled(backend, (1, 1), value, INT32)
@@ -117,13 +106,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0,  # noqa: A002
 def _window_matrix(backend, size: int, out: int, dtype):
     """(out, size) 0/1 storage, row o marking PyTorch's adaptive window o (from
     floor(o * size / out) to ceil((o + 1) * size / out)), and its row counts (out, 1)."""
-    o = backend.integer("int_mul", backend.reshape(_iota(backend, out), (out, 1)),
+    o = backend.integer("int_mul", backend.reshape(_constant_range(backend, out), (out, 1)),
                         _int(backend, size))
     start = backend.integer("int_floor_divide", o, _int(backend, out))
     end = backend.integer("int_floor_divide",
                           backend.integer("int_add", o, _int(backend, size + out - 1)),
                           _int(backend, out))
-    at = backend.reshape(_iota(backend, size), (1, size))
+    at = backend.reshape(_constant_range(backend, size), (1, size))
     inside = backend.logic("logical_and", backend.logic("ge", at, start),
                            backend.logic("lt", at, end))
     counts = backend.cast(backend.integer("int_sub", end, start), dtype)
