@@ -23,54 +23,88 @@ def _blocks(nn, dim, layers, heads):
             for _ in range(layers)]
 
 
-def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: int,
-                  replayed: bool = False):
-    """fn(): one AdamW step of our GPT on a fixed batch; ``replayed``: through
-    ``dg.capture_step`` (recorded once, warmed up here)."""
+def ours_gpt_model(dg, context: int, dim: int, layers: int, heads: int):
+    """Our GPT as a Module: token ids (batch, context) -> logits (batch, context, VOCAB)."""
     nn = dg.nn
-    x, y = gpt_data(batch, context)
-    token = nn.Embedding(VOCAB, dim)
-    position = dg.ag_param(np.zeros((context, dim), np.float32))
-    blocks = nn.ModuleList(_blocks(nn, dim, layers, heads))
-    norm, head = nn.LayerNorm(dim, bias=False), nn.Linear(dim, VOCAB, bias=False)
-    params = [*token.parameters(), position, *blocks.parameters(), *norm.parameters(),
-              *head.parameters()]
-    opt = dg.optim.AdamW(params, lr=1e-3)
 
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token = nn.Embedding(VOCAB, dim)
+            self.position = dg.ag_param(np.zeros((context, dim), np.float32))
+            self.blocks = nn.ModuleList(_blocks(nn, dim, layers, heads))
+            self.norm = nn.LayerNorm(dim, bias=False)
+            self.head = nn.Linear(dim, VOCAB, bias=False)
+
+        def forward(self, ids):
+            h = self.token(ids) + self.position
+            for block in self.blocks:
+                h = block(h, is_causal=True)
+            return self.head(self.norm(h))
+
+    return GPT()
+
+
+def gpt_train_step(dg, model, opt):
+    """fn(ids, targets): one step of ``opt`` on ``model``'s next-token loss."""
     def train_step(ids, targets):
         with dg.with_grad_tape():
-            h = token(ids) + position
-            for block in blocks:
-                h = block(h, is_causal=True)
-            logits = head(norm(h))
+            logits = model(ids)
             loss = dg.softmax_cross_entropy(dg.reshape(logits, (-1, VOCAB)), targets)
             loss.backward()
         opt.step()
         opt.zero_grad()
         return loss
-    return on_batch(dg, train_step, (x, y), replayed, "GPT")
+    return train_step
+
+
+def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: int,
+                  replayed: bool = False):
+    """fn(): one AdamW step of our GPT on a fixed batch; ``replayed``: through
+    ``dg.capture_step`` (recorded once, warmed up here)."""
+    model = ours_gpt_model(dg, context, dim, layers, heads)
+    opt = dg.optim.AdamW(model.parameters(), lr=1e-3)
+    return on_batch(dg, gpt_train_step(dg, model, opt), gpt_data(batch, context), replayed,
+                    "GPT")
+
+
+def torch_gpt_model(torch, context: int, dim: int, layers: int, heads: int, device: str):
+    """The same GPT in PyTorch, as a Module: ids -> logits."""
+    nn = torch.nn
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token = nn.Embedding(VOCAB, dim)
+            self.position = nn.Parameter(torch.zeros(context, dim))
+            self.blocks = nn.ModuleList(_blocks(nn, dim, layers, heads))
+            self.norm = nn.LayerNorm(dim, bias=False)
+            self.head = nn.Linear(dim, VOCAB, bias=False)
+            self.register_buffer(
+                "mask", nn.Transformer.generate_square_subsequent_mask(context),
+                persistent=False)
+
+        def forward(self, ids):
+            h = self.token(ids) + self.position
+            for block in self.blocks:
+                h = block(h, src_mask=self.mask, is_causal=True)
+            return self.head(self.norm(h))
+
+    return GPT().to(device)
+
+
+def torch_gpt_loss(torch, model, ids, targets):
+    return torch.nn.functional.cross_entropy(model(ids).reshape(-1, VOCAB), targets)
 
 
 def torch_gpt_step(torch, batch: int, context: int, dim: int, layers: int, heads: int,
                    device: str):
-    nn = torch.nn
     x, y = (torch.from_numpy(a.astype(np.int64)).to(device) for a in gpt_data(batch, context))
-    token = nn.Embedding(VOCAB, dim).to(device)
-    position = nn.Parameter(torch.zeros(context, dim, device=device))
-    blocks = nn.ModuleList(_blocks(nn, dim, layers, heads)).to(device)
-    norm = nn.LayerNorm(dim, bias=False).to(device)
-    head = nn.Linear(dim, VOCAB, bias=False).to(device)
-    params = [*token.parameters(), position, *blocks.parameters(), *norm.parameters(),
-              *head.parameters()]
-    opt = torch.optim.AdamW(params, lr=1e-3)
-    mask = nn.Transformer.generate_square_subsequent_mask(context, device=device)
+    model = torch_gpt_model(torch, context, dim, layers, heads, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step():
-        h = token(x) + position
-        for block in blocks:
-            h = block(h, src_mask=mask, is_causal=True)
-        logits = head(norm(h))
-        torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y).backward()
+        torch_gpt_loss(torch, model, x, y).backward()
         opt.step()
         opt.zero_grad()
     return step

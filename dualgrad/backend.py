@@ -94,6 +94,28 @@ class Backend(abc.ABC):
     def reshape(self, h, shape: tuple):
         """The same elements read with another shape (no copy)."""
 
+    # -- host exchange (gradients all-reduced across processes) ----------------------------
+    @abc.abstractmethod
+    def host_buffer(self, size: int, dtype: np.dtype):
+        """A buffer of ``size`` elements in host memory that ``stage_out`` and ``stage_in``
+        copy through: ``.array`` is its one-dimensional NumPy view, ``close()`` frees it.
+        On a device it is host-visible memory the device copies into and out of directly,
+        so the host may work on one buffer while the device runs on."""
+
+    @abc.abstractmethod
+    def stage_out(self, pieces, buffer):
+        """Copy each ``(storage, element offset)`` of ``pieces`` into ``buffer`` once the
+        work recorded so far has run. Returns the landing: its ``wait(timeout)`` returns
+        True once the copies are in ``buffer.array`` (False if ``timeout`` seconds passed
+        first); another thread may wait on it. Each buffer has one landing at a time: wait
+        for it before staging out through the same buffer again."""
+
+    @abc.abstractmethod
+    def stage_in(self, buffer, pieces) -> None:
+        """Copy ``buffer``'s elements at each ``(storage, element offset)`` of ``pieces``
+        into the storage, after the work recorded so far (the host has finished with
+        ``buffer.array``)."""
+
     # -- pools, counters --------------------------------------------------------------------
     def begin_pass(self, slot: int) -> None:
         """Free the calling thread's pass storage of ``slot`` (TAPE or EVAL) and put new pass

@@ -76,6 +76,21 @@ class CheckpointNotFoundError(CheckpointFileError, FileNotFoundError):
     """The checkpoint to load, or the directory to save one into, does not exist."""
 
 
+class DistributedError(DualgradError, RuntimeError):
+    """A data-parallel run cannot go on: MPI is missing, ``init()`` was not called, or a
+    collective across processes failed."""
+
+
+class DistributedTimeout(DistributedError, TimeoutError):
+    """A collective across processes did not complete in time: another process stopped,
+    failed or is stuck."""
+
+
+class DistributedMismatch(DistributedError, ValueError):
+    """The processes of a run disagree: a different world size than asked for, a
+    different model (parameter names, shapes or dtypes) or a different backend."""
+
+
 class DualgradWarning(UserWarning):
     """Something works but probably not as meant (filter with ``warnings``' category)."""
 

@@ -95,12 +95,25 @@ class DataLoader:
     come as NumPy arrays, the form the losses take class indices in. With
     ``to_device=False`` every column comes as a NumPy array (what ``capture_step``
     takes). ``prefetch`` batches are gathered ahead on a background thread (0: none).
+
+    ``sampler``: an object with ``len()`` and iteration over sample indices (a
+    ``dg.distributed.DistributedSampler``: this process's share) visited in its order
+    instead; it excludes ``shuffle``. Where it has ``set_epoch``, each pass sets it to the
+    loader's epoch first, so a sharded order changes each epoch with no call of yours.
     """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, seed: int | None = None, prefetch: int = 2,
-                 to_device: bool = True):
+                 to_device: bool = True, sampler=None):
         fn = "DataLoader"
+        if sampler is not None:
+            if not (hasattr(sampler, "__len__") and hasattr(sampler, "__iter__")):
+                raise bad_type(fn, "sampler", sampler,
+                               "an object with len() and iteration over sample indices")
+            if shuffle:
+                raise bad_value(fn, "shuffle", shuffle,
+                                "False with a sampler (the sampler gives the order)")
+        self.sampler = sampler
         self.batch_size = checks.integer(fn, "batch_size", batch_size, 1)
         self.shuffle = checks.flag(fn, "shuffle", shuffle)
         self.drop_last = checks.flag(fn, "drop_last", drop_last)
@@ -130,7 +143,7 @@ class DataLoader:
         self.epoch = 0
 
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -139,6 +152,17 @@ class DataLoader:
 
     def order(self, epoch: int) -> np.ndarray:
         """The sample indices of ``epoch``, in the order the loader visits them."""
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+            order = np.fromiter(iter(self.sampler), np.int64)
+            n = len(self.dataset)
+            if order.size and not (0 <= order.min() and order.max() < n):
+                from .indexing import IndexOutOfRange
+                raise IndexOutOfRange(f"DataLoader: the sampler gave sample index "
+                                      f"{order.min() if order.min() < 0 else order.max()}; "
+                                      f"the dataset has {n} samples")
+            return order
         n = len(self.dataset)
         if not self.shuffle:
             return np.arange(n)

@@ -27,7 +27,7 @@ from ..backend import EVAL, TAPE
 from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type
 from . import checks, device, scopes
 from .residency import adopt, handle, keep_host_values
-from .tensor import Tensor, host_array
+from .tensor import HookHandle, Tensor, host_array
 
 _local = threading.local()
 
@@ -291,11 +291,62 @@ def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> Non
             raise InvalidValueError(
                 f"backward: the graph was recorded on the {t._node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
+    depth = getattr(_local, "depth", 0)
+    # Hooks fire in the outermost walk only: a checkpointed function's walk inside it
+    # accumulates into leaves that the outer graph lists as its node's inputs.
+    hooked = _hooked_leaves(order) if depth == 0 and HookHandle.registered else None
+    _local.depth = depth + 1
+    try:
+        _walk(tensor, seed, order, backend, seeded, hooked)
+    finally:
+        _local.depth = depth
+        callbacks = _local.__dict__.pop("callbacks", ()) if depth == 0 else ()
+    if not retain_graph:
+        for t in order:
+            node = t._node
+            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
+    for callback in callbacks:
+        callback()
+
+
+def _hooked_leaves(order: list):
+    """{position in the reverse walk: leaves with hooks whose last use is there}, or None
+    where no leaf has a hook."""
+    last = {}
+    for k, t in enumerate(reversed(order)):
+        for inp in t._node.inputs:
+            if inp._hooks is not None and inp._node is None:
+                last[id(inp)] = (k, inp)
+    if not last:
+        return None
+    at: dict = {}
+    for k, leaf in last.values():
+        at.setdefault(k, []).append(leaf)
+    return at
+
+
+def _fire(leaves: list) -> None:
+    for leaf in leaves:
+        if leaf._grad is not None:
+            for hook in tuple(leaf._hooks or ()):
+                hook(leaf)
+
+
+def queue_callback(callback) -> None:
+    """Run ``callback()`` once the ``backward()`` in progress in this thread has walked
+    the whole graph (as PyTorch's engine's ``queue_callback``): a data-parallel wrapper
+    collects its all-reduced gradients there."""
+    _local.__dict__.setdefault("callbacks", []).append(callback)
+
+
+def _walk(tensor: Tensor, seed, order: list, backend, seeded, hooked) -> None:
     grads = {id(tensor): seed}
     settled = set()         # tensors whose every gradient so far came Settled
-    for t in reversed(order):
+    for k, t in enumerate(reversed(order)):
         g = grads.pop(id(t), None)
         if g is None:
+            if hooked is not None and k in hooked:
+                _fire(hooked[k])
             continue
         node = t._node
         needs = [_need(i, backend) for i in node.inputs]
@@ -321,7 +372,5 @@ def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> Non
                 grads[id(inp)] = gi
                 if came_settled:
                     settled.add(id(inp))
-    if not retain_graph:
-        for t in order:
-            node = t._node
-            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
+        if hooked is not None and k in hooked:
+            _fire(hooked[k])

@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, DeadTensorError, bad_shape, bad_type, bad_value
+from ..errors import (ArgumentTypeError, DeadTensorError, InvalidValueError, bad_shape,
+                      bad_type, bad_value)
 from ..shapes import MAX_RANK
 from . import checks, device
 
@@ -43,7 +44,7 @@ class Tensor:
     ``dg.ag_tensor(array)``; ops return new tensors."""
 
     __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "persistent", "_grad",
-                 "_node", "_scope", "__weakref__")
+                 "_node", "_scope", "_hooks", "__weakref__")
     __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
 
     def __init__(self, shape: tuple, dtype, requires_grad: bool = False,
@@ -59,6 +60,7 @@ class Tensor:
         self._grad = None
         self._node = None
         self._scope = None        # the scope a computed tensor lives in (scopes.py)
+        self._hooks = None        # post-accumulate-grad hooks of a leaf (tape.py)
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -165,10 +167,46 @@ class Tensor:
     def grad(self, value) -> None:
         self._grad = None if value is None else _grad_from(self, value)
 
+    def register_post_accumulate_grad_hook(self, hook) -> "HookHandle":
+        """Call ``hook(tensor)`` during each ``backward()`` once this leaf's gradient for
+        that pass is complete in ``.grad`` (as PyTorch's hook of that name: what data
+        parallelism starts its all-reduce from). Returns a handle whose ``remove()``
+        unregisters it."""
+        if not callable(hook):
+            raise bad_type("register_post_accumulate_grad_hook", "hook", hook, "a callable")
+        if self._node is not None:
+            raise InvalidValueError("register_post_accumulate_grad_hook: the tensor is not "
+                                    "a leaf (it was computed by an op); register the hook "
+                                    "on a parameter or a tensor made by ag_tensor")
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        return HookHandle(self, hook)
+
     def backward(self, grad=None, retain_graph: bool = False) -> None:
         """Backpropagate from this tensor (see ``dg.backward``)."""
         from .tape import backward
         backward(self, grad, retain_graph)
+
+
+class HookHandle:
+    """What ``register_post_accumulate_grad_hook`` returns: ``remove()`` unregisters."""
+
+    __slots__ = ("_tensor", "_hook")
+    registered = 0            # hooks registered and not removed, in all tensors: a
+                              # backward() looks for hooked leaves only when there are some
+
+    def __init__(self, tensor: Tensor, hook):
+        self._tensor, self._hook = tensor, hook
+        HookHandle.registered += 1
+
+    def remove(self) -> None:
+        hooks = self._tensor._hooks
+        if hooks is not None and self._hook in hooks:
+            hooks.remove(self._hook)
+            HookHandle.registered -= 1
+            if not hooks:
+                self._tensor._hooks = None
 
 
 class Parameter(Tensor):

@@ -27,6 +27,29 @@ def _into(out, value: np.ndarray) -> np.ndarray:
     return out
 
 
+class HostBuffer:
+    """Host memory for ``stage_out`` / ``stage_in``: on the cpu, an array."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def close(self) -> None:
+        self.array = None
+
+
+class _Landed:
+    """The landing of a copy made at once."""
+
+    @staticmethod
+    def wait(timeout=None) -> bool:
+        return True
+
+
+LANDED = _Landed()
+
+
 class CpuBackend(Backend):
     name = "cpu"
     host_storage = True
@@ -62,6 +85,18 @@ class CpuBackend(Backend):
 
     def reshape(self, h, shape):
         return h.reshape(shape)
+
+    def host_buffer(self, size, dtype):
+        return HostBuffer(np.empty(size, dtype))
+
+    def stage_out(self, pieces, buffer):
+        for h, offset in pieces:
+            buffer.array[offset:offset + h.size] = h.reshape(-1)
+        return LANDED
+
+    def stage_in(self, buffer, pieces) -> None:
+        for h, offset in pieces:
+            h.reshape(-1)[...] = buffer.array[offset:offset + h.size]
 
     # -- kernels ----------------------------------------------------------------------------
     def unary(self, op, x, a=0.0, b=0.0, out=None):

@@ -57,6 +57,15 @@ class GpuBackend(Backend):
     def download(self, h) -> np.ndarray:
         return self.device.download(h)
 
+    def host_buffer(self, size, dtype):
+        return self.device.host_buffer(size, dtype)
+
+    def stage_out(self, pieces, buffer):
+        return self.device.stage_out(pieces, buffer)
+
+    def stage_in(self, buffer, pieces) -> None:
+        self.device.stage_in(buffer, pieces)
+
     def indices(self, array):
         return self.device.indices(array)
 

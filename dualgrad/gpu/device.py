@@ -17,6 +17,7 @@ import numpy as np
 from ..backend import EVAL, SCRATCH, TAPE
 from ..errors import DeviceUnavailable
 from .dispatch import MAX_ELEMENTS, check_size
+from .host_buffer import HostBuffer
 from .memory import (ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env,
                      storage_array, storage_dtype)
 from .recorder import Recorder
@@ -50,6 +51,7 @@ class Device:
         self.ctx, self.lock = ctx, ctx.lock
         self.index = ctx.info["index"]
         self.pool_type, staging_type = _memory_types(ctx)
+        self.staging_type = staging_type
         self.budget = Budget(limit_from_env())
         self.budget.reclaim = self._reclaim
         # Each thread has its own pass arenas, one per slot (TAPE, EVAL, SCRATCH): a tape
@@ -230,6 +232,38 @@ class Device:
         with self.lock:
             raw = self.rec.download(h.alloc, h.nbytes)
         return np.frombuffer(raw, h.dtype).reshape(h.shape).copy()
+
+    def host_buffer(self, size, dtype) -> HostBuffer:
+        return HostBuffer(self.ctx, size, dtype, self.staging_type)
+
+    def stage_out(self, pieces, buffer: HostBuffer) -> HostBuffer:
+        self.uncapturable("it copies gradients to the host for an all-reduce across "
+                          "processes, which runs between the backward pass and the step")
+        rec, size = self.rec, buffer.dtype.itemsize
+        with self.lock:
+            for h, offset in pieces:
+                if h.size:
+                    at = buffer.address + offset * size
+                    rec.copy(h.alloc.block.buffer, h.alloc.offset, buffer.block.buffer,
+                             offset * size, h.nbytes, [h.span], [(at, at + h.nbytes)])
+                    rec.counters.d2h_bytes += h.nbytes
+            rec.counters.d2h_calls += 1
+            rec.read_by_host()
+            rec.flush()                   # (submitted now: the device starts on it)
+            buffer.arm(self.ctx.queue)
+        return buffer
+
+    def stage_in(self, buffer: HostBuffer, pieces) -> None:
+        self.uncapturable("it copies all-reduced gradients from the host")
+        rec, size = self.rec, buffer.dtype.itemsize
+        with self.lock:
+            for h, offset in pieces:
+                if h.size:
+                    at = buffer.address + offset * size
+                    rec.copy(buffer.block.buffer, offset * size, h.alloc.block.buffer,
+                             h.alloc.offset, h.nbytes, [(at, at + h.nbytes)], [h.span])
+                    rec.counters.h2d_bytes += h.nbytes
+            rec.counters.h2d_calls += 1
 
     def indices(self, array) -> DeviceArray:
         host = np.asarray(array, dtype=np.int32, order="C")

@@ -247,6 +247,11 @@ class Recorder:
         self.lib.vkCmdCopyBuffer(self.cmd, src, dst, 1, r)
         VALIDATION.raise_pending()
 
+    def read_by_host(self) -> None:
+        """The host reads what the recorded copies wrote once the batch is done: the batch
+        ends with a transfer-to-host barrier."""
+        self._host_reads = True
+
     def fill(self, buffer, offset: int, size: int, word: int, writes) -> None:
         """Record vkCmdFillBuffer: every 4-byte word of the range set to ``word``."""
         self._begin()

@@ -1,0 +1,207 @@
+"""Data-parallel cases, run in every process of ``mpiexec -n N python cases.py BACKEND OUT
+CASE...`` by tests/test_distributed.py. Rank 0 writes what each case found to the JSON
+file OUT; the test asserts on it."""
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+import dualgrad as dg
+import dualgrad.distributed as dist
+from conftest import train_step       # (tests/ is on the path: test_distributed.py)
+
+FEATURES, CLASSES, BATCH = 12, 4, 8          # BATCH samples per process and step
+
+
+def data(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, FEATURES)).astype(np.float32),
+            rng.integers(0, CLASSES, n))
+
+
+def make_model(seed: int, hidden: int = 16):
+    dg.manual_seed(seed)
+    return dg.nn.Sequential(dg.nn.Linear(FEATURES, hidden), dg.nn.Tanh(),
+                            dg.nn.Linear(hidden, hidden), dg.nn.ReLU(),
+                            dg.nn.Linear(hidden, CLASSES))
+
+
+def make_optimizer(kind: str, params):
+    if kind == "sgd":
+        return dg.optim.SGD(params, lr=0.1, momentum=0.9)
+    return dg.optim.Adam(params, lr=1e-2)
+
+
+def step(model, opt, x, y) -> float:
+    return train_step(model, opt, x, y).item()
+
+
+def digests_of(tensors) -> list:
+    return [hashlib.sha256(t.numpy().tobytes()).hexdigest() for t in tensors]
+
+
+def digests(model) -> list:
+    return digests_of(model.parameters())
+
+
+def relative_gap(a: list, b: list) -> float:
+    """The largest normwise relative difference between matching arrays."""
+    return max(float(np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-30))
+               for x, y in zip(a, b))
+
+
+def values(model) -> list:
+    return [p.numpy().astype(np.float64) for p in model.parameters()]
+
+
+def equivalence(w, kind: str, steps: int = 6) -> dict:
+    """k processes with BATCH samples each against one model stepped with all k * BATCH
+    samples (computed in every process, from the same start)."""
+    x, y = data(BATCH * w.size * steps)
+    ddp = dist.DistributedDataParallel(make_model(seed=100 + w.rank), bucket_mb=0.001)
+    opt = make_optimizer(kind, ddp.parameters())
+    alone = make_model(seed=0)
+    alone.load_state_dict(ddp.module.state_dict())
+    opt_alone = make_optimizer(kind, alone.parameters())
+    gaps, identical = [], True
+    for s in range(steps):
+        big = slice(s * BATCH * w.size, (s + 1) * BATCH * w.size)
+        mine = slice(big.start + w.rank * BATCH, big.start + (w.rank + 1) * BATCH)
+        step(ddp, opt, x[mine], y[mine])
+        step(alone, opt_alone, x[big], y[big])
+        gaps.append(relative_gap(values(ddp.module), values(alone)))
+        identical &= all(d == digests(ddp.module) for d in dist.all_gather_object(
+            digests(ddp.module)))
+    n_buckets = len(ddp.buckets)
+    ddp.close()
+    return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets}
+
+
+def accumulation(w, micro: int = 3) -> dict:
+    """``micro`` backward passes (all but the last under no_sync) against one pass over
+    the same samples: the loss of each pass is divided by ``micro``."""
+    x, y = data(BATCH * w.size * micro, seed=1)
+    ddp = dist.DistributedDataParallel(make_model(seed=7))
+    opt = make_optimizer("sgd", ddp.parameters())
+    alone = make_model(seed=7)
+    opt_alone = make_optimizer("sgd", alone.parameters())
+    for m in range(micro):
+        part = slice((w.rank * micro + m) * BATCH, (w.rank * micro + m + 1) * BATCH)
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(ddp(dg.ag_tensor(x[part])), y[part]) / micro
+            if m < micro - 1:
+                with ddp.no_sync():
+                    loss.backward()
+                local = digests_of(p.grad for p in ddp.module.parameters())
+            else:
+                loss.backward()
+    kept_local = len(set(map(tuple, dist.all_gather_object(local)))) == w.size
+    opt.step()
+    step(alone, opt_alone, x, y)
+    ddp.close()
+    return {"gap": relative_gap(values(ddp.module), values(alone)),
+            "kept_local": bool(kept_local)}
+
+
+def mismatch(w) -> dict:
+    """Processes with different models: every one raises, naming the difference."""
+    hidden = 16 if w.rank == 0 else 17
+    try:
+        dist.DistributedDataParallel(make_model(seed=0, hidden=hidden))
+    except dist.DistributedMismatch as exc:
+        return {"raised": str(exc)}
+    return {"raised": None}
+
+
+def capture(w) -> dict:
+    """A step with the all-reduce under capture_step: it runs eagerly, saying why."""
+    x, y = data(BATCH * w.size * 3, seed=2)
+    ddp = dist.DistributedDataParallel(make_model(seed=3))
+    opt = make_optimizer("adam", ddp.parameters())
+    captured = dg.capture_step(lambda a, b: step(ddp, opt, a, b))
+    for s in range(3):
+        part = slice((s * w.size + w.rank) * BATCH, (s * w.size + w.rank + 1) * BATCH)
+        captured(x[part], y[part])
+    same = all(d == digests(ddp.module) for d in dist.all_gather_object(digests(ddp.module)))
+    ddp.close()
+    return {"reason": captured.reason, "replays": captured.replays, "identical": bool(same)}
+
+
+def save(w, path: str) -> dict:
+    """Train three steps, save; report the parameters saved."""
+    x, y = data(BATCH * w.size * 3, seed=4)
+    ddp = dist.DistributedDataParallel(make_model(seed=5))
+    opt = make_optimizer("adam", ddp.parameters())
+    for s in range(3):
+        part = slice((s * w.size + w.rank) * BATCH, (s * w.size + w.rank + 1) * BATCH)
+        step(ddp, opt, x[part], y[part])
+    dist.save_checkpoint(path, ddp, opt, extra={"steps": 3, "world": w.size})
+    return {"params": [v.tolist() for v in values(ddp.module)]}
+
+
+def resume(w, path: str) -> dict:
+    """Load into a model of a different start and train on: identical everywhere."""
+    ddp = dist.DistributedDataParallel(make_model(seed=50 + w.rank))
+    opt = make_optimizer("adam", ddp.parameters())
+    extra = dist.load_checkpoint(path, ddp, opt)
+    loaded = values(ddp.module)
+    identical = all(d == digests(ddp.module) for d in dist.all_gather_object(
+        digests(ddp.module)))
+    x, y = data(BATCH * w.size, seed=6)
+    step(ddp, opt, x[w.rank * BATCH:(w.rank + 1) * BATCH], y[w.rank * BATCH:(w.rank + 1) * BATCH])
+    identical &= all(d == digests(ddp.module) for d in dist.all_gather_object(
+        digests(ddp.module)))
+    return {"extra": extra, "params": [v.tolist() for v in loaded],
+            "identical": bool(identical), "steps": [int(s.get("step", 0)) for s in opt.state]}
+
+
+def fail(w) -> dict:
+    """Rank 1 raises in its second step; the others go on into the all-reduce."""
+    x, y = data(BATCH * w.size * 3, seed=8)
+    ddp = dist.DistributedDataParallel(make_model(seed=9))
+    opt = make_optimizer("sgd", ddp.parameters())
+    for s in range(3):
+        if s == 1 and w.rank == 1:
+            raise RuntimeError("a failure in rank 1's data")
+        part = slice((s * w.size + w.rank) * BATCH, (s * w.size + w.rank + 1) * BATCH)
+        step(ddp, opt, x[part], y[part])
+    return {}
+
+
+def stall(w) -> dict:
+    """Rank 1 stops answering (a hung process) before its first backward pass; the
+    others' all-reduce gives up after the world's timeout."""
+    import time
+    x, y = data(BATCH * w.size, seed=8)
+    ddp = dist.DistributedDataParallel(make_model(seed=9))
+    opt = make_optimizer("sgd", ddp.parameters())
+    if w.rank == 1:
+        time.sleep(600)
+    step(ddp, opt, x[:BATCH], y[:BATCH])
+    return {}
+
+
+def main() -> None:
+    backend, out, *cases = sys.argv[1:]
+    w = dist.init(backend, timeout=float(dict(a.split("=") for a in cases if "=" in a)
+                                          .get("timeout", 120)))
+    found = {"world": w.size, "device": w.device}
+    for case in cases:
+        name, _, arg = case.partition(":")
+        if name == "timeout=" or "=" in name:
+            continue
+        if name in ("equivalence_sgd", "equivalence_adam"):
+            found[name] = equivalence(w, name.rpartition("_")[2])
+        elif name in ("save", "resume"):
+            found[name] = globals()[name](w, arg)
+        else:
+            found[name] = globals()[name](w)
+    if w.rank == 0:
+        with open(out, "w") as f:
+            json.dump(found, f)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
