@@ -15,6 +15,7 @@ Every process runs under the ``mpiexec`` beside this interpreter (the mpich whee
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -49,21 +50,24 @@ def _median_step(step, sync, barrier, steps: int) -> float:
 
 
 def worker_allreduce(args) -> dict:
-    """Per size: our bucket average (reduce-scatter + all-gather), MPI's own Allreduce and
-    a copy of the same bytes in host memory, median seconds."""
+    """Per size: our bucket average (as a step's buckets make it), MPI's own Allreduce of
+    the same array and a copy of its bytes in host memory, median seconds."""
     import dualgrad.distributed as dist
-    from dualgrad.distributed.reducer import average
+    from dualgrad.distributed.reducer import averager
     w = dist.init("cpu")
     comm = w.split()
     found = []
     for mib in args.sizes:
         n = int(mib * 2**20) // 4 // w.size * w.size
-        array, part = np.ones(n, np.float32), np.empty(n // w.size, np.float32)
-        out, copy = np.empty_like(array), np.empty_like(array)
-        ours = _timed(lambda: average(w, comm, array, part, "bench"), comm, args.repeats)
+        ours = averager(w, comm, n, np.float32)
+        ours.array[:] = 1.0
+        array, out, copy = np.ones(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
+        mine = _timed(lambda: ours.average("bench"), comm, args.repeats)
         theirs = _timed(lambda: comm.Allreduce(array, out), comm, args.repeats)
         host = _timed(lambda: np.copyto(copy, array), comm, args.repeats)
-        found.append({"mib": mib, "ours": ours, "mpi": theirs, "copy": host})
+        ours.close()
+        found.append({"mib": mib, "ours": mine, "mpi": theirs, "copy": host,
+                      "how": type(ours).__name__})
     return {"allreduce": found}
 
 
@@ -121,7 +125,11 @@ def worker_torch_step(args) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     if args.ddp:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
-        tdist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=size)
+        # NCCL where each process has a GPU of its own; it refuses two on one device
+        nccl = cuda and torch.cuda.device_count() >= size
+        if cuda:
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        tdist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=size)
     torch.manual_seed(0)
     if args.case == "mlp":
         hidden, batch = args.mlp
@@ -155,11 +163,6 @@ def worker_torch_step(args) -> dict:
 
 # -- the launcher ------------------------------------------------------------------------------
 
-def _mpiexec() -> str:
-    here = pathlib.Path(sys.executable).parent / "mpiexec"
-    return str(here) if here.exists() else "mpiexec"
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,7 +175,8 @@ def _run(n: int, job: str, args, *extra: str) -> dict | None:
     env = dict(os.environ, NUMBA_NUM_THREADS=threads, OMP_NUM_THREADS=threads,
                OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    cmd = [_mpiexec(), "-n", str(n), sys.executable, __file__, "--worker", job,
+    from dualgrad.distributed import mpi_launcher
+    cmd = [mpi_launcher() or "mpiexec", "-n", str(n), sys.executable, __file__, "--worker", job,
            "--backend", args.backend, "--steps", str(args.steps), "--repeats",
            str(args.repeats), "--sizes", ",".join(map(str, args.sizes)),
            "--mlp", f"{args.mlp[0]}:{args.mlp[1]}", "--gpt", str(args.gpt or "none"),
@@ -188,9 +192,8 @@ def _run(n: int, job: str, args, *extra: str) -> dict | None:
 
 def _torch_present() -> bool:
     try:
-        import torch.distributed  # noqa: F401
-        return True
-    except ImportError:
+        return importlib.util.find_spec("torch.distributed") is not None
+    except ImportError:                 # (no torch at all)
         return False
 
 
@@ -200,7 +203,8 @@ def launch(args) -> None:
           f"({max(1, (os.cpu_count() or 1) // k)} cpu threads each)")
     found = _run(k, "allreduce", args)
     if found:
-        print("gradient all-reduce (float32, in host memory), bandwidth per process")
+        print(f"gradient all-reduce (float32, in host memory; ours: "
+              f"{found['allreduce'][0]['how']}), bandwidth per process")
         print(f"  {'MiB':>6} {'ours':>10} {'MPI Allreduce':>14} {'host copy':>10} "
               f"{'ours/copy':>10}  goal >= 0.5")
         for row in found["allreduce"]:

@@ -96,11 +96,14 @@ class Backend(abc.ABC):
 
     # -- host exchange (gradients all-reduced across processes) ----------------------------
     @abc.abstractmethod
-    def host_buffer(self, size: int, dtype: np.dtype):
+    def host_buffer(self, size: int, dtype: np.dtype, array: np.ndarray | None = None):
         """A buffer of ``size`` elements in host memory that ``stage_out`` and ``stage_in``
         copy through: ``.array`` is its one-dimensional NumPy view, ``close()`` frees it.
-        On a device it is host-visible memory the device copies into and out of directly,
-        so the host may work on one buffer while the device runs on."""
+        ``array`` (one-dimensional, of that size and dtype): host memory to use as the
+        buffer where the backend can copy into it directly (the cpu can); otherwise the
+        buffer is memory of its own (``.array is not array``). On a device it is
+        host-visible memory the device copies into and out of directly, so the host may
+        work on one buffer while the device runs on."""
 
     @abc.abstractmethod
     def stage_out(self, pieces, buffer):

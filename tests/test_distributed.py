@@ -19,6 +19,7 @@ import dualgrad as dg
 import dualgrad.distributed as dist
 from dualgrad.api import device as api_device
 from conftest import ROOT, child_env
+from dualgrad.distributed import mpi_launcher
 
 CASES = ROOT / "tests" / "distributed" / "cases.py"
 
@@ -34,21 +35,22 @@ DATA_PARALLEL_BOUND = 1e-5
 
 
 def mpiexec() -> str:
-    """The mpiexec beside this interpreter (the mpich wheel installs it there)."""
-    here = pathlib.Path(sys.executable).parent / "mpiexec"
-    if not here.exists():
-        pytest.fail("mpiexec is missing beside this interpreter: install the test "
-                    "dependencies (pip install -e '.[test]', which brings mpi4py and MPICH)")
-    return str(here)
+    """The mpiexec beside this interpreter (where the mpich wheel installs it), else the
+    one on the PATH."""
+    found = mpi_launcher()
+    if found is None:
+        pytest.fail("mpiexec is missing: install the test dependencies (pip install -e "
+                    "'.[test]', which brings mpi4py and MPICH)")
+    return found
 
 
-def launch(n: int, backend: str, *cases: str, timeout: float = 600.0):
+def launch(n: int, backend: str, *cases: str, timeout: float = 600.0, **env):
     """Run ``cases`` in ``n`` processes; (completed process, seconds taken, rank 0's
     findings or None)."""
     out = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"dg-dist-{os.getpid()}-{time.time_ns()}.json"
     start = time.monotonic()
     done = subprocess.run([mpiexec(), "-n", str(n), sys.executable, str(CASES), backend,
-                           str(out), *cases], env=child_env(ROOT / "tests"),
+                           str(out), *cases], env=child_env(ROOT / "tests", **env),
                           capture_output=True, text=True, timeout=timeout)
     took = time.monotonic() - start
     found = None
@@ -58,25 +60,32 @@ def launch(n: int, backend: str, *cases: str, timeout: float = 600.0):
     return done, took, found
 
 
-def ran(n: int, backend: str, *cases: str) -> dict:
-    done, _, found = launch(n, backend, *cases)
+def ran(n: int, backend: str, *cases: str, **env) -> dict:
+    done, _, found = launch(n, backend, *cases, **env)
     assert done.returncode == 0 and found is not None, done.stdout + done.stderr
     return found
 
 
-BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+# How the processes average: through a shared-memory window (one host, the default) or by
+# MPI's collectives (several hosts; forced here by the variable).
+PATHS = {"shared": ("SharedAverager", {}),
+         "collective": ("CollectiveAverager", {"DUALGRAD_DIST_SHARED_MEMORY": "0"})}
 
 
 @pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_processes_train_as_one_with_their_batches_joined(n, backend, request):
+@pytest.mark.parametrize("backend, path", [
+    ("cpu", "shared"), ("cpu", "collective"),
+    pytest.param("gpu", "shared", marks=pytest.mark.gpu)])
+def test_processes_train_as_one_with_their_batches_joined(n, backend, path, request):
     if backend == "gpu":
         request.getfixturevalue("gpu")
+    how, env = PATHS[path]
     found = ran(n, backend, "equivalence_sgd", "equivalence_adam", "accumulation",
-                "mismatch", *(["capture"] if backend == "gpu" else []))
+                "mismatch", *(["capture"] if backend == "gpu" else []), **env)
     assert found["world"] == n and found["device"].startswith(backend)
     for kind in ("equivalence_sgd", "equivalence_adam"):
         case = found[kind]
+        assert case["how"] == how
         assert case["buckets"] > 1                      # (the overlap path: several)
         assert case["identical"], f"{kind}: the replicas' parameters differ"
         assert max(case["gaps"]) < DATA_PARALLEL_BOUND, case["gaps"]
@@ -89,6 +98,12 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, request):
     if backend == "gpu":
         assert "all-reduce across processes" in found["capture"]["reason"]
         assert found["capture"]["identical"]
+
+
+def test_a_bad_shared_memory_setting_is_named():
+    done, _, _ = launch(2, "cpu", "equivalence_sgd", DUALGRAD_DIST_SHARED_MEMORY="yes")
+    assert done.returncode != 0
+    assert "DUALGRAD_DIST_SHARED_MEMORY is 'yes'" in done.stderr
 
 
 def test_a_checkpoint_resumes_with_another_world_size_and_alone(tmp_path):
@@ -138,6 +153,38 @@ def test_init_refuses_a_world_size_it_was_not_started_with():
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("refused:") == 2              # (lines may interleave)
     assert done.stdout.count("2 processes but world_size=3") == 2
+
+
+def test_the_readme_example_runs_in_two_processes(tmp_path):
+    from test_readme import readme_example
+    setup = ("import numpy as np\nimport dualgrad as dg\n"
+             "def make_model():\n"
+             "    return dg.nn.Sequential(dg.nn.Linear(8, 16), dg.nn.ReLU(), dg.nn.Linear(16, 3))\n"
+             "rng = np.random.default_rng(0)\n"
+             "dataset = dg.data.TensorDataset(rng.standard_normal((256, 8)).astype(np.float32),"
+             " rng.integers(0, 3, 256))\n")
+    script = tmp_path / "train.py"
+    script.write_text(setup + readme_example("dist.init()") +
+                      "print('done', dist.rank(), float(loss.item()))\n")
+    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script)], cwd=tmp_path,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("done") == 2
+    model = dg.nn.Sequential(dg.nn.Linear(8, 16), dg.nn.ReLU(), dg.nn.Linear(16, 3))
+    dg.load_checkpoint(tmp_path / "run.ckpt", model)
+
+
+def test_a_process_cut_off_from_its_launcher_says_so():
+    """A launcher that started 2 processes (its variable says so) while MPI sees a world
+    of one: mpi4py found another MPI library than the launcher's."""
+    script = ("import dualgrad.distributed as dist\n"
+              "try:\n    dist.init('cpu')\n"
+              "except dist.DistributedError as exc:\n    print('refused:', exc)\n")
+    done = subprocess.run([sys.executable, "-c", script], env=child_env(PMI_SIZE="2"),
+                          capture_output=True, text=True, timeout=120)
+    assert "refused: init: mpiexec started 2 processes but this one sees a world of 1" in \
+        done.stdout, done.stderr
+    assert "MPI4PY_LIBMPI" in done.stdout
 
 
 # -- in one process ------------------------------------------------------------------------

@@ -24,11 +24,12 @@ from .checkpoints import load_checkpoint, save_checkpoint
 from .parallel import DistributedDataParallel, broadcast_parameters
 from .sampler import DistributedSampler
 from .world import (World, all_gather_object, all_reduce, barrier, broadcast_object, init,
-                    is_initialized, is_main, local_rank, rank, world, world_size)
+                    is_initialized, is_main, local_rank, mpi_launcher, rank, world,
+                    world_size)
 from ..errors import DistributedError, DistributedMismatch, DistributedTimeout
 
 __all__ = ["init", "is_initialized", "world", "World", "rank", "world_size", "local_rank",
-           "is_main", "barrier", "all_reduce", "broadcast_object", "all_gather_object",
+           "is_main", "mpi_launcher", "barrier", "all_reduce", "broadcast_object", "all_gather_object",
            "broadcast_parameters", "DistributedDataParallel", "DistributedSampler",
            "save_checkpoint", "load_checkpoint", "DistributedError", "DistributedMismatch",
            "DistributedTimeout"]

@@ -104,7 +104,8 @@ class DistributedDataParallel(nn.Module):
         object.__setattr__(self, "_reducer", Reducer(w, params, int(bucket_mb * 2**20)))
         object.__setattr__(self, "_sync", True)
         object.__setattr__(self, "_queued", False)
-        object.__setattr__(self, "_handles",
+        # (alone, a process's gradients are the average already)
+        object.__setattr__(self, "_handles", [] if w.size == 1 else
                            [p.register_post_accumulate_grad_hook(self._ready) for p in params])
 
     def forward(self, *args, **kwargs):

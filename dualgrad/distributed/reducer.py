@@ -8,46 +8,148 @@ thread of the reducer waits for each staged bucket in bucket order, averages it 
 the processes and hands it back; at the end of the backward pass the averages are staged
 in, into the same gradients.
 
-The average is a reduce-scatter then an all-gather: each element is summed once, by the
-process that owns its slice, so every process receives the same bits and the replicas
-never drift apart, whatever algorithm the MPI library picks.
+Each element of the average is summed once, by the process that owns its slice of the
+bucket, so every process receives the same bits and the replicas never drift apart:
+through an MPI shared-memory window where all processes share a host (each reads every
+process's slice in place), else by a reduce-scatter and an all-gather.
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 
 from ..api import device
 from ..api.residency import handle
-from ..errors import DistributedError
+from ..errors import DistributedError, InvalidValueError
+
+
+class CollectiveAverager:
+    """The mean across the processes of ``array``, by MPI's collectives: a reduce-scatter,
+    each process dividing its own slice, then an all-gather (any hosts)."""
+
+    def __init__(self, w, comm, size: int, dtype):
+        self.w, self.comm = w, comm
+        self.array = np.zeros(size, dtype)
+        self.part = np.empty(size // w.size, dtype)
+
+    def average(self, what: str) -> None:
+        w = self.w
+        with w.deadline(what):
+            self.comm.Reduce_scatter_block(self.array, self.part, w.mpi.SUM)
+            np.divide(self.part, w.size, out=self.part)
+            self.comm.Allgather(self.part, self.array)
+
+    def close(self) -> None:
+        pass
+
+
+class SharedAverager:
+    """The same mean, for processes that share a host, through an MPI shared-memory
+    window: each process's ``array`` lies in it, each sums its own slice of all of them
+    in rank order (reading each value once) and divides, then copies the others' slices
+    of the result. About one memory copy of the array per process, against several for a
+    collective through shared-memory messages."""
+
+    def __init__(self, w, comm, size: int, dtype):
+        self.w, self.comm = w, comm
+        mpi, dtype = w.mpi, np.dtype(dtype)
+        self.window = mpi.Win.Allocate_shared(max(size, 1) * dtype.itemsize, dtype.itemsize,
+                                              comm=comm)
+        self.window.Lock_all(mpi.MODE_NOCHECK)
+        self.views = [np.frombuffer(self.window.Shared_query(r)[0], dtype, size)
+                      for r in range(w.size)]
+        self.array = self.views[w.rank]
+        self.array[:] = 0
+        n = size // w.size
+        self.slices = [slice(r * n, (r + 1) * n) for r in range(w.size)]
+        self.part = np.empty(n, dtype)
+
+    def _together(self) -> None:
+        """Every process's writes so far are seen by all (a barrier between syncs)."""
+        self.window.Sync()
+        self.comm.Barrier()
+        self.window.Sync()
+
+    def average(self, what: str) -> None:
+        w, mine = self.w, self.slices[self.w.rank]
+        with w.deadline(what):
+            self._together()                   # every process's values are in
+            np.add(self.views[0][mine], self.views[1][mine], out=self.part)
+            for view in self.views[2:]:
+                np.add(self.part, view[mine], out=self.part)
+            # (no other process reads this slice of this array until the next barrier)
+            np.divide(self.part, w.size, out=self.array[mine])
+            self._together()
+            for r, theirs in enumerate(self.slices):
+                if r != w.rank:
+                    self.array[theirs] = self.views[r][theirs]
+            self._together()                   # none writes its array while others read
+
+    def close(self) -> None:
+        self.views = self.array = None
+        self.window.Unlock_all()
+        self.window.Free()
+
+
+SHARED_ENV = "DUALGRAD_DIST_SHARED_MEMORY"
+
+
+def shared_memory_allowed() -> bool:
+    """Whether DUALGRAD_DIST_SHARED_MEMORY allows the shared-memory average ("1" or unset:
+    yes, where every process is on one host; "0": collectives always)."""
+    value = os.environ.get(SHARED_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise InvalidValueError(f"environment variable {SHARED_ENV} is {value!r}; expected "
+                                "1 (average through shared memory on one host) or 0 (by "
+                                "MPI's collectives)")
+    return value != "0"
+
+
+def averager(w, comm, size: int, dtype):
+    """How this world averages ``size`` elements: through shared memory where every
+    process is on one host, else by collectives."""
+    if w.size > 1 and w.local_size == w.size and shared_memory_allowed():
+        return SharedAverager(w, comm, size, dtype)
+    return CollectiveAverager(w, comm, size, dtype)
 
 
 class Bucket:
     """Parameters whose gradients are all-reduced together: their element offsets in one
-    host buffer (padded to a multiple of the world size, each process owning a slice)."""
+    host array (padded to a multiple of the world size, each process owning a slice)."""
 
-    def __init__(self, index: int, params: list, world_size: int):
+    def __init__(self, index: int, params: list, w, comm):
         self.index, self.params = index, params
         self.dtype = params[0].dtype
         self.offsets, at = [], 0
         for p in params:
             self.offsets.append(at)
             at += p.size
-        self.used = at
-        self.size = -(-max(at, 1) // world_size) * world_size
-        self.slice = np.empty(self.size // world_size, self.dtype)
+        self.size = -(-max(at, 1) // w.size) * w.size
+        self.averager = averager(w, comm, self.size, self.dtype)
         self.buffer, self.backend = None, None
         self.waiting = len(params)           # gradients not yet final in this pass
 
     def host_buffer(self, backend):
-        """The host buffer on ``backend`` (made anew after a change of backend)."""
+        """The host buffer on ``backend`` (made anew after a change of backend): the
+        averager's array itself where the backend copies into any host memory."""
         if self.backend is not backend:
             if self.buffer is not None:
                 self.buffer.close()
-            self.buffer, self.backend = backend.host_buffer(self.size, self.dtype), backend
-            self.buffer.array[self.used:] = 0
+            self.buffer = backend.host_buffer(self.size, self.dtype, self.averager.array)
+            self.backend = backend
+            self.buffer.array[:] = 0
         return self.buffer
+
+    def average(self, what: str) -> None:
+        """Average the staged-out values in place (in the host buffer)."""
+        staged, array = self.buffer.array, self.averager.array
+        if staged is not array:
+            array[:] = staged
+        self.averager.average(what)
+        if staged is not array:
+            staged[:] = array
 
     def pieces(self, backend) -> list:
         return [(handle(backend, p._grad), at) for p, at in zip(self.params, self.offsets)]
@@ -56,9 +158,10 @@ class Bucket:
         if self.buffer is not None:
             self.buffer.close()
             self.buffer = self.backend = None
+        self.averager.close()
 
 
-def plan(params: list, bucket_bytes: int, world_size: int) -> list:
+def plan(params: list, bucket_bytes: int, w, comm) -> list:
     """Buckets over ``params`` in reverse order, each of one dtype and at most
     ``bucket_bytes`` (a larger parameter gets a bucket of its own)."""
     buckets, current, nbytes = [], [], 0
@@ -71,7 +174,7 @@ def plan(params: list, bucket_bytes: int, world_size: int) -> list:
         nbytes += p.size * p.dtype.itemsize
     if current:
         buckets.append(current)
-    return [Bucket(i, ps, world_size) for i, ps in enumerate(buckets)]
+    return [Bucket(i, ps, w, comm) for i, ps in enumerate(buckets)]
 
 
 class Reducer:
@@ -81,7 +184,7 @@ class Reducer:
     def __init__(self, world, params: list, bucket_bytes: int):
         self.world = world
         self.comm = world.split()
-        self.buckets = plan(params, bucket_bytes, world.size)
+        self.buckets = plan(params, bucket_bytes, world, self.comm)
         self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
         self._cond = threading.Condition()
         self._staged: dict = {}        # bucket index -> landing, for the thread to take
@@ -177,18 +280,7 @@ class Reducer:
 
     def _average(self, bucket: Bucket, landing) -> None:
         w = self.world
-        what = f"the all-reduce of gradient bucket {bucket.index}"
         if not landing.wait(w.timeout):
             raise DistributedError(f"rank {w.rank}: the device did not finish the "
                                    f"gradients of bucket {bucket.index} in time")
-        average(w, self.comm, bucket.buffer.array, bucket.slice, what)
-
-
-def average(w, comm, array: np.ndarray, part: np.ndarray, what: str) -> None:
-    """Replace ``array`` (a multiple of the world size long) by its mean across the
-    processes, identical in all: a reduce-scatter into ``part`` (1/size of it), each
-    process dividing its own slice, then an all-gather."""
-    with w.deadline(what):
-        comm.Reduce_scatter_block(array, part, w.mpi.SUM)
-        np.divide(part, w.size, out=part)
-        comm.Allgather(part, array)
+        bucket.average(f"the all-reduce of gradient bucket {bucket.index}")

@@ -11,7 +11,10 @@ process that is gone.
 from __future__ import annotations
 
 import contextlib
+import os
+import pathlib
 import pickle
+import shutil
 import sys
 import threading
 import time
@@ -132,6 +135,14 @@ def init(device_kind: str = "auto", world_size: int | None = None,
         mpi = _mpi()
         comm = mpi.COMM_WORLD.Dup()
         local = comm.Split_type(mpi.COMM_TYPE_SHARED, key=comm.Get_rank())
+        launched = _launched_size()
+        if launched > 1 and comm.Get_size() != launched:
+            raise DistributedError(
+                f"init: mpiexec started {launched} processes but this one sees a world of "
+                f"{comm.Get_size()}: mpi4py loaded another MPI library than the one of the "
+                f"mpiexec that started it ({mpi.Get_library_version().splitlines()[0]}); "
+                "start the run with that library's mpiexec, or point MPI4PY_LIBMPI at the "
+                "launcher's libmpi")
         if world_size is not None and world_size != comm.Get_size():
             raise DistributedMismatch(
                 f"init: the run has {comm.Get_size()} processes but world_size={world_size} "
@@ -143,6 +154,16 @@ def init(device_kind: str = "auto", world_size: int | None = None,
         _install_fault_handlers(world)
         _world = world
         return world
+
+
+def _launched_size() -> int:
+    """The number of processes the launcher says it started (MPICH's and Open MPI's
+    variables), or 0 where it says nothing."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def _choose_device(kind: str, local_rank: int) -> tuple:
@@ -188,6 +209,13 @@ def _install_fault_handlers(w: World) -> None:
 
     sys.excepthook = process_hook
     threading.excepthook = thread_hook
+
+
+def mpi_launcher() -> str | None:
+    """The ``mpiexec`` to start a run with: the one beside this interpreter (where the
+    mpich wheel installs it), else the first on the PATH; None where there is none."""
+    here = pathlib.Path(sys.executable).parent / "mpiexec"
+    return str(here) if here.exists() else shutil.which("mpiexec")
 
 
 def world() -> World:

@@ -57,8 +57,8 @@ class GpuBackend(Backend):
     def download(self, h) -> np.ndarray:
         return self.device.download(h)
 
-    def host_buffer(self, size, dtype):
-        return self.device.host_buffer(size, dtype)
+    def host_buffer(self, size, dtype, array=None):
+        return self.device.host_buffer(size, dtype)      # (memory of its own: see Backend)
 
     def stage_out(self, pieces, buffer):
         return self.device.stage_out(pieces, buffer)

@@ -74,8 +74,9 @@ def equivalence(w, kind: str, steps: int = 6) -> dict:
         identical &= all(d == digests(ddp.module) for d in dist.all_gather_object(
             digests(ddp.module)))
     n_buckets = len(ddp.buckets)
+    how = type(ddp._reducer.buckets[0].averager).__name__
     ddp.close()
-    return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets}
+    return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets, "how": how}
 
 
 def accumulation(w, micro: int = 3) -> dict:
