@@ -85,7 +85,7 @@ def _timed(fn, comm, repeats: int) -> float:
 def worker_step(args) -> dict:
     import dualgrad as dg
     import dualgrad.distributed as dist
-    from timing import classifier_step
+    from timing import classifier_step, on_batch
     from gpt_cases import gpt_data, gpt_train_step, ours_gpt_model
     w = dist.init(args.backend)
     dg.manual_seed(0)
@@ -105,10 +105,10 @@ def worker_step(args) -> dict:
     if args.ddp:
         model = dist.DistributedDataParallel(model)
     opt = dg.optim.AdamW(model.parameters(), lr=1e-3)
-    train_step = make_step(dg, model, opt)
+    run = on_batch(dg, make_step(dg, model, opt), batch_data, args.replayed, args.case)
     last = []
-    seconds = _median_step(lambda: last.append(train_step(*batch_data)),
-                           lambda: last[-1].item(), dist.barrier, args.steps)
+    seconds = _median_step(lambda: last.append(run()), lambda: last[-1].item(),
+                           dist.barrier, args.steps)
     return {"seconds": seconds}
 
 
@@ -214,15 +214,19 @@ def launch(args) -> None:
     cases = [("mlp", f"MLP 784-{args.mlp[0]}-{args.mlp[0]}-10, batch {args.mlp[1]}")]
     if args.gpt:
         cases.append(("gpt", f"GPT {GPT_SHAPE}, batch {args.gpt}"))
-    peers = [("ours", "step")] + ([("PyTorch DDP", "torch_step")] if _torch_present() else [])
+    peers = [("ours", "step", ())]
+    if args.backend == "gpu":
+        peers.append(("ours, replayed", "step", ("--replayed",)))
+    if args.peer and _torch_present():
+        peers.append(("PyTorch DDP", "torch_step", ()))
     print("scaling efficiency: a step alone (batch B) / a step in k processes (B each)")
     for case, title in cases:
         print(f"  {title}")
-        for name, job in peers:
-            alone = _run(1, job, args, "--case", case)
-            together = _run(k, job, args, "--case", case, "--ddp")
+        for name, job, extra in peers:
+            alone = _run(1, job, args, "--case", case, *extra)
+            together = _run(k, job, args, "--case", case, "--ddp", *extra)
             if alone and together:
-                print(f"    {name:<12} alone {alone['seconds'] * 1e3:9.2f} ms   {k} processes "
+                print(f"    {name:<15} alone {alone['seconds'] * 1e3:9.2f} ms   {k} processes "
                       f"{together['seconds'] * 1e3:9.2f} ms   efficiency "
                       f"{alone['seconds'] / together['seconds']:.3f}")
 
@@ -239,9 +243,12 @@ def main() -> None:
                         help="the GPT benchmark model's batch per process ('none': skip)")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--no-peer", dest="peer", action="store_false",
+                        help="leave PyTorch out even where it is installed")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--case", default="mlp", help=argparse.SUPPRESS)
     parser.add_argument("--ddp", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--replayed", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=29500, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is None:

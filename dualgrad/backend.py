@@ -106,18 +106,21 @@ class Backend(abc.ABC):
         work on one buffer while the device runs on."""
 
     @abc.abstractmethod
-    def stage_out(self, pieces, buffer):
+    def stage_out(self, pieces, buffer, then=None):
         """Copy each ``(storage, element offset)`` of ``pieces`` into ``buffer`` once the
         work recorded so far has run. Returns the landing: its ``wait(timeout)`` returns
         True once the copies are in ``buffer.array`` (False if ``timeout`` seconds passed
         first); another thread may wait on it. Each buffer has one landing at a time: wait
-        for it before staging out through the same buffer again."""
+        for it before staging out through the same buffer again. ``then(landing)`` is
+        called once the copies are on their way: at once, or, in a step being recorded
+        (``record``), at that point of every run of the recording."""
 
     @abc.abstractmethod
-    def stage_in(self, buffer, pieces) -> None:
+    def stage_in(self, buffer, pieces, before=None) -> None:
         """Copy ``buffer``'s elements at each ``(storage, element offset)`` of ``pieces``
-        into the storage, after the work recorded so far (the host has finished with
-        ``buffer.array``)."""
+        into the storage, after the work recorded so far. ``before()`` is called first
+        (the host finishes with ``buffer.array`` there): at once, or, in a step being
+        recorded, at that point of every run, the work before it submitted."""
 
     # -- pools, counters --------------------------------------------------------------------
     def begin_pass(self, slot: int) -> None:

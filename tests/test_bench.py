@@ -32,3 +32,20 @@ def test_bench_cpu_prints_its_tables_at_tiny_sizes():
     assert re.search(r"^  GPT AdamW step B=2 T=8 E=16 L=1 H=2 +[\d.]+ms +n/a", out, re.M), out
     warm = re.search(r"warm Numba cache +([\d.]+)s", out)
     assert warm and float(warm.group(1)) > 0
+
+
+def test_bench_distributed_prints_its_tables_at_tiny_sizes():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_distributed.py"), "--mlp", "16:4",
+         "--gpt", "none", "--sizes", "0.25,1", "--steps", "2", "--repeats", "2",
+         "--no-peer"], capture_output=True, text=True, env=child_env(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "ours: SharedAverager" in out
+    rows = re.findall(r"^ +([\d.]+) +([\d.]+)GB/s +([\d.]+)GB/s +([\d.]+)GB/s +([\d.]+)$",
+                      out, re.M)
+    assert [r[0] for r in rows] == ["0.25", "1"], out
+    assert all(float(v) > 0 for r in rows for v in r[1:])
+    step = re.search(r"ours +alone +([\d.]+) ms +2 processes +([\d.]+) ms +efficiency "
+                     r"([\d.]+)", out)
+    assert step and all(float(v) > 0 for v in step.groups()), out

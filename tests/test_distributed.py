@@ -95,9 +95,11 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
     assert "first difference" in found["mismatch"]["raised"]
     assert "'0.weight' of shape (16, 12)" in found["mismatch"]["raised"]
     assert "(17, 12)" in found["mismatch"]["raised"]
-    if backend == "gpu":
-        assert "all-reduce across processes" in found["capture"]["reason"]
-        assert found["capture"]["identical"]
+    if backend == "gpu":                # recorded in parts around the average, replayed
+        case = found["capture"]
+        assert case["reason"] == "" and case["replays"] == 3
+        assert case["identical"]
+        assert max(case["gaps"]) < DATA_PARALLEL_BOUND, case["gaps"]
 
 
 def test_a_bad_shared_memory_setting_is_named():

@@ -91,12 +91,16 @@ class CpuBackend(Backend):
             return HostBuffer(array)
         return HostBuffer(np.empty(size, dtype))
 
-    def stage_out(self, pieces, buffer):
+    def stage_out(self, pieces, buffer, then=None):
         for h, offset in pieces:
             buffer.array[offset:offset + h.size] = h.reshape(-1)
+        if then is not None:
+            then(LANDED)
         return LANDED
 
-    def stage_in(self, buffer, pieces) -> None:
+    def stage_in(self, buffer, pieces, before=None) -> None:
+        if before is not None:
+            before()
         for h, offset in pieces:
             h.reshape(-1)[...] = buffer.array[offset:offset + h.size]
 

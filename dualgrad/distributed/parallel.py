@@ -80,8 +80,9 @@ class DistributedDataParallel(nn.Module):
     are each process's own after the start, as PyTorch's with ``broadcast_buffers=False``
     (``broadcast_parameters`` copies rank 0's again). Its ``state_dict()`` keys carry the prefix
     ``module.`` as PyTorch's do; ``dg.distributed.save_checkpoint`` saves the inner
-    module's, which load into the model alone. A step with this all-reduce is not
-    replayed by ``capture_step`` (the reason says so): it runs eagerly.
+    module's, which load into the model alone. A step with it is replayed by
+    ``capture_step``: the recording is cut where gradients go to the host and where the
+    averages come back, and each replay does the host's part there.
     """
 
     def __init__(self, module: nn.Module, bucket_mb: float = 25.0):

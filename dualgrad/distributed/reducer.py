@@ -22,6 +22,7 @@ import numpy as np
 
 from ..api import device
 from ..api.residency import handle
+from ..cpu.jit import kernel
 from ..errors import DistributedError, InvalidValueError
 
 
@@ -64,7 +65,7 @@ class SharedAverager:
         self.array[:] = 0
         n = size // w.size
         self.slices = [slice(r * n, (r + 1) * n) for r in range(w.size)]
-        self.part = np.empty(n, dtype)
+        self.views = tuple(self.views)         # (the kernel takes a tuple of arrays)
 
     def _together(self) -> None:
         """Every process's writes so far are seen by all (a barrier between syncs)."""
@@ -76,11 +77,8 @@ class SharedAverager:
         w, mine = self.w, self.slices[self.w.rank]
         with w.deadline(what):
             self._together()                   # every process's values are in
-            np.add(self.views[0][mine], self.views[1][mine], out=self.part)
-            for view in self.views[2:]:
-                np.add(self.part, view[mine], out=self.part)
             # (no other process reads this slice of this array until the next barrier)
-            np.divide(self.part, w.size, out=self.array[mine])
+            _mean_into(self.views, mine.start, mine.stop, self.array[mine])
             self._together()
             for r, theirs in enumerate(self.slices):
                 if r != w.rank:
@@ -91,6 +89,18 @@ class SharedAverager:
         self.views = self.array = None
         self.window.Unlock_all()
         self.window.Free()
+
+
+@kernel
+def _mean_into(views, start, stop, out):
+    """out[i - start] = (views[0][i] + views[1][i] + ...) / len(views), summed in order,
+    for i in [start, stop): one pass that reads each value once."""
+    k = len(views)
+    for i in range(start, stop):
+        acc = views[0][i]
+        for j in range(1, k):
+            acc += views[j][i]
+        out[i - start] = acc / k
 
 
 SHARED_ENV = "DUALGRAD_DIST_SHARED_MEMORY"
@@ -188,8 +198,7 @@ class Reducer:
         self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
         self._cond = threading.Condition()
         self._staged: dict = {}        # bucket index -> landing, for the thread to take
-        self._done = 0                 # buckets averaged in this pass
-        self._launched = 0
+        self._done = 0                 # buckets averaged in this run
         self._error = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="dualgrad-allreduce",
@@ -206,16 +215,20 @@ class Reducer:
 
     def _stage_out(self, bucket: Bucket) -> None:
         backend = device.active()
-        landing = backend.stage_out(bucket.pieces(backend), bucket.host_buffer(backend))
+        backend.stage_out(bucket.pieces(backend), bucket.host_buffer(backend),
+                          then=lambda landing: self._hand(bucket.index, landing))
+
+    def _hand(self, index: int, landing) -> None:
+        """Bucket ``index`` is on its way to the host: the thread's to average."""
         with self._cond:
-            self._staged[bucket.index] = landing
-            self._launched += 1
+            self._staged[index] = landing
             self._cond.notify_all()
 
     def finish(self) -> None:
         """At the end of the backward pass: stage out the buckets still waiting (a
         parameter that got no gradient counts as a zero one), wait for every average and
-        stage it in, into the gradients."""
+        stage it in, into the gradients. (In a step being recorded, the waiting happens
+        at each run, between the parts of the recording.)"""
         try:
             for bucket in self.buckets:
                 if bucket.waiting:
@@ -224,30 +237,31 @@ class Reducer:
                             p.grad = np.zeros(p.shape, p.dtype)
                     bucket.waiting = 0
                     self._stage_out(bucket)
-            with self._cond:
-                finished = self._cond.wait_for(
-                    lambda: self._done == len(self.buckets) or self._error is not None,
-                    timeout=self.world.timeout * 2)
-                error = self._error
-            if error is not None:
-                raise error
-            if not finished:
-                raise DistributedError(f"rank {self.world.rank}: the gradients' all-reduce "
-                                       "did not finish in time")
             backend = device.active()
-            for bucket in self.buckets:
-                backend.stage_in(bucket.buffer, bucket.pieces(backend))
+            for k, bucket in enumerate(self.buckets):
+                backend.stage_in(bucket.buffer, bucket.pieces(backend),
+                                 before=self._collect if k == 0 else None)
                 for p in bucket.params:
                     p._grad.written()
         finally:
-            self._reset()
-
-    def _reset(self) -> None:
-        with self._cond:
-            self._staged.clear()
-            self._done = self._launched = 0
             for bucket in self.buckets:
                 bucket.waiting = len(bucket.params)
+
+    def _collect(self) -> None:
+        """Wait until the thread has averaged every bucket of this run."""
+        with self._cond:
+            finished = self._cond.wait_for(
+                lambda: self._done == len(self.buckets) or self._error is not None,
+                timeout=self.world.timeout * 2)
+            error = self._error
+            if finished and error is None:
+                self._staged.clear()
+                self._done = 0
+        if error is not None:
+            raise error
+        if not finished:
+            raise DistributedError(f"rank {self.world.rank}: the gradients' all-reduce "
+                                   "did not finish in time")
 
     def close(self) -> None:
         with self._cond:

@@ -60,11 +60,11 @@ class GpuBackend(Backend):
     def host_buffer(self, size, dtype, array=None):
         return self.device.host_buffer(size, dtype)      # (memory of its own: see Backend)
 
-    def stage_out(self, pieces, buffer):
-        return self.device.stage_out(pieces, buffer)
+    def stage_out(self, pieces, buffer, then=None):
+        return self.device.stage_out(pieces, buffer, then)
 
-    def stage_in(self, buffer, pieces) -> None:
-        self.device.stage_in(buffer, pieces)
+    def stage_in(self, buffer, pieces, before=None) -> None:
+        self.device.stage_in(buffer, pieces, before)
 
     def indices(self, array):
         return self.device.indices(array)

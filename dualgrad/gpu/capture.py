@@ -41,6 +41,7 @@ class Recording:
         self.arena = ArenaPool(dev.ctx, dev.pool_type, ARENA_BLOCK, dev.budget)
         self.arena.owner = dev
         self.cmd = None               # the recorded command buffer, once ended
+        self.segments: list = []      # (command buffer, host calls after it) before it
         self.reason = ""              # why it cannot be replayed ("" while it can)
         self.once = False             # the reason will not recur: record the next call
         self.closed = False
@@ -101,6 +102,14 @@ class Recording:
             self.reason, self.once = reason, once
         if self.dev.capture is self:
             self._finish()
+
+    def split(self, calls: tuple) -> None:
+        """End the command buffer here: each run submits it, then makes ``calls`` (a
+        host's part of the step: data parallelism's hand-over of staged gradients, its
+        wait for their averages), then goes on with the next one."""
+        rec = self.dev.rec
+        self.segments.append((rec.end_capture(), calls))
+        rec.begin_capture()
 
     def _finish(self) -> None:
         dev = self.dev
@@ -223,6 +232,10 @@ class Recording:
             part = self.scalars[i * SLOTS_PER_CHUNK * SLOT_WORDS:
                                 min(used, (i + 1) * SLOTS_PER_CHUNK * SLOT_WORDS)]
             rec.upload(chunk.alloc, part)
+        for cmd, calls in self.segments:
+            rec.submit(cmd)
+            for call in calls:
+                call()
         rec.submit(self.cmd)
 
     def close(self) -> None:
@@ -240,6 +253,9 @@ class Recording:
             self.closed = True
             if dev.capture is self:
                 self.stop("closed while recording")
+            for cmd, _ in self.segments:
+                dev.rec.free_captured(cmd)
+            self.segments.clear()
             if self.cmd is not None:
                 dev.rec.free_captured(self.cmd)
                 self.cmd = None

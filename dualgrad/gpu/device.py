@@ -236,30 +236,44 @@ class Device:
     def host_buffer(self, size, dtype) -> HostBuffer:
         return HostBuffer(self.ctx, size, dtype, self.staging_type)
 
-    def stage_out(self, pieces, buffer: HostBuffer) -> HostBuffer:
-        self.uncapturable("it copies gradients to the host for an all-reduce across "
-                          "processes, which runs between the backward pass and the step")
+    def stage_out(self, pieces, buffer: HostBuffer, then=None) -> HostBuffer:
         rec, size = self.rec, buffer.dtype.itemsize
         with self.lock:
+            capture = self.capture
             for h, offset in pieces:
                 if h.size:
                     at = buffer.address + offset * size
+                    if capture is not None:
+                        capture.touch((h,))
                     rec.copy(h.alloc.block.buffer, h.alloc.offset, buffer.block.buffer,
                              offset * size, h.nbytes, [h.span], [(at, at + h.nbytes)])
                     rec.counters.d2h_bytes += h.nbytes
             rec.counters.d2h_calls += 1
             rec.read_by_host()
-            rec.flush()                   # (submitted now: the device starts on it)
-            buffer.arm(self.ctx.queue)
+            arrive = (lambda: buffer.arm(self.ctx.queue),) + ((lambda: then(buffer),)
+                                                            if then is not None else ())
+            if capture is not None:   # each run submits up to here, then arrives
+                capture.split(arrive)
+            else:
+                rec.flush()           # (submitted now: the device starts on it)
+                for fn in arrive:
+                    fn()
         return buffer
 
-    def stage_in(self, buffer: HostBuffer, pieces) -> None:
-        self.uncapturable("it copies all-reduced gradients from the host")
+    def stage_in(self, buffer: HostBuffer, pieces, before=None) -> None:
         rec, size = self.rec, buffer.dtype.itemsize
         with self.lock:
+            capture = self.capture
+            if before is not None:
+                if capture is not None:   # each run submits up to here, then waits
+                    capture.split((before,))
+                else:
+                    before()
             for h, offset in pieces:
                 if h.size:
                     at = buffer.address + offset * size
+                    if capture is not None:
+                        capture.touch((h,))
                     rec.copy(buffer.block.buffer, offset * size, h.alloc.block.buffer,
                              h.alloc.offset, h.nbytes, [(at, at + h.nbytes)], [h.span])
                     rec.counters.h2d_bytes += h.nbytes

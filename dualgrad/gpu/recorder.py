@@ -249,8 +249,14 @@ class Recorder:
 
     def read_by_host(self) -> None:
         """The host reads what the recorded copies wrote once the batch is done: the batch
-        ends with a transfer-to-host barrier."""
-        self._host_reads = True
+        ends with a transfer-to-host barrier (a captured command buffer gets it now)."""
+        if self.capturing:
+            self.lib.vkCmdPipelineBarrier(
+                self.cmd, self.vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
+                self.vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, self._host_barrier, 0,
+                self.ffi.NULL, 0, self.ffi.NULL)
+        else:
+            self._host_reads = True
 
     def fill(self, buffer, offset: int, size: int, word: int, writes) -> None:
         """Record vkCmdFillBuffer: every 4-byte word of the range set to ``word``."""

@@ -115,18 +115,27 @@ def mismatch(w) -> dict:
     return {"raised": None}
 
 
-def capture(w) -> dict:
-    """A step with the all-reduce under capture_step: it runs eagerly, saying why."""
-    x, y = data(BATCH * w.size * 3, seed=2)
-    ddp = dist.DistributedDataParallel(make_model(seed=3))
+def capture(w, steps: int = 5) -> dict:
+    """Steps with the all-reduce under capture_step: recorded in parts around the host's
+    average and replayed, training as the eager single process does."""
+    x, y = data(BATCH * w.size * steps, seed=2)
+    ddp = dist.DistributedDataParallel(make_model(seed=3), bucket_mb=0.001)
     opt = make_optimizer("adam", ddp.parameters())
-    captured = dg.capture_step(lambda a, b: step(ddp, opt, a, b))
-    for s in range(3):
-        part = slice((s * w.size + w.rank) * BATCH, (s * w.size + w.rank + 1) * BATCH)
-        captured(x[part], y[part])
-    same = all(d == digests(ddp.module) for d in dist.all_gather_object(digests(ddp.module)))
+    alone = make_model(seed=3)
+    opt_alone = make_optimizer("adam", alone.parameters())
+    captured = dg.capture_step(lambda a, b: train_step(ddp, opt, a, b))
+    gaps, identical = [], True
+    for s in range(steps):
+        big = slice(s * BATCH * w.size, (s + 1) * BATCH * w.size)
+        mine = slice(big.start + w.rank * BATCH, big.start + (w.rank + 1) * BATCH)
+        captured(x[mine], y[mine])
+        step(alone, opt_alone, x[big], y[big])
+        gaps.append(relative_gap(values(ddp.module), values(alone)))
+        identical &= all(d == digests(ddp.module) for d in dist.all_gather_object(
+            digests(ddp.module)))
     ddp.close()
-    return {"reason": captured.reason, "replays": captured.replays, "identical": bool(same)}
+    return {"reason": captured.reason, "replays": captured.replays, "gaps": gaps,
+            "identical": bool(identical)}
 
 
 def save(w, path: str) -> dict:
