@@ -86,7 +86,9 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
     for kind in ("equivalence_sgd", "equivalence_adam"):
         case = found[kind]
         assert case["how"] == how
-        assert case["buckets"] > 1                      # (the overlap path: several)
+        assert case["buckets"] > 1
+        # the first bucket went to the all-reduce thread while gradients were still due
+        assert case["overlapped"]
         assert case["identical"], f"{kind}: the replicas' parameters differ"
         assert max(case["gaps"]) < DATA_PARALLEL_BOUND, case["gaps"]
     # no_sync: gradients stay local, then the next pass averages what accumulated

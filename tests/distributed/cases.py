@@ -64,6 +64,7 @@ def equivalence(w, kind: str, steps: int = 6) -> dict:
     alone = make_model(seed=0)
     alone.load_state_dict(ddp.module.state_dict())
     opt_alone = make_optimizer(kind, alone.parameters())
+    events = watch_overlap(ddp)
     gaps, identical = [], True
     for s in range(steps):
         big = slice(s * BATCH * w.size, (s + 1) * BATCH * w.size)
@@ -76,7 +77,30 @@ def equivalence(w, kind: str, steps: int = 6) -> dict:
     n_buckets = len(ddp.buckets)
     how = type(ddp._reducer.buckets[0].averager).__name__
     ddp.close()
-    return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets, "how": how}
+    first_step = events[:events.index("end") + 1]
+    overlapped = first_step.index("handed 0") < len(first_step) - 1 - \
+        first_step[::-1].index("ready")
+    return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets, "how": how,
+            "overlapped": bool(overlapped)}
+
+
+def watch_overlap(ddp) -> list:
+    """A log of the reducer's events: "ready" (a parameter's gradient is final),
+    "handed i" (bucket i went to the all-reduce thread), "end" (the pass's averages were
+    collected)."""
+    reducer, events = ddp._reducer, []
+    ready, hand, collect = reducer.ready, reducer._hand, reducer._collect
+
+    def logged(name, fn, label):
+        def call(*args):
+            events.append(label(*args))
+            return fn(*args)
+        object.__setattr__(reducer, name, call)
+
+    logged("ready", ready, lambda p: "ready")
+    logged("_hand", hand, lambda index, landing: f"handed {index}")
+    logged("_collect", collect, lambda: "end")
+    return events
 
 
 def accumulation(w, micro: int = 3) -> dict:
