@@ -45,13 +45,14 @@ from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
 from .api.random import manual_seed
 from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
+from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
 from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, after the names they use)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
-    "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data",
+    "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,

@@ -306,9 +306,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def cast(self, x, dtype):
-        """x converted to ``dtype`` (float32, int32, bool; float64 on backends with it): a
-        float to int32 truncates toward zero, saturating past int32's range, NaN giving 0;
-        to bool nonzero (NaN too) is 1; an int to float rounds to nearest."""
+        """x converted to ``dtype`` (float32, int32, bool; float64 on backends with it;
+        float16 and bfloat16 from and to float32 only): a float to int32 truncates toward
+        zero, saturating past int32's range, NaN giving 0; to bool nonzero (NaN too) is 1;
+        an int to float rounds to nearest; a float32 to a 16-bit float rounds to nearest
+        even (past the largest finite value to inf; NaN stays NaN), and back is exact."""
 
     @abc.abstractmethod
     def argreduce(self, op: str, x, outer: int, n: int, inner: int):

@@ -19,7 +19,7 @@ from ..shapes import MAX_RANK
 from . import checks, device
 from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
 from .residency import adopt, handle
-from .tensor import Tensor, is_float
+from .tensor import Tensor, is_float, refuse_low_precision
 
 
 class IndexOutOfRange(DualgradError, IndexError):
@@ -109,6 +109,7 @@ def _basic(x: Tensor, key: list):
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy's and PyTorch's rules for ints, slices, ``None``, ``...``,
     integer arrays (several broadcast together) and a boolean mask."""
+    refuse_low_precision("getitem", "x", x)
     key = key if isinstance(key, tuple) else (key,)
     # An int32 or bool tensor indexes as its values, read to the host (the result's shape
     # depends on them, as in PyTorch, which waits for them too).

@@ -13,10 +13,11 @@ import numpy as np
 
 from ..errors import ArgumentTypeError, InvalidValueError, ShapeError, bad_type
 from ..shapes import MAX_RANK
-from . import checks, device, ops
+from . import checks, device, ops, tape
 from .ops import _axes, _broadcast, _constant, _dim_or_axis, _make, _sum_to
 from .residency import adopt, handle
-from .tensor import BOOL, DEFAULT_DTYPE, INT32, Tensor, ag_tensor, host_array, is_float
+from .tensor import (BOOL, DEFAULT_DTYPE, INT32, LOW_PRECISION, Tensor, ag_tensor,
+                     host_array, is_float, refuse_low_precision)
 from .tensor import resolve_dtype
 
 _RANK = {BOOL: 0, INT32: 1}            # floats rank 2
@@ -30,6 +31,7 @@ def _operand(fn: str, name: str, x, like=None) -> Tensor:
     """A Tensor argument of any dtype; a NumPy array becomes a tensor of its kind (bool,
     int32 or float32), a number a 0-d constant of ``like``'s kind where it fits it."""
     if isinstance(x, Tensor):
+        refuse_low_precision(fn, name, x)
         return x
     if checks.is_number(x) or isinstance(x, (bool, np.bool_)):
         if isinstance(x, (bool, np.bool_)):
@@ -419,14 +421,30 @@ def remainder(input, other) -> Tensor:  # noqa: A002
 
 
 def to(input, dtype) -> Tensor:  # noqa: A002
-    """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool): a float
-    to int32 truncates toward zero (saturating past int32's range, NaN giving 0); to bool,
-    nonzero is True. Between floats the gradient flows."""
-    x = _operand("to", "input", input)
+    """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool, float16,
+    bfloat16): a float to int32 truncates toward zero (saturating past int32's range, NaN
+    giving 0); to bool, nonzero is True; to float16 or bfloat16 a float32 rounds to nearest
+    even (past the largest finite value to inf), and back it is exact. Between float32 and
+    float64 the gradient flows; the 16-bit floats take none (convert outside the tape, or
+    under ``dg.no_grad()``)."""
+    if not isinstance(input, Tensor) or input.dtype not in LOW_PRECISION:
+        x = _operand("to", "input", input)
+    else:
+        x = input
     dtype = resolve_dtype("to", dtype)
     backend = device.active()
     if not backend.supports(dtype):
         raise ArgumentTypeError(f"to: the {backend.name} backend has no {dtype} tensors")
+    low = x.dtype if x.dtype in LOW_PRECISION else dtype if dtype in LOW_PRECISION else None
+    if low is not None and x.dtype != dtype:
+        other = dtype if x.dtype == low else x.dtype
+        if other != DEFAULT_DTYPE:
+            raise ArgumentTypeError(f"to: {low} tensors convert from and to float32; this "
+                                    f"is {x.dtype} to {dtype} (convert through float32)")
+        if x.requires_grad and tape.recording():
+            raise InvalidValueError(f"to: gradients do not flow through {low} tensors; "
+                                    "convert under dg.no_grad() (or a tensor that does not "
+                                    "require grad)")
     return _to(backend, x, dtype)
 
 
@@ -463,6 +481,8 @@ def _install_methods() -> None:
     T.int = lambda a: to(a, np.int32)
     T.long = T.int                        # (integer tensors are int32)
     T.bool = lambda a: to(a, np.bool_)
+    T.half = lambda a: to(a, np.float16)
+    T.bfloat16 = lambda a: to(a, "bfloat16")
 
 
 def _bitwise(name: str, fn, a, b) -> Tensor:

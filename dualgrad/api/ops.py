@@ -30,7 +30,7 @@ from ..shapes import MAX_RANK
 from . import capture, checks, device, tape
 from .checks import is_number
 from .residency import adopt, handle
-from .tensor import Tensor, ag_tensor, host_array, is_float
+from .tensor import Tensor, ag_tensor, host_array, is_float, refuse_low_precision
 
 
 # ---------------------------------------------------------------------------------------------
@@ -41,6 +41,7 @@ def _tensor(fn: str, name: str, x, like=None, any_dtype: bool = False) -> Tensor
     dtype of ``like`` when that is a float Tensor, else float32). Integer and boolean
     tensors are refused unless ``any_dtype`` (an op that only moves elements)."""
     if isinstance(x, Tensor):
+        refuse_low_precision(fn, name, x)
         if not any_dtype and not is_float(x.dtype):
             raise ArgumentTypeError(f"{fn}: argument '{name}' is a {x.dtype} tensor; expected "
                                     "a float tensor (convert it with .float())")
@@ -133,7 +134,8 @@ def _axes(fn: str, x: Tensor, axis) -> tuple:
 # Elementwise ops
 
 def _non_float(v) -> bool:
-    return isinstance(v, Tensor) and not is_float(v.dtype)
+    """An int32 or bool tensor (a float16 or bfloat16 one is refused as an operand)."""
+    return isinstance(v, Tensor) and not is_float(v.dtype) and v.dtype.kind in "biu"
 
 
 def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:

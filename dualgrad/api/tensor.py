@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import (ArgumentTypeError, DeadTensorError, InvalidValueError, bad_shape,
@@ -27,7 +28,19 @@ _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 BOOL, INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 # Integer tensors are int32 on both backends (PyTorch's default is int64): the device's
 # kernels index in 32 bits, and no tensor has 2^31 elements.
-_DTYPES = _FLOAT_DTYPES + (INT32, BOOL)
+FLOAT16, BFLOAT16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+# The 16-bit floats hold values (storage, conversion to and from float32); the ops take
+# float32 (or float64) tensors.
+LOW_PRECISION = (FLOAT16, BFLOAT16)
+_DTYPES = _FLOAT_DTYPES + (INT32, BOOL) + LOW_PRECISION
+
+
+def refuse_low_precision(fn: str, name: str, t: "Tensor") -> None:
+    """Raise where an op is given a float16 or bfloat16 tensor, which only holds values."""
+    if t.dtype in LOW_PRECISION:
+        raise ArgumentTypeError(f"{fn}: argument '{name}' is a {t.dtype} tensor; float16 and "
+                                "bfloat16 tensors hold values, the ops take float32 ones "
+                                "(convert it with .float())")
 
 
 def is_float(dtype) -> bool:
@@ -239,7 +252,8 @@ def resolve_dtype(fn: str, dtype, floats_only: bool = False) -> np.dtype:
     """``dtype`` (None: float32) checked: float32, float64, int32 or bool."""
     if dtype is None:
         return DEFAULT_DTYPE
-    wanted = "float32 or float64" if floats_only else "float32, float64, int32 or bool"
+    wanted = "float32 or float64" if floats_only else \
+        "float32, float64, int32, bool, float16 or bfloat16"
     try:
         resolved = np.dtype(dtype)
     except TypeError:
@@ -259,8 +273,13 @@ def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
         return value.numpy().astype(dtype, copy=False)
     if isinstance(value, (str, bytes)) or value is None:
         raise bad_type(fn, arg, value, "a NumPy array, a nested list of numbers or a number")
+    if isinstance(value, np.ndarray) and value.dtype == BFLOAT16:
+        value = value.astype(DEFAULT_DTYPE)          # (exact; NumPy knows no bfloat16 kind)
     array = checks.array(fn, arg, value, "biuf",
                          "real numbers (bool, integer or floating point)")
+    if dtype in LOW_PRECISION:        # rounded once, from float32 (as .to() rounds)
+        with np.errstate(over="ignore"):              # (inf past the type's range)
+            return np.asarray(array, dtype=DEFAULT_DTYPE, order="C").astype(dtype)
     if dtype == INT32 and array.dtype.kind in "iu" and array.size and (
             array.min() < -2 ** 31 or array.max() >= 2 ** 31):
         raise bad_value(fn, arg, f"values in [{array.min()}, {array.max()}]",
@@ -272,7 +291,9 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     """A tensor holding a copy of ``array`` (NumPy array, nested list or number).
 
     Input is converted to float32 unless another ``dtype`` is asked for: "float64" (the cpu
-    backend only), "int32" or bool (integer and boolean tensors take no gradient). The
+    backend only), "int32" or bool (integer and boolean tensors take no gradient),
+    "float16" or "bfloat16" (rounded to nearest even from float32; such a tensor holds
+    values, converts with ``.float()``, and takes no gradient). The
     tensor is a leaf; with ``requires_grad=True``
     autograd accumulates its gradient in ``.grad``. Its value, and its gradient's, outlive
     every tape on both backends (on gpu it is uploaded into the current pass pool, and
@@ -283,7 +304,8 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     dtype = resolve_dtype("ag_tensor", dtype)
     if requires_grad and not is_float(dtype):
         raise bad_value("ag_tensor", "requires_grad", True,
-                        f"False for a {dtype} tensor (only float tensors take gradients)")
+                        f"False for a {dtype} tensor (float32 and float64 tensors take "
+                        "gradients)")
     value = host_array("ag_tensor", "array", array, dtype)
     _check_rank("ag_tensor", value)
     backend = device.active()

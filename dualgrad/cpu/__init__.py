@@ -6,6 +6,7 @@ with the same names as the gpu backend's (``dualgrad/gpu/kernels``) and its shad
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..backend import PLAIN, Backend
@@ -15,7 +16,7 @@ from . import (argreduce, attention, binary, embedding, gather, intops, layernor
                matmul, optim, reduce, scan, softmax, sort, strided, unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
-           np.dtype(np.bool_))
+           np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _BOOL, _INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 
 

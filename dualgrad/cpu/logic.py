@@ -27,7 +27,9 @@ def where(cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def cast(x: np.ndarray, dtype) -> np.ndarray:
     """x as ``dtype`` (bools as int32 0 or 1): a float to int32 truncates toward zero,
-    saturating past int32's range, NaN becoming 0; to bool, nonzero (NaN too) is 1."""
+    saturating past int32's range, NaN becoming 0; to bool, nonzero (NaN too) is 1; a
+    float32 to float16 or bfloat16 rounds to nearest even (NumPy's and ml_dtypes'
+    conversions), and back exactly."""
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
         with np.errstate(invalid="ignore"):
@@ -35,4 +37,5 @@ def cast(x: np.ndarray, dtype) -> np.ndarray:
     if dtype == INT32 and x.dtype.kind == "f":
         wide = np.nan_to_num(x.astype(np.float64), nan=0.0)        # (inf saturates below)
         return np.asarray(np.trunc(np.clip(wide, -_INT32_MAX - 1, _INT32_MAX)), dtype=INT32)
-    return np.array(x, dtype=dtype, order="C")      # (a copy, even of the same dtype)
+    with np.errstate(over="ignore"):                # (to a 16-bit float: inf past its range)
+        return np.array(x, dtype=dtype, order="C")  # (a copy, even of the same dtype)

@@ -7,6 +7,7 @@ code is its module in ``kernels/``, named like its cpu twin.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..backend import PLAIN, Backend
@@ -19,7 +20,8 @@ from .kernels import (argreduce, attention, dropout, elementwise, embedding, gat
                       unfold)
 
 
-_DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_))    # (bools stored as int32)
+_DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_),     # (bools stored as int32)
+           np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))  # (two to a 32-bit word)
 
 
 class GpuBackend(Backend):

@@ -422,7 +422,7 @@ class Recorder:
 
     def upload(self, alloc, data: np.ndarray) -> None:
         """Copy a host array into an allocation (through the staging ring)."""
-        raw = memoryview(np.ascontiguousarray(data)).cast("B")
+        raw = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
         done, total = 0, raw.nbytes
         while done < total:
             n = min(total - done, self.staging.size)

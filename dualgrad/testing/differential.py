@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 from hypothesis import HealthCheck, Verbosity, assume, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from ..backend import Epilogue
 from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
@@ -410,6 +411,29 @@ def _cast(data, pair):
                       label="x")
     cz, gz = pair.twin("cast", _as_storage(x), np.dtype(to))
     return [pair.agree("cast", gz, cz)]
+
+
+@check("convert16")
+def _convert16(data, pair):
+    """float32 to float16 / bfloat16 and back: values at, next to and halfway between
+    neighbouring 16-bit values (ties to even) over the whole range, subnormals, overflow
+    and the specials; and every kind of 16-bit pattern widened."""
+    shape = data.draw(dgst.shapes(), label="shape")
+    low = np.dtype(data.draw(st.sampled_from(["float16", "bfloat16"]), label="type"))
+    n = int(np.prod(shape))
+    bits = data.draw(hnp.arrays(np.uint16, n), label="bits")
+    # offsets in float32 ULPs from a 16-bit value: 0, 1, just below, at and past the tie
+    half = 0x1000 if low == np.float16 else 0x8000
+    steps = np.array([0, 1, half - 1, half, half + 1, 2 * half - 1], np.uint32)
+    pick = data.draw(hnp.arrays(np.uint8, n, elements=st.integers(0, len(steps) - 1)),
+                     label="offsets")
+    near = (bits.view(low).astype(F32).view(np.uint32) + steps[pick]).view(F32)
+    drawn = data.draw(dgst.arrays(shape, -7e4, 7e4, specials=dgst.ALL_SPECIALS), label="x")
+    x = np.where(data.draw(hnp.arrays(np.bool_, n), label="which").reshape(shape),
+                 near.reshape(shape), drawn).astype(F32)
+    cz, gz = pair.twin("cast", _as_storage(x), low)
+    wz, wg = pair.twin("cast", _as_storage(bits.view(low).reshape(shape)), F32)
+    return [pair.agree("convert16", gz, cz), pair.agree("convert16", wg, wz)]
 
 
 @check("cumsum")

@@ -421,6 +421,10 @@ TOLERANCES: dict = {
                            exact=True),
     "cast": Tolerance("truncation toward zero, saturated; an int32 to float32 rounds to "
                       "nearest even on both (a correctly rounded conversion)", exact=True),
+    "convert16": Tolerance("float32 to float16 or bfloat16 rounds to nearest even on both "
+                           "(NumPy's and ml_dtypes' conversions; the shader's in integer "
+                           "arithmetic on the bits, so no flushing touches subnormals), "
+                           "and back is exact", exact=True),
     "sort": Tolerance("(key, index) pairs are distinct, so the sorted order is one answer, "
                       "and the values are moved as bits: exact", exact=True),
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "

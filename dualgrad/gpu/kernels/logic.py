@@ -1,8 +1,10 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
-(int32 arithmetic), where.comp and convert.comp; the twins of ``dualgrad/cpu/logic.py``.
+(int32 arithmetic), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
+floats); the twins of ``dualgrad/cpu/logic.py``.
 Bools are stored as int32 0 or 1."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
@@ -14,6 +16,7 @@ _KIND = {np.dtype(np.float32): 0, INT32: 1}
 _ADDRESSES3, _ADDRESSES4 = packer(3), packer(4)
 _CAST = packer(2, 1)
 _TO = {np.dtype(np.float32): 0, INT32: 1, np.dtype(np.bool_): 2}
+_LOW = {np.dtype(np.float16): 0, np.dtype(ml_dtypes.bfloat16): 1}     # convert16's KIND
 
 
 def logic(dev, op, x, y=None):
@@ -55,6 +58,14 @@ def where(dev, cond, a, b):
 def cast(dev, x, dtype):
     dtype = np.dtype(dtype)
     out = dev.empty(x.shape, dtype)
+    low = _LOW.get(dtype, _LOW.get(x.dtype))
+    if low is not None:              # convert16.comp: float32 <-> a 16-bit float
+        narrow = dtype in _LOW
+        if out.size:
+            dev.launch("convert16", (low, 0 if narrow else 1),
+                       _CAST.pack(x.address, out.address, x.size),
+                       grid((x.size + 1) // 2 if narrow else x.size), [x], [out])
+        return out
     if out.size:
         dev.launch("convert", (_KIND[x.dtype], _TO[dtype]),
                    _CAST.pack(x.address, out.address, x.size), grid(x.size), [x], [out])
