@@ -38,6 +38,8 @@ from .api.pooling import *  # noqa: F401,F403  (max_pool2d, avg_pool2d, ...)
 from .api.windows import *  # noqa: F401,F403  (unfold, fold)
 from .api.normalization import *  # noqa: F401,F403  (batch_norm, group_norm, rms_norm)
 from .api.attention import *  # noqa: F401,F403  (scaled_dot_product_attention)
+from .api.amp import GradScaler
+from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint
 from .api.gradcheck import gradcheck
 from .api.optim import clip_grad_norm, clip_grad_value
@@ -59,7 +61,8 @@ __all__ = [
     *_normalization.__all__, *_attention.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
-    "clip_grad_value", "gradcheck", "checkpoint",
+    "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",
+    "GradScaler",
     "save_checkpoint", "load_checkpoint", "load_torch_state_dict", "read_safetensors",
     "DualgradError", "IndexOutOfRange", "ShapeError", "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",

@@ -14,9 +14,10 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, bad_shape
-from . import capture, checks, device, ops, random
+from . import autocast, capture, checks, device, ops, random
 from .logic import tril, where
-from .ops import _constant, _make, _same_dtype, _tensor, matmul, reshape, softmax, transpose
+from .ops import (_autocast_type, _constant, _gradient_rounded, _make, _rounded, _same_dtype,
+                  _tensor, matmul, reshape, softmax, transpose)
 from .residency import handle
 from .tensor import BOOL, Tensor, ag_tensor
 
@@ -40,6 +41,18 @@ def fresh_dropout(x: Tensor, p: float) -> Tensor:
 
 MAX_HEAD = 128          # the longest rows the attention kernels take
 MAX_BATCH = 65535       # and the most batches (heads) in one call
+
+
+def low_precision_inputs(core, q: Tensor, k: Tensor, v: Tensor):
+    """``core(q, k, v)`` -> (out, ...): under ``autocast``, of q, k and v rounded to its
+    type, the inside in float32 (the fused kernel and the composition compute the same
+    way), and out's gradient rounded on its way back; else as it is."""
+    low = _autocast_type(q, k, v)
+    if low is None:
+        return core(q, k, v)
+    with autocast.suspended():
+        out, *rest = core(*(_rounded(t, low) for t in (q, k, v)))
+        return (_gradient_rounded(out, low), *rest)
 
 
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
@@ -117,7 +130,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     tril(ones(L, S)); ``scale`` by default 1 / sqrt(E); ``dropout_p``: dropout on the
     attention weights (always applied, as PyTorch's). A row that every mask hides is NaN.
     Without a mask (or with is_causal), without dropout and with E = Ev <= 128, no L x S
-    matrix is kept (a fused kernel)."""
+    matrix is kept (a fused kernel). Under ``autocast`` it takes query, key and value
+    rounded to the autocast type and computes inside in float32."""
     fn = "scaled_dot_product_attention"
     q = _tensor(fn, "query", query)
     k = _tensor(fn, "key", key, q)
@@ -137,6 +151,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     p = checks.number(fn, "dropout_p", dropout_p, 0.0, 1.0)
     if is_causal and attn_mask is not None:
         raise ShapeError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
+    return low_precision_inputs(lambda q, k, v: (_attend(fn, q, k, v, attn_mask, p, is_causal,
+                                                         scale),), q, k, v)[0]
+
+
+def _attend(fn, q, k, v, attn_mask, p, is_causal, scale):
+    """The attention of checked arguments: the fused kernel where it takes them, else the
+    composition."""
     if attn_mask is None and p == 0.0:
         scale_ = 1.0 / math.sqrt(q.shape[-1]) if scale is None else \
             checks.number(fn, "scale", scale)

@@ -27,10 +27,11 @@ from ..errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shap
                       bad_value)
 from ..kernel_ops import UNARY, KernelOp
 from ..shapes import MAX_RANK
-from . import capture, checks, device, tape
+from . import autocast, capture, checks, device, tape
 from .checks import is_number
 from .residency import adopt, handle
-from .tensor import Tensor, ag_tensor, host_array, is_float, refuse_low_precision
+from .tensor import (DEFAULT_DTYPE, Tensor, ag_tensor, host_array, is_float,
+                     refuse_low_precision)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,13 +507,46 @@ def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> 
                          f"shape {b.shape}")
 
 
+def _rounded(x: Tensor, low) -> Tensor:
+    """``x``'s values rounded to the 16-bit type ``low`` (nearest even) and kept in x's
+    dtype: a conversion there and back. The gradient passes unchanged (a cast's)."""
+    backend = device.active()
+    h = backend.cast(backend.cast(handle(backend, x), low), x.dtype)
+    return _make(h, (x,), lambda g, needs: (g,), backend)
+
+
+def _gradient_rounded(y: Tensor, low) -> Tensor:
+    """``y`` itself (a view), whose gradient is rounded to ``low`` on its way back: a
+    product under autocast meets its inputs with a low-precision gradient too."""
+    backend = device.active()
+    hy = handle(backend, y)
+
+    def backward(g, needs):
+        return (backend.cast(backend.cast(g, low), y.dtype),)
+    return _make(backend.reshape(hy, hy.shape), (y,), backward, backend)
+
+
+def _autocast_type(*tensors):
+    """The 16-bit type a product rounds these inputs to now, or None (no autocast, or an
+    input that is not float32)."""
+    low = autocast.active()
+    if low is None or any(t is not None and t.dtype != DEFAULT_DTYPE for t in tensors):
+        return None
+    return low
+
+
 def matmul(a, b) -> Tensor:
     """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
-    shared across the batch). Full float32 arithmetic on both backends."""
+    shared across the batch). Full float32 arithmetic on both backends; under
+    ``autocast``, of inputs rounded to its type."""
     a = _tensor("matmul", "a", a, b)
     b = _tensor("matmul", "b", b, a)
     _same_dtype("matmul", a, b)
     _check_matmul("matmul", a, b, -1, -2)
+    low = _autocast_type(a, b)
+    if low is not None:
+        with autocast.suspended():
+            return _gradient_rounded(matmul(_rounded(a, low), _rounded(b, low)), low)
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.matmul(ha, hb)
@@ -583,6 +617,11 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         if bias.shape != (weight.shape[0],):
             raise bad_shape("linear", "bias", bias.shape, f"({weight.shape[0]},)")
         inputs += (bias,)
+    low = _autocast_type(x, weight)
+    if low is not None:           # (the bias is added in float32, to the float32 product)
+        with autocast.suspended():
+            return _gradient_rounded(linear(_rounded(x, low), _rounded(weight, low), bias,
+                                           activation), low)
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
     hb = handle(backend, bias) if bias is not None else None

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops, random
-from .attention import attention_scores, fused_attention, mask_tensor
+from .attention import attention_scores, fused_attention, low_precision_inputs, mask_tensor
 from .indexing import split
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
@@ -98,18 +98,21 @@ class MultiheadAttention(Module):
             raise bad_shape(fn, "key", key.shape, "the batch of the query, and value's length")
         q, k, v = (self._heads(t, n) for t in self._projected(query, key, value))
         h = self.num_heads
-        weights = out = None
-        if not need_weights and key_padding_mask is None and attn_mask is None and \
-                not (self.training and self.dropout > 0.0):
-            out = fused_attention(q, k, v, is_causal, 1.0 / math.sqrt(self.head_dim))
-        if out is None:
+
+        def core(q, k, v):
+            if not need_weights and key_padding_mask is None and attn_mask is None and \
+                    not (self.training and self.dropout > 0.0):
+                out = fused_attention(q, k, v, is_causal, 1.0 / math.sqrt(self.head_dim))
+                if out is not None:
+                    return out, None
             scores = attention_scores(fn, q, k, None, is_causal and attn_mask is None, None)
             scores = self._masked(scores, attn_mask, "attn_mask",
                                   ((length, s), (n * h, length, s)))
             scores = self._masked(scores, key_padding_mask, "key_padding_mask", ((n, s),))
             weights = self.attn_dropout(softmax(scores, -1))
-            out = matmul(reshape(weights, (n * h, length, s)),
-                         reshape(v, (n * h, s, self.head_dim)))
+            return matmul(reshape(weights, (n * h, length, s)),
+                          reshape(v, (n * h, s, self.head_dim))), weights
+        out, weights = low_precision_inputs(core, q, k, v)
         out = reshape(transpose(reshape(out, (n, h, length, self.head_dim)), (0, 2, 1, 3)),
                       (n, length, e))
         out = self.out_proj(out)

@@ -32,11 +32,13 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
         b = np.swapaxes(b, -1, -2)
         if b.ndim == 2 and a.ndim == 3:
             b = np.ascontiguousarray(b)
-    if out is None:
-        c = np.ascontiguousarray(np.matmul(a, b))
-    else:
-        shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-        c = np.matmul(a, b, out=out.reshape(shape))
+    with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate, as IEEE's)
+        if out is None:
+            c = np.ascontiguousarray(np.matmul(a, b))
+        else:
+            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2],
+                                                                       b.shape[-1])
+            c = np.matmul(a, b, out=out.reshape(shape))
     if epilogue.bias is not None:
         c += epilogue.bias
     if epilogue.relu:

@@ -1,0 +1,151 @@
+"""dg.autocast: products take their inputs rounded to bfloat16 or float16 and accumulate in
+float32, forward and backward, on both backends; everything else is as without it."""
+import threading
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+from dualgrad.testing import lockstep
+from conftest import loss_step
+
+TYPES = ["bfloat16", "float16"]
+
+
+def _round(a: np.ndarray, low: str) -> np.ndarray:
+    return a.astype(low).astype(np.float32)
+
+
+def _params(rng, *shapes):
+    return [dg.ag_param(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+
+
+@pytest.mark.parametrize("low", TYPES)
+def test_a_product_is_of_rounded_inputs_and_meets_a_rounded_gradient(device, rng, low):
+    a, b = _params(rng, (5, 7), (7, 3))
+    with dg.with_grad_tape():
+        with dg.autocast(low):
+            y = a @ b
+        (y * y).sum().backward()
+    ar, br = _round(a.numpy(), low), _round(b.numpy(), low)
+    with dg.no_grad():
+        plain = (dg.ag_tensor(ar) @ dg.ag_tensor(br)).numpy()
+    np.testing.assert_array_equal(y.numpy(), plain)            # the same kernel and inputs
+    assert not np.array_equal(y.numpy(), a.numpy() @ b.numpy())
+    g = _round(2 * plain, low)                                 # the gradient, rounded
+    with dg.no_grad():
+        np.testing.assert_array_equal(a.grad.numpy(),
+                                      (dg.ag_tensor(g) @ dg.ag_tensor(br.T.copy())).numpy())
+        np.testing.assert_array_equal(b.grad.numpy(),
+                                      (dg.ag_tensor(ar.T.copy()) @ dg.ag_tensor(g)).numpy())
+    assert a.grad.dtype == np.float32 and y.dtype == np.float32
+
+
+def _both(fn, *arrays, low="bfloat16"):
+    """fn of the arrays under autocast, and fn of them rounded without it (by hand)."""
+    with dg.autocast(low):
+        under = fn(*[dg.ag_tensor(x) for x in arrays]).numpy()
+    return under, fn(*[dg.ag_tensor(_round(x, low)) for x in arrays]).numpy()
+
+
+def test_linear_convolution_and_attention_round_their_inputs(device, rng):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 6)).astype(np.float32)
+    bias = dg.ag_tensor(rng.standard_normal(5).astype(np.float32))
+    under, plain = _both(lambda x, w: dg.linear(x, w, bias, activation="relu"), x, w)
+    np.testing.assert_array_equal(under, plain)            # (the bias added in float32)
+    img = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    k = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    under, plain = _both(lambda i, k: dg.conv2d(i, k, padding=1), img, k)
+    np.testing.assert_array_equal(under, plain)
+    q, kk, v = (rng.standard_normal((2, 3, 8, 16)).astype(np.float32) for _ in range(3))
+    for causal in (False, True):                           # the fused kernel
+        under, plain = _both(lambda q, k, v: dg.scaled_dot_product_attention(
+            q, k, v, is_causal=causal), q, kk, v)
+        np.testing.assert_array_equal(under, plain)
+    mask = dg.ag_tensor(rng.random((8, 8)) > 0.3, dtype=bool)
+    under, plain = _both(lambda q, k, v: dg.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask), q, kk, v)   # composed: the inside in float32 all the same
+    np.testing.assert_array_equal(under, plain)
+    mha = dg.nn.MultiheadAttention(16, 2, batch_first=True)
+    x = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    with dg.autocast():
+        fused = mha(*[dg.ag_tensor(x)] * 3, need_weights=False)[0].numpy()
+        composed = mha(*[dg.ag_tensor(x)] * 3, need_weights=True)[0].numpy()
+    np.testing.assert_allclose(fused, composed, rtol=0, atol=1e-5)   # (kernels' orders)
+
+
+def test_other_ops_compute_in_float32_as_without_it(device, rng):
+    x = dg.ag_tensor(rng.standard_normal((4, 9)).astype(np.float32))
+    ln = dg.nn.LayerNorm(9)
+    for fn in (lambda t: dg.softmax(t, dim=1), lambda t: dg.exp(t) + t, ln,
+               lambda t: dg.softmax_cross_entropy(t, np.arange(4)), lambda t: t.sum()):
+        with dg.autocast():
+            under = fn(x).numpy()
+        np.testing.assert_array_equal(under, fn(x).numpy())
+
+
+def test_blocks_nest_turn_off_and_decorate(device, rng):
+    a, b = (dg.ag_tensor(rng.standard_normal((3, 3)).astype(np.float32)) for _ in range(2))
+    exact = (a @ b).numpy()
+    with dg.autocast():
+        assert dg.is_autocast_enabled()
+        with dg.autocast(enabled=False):
+            assert not dg.is_autocast_enabled()
+            np.testing.assert_array_equal((a @ b).numpy(), exact)
+        assert dg.is_autocast_enabled()
+    assert not dg.is_autocast_enabled()
+
+    @dg.autocast("float16")
+    def product(x, y):
+        return x @ y
+    assert not np.array_equal(product(a, b).numpy(), exact)
+    seen = []
+    with dg.autocast():                   # each thread its own
+        t = threading.Thread(target=lambda: seen.append(dg.is_autocast_enabled()))
+        t.start()
+        t.join()
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("kwargs, match", [({"dtype": "float32"}, "dtype"),
+                                           ({"dtype": "cuda"}, "dtype"),
+                                           ({"enabled": "yes"}, "enabled")])
+def test_a_bad_argument_is_named(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        dg.autocast(**kwargs)
+
+
+def test_parameters_and_their_state_stay_float32_and_steps_replay(device, rng):
+    model = dg.nn.Sequential(dg.nn.Linear(6, 8), dg.nn.ReLU(), dg.nn.Linear(8, 3))
+    opt = dg.optim.Adam(model.parameters(), lr=1e-2)
+
+    @dg.autocast()
+    def loss_of(x, y):
+        return dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+    step = dg.capture_step(loss_step(opt, loss_of))
+
+    x, y = rng.standard_normal((16, 6)).astype(np.float32), rng.integers(0, 3, 16)
+    losses = [step(x, y).item() for _ in range(4)]
+    assert losses[-1] < losses[0]
+    assert all(p.dtype == np.float32 for p in model.parameters())
+    assert all(t.dtype == np.float32 for s in opt.state for t in s.values()
+               if isinstance(t, dg.Tensor))
+    if device == "gpu":
+        assert step.replays == 2, step.reason
+
+
+# Both backends round at the same points (exactly: the "convert16" differential check), so
+# what differs is float32 accumulation order, as without autocast: the lockstep harness's
+# default bound (a reason in tests/test_examples.py) holds.
+@pytest.mark.gpu
+@pytest.mark.parametrize("low", TYPES)
+def test_training_under_autocast_agrees_across_backends(gpu, low):
+    from dualgrad.testing.models import regression, regression_batches
+
+    def loss_fn(model, x, y):
+        with dg.autocast(low):
+            return dg.mse_loss(model(dg.ag_tensor(x)), dg.ag_tensor(y))
+    result = lockstep(regression, lambda p: dg.optimizer_adam(p, lr=1e-2),
+                      regression_batches(20), loss_fn=loss_fn)
+    assert result.ok, result.message
