@@ -50,7 +50,7 @@ from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
-from timing import interleaved, report, torch_or_none  # noqa: E402
+from timing import interleaved, on_batch, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
 
@@ -619,6 +619,46 @@ def bench_training(args, ours, torch) -> list:
     return rows
 
 
+def bench_amp(args, ours, torch) -> list:
+    """The MLP 784-H-H-10 Adam step under bfloat16 autocast (eager and replayed) against
+    PyTorch's under torch.autocast("cuda", torch.bfloat16)."""
+    rows = []
+    step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
+    for hidden, batch in args.train[-1:]:
+        x, y = _mlp_data(hidden, batch)
+        peer = torch_amp_step(torch, hidden, x, y) if torch else None
+        for kind, replayed in (("", False), (" replayed", True)):
+            train_step = autocast_step(mlp_train_step(hidden))
+            mine = on_batch(dg, train_step, (x, y), replayed, "autocast MLP")
+            t_ours, t_peer = timed(step_args, mine, peer, ours.wait,
+                                   torch.cuda.synchronize if torch else None, 10)
+            rows.append((f"Adam step MLP H={hidden} batch={batch} bf16 autocast{kind}",
+                         t_ours, t_peer, "<= 0.8"))
+    return rows
+
+
+def torch_amp_step(torch, hidden: int, x, y):
+    """PyTorch's MLP step under torch.autocast("cuda", torch.bfloat16)."""
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
+                          nn.ReLU(), nn.Linear(hidden, 10)).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    targets = torch.from_numpy(y).cuda()
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(torch.from_numpy(x).cuda()), targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+def autocast_step(train_step):
+    """``train_step`` with its forward under bfloat16 autocast."""
+    return dg.autocast("bfloat16")(train_step)
+
+
 def bench_cnn(args, ours, torch) -> list:
     """The CNN's training step (eager and replayed) and 3x3 convolutions' forward and
     backward, against PyTorch CUDA eager (cuDNN, TF32 off)."""
@@ -732,10 +772,11 @@ def parse(argv=None):
                         "device; by default they all write one output, so each waits for "
                         "the one before, as PyTorch's stream runs them")
     p.add_argument("--sections", default="matmul,kernels,memory,unary,scan,select,optim,"
-                   "train,cnn,gpt,attention,startup",
+                   "train,cnn,gpt,attention,amp,startup",
                    help="any of matmul, kernels (the matmul and floor cases recorded once "
                         "and replayed: no host time), memory, unary (each public unary "
-                        "op), train, cnn (a CNN's step, convolutions), gpt (a GPT's step), startup, "
+                        "op), train, cnn (a CNN's step, convolutions), gpt (a GPT's step), amp (the "
+                        "MLP step under bfloat16 autocast), startup, "
                         "floor (tiny "
                         "chained kernels)")
     p.add_argument("--only", default="", help="the matmul cases whose name contains this "
@@ -785,7 +826,7 @@ def main(argv=None) -> int:
                         ("memory", bench_memory), ("unary", bench_unary),
                         ("scan", bench_scan), ("select", bench_select),
                         ("optim", bench_optim), ("cnn", bench_cnn), ("gpt", bench_gpt),
-                        ("attention", bench_attention),
+                        ("attention", bench_attention), ("amp", bench_amp),
                         ("train", bench_training), ("floor", bench_floor),
                         ("startup", bench_startup)):
         if section in args.sections:

@@ -54,6 +54,18 @@ def test_gpu_benchmark_prints_its_table():
     assert all(float(t) > 0 for _, t in recorded), out
 
 
+@pytest.mark.gpu
+def test_gpu_benchmark_times_the_autocast_step():
+    require_gpu()
+    result = subprocess.run([sys.executable, str(BENCH), "--tiny", "--sections", "amp"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = re.findall(r"^  Adam step MLP H=32 batch=16 bf16 autocast( replayed)? +"
+                      r"(\d+\.\d+)ms", result.stdout, re.M)
+    assert [r[0] for r in rows] == ["", " replayed"], result.stdout
+    assert all(float(r[1]) > 0 for r in rows)
+
+
 @pytest.mark.exhaustive
 @pytest.mark.gpu
 def test_host_benchmark_runs_the_training_step_live_against_a_revision():
