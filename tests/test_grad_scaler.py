@@ -20,6 +20,14 @@ def _backward(model, scaler, x, factor=1.0):
     return loss
 
 
+def _scaled_step(model, opt, scaler, x) -> None:
+    """One training step through the scaler."""
+    _backward(model, scaler, x)
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+
+
 def _values(model):
     return [p.numpy().copy() for p in model.parameters()]
 
@@ -53,10 +61,7 @@ def test_a_step_with_an_inf_gradient_is_skipped_and_the_scale_backs_off(device, 
 def test_the_scale_grows_after_growth_interval_good_steps(device, rng):
     model, opt, scaler, x = _setup(rng, growth_interval=3)
     for k in range(6):
-        _backward(model, scaler, x)
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
+        _scaled_step(model, opt, scaler, x)
         assert scaler.get_scale() == 2.0 ** (10 + (k + 1) // 3)
     assert scaler.state_dict()["_growth_tracker"] == 0
 
@@ -97,3 +102,16 @@ def test_disabled_it_passes_everything_through(device, rng):
 def test_a_bad_argument_is_named(kwargs, match):
     with pytest.raises((ValueError, TypeError), match=match):
         dg.GradScaler(**kwargs)
+
+
+def test_its_state_travels_in_a_checkpoint(device, rng, tmp_path):
+    model, opt, scaler, x = _setup(rng, growth_interval=1)
+    for _ in range(2):
+        _scaled_step(model, opt, scaler, x)
+    dg.save_checkpoint(tmp_path / "run.ckpt", model, opt, scaler=scaler)
+    other = dg.GradScaler()
+    dg.load_checkpoint(tmp_path / "run.ckpt", model, opt, scaler=other)
+    assert other.state_dict() == scaler.state_dict() and other.get_scale() == 2.0 ** 12
+    dg.save_checkpoint(tmp_path / "plain.ckpt", model)
+    with pytest.raises(dg.CheckpointError, match="GradScaler"):
+        dg.load_checkpoint(tmp_path / "plain.ckpt", model, scaler=dg.GradScaler())

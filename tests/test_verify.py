@@ -59,7 +59,9 @@ def test_verify_prints_progress_and_a_table_and_writes_json(gpu, tmp_path, capsy
     assert "matmul" in out and "all agree" in out
     report = json.loads(path.read_text())
     assert report["ok"] and report["examples_per_check"] == 3
-    assert set(report["lockstep"]) == {"mlp_classifier", "regression", "sequence_classifier"}
+    assert set(report["lockstep"]) == {
+        "mlp_classifier", "regression", "sequence_classifier",
+        "mlp_classifier under bfloat16 autocast", "mlp_classifier under float16 autocast"}
     assert report["entries"]["binary:add"]["bound"] == "exact"
     assert all(e["ok"] and e["cases"] >= 3 for e in report["entries"].values())
     assert device.ag_device() == "gpu"                   # the selection is restored

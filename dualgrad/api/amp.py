@@ -128,8 +128,8 @@ class GradScaler:
 
     def state_dict(self) -> dict:
         """PyTorch's keys: scale, growth_factor, backoff_factor, growth_interval,
-        _growth_tracker (empty when disabled). JSON-serialisable: save it in a checkpoint's
-        ``extra``."""
+        _growth_tracker (empty when disabled), JSON-serialisable; ``save_checkpoint(...,
+        scaler=)`` keeps it."""
         if not self._enabled:
             return {}
         return {"scale": self._scale, "growth_factor": self._growth_factor,

@@ -39,9 +39,9 @@ def _digest(tensors: dict, meta: dict) -> str:
 
 
 def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
-                    scheduler=None, extra: dict | None = None) -> None:
-    """Write ``model`` (and ``optimizer``, ``scheduler``, and a JSON-serialisable ``extra``)
-    to ``path``. The file is written beside the target, flushed to disk and renamed over
+                    scheduler=None, extra: dict | None = None, scaler=None) -> None:
+    """Write ``model`` (and ``optimizer``, ``scheduler``, a ``GradScaler``'s state, and a
+    JSON-serialisable ``extra``) to ``path``. The file is written beside the target, flushed to disk and renamed over
     it, so a crash mid-save leaves the previous checkpoint intact; the next save removes
     what such a crash left. Everything is checked first: a missing directory
     (FileNotFoundError), a directory in the way (IsADirectoryError's errno), values JSON
@@ -76,6 +76,8 @@ def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
                                         "param_names": sd["param_names"], "scalars": scalars})
     if scheduler is not None:
         meta["scheduler"] = json.dumps(scheduler.state_dict())
+    if scaler is not None:
+        meta["scaler"] = json.dumps(scaler.state_dict())
     meta["checksum"] = _digest(tensors, meta)
     blob = safetensors.numpy.save(tensors, metadata=meta)
     _write_atomically(path, blob)
@@ -191,9 +193,10 @@ def read_checkpoint(path) -> tuple:
 
 
 def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
-                    scheduler=None, strict: bool = True) -> dict:
+                    scheduler=None, strict: bool = True, scaler=None) -> dict:
     """Restore what ``save_checkpoint`` wrote into ``model`` (and ``optimizer``,
-    ``scheduler``), keeping parameters resident on gpu, and restore dualgrad's generator.
+    ``scheduler``, ``scaler``), keeping parameters resident on gpu, and restore dualgrad's
+    generator.
     Everything is checked against the model before anything changes. Returns ``extra``."""
     if not isinstance(model, Module):
         raise bad_type("load_checkpoint", "model", model, "a dg.nn.Module")
@@ -219,6 +222,11 @@ def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
         opt_state = {"state": state, "param_names": info["param_names"], **groups}
     if scheduler is not None and "scheduler" not in meta:
         raise CheckpointError(f"load_checkpoint: {path!r} holds no scheduler state")
+    if scaler is not None:
+        if "scaler" not in meta:
+            raise CheckpointError(f"load_checkpoint: {path!r} holds no GradScaler state")
+        from .amp import GradScaler
+        GradScaler(enabled=scaler.is_enabled()).load_state_dict(json.loads(meta["scaler"]))
     try:
         _check_model(model, model_state, strict)
         if opt_state is not None:
@@ -232,6 +240,8 @@ def load_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
         optimizer.load_state_dict(opt_state)
     if scheduler is not None:
         scheduler.load_state_dict(json.loads(meta["scheduler"]))
+    if scaler is not None:
+        scaler.load_state_dict(json.loads(meta["scaler"]))
     model.load_extra_state(json.loads(meta.get("model_extra", "{}")))
     random.set_state(json.loads(meta["generator"]))
     return json.loads(meta.get("extra", "{}"))

@@ -32,22 +32,28 @@ def _outcome(fn: str, call) -> object:
     return told[0]
 
 
-def save_checkpoint(path, model, optimizer=None, scheduler=None, extra=None) -> None:
+def save_checkpoint(path, model, optimizer=None, scheduler=None, extra=None,
+                    scaler=None) -> None:
     """``dg.save_checkpoint`` by rank 0 (atomic as ever); every process returns once the
     file is written, or raises if rank 0 failed. A ``DistributedDataParallel`` model is
     saved as its inner module, so the file loads into the model alone too."""
     _outcome("save_checkpoint",
-             lambda: io.save_checkpoint(path, _inner(model), optimizer, scheduler, extra))
+             lambda: io.save_checkpoint(path, _inner(model), optimizer, scheduler, extra,
+                                        scaler))
 
 
-def load_checkpoint(path, model, optimizer=None, scheduler=None, strict: bool = True):
+def load_checkpoint(path, model, optimizer=None, scheduler=None, strict: bool = True,
+                    scaler=None):
     """``dg.load_checkpoint`` by rank 0, whose parameters, buffers, optimizer and schedule
     state and generator are then copied to every process (the file need only be where
     rank 0 runs). Returns the checkpoint's ``extra`` in every process."""
     extra = _outcome("load_checkpoint",
                      lambda: io.load_checkpoint(path, _inner(model), optimizer, scheduler,
-                                                strict))
+                                                strict, scaler))
     broadcast_parameters(_inner(model), optimizer, scheduler)
+    if scaler is not None:
+        state = broadcast_object(scaler.state_dict() if world().rank == 0 else None)
+        scaler.load_state_dict(state)
     state = broadcast_object(random.get_state() if world().rank == 0 else None)
     random.set_state(state)
     return extra
