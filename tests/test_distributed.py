@@ -89,6 +89,10 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
         assert case["buckets"] > 1
         # the first bucket went to the all-reduce thread while gradients were still due
         assert case["overlapped"]
+        # the device copies straight into the averaged arrays where it imports host
+        # memory (the cpu always: its stage-out writes the array)
+        imports = backend == "cpu" or all(d["host_import"] for d in dg.devices())
+        assert case["direct"] == imports
         assert case["identical"], f"{kind}: the replicas' parameters differ"
         assert max(case["gaps"]) < DATA_PARALLEL_BOUND, case["gaps"]
     # no_sync: gradients stay local, then the next pass averages what accumulated
@@ -287,6 +291,27 @@ def test_staging_out_and_in_moves_exact_values(device):
         np.testing.assert_array_equal(backend.download(handles[1]), [0.0])
         assert backend.stage_out([(handles[2], 0)], buffer).wait(30.0)
         np.testing.assert_array_equal(buffer.array[:7], np.arange(9, 16))
+    finally:
+        buffer.close()
+
+
+def test_staging_into_the_callers_own_memory(device):
+    """A host buffer over an array of the caller's (page-aligned, whole pages): the cpu
+    and a device that imports host memory copy straight into it; others into their own."""
+    from dualgrad.distributed.reducer import _page_aligned
+    backend = api_device.active()
+    array = _page_aligned(2048, np.float32)
+    values = np.arange(1500, dtype=np.float32) - 700
+    h = backend.upload(values)
+    buffer = backend.host_buffer(2048, np.float32, array)
+    try:
+        imports = device == "cpu" or all(d["host_import"] for d in dg.devices())
+        assert (buffer.array is array) == imports
+        assert backend.stage_out([(h, 100)], buffer).wait(30.0)
+        np.testing.assert_array_equal(buffer.array[100:1600], values)
+        buffer.array[100:1600] *= 2
+        backend.stage_in(buffer, [(h, 100)])
+        np.testing.assert_array_equal(backend.download(h), 2 * values)
     finally:
         buffer.close()
 

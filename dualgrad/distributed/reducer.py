@@ -15,6 +15,7 @@ process's slice in place), else by a reduce-scatter and an all-gather.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -32,7 +33,7 @@ class CollectiveAverager:
 
     def __init__(self, w, comm, size: int, dtype):
         self.w, self.comm = w, comm
-        self.array = np.zeros(size, dtype)
+        self.array = _page_aligned(size, dtype)
         self.part = np.empty(size // w.size, dtype)
 
     def average(self, what: str) -> None:
@@ -117,6 +118,17 @@ def shared_memory_allowed() -> bool:
     return value != "0"
 
 
+PAGE = 4096      # a device imports host memory in pages (VK_EXT_external_memory_host)
+
+
+def _page_aligned(size: int, dtype) -> np.ndarray:
+    """Zeros in memory that starts on a page (so a device can import it)."""
+    dtype = np.dtype(dtype)
+    raw = np.zeros(size * dtype.itemsize + PAGE, np.uint8)
+    skip = -raw.ctypes.data % PAGE
+    return raw[skip:skip + size * dtype.itemsize].view(dtype)
+
+
 def averager(w, comm, size: int, dtype):
     """How this world averages ``size`` elements: through shared memory where every
     process is on one host, else by collectives."""
@@ -136,7 +148,10 @@ class Bucket:
         for p in params:
             self.offsets.append(at)
             at += p.size
-        self.size = -(-max(at, 1) // w.size) * w.size
+        # a multiple of the world size (a slice each) and of a page per process (each
+        # process's array in a shared window then starts on a page: importable)
+        unit = math.lcm(w.size, PAGE // self.dtype.itemsize)
+        self.size = -(-max(at, 1) // unit) * unit
         self.averager = averager(w, comm, self.size, self.dtype)
         self.buffer, self.backend = None, None
         self.waiting = len(params)           # gradients not yet final in this pass

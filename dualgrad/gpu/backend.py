@@ -60,7 +60,7 @@ class GpuBackend(Backend):
         return self.device.download(h)
 
     def host_buffer(self, size, dtype, array=None):
-        return self.device.host_buffer(size, dtype)      # (memory of its own: see Backend)
+        return self.device.host_buffer(size, dtype, array)
 
     def stage_out(self, pieces, buffer, then=None):
         return self.device.stage_out(pieces, buffer, then)

@@ -202,7 +202,25 @@ def _describe(vk, instance, index: int, pd) -> dict:
             "usable": usable, "queue_family": compute[0] if compute else None,
             "preserves_nan": bool(floats.shaderSignedZeroInfNanPreserveFloat32),
             "preserves_denormals": bool(floats.shaderDenormPreserveFloat32),
-            "tensor_cores": usable and features.bf16_tensor_cores(vk, instance, pd)}
+            "tensor_cores": usable and features.bf16_tensor_cores(vk, instance, pd),
+            "host_import": _host_import_alignment(vk, pd)}
+
+
+HOST_IMPORT = "VK_EXT_external_memory_host"
+
+
+def _host_import_alignment(vk, pd) -> int:
+    """The alignment of host memory the device can import (VK_EXT_external_memory_host:
+    it then copies into a process's own arrays), or 0 where it cannot."""
+    try:
+        names = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+        if HOST_IMPORT not in names:
+            return 0
+        props = vk.VkPhysicalDeviceExternalMemoryHostPropertiesEXT()
+        vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=props))
+        return int(props.minImportedHostPointerAlignment)
+    except Exception:  # noqa: BLE001 - an optional feature: without it, buffers of our own
+        return 0
 
 
 _lock = threading.Lock()
@@ -301,6 +319,7 @@ class Context:
         # DUALGRAD_VK_TENSOR_CORES does not turn them off (features.py)
         # (the variable is read first so that a bad value is refused on every device)
         self.tensor_cores = features.requested() and bool(info["tensor_cores"])
+        self.host_import = info["host_import"]       # the alignment, or 0: see HostBuffer
         self.device = self._create_device()
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pipelines = Pipelines(self)
@@ -312,6 +331,8 @@ class Context:
         extensions, chain = [], []    # chain: structs only pointers refer to, kept alive here
         if self.tensor_cores:
             extensions, head, chain = features.device_chain(vk, head)
+        if self.host_import:
+            extensions = extensions + [HOST_IMPORT]
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
         priorities = vk.ffi.new("float[]", [1.0])
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family,

@@ -233,8 +233,8 @@ class Device:
             raw = self.rec.download(h.alloc, h.nbytes)
         return np.frombuffer(raw, h.dtype).reshape(h.shape).copy()
 
-    def host_buffer(self, size, dtype) -> HostBuffer:
-        return HostBuffer(self.ctx, size, dtype, self.staging_type)
+    def host_buffer(self, size, dtype, array=None) -> HostBuffer:
+        return HostBuffer(self.ctx, size, dtype, self.staging_type, array)
 
     def stage_out(self, pieces, buffer: HostBuffer, then=None) -> HostBuffer:
         rec, size = self.rec, buffer.dtype.itemsize

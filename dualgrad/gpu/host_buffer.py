@@ -7,23 +7,31 @@ import numpy as np
 
 from ..errors import DeviceError
 from .context import LIVE
-from .memory import Block
+from .memory import BUFFER_USAGE_SHADER_DEVICE_ADDRESS, MEMORY_ALLOCATE_DEVICE_ADDRESS, Block
 
 
 class HostBuffer:
-    """``size`` elements of ``dtype`` in mapped host-visible memory (``array``: its NumPy
-    view), with a fence of its own that signals when the copies staged into it have landed
-    (``wait``). One staging at a time: the caller waits before staging again."""
+    """``size`` elements of ``dtype`` in host-visible memory (``array``: its NumPy view),
+    with a fence of its own that signals when the copies staged into it have landed
+    (``wait``). One staging at a time: the caller waits before staging again.
 
-    def __init__(self, ctx, size: int, dtype: np.dtype, memory_type: int):
+    Given ``array`` (the caller's host memory, aligned as the device asks), the device
+    imports those pages (VK_EXT_external_memory_host) where it can, and ``array`` is the
+    buffer itself: the host has nothing to copy. Else the buffer is mapped memory of its
+    own."""
+
+    def __init__(self, ctx, size: int, dtype: np.dtype, memory_type: int, array=None):
         self.ctx, self.dtype = ctx, np.dtype(dtype)
         nbytes = size * self.dtype.itemsize
-        self.block = Block(ctx, max(nbytes, 256), memory_type, mapped=True)
+        if array is not None and importable(ctx, array, size, self.dtype):
+            self.block, self.array = Imported(ctx, array), array
+        else:
+            self.block = Block(ctx, max(nbytes, 256), memory_type, mapped=True)
+            self.array = np.frombuffer(self.block.view, self.dtype, size)
         vk = ctx.vk
         self.fence = vk.vkCreateFence(ctx.device, vk.VkFenceCreateInfo(), None)
         LIVE["fence"] += 1
         self._fence_ptr = vk.ffi.new("VkFence*", self.fence)
-        self.array = np.frombuffer(self.block.view, self.dtype, size)
         self.armed = False          # a submission will signal the fence
 
     @property
@@ -69,3 +77,69 @@ class HostBuffer:
         self.array = None
         self.block.destroy()
         self.block = None
+
+
+def importable(ctx, array: np.ndarray, size: int, dtype: np.dtype) -> bool:
+    """Whether the device can import ``array``'s pages: it offers the extension, and the
+    array (of ``size`` elements of ``dtype``, contiguous) starts and ends on its
+    alignment."""
+    align = ctx.host_import
+    return bool(align) and array.dtype == dtype and array.shape == (size,) and \
+        array.flags.c_contiguous and array.nbytes > 0 and \
+        array.ctypes.data % align == 0 and array.nbytes % align == 0
+
+
+class Imported:
+    """Host pages of the caller's imported as device memory, bound to a buffer with a
+    device address (Block's attributes, without a mapping: the host has the array)."""
+
+    def __init__(self, ctx, array: np.ndarray):
+        vk = ctx.vk
+        self.ctx, self.size = ctx, array.nbytes
+        self.buffer = self.memory = None
+        self.view = None
+        self.counted = False
+        kind = vk.VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT
+        pointer = vk.ffi.cast("void *", array.ctypes.data)
+        try:
+            query = vk.vkGetDeviceProcAddr(ctx.device, "vkGetMemoryHostPointerPropertiesEXT")
+            found = vk.VkMemoryHostPointerPropertiesEXT()   # (with its sType, which the
+            query(ctx.device, kind, pointer, found)         # wrapper's own lacks)
+            usable = found.memoryTypeBits
+            usage = (vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                     BUFFER_USAGE_SHADER_DEVICE_ADDRESS)
+            self.buffer = vk.vkCreateBuffer(ctx.device, vk.VkBufferCreateInfo(
+                pNext=vk.VkExternalMemoryBufferCreateInfo(handleTypes=kind), size=self.size,
+                usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
+            reqs = vk.vkGetBufferMemoryRequirements(ctx.device, self.buffer)
+            types = usable & reqs.memoryTypeBits
+            if not types or reqs.size > self.size:
+                raise DeviceError("the device cannot import this host memory")
+            flags = vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS)
+            info = vk.VkImportMemoryHostPointerInfoEXT(pNext=flags, handleType=kind,
+                                                       pHostPointer=pointer)
+            self.memory = vk.vkAllocateMemory(ctx.device, vk.VkMemoryAllocateInfo(
+                pNext=info, allocationSize=self.size,
+                memoryTypeIndex=(types & -types).bit_length() - 1), None)
+            vk.vkBindBufferMemory(ctx.device, self.buffer, self.memory, 0)
+            address = vk.VkBufferDeviceAddressInfo(buffer=self.buffer)
+            self.address = int(vk.lib.vkGetBufferDeviceAddress(ctx.device,
+                                                               vk.ffi.addressof(address)))
+            LIVE["buffer"] += 1
+            LIVE["memory"] += 1
+            self.counted = True
+        except BaseException:
+            self.destroy()
+            raise
+
+    def destroy(self) -> None:
+        vk, device = self.ctx.vk, self.ctx.device
+        if self.buffer is not None:
+            vk.vkDestroyBuffer(device, self.buffer, None)
+        if self.memory is not None:
+            vk.vkFreeMemory(device, self.memory, None)
+        if self.counted:
+            LIVE["buffer"] -= 1
+            LIVE["memory"] -= 1
+            self.counted = False
+        self.buffer = self.memory = None

@@ -76,12 +76,15 @@ def equivalence(w, kind: str, steps: int = 6) -> dict:
             digests(ddp.module)))
     n_buckets = len(ddp.buckets)
     how = type(ddp._reducer.buckets[0].averager).__name__
+    # whether the device copies straight into the averaged arrays (the cpu always does; a
+    # GPU that imports host memory too)
+    direct = all(b.buffer.array is b.averager.array for b in ddp._reducer.buckets)
     ddp.close()
     first_step = events[:events.index("end") + 1]
     overlapped = first_step.index("handed 0") < len(first_step) - 1 - \
         first_step[::-1].index("ready")
     return {"gaps": gaps, "identical": bool(identical), "buckets": n_buckets, "how": how,
-            "overlapped": bool(overlapped)}
+            "overlapped": bool(overlapped), "direct": bool(direct)}
 
 
 def watch_overlap(ddp) -> list:
