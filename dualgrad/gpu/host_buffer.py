@@ -23,9 +23,13 @@ class HostBuffer:
     def __init__(self, ctx, size: int, dtype: np.dtype, memory_type: int, array=None):
         self.ctx, self.dtype = ctx, np.dtype(dtype)
         nbytes = size * self.dtype.itemsize
+        self.block = None
         if array is not None and importable(ctx, array, size, self.dtype):
-            self.block, self.array = Imported(ctx, array), array
-        else:
+            try:
+                self.block, self.array = Imported(ctx, array), array
+            except Exception:  # noqa: BLE001 - a driver may refuse some pages: own memory
+                self.block = None
+        if self.block is None:
             self.block = Block(ctx, max(nbytes, 256), memory_type, mapped=True)
             self.array = np.frombuffer(self.block.view, self.dtype, size)
         vk = ctx.vk
