@@ -30,6 +30,7 @@ INSTALL_HINT = ("dualgrad.distributed needs mpi4py and an MPI library: pip insta
                 "'dualgrad[distributed]' (mpi4py and MPICH as wheels), then start the "
                 "processes with 'mpiexec -n N python script.py'")
 WATCH_SECONDS = 0.25              # how often the watchdog looks at the deadlines
+ABORT_GRACE_SECONDS = 0.5         # between a failed process's message and its abort
 
 
 class World:
@@ -89,6 +90,9 @@ def end_run(w: World, kind, exc, tb, where: str) -> None:
     sys.stderr.write(f"{text}dualgrad.distributed: rank {w.rank} of {w.size} failed "
                      f"({where}: {kind.__name__}: {exc}); ending the run\n")
     sys.stderr.flush()
+    # The launcher forwards each process's output through a pipe it stops reading once
+    # an abort tears the run down: give it a moment to carry the message first.
+    time.sleep(ABORT_GRACE_SECONDS)
     w.mpi.COMM_WORLD.Abort(1)
 
 
