@@ -81,7 +81,7 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
         request.getfixturevalue("gpu")
     how, env = PATHS[path]
     found = ran(n, backend, "equivalence_sgd", "equivalence_adam", "accumulation",
-                "mismatch", *(["capture"] if backend == "gpu" else []), **env)
+                "mismatch", "unused", *(["capture"] if backend == "gpu" else []), **env)
     assert found["world"] == n and found["device"].startswith(backend)
     for kind in ("equivalence_sgd", "equivalence_adam"):
         case = found[kind]
@@ -98,6 +98,9 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
     # no_sync: gradients stay local, then the next pass averages what accumulated
     assert found["accumulation"]["kept_local"]
     assert found["accumulation"]["gap"] < DATA_PARALLEL_BOUND
+    # a layer used by rank 0 alone: the others count zeros, and all take the same step
+    assert found["unused"]["same_grads"] and found["unused"]["extra_grads_nonzero"]
+    assert found["unused"]["identical"]
     assert "first difference" in found["mismatch"]["raised"]
     assert "'0.weight' of shape (16, 12)" in found["mismatch"]["raised"]
     assert "(17, 12)" in found["mismatch"]["raised"]

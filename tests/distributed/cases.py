@@ -132,6 +132,40 @@ def accumulation(w, micro: int = 3) -> dict:
             "kept_local": bool(kept_local)}
 
 
+class _WithUnused(dg.nn.Module):
+    """A model one of whose layers takes part only on rank 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = make_model(seed=12)
+        self.extra = dg.nn.Linear(CLASSES, CLASSES)
+
+    def forward(self, x, use_extra: bool):
+        out = self.body(x)
+        return self.extra(out) if use_extra else out
+
+
+def unused(w) -> dict:
+    """A parameter with no gradient in some processes counts as a zero gradient there:
+    every process gets the average, the replicas stay identical, nothing waits."""
+    x, y = data(BATCH * w.size, seed=13)
+    ddp = dist.DistributedDataParallel(_WithUnused(), bucket_mb=0.001)
+    opt = make_optimizer("sgd", ddp.parameters())
+    mine = slice(w.rank * BATCH, (w.rank + 1) * BATCH)
+    with dg.with_grad_tape():
+        loss = dg.softmax_cross_entropy(ddp(dg.ag_tensor(x[mine]), w.rank == 0), y[mine])
+        loss.backward()
+    extra = list(ddp.module.extra.parameters())
+    grads = digests_of(p.grad for p in extra)
+    same_grads = all(d == grads for d in dist.all_gather_object(grads))
+    nonzero = all(p.grad.numpy().any() for p in extra)
+    opt.step()
+    same = all(d == digests(ddp.module) for d in dist.all_gather_object(digests(ddp.module)))
+    ddp.close()
+    return {"identical": bool(same), "same_grads": bool(same_grads),
+            "extra_grads_nonzero": bool(nonzero)}
+
+
 def mismatch(w) -> dict:
     """Processes with different models: every one raises, naming the difference."""
     hidden = 16 if w.rank == 0 else 17
