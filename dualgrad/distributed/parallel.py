@@ -143,7 +143,8 @@ class DistributedDataParallel(nn.Module):
 
     def close(self) -> None:
         """Stop the all-reduce thread and free the host buffers (the module stays as it
-        is); the wrapper is unusable afterwards."""
+        is); the wrapper is unusable afterwards. Every process calls it (the shared-memory
+        windows are freed together); at the end of a run there is no need to."""
         for h in self._handles:
             h.remove()
         self._reducer.close()
