@@ -42,6 +42,10 @@ layout(constant_id = 2) const uint BK = 16;     // K step (a multiple of 16)
 layout(constant_id = 3) const uint WM = 64;     // rows of a warp's share (a multiple of 16)
 layout(constant_id = 4) const uint WN = 32;     // its columns (a multiple of 16)
 layout(local_size_x_id = 5) in;                 // = (BM / WM) * (BN / WN) * 32
+// 3: the float32-accurate product of three pieces; 1: the product of x0 = bf16(x) alone,
+// accumulated in float32 (a product under autocast: its inputs rounded to bfloat16, the
+// exact path's fmas too)
+layout(constant_id = 6) const uint PIECES = 3;
 
 // Groups of 8 bfloat16 values as one 16-byte word.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
@@ -58,8 +62,8 @@ layout(push_constant) uniform Push {
 
 const uint THREADS = (BM / WM) * (BN / WN) * 32;
 const uint GA = BM * BK / 8, GB = BK * BN / 8;  // words of a piece's tile
-const uint LA = (3 * GA + THREADS - 1) / THREADS; // words of A each thread loads per K step
-const uint LB = (3 * GB + THREADS - 1) / THREADS;
+const uint LA = (PIECES * GA + THREADS - 1) / THREADS; // words of A a thread loads a K step
+const uint LB = (PIECES * GB + THREADS - 1) / THREADS;
 const uint RM = WM / 16, RN = WN / 16;          // a warp's 16 x 16 blocks
 
 // Shared tiles, k-major: BK rows of BM (A) or BN (B) values, each padded by 8 values
@@ -68,12 +72,20 @@ const uint A_ROW = (BM + 8) / 8, B_ROW = (BN + 8) / 8;
 const uint A_PIECE = BK * A_ROW, B_PIECE = BK * B_ROW;     // words per piece
 // One shared array holds both tiles: with several shared variables, NVIDIA's driver (580)
 // read cooperative matrices 8 bytes before where ordinary stores put them.
-const uint B_AT = 3 * A_PIECE;
-shared uvec4 tiles[B_AT + 3 * B_PIECE];
+const uint B_AT = PIECES * A_PIECE;
+shared uvec4 tiles[B_AT + PIECES * B_PIECE];
 
 #define FragA coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FragB coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define Acc coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+// x rounded to bfloat16 (nearest even; NaN stays NaN), as split_bf16.comp's x0: the exact
+// path's operands under PIECES 1.
+float to_bf16_value(float x) {
+    uint u = floatBitsToUint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
 
 // The e-th word of a K step's tile of `rows` x BK values (all three pieces: piece
 // e / words, then BK rows of rows / 8 words) at row r0, k0, of pieces in `src` of `extent`
@@ -84,7 +96,7 @@ uvec4 load_tile(Words src, uint e, uint rows, uint words, uint row_words, uint e
     uint piece = e / words, g = e % words;
     uint k = k0 + g / (rows / 8), r = r0 + (g % (rows / 8)) * 8;
     slot = at + piece * BK * row_words + (g / (rows / 8)) * row_words + g % (rows / 8);
-    if (e >= 3 * words || k >= p.K || r >= extent) return uvec4(0);
+    if (e >= PIECES * words || k >= p.K || r >= extent) return uvec4(0);
     return src.v[piece * (plane >> 3) + ((base + k * extent + r) >> 3)];   // in words:
                                         // 3 planes of values may pass 2^32
 }
@@ -127,9 +139,9 @@ void fetch(uint m0, uint n0, uint k0, uint pa_base, uint pb_base) {
 void stash() {
     uint lid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < LA; ++i)
-        if (lid + i * THREADS < 3 * GA) tiles[sa[i]] = ra[i];
+        if (lid + i * THREADS < PIECES * GA) tiles[sa[i]] = ra[i];
     [[unroll]] for (uint i = 0; i < LB; ++i)
-        if (lid + i * THREADS < 3 * GB) tiles[sb[i]] = rb[i];
+        if (lid + i * THREADS < PIECES * GB) tiles[sb[i]] = rb[i];
 }
 
 void main() {
@@ -153,7 +165,15 @@ void main() {
     for (uint t = 0; t < steps; ++t) {
         bool more = t + 1 < steps;
         if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);
-        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+        [[unroll]] for (uint kk = 0; kk < BK; kk += 16) if (PIECES == 1) {
+            FragB b0[RN];
+            [[unroll]] for (uint j = 0; j < RN; ++j) b0[j] = frag_b(0, wc + 16 * j, kk);
+            [[unroll]] for (uint i = 0; i < RM; ++i) {
+                FragA a0 = frag_a(0, wr + 16 * i, kk);
+                [[unroll]] for (uint j = 0; j < RN; ++j)
+                    acc[i][j] = acc[i][j] + coopMatMulAdd(a0, b0[j], Acc(0.0));
+            }
+        } else {
             FragB b0[RN], b1[RN], b2[RN];
             [[unroll]] for (uint j = 0; j < RN; ++j) {
                 b0[j] = frag_b(0, wc + 16 * j, kk);
@@ -208,9 +228,11 @@ void main() {
         uint m = m0 + e / BN, n = n0 + e % BN;
         if (m >= p.M || n >= p.N) continue;
         float s = 0.0;
-        for (uint k = 0; k < p.K; ++k)
-            s = fma(p.a.v[a_base + m * p.a_sm + k * p.a_sk],
-                    p.b.v[b_base + k * p.b_sk + n * p.b_sn], s);
+        for (uint k = 0; k < p.K; ++k) {
+            float x = p.a.v[a_base + m * p.a_sm + k * p.a_sk];
+            float y = p.b.v[b_base + k * p.b_sk + n * p.b_sn];
+            s = PIECES == 1 ? fma(to_bf16_value(x), to_bf16_value(y), s) : fma(x, y, s);
+        }
         p.c.v[c_base + m * p.N + n] = s;
     }
 }

@@ -24,6 +24,9 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint TRANSPOSE_0 = 0;   // operand 0 is stored [batch][r][k]
 layout(constant_id = 1) const uint TRANSPOSE_1 = 0;   // ... operand 1
+// 3: the exact split; 1: x0 alone, x rounded to bfloat16 (a product under autocast, whose
+// inputs are that rounding: matmul_bf16x6.comp then multiplies the one piece)
+layout(constant_id = 2) const uint PIECES = 3;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
 
@@ -64,7 +67,7 @@ void store_split(Words pieces, uint plane, uint w, float v[8]) {
             words[0][i / 2] |= b0; words[1][i / 2] |= b1; words[2][i / 2] |= b2;
         }
     }
-    [[unroll]] for (uint q = 0; q < 3; ++q)
+    [[unroll]] for (uint q = 0; q < PIECES; ++q)
         pieces.v[q * (plane / 8) + w] = uvec4(words[q][0], words[q][1], words[q][2], words[q][3]);
 }
 

@@ -101,18 +101,23 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
                              (48 << 10, 1024, True), plans.matmul_plan)
     t = plans.matmul_plan(1024, 768, 3072, 1, tensor_cores=True).tile
     assert r.shader == "matmul_bf16x6" and r.partials is None
-    assert r.spec == (*t, t.threads)
+    assert r.spec == (*t, t.threads, 3)                 # (3 pieces: float32 accuracy)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
     # A (m x k, k contiguous) is transposed into k-major pieces by blocks of 64 x 32; B^T
     # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's.
     s = r.split
     blocks_a, blocks_b = 1024 // 64 * 3072 // 32, 768 // 64 * 3072 // 32
-    assert s.spec == (1, 1)
+    assert s.spec == (1, 1, 3)
     assert s.uints == (1024, 3072, 1024 * 3072, blocks_a, 768, 3072, 768 * 3072, blocks_b)
     assert s.groups == (blocks_a + blocks_b, 1, 1)
     assert s.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
     # ... and the kernel told each one's plane and batch stride (0: no batch).
     assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
+    # Under bfloat16 autocast: one piece each (x rounded), a third of the pieces' memory.
+    one = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
+                               (48 << 10, 1024, True), plans.matmul_plan, pieces=1)
+    assert one.spec == (*t, t.threads, 1) and one.split.spec == (1, 1, 1)
+    assert one.split.floats == (1024 * 3072 // 2, 768 * 3072 // 2)
 
 
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
@@ -122,7 +127,7 @@ def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
                              (48 << 10, 1024, True), forced(plans.TENSOR_TILE))
     s, layout = r.split, r.uints[-4:]
     words = -(-3 * 300 * 144 // (8 * dispatch.WG))      # workgroups of 256 words
-    assert s.spec == (0, 1)
+    assert s.spec == (0, 1, 3)
     assert s.uints == (144, 300, 3 * 300 * 144, words, 96, 300, 300 * 96, 2 * 10)
     assert s.groups == (words + 2 * 10, 1, 1)
     assert layout == (3 * 300 * 144, 300 * 144, 300 * 96, 0)

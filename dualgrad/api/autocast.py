@@ -8,9 +8,10 @@ float32 as outside the block: elementwise ops, reductions, softmax, normalisatio
 Parameters and optimizer state stay float32 (the master weights), and gradients reach them
 in float32.
 
-The rounding points are ops of their own (a conversion to the 16-bit type and back), the
-same on both backends, so the cpu reference rounds exactly where the device rounds and
-the differential suite keeps its meaning. A deliberate difference from PyTorch's autocast:
+The products round in the backends' ``matmul(..., low=)`` (the cpu its operands, a device
+with bfloat16 tensor cores as it splits them, others by conversion kernels), attention's
+inputs by conversions of their own: the same bits on both backends, so the cpu reference
+rounds exactly where the device rounds and the differential suite keeps its meaning. A deliberate difference from PyTorch's autocast:
 a product's result stays float32 (PyTorch's is bfloat16 or float16, so the elementwise ops
 after it round again); it is the result of low-precision inputs with float32 accumulation.
 """

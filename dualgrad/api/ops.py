@@ -543,31 +543,28 @@ def matmul(a, b) -> Tensor:
     b = _tensor("matmul", "b", b, a)
     _same_dtype("matmul", a, b)
     _check_matmul("matmul", a, b, -1, -2)
-    low = _autocast_type(a, b)
-    if low is not None:
-        with autocast.suspended():
-            return _gradient_rounded(matmul(_rounded(a, low), _rounded(b, low)), low)
+    low = _autocast_type(a, b)         # (the products round their operands, g too)
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
-    hy = backend.matmul(ha, hb)
+    hy = backend.matmul(ha, hb, low=low)
 
     def backward(g, needs):
         ga = gb = None
         if needs[0]:
             if a.ndim == 2 and len(g.shape) == 3:   # a shared by the batch: summed over it
-                ga = backend.reduce("sum", backend.matmul(g, hb, False, True), (0,),
+                ga = backend.reduce("sum", backend.matmul(g, hb, False, True, low=low), (0,),
                                     out=tape.into(needs[0]))
             else:
-                ga = backend.matmul(g, hb, False, True, out=tape.into(needs[0]))
+                ga = backend.matmul(g, hb, False, True, out=tape.into(needs[0]), low=low)
         if needs[1]:
             into = tape.into(needs[1])
             if a.ndim == 3 and b.ndim == 2:     # b shared by the batch: one product
                 m = a.shape[0] * a.shape[1]
                 gb = backend.matmul(backend.reshape(ha, (m, a.shape[2])),
                                     backend.reshape(g, (m, g.shape[-1])), True, False,
-                                    out=into)
+                                    out=into, low=low)
             else:
-                gb = backend.matmul(ha, g, True, False, out=into)
+                gb = backend.matmul(ha, g, True, False, out=into, low=low)
         return ga, gb
     return _make(hy, (a, b), backward, backend)
 
@@ -617,15 +614,11 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         if bias.shape != (weight.shape[0],):
             raise bad_shape("linear", "bias", bias.shape, f"({weight.shape[0]},)")
         inputs += (bias,)
-    low = _autocast_type(x, weight)
-    if low is not None:           # (the bias is added in float32, to the float32 product)
-        with autocast.suspended():
-            return _gradient_rounded(linear(_rounded(x, low), _rounded(weight, low), bias,
-                                           activation), low)
+    low = _autocast_type(x, weight)    # (the bias is added in float32, to the product)
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
     hb = handle(backend, bias) if bias is not None else None
-    hy = backend.matmul(hx, hw, False, True, epilogue=Epilogue(bias=hb, relu=relu))
+    hy = backend.matmul(hx, hw, False, True, epilogue=Epilogue(bias=hb, relu=relu), low=low)
 
     def backward(g, needs):         # (g: through the relu, which the tape takes care of)
         rows = x.size // x.shape[-1]
@@ -634,20 +627,22 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         if needs[0]:        # x made with a relu: its gradient through it, as it is stored
             mask = _relu_mask(x)
             gx = backend.matmul(g, hw, epilogue=Epilogue(mask=mask) if mask is not None
-                                else PLAIN)
+                                else PLAIN, low=low)
             if mask is not None:
                 gx = tape.Settled(gx)
         gw = gb = None
         if bias is not None and needs[2]:   # the sums of g's columns: with gw where it is
             gb = tape.into(needs[2])        # made, else alone
-            if not needs[1]:
-                gb = backend.reduce("sum", g2, (0,), out=gb)
+            if not needs[1]:               # (of the gradient as its products see it)
+                g2r = g2 if low is None else backend.cast(backend.cast(g2, low), x.dtype)
+                gb = backend.reduce("sum", g2r, (0,), out=gb)
             elif gb is None:
                 gb = backend.empty((weight.shape[0],), x.dtype)
         if needs[1]:
             gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
                                 out=tape.into(needs[1]),
-                                epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN)
+                                epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN,
+                                low=low)
         return (gx, gw) if bias is None else (gx, gw, gb)
     return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
 

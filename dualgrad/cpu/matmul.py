@@ -13,13 +13,17 @@ from . import reduce, unary
 
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,
-           out: np.ndarray | None = None, epilogue: Epilogue = PLAIN) -> np.ndarray:
+           out: np.ndarray | None = None, epilogue: Epilogue = PLAIN,
+           low=None) -> np.ndarray:
     """op(a) @ op(b) for 2-D or batched 3-D operands (a 2-D operand is shared by the batch);
     op transposes the last two axes when its flag is set. ``out``: a C-contiguous array of
     the product's size that BLAS writes into (the same call, so the same bits), returned.
     The epilogue's steps are the other kernels' own: the bias added by numpy's addition
     (one rounding each), relu and the mask by unary's relu and unary_backward's, in place;
-    the row sums by the reduction's sum."""
+    the row sums by the reduction's sum. ``low``: a and b rounded to that 16-bit type
+    first (nearest even, as the conversions round), the product of those in float32."""
+    if low is not None:
+        a, b = (x.astype(low).astype(x.dtype) for x in (a, b))
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))
     # A transposed operand shared by a batch is copied first: NumPy's batched product

@@ -579,12 +579,16 @@ def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
                        length=a.shape[-1])]
 
 
-def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=None):
+def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=None,
+                      low=None):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
-                       Epilogue(bias=bias, relu=relu, mask=mask))
+                       Epilogue(bias=bias, relu=relu, mask=mask), low)
+    if low is not None:       # (the bound is over the operands the product multiplies)
+        with np.errstate(over="ignore"):
+            a, b = (x.astype(low).astype(F32) for x in (a, b))
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
@@ -635,6 +639,30 @@ def _matmul_tensor(data, pair):
                   label="b")
     with tensor_cores_forced(pair.dut):
         return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
+
+
+@check("matmul:autocast")
+def _matmul_autocast(data, pair):
+    """The product of operands rounded to bfloat16 or float16 (autocast's), accumulated in
+    float32; both backends round the same way (convert16), so the product's bound holds."""
+    low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
+    return [_matmul_agreement(pair, *_matmul_operands(data), low=low)]
+
+
+@check("matmul:autocast tensor cores")
+def _matmul_autocast_tensor(data, pair):
+    """The bfloat16-rounded product on the tensor cores where the gpu has them (one piece
+    of each operand; the tiles with values the split cannot take, by rounded fmas)."""
+    m, n = (16 * data.draw(st.integers(1, 12), label=f"{name}/16") for name in "mn")
+    k = data.draw(st.integers(256, 420), label="k")
+    trans_a, trans_b = data.draw(st.booleans(), label="trans_a"), data.draw(st.booleans(),
+                                                                             label="trans_b")
+    unsplittable = (1e-35, -2.0 ** 70, 2.0 ** 63)
+    a = data.draw(dgst.arrays((m, k), specials=unsplittable, max_specials=2), label="a")
+    b = data.draw(dgst.arrays((k, n), specials=unsplittable, max_specials=2), label="b")
+    with tensor_cores_forced(pair.dut):
+        return [_matmul_agreement(pair, a, b, trans_a, trans_b,
+                                  low=np.dtype("bfloat16"))]
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -9,13 +9,18 @@ import functools
 import math
 from typing import NamedTuple
 
+import ml_dtypes
+import numpy as np
+
 from ...backend import PLAIN, Epilogue
 from ...errors import DeviceError
 from .. import plans
 from ..dispatch import MAX_GROUPS, WG, packed_uints, packer
 from ..memory import DeviceArray
 from ..workspace import COUNTER, COUNTERS
-from . import elementwise, reduce, strided
+from . import elementwise, logic, reduce, strided
+
+F32, BFLOAT16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
 
 EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
@@ -64,20 +69,23 @@ def operand_split(shape: tuple, k_major: bool) -> tuple:
     return int(not k_major), (r, k, plane, groups), plane, k * r if len(shape) == 3 else 0
 
 
-def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool) -> tuple:
+def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
+               pieces: int = 3) -> tuple:
     """(SplitPass, A's layout, B's layout) of a product's operands stored with these
-    shapes, each layout its plane and batch stride (0: one matrix for the whole batch)."""
+    shapes, each layout its plane and batch stride (0: one matrix for the whole batch);
+    ``pieces``: 3 (the exact split) or 1 (bfloat16 rounding alone)."""
     ta, a_uints, a_plane, a_stride = operand_split(a_shape, a_k_major)
     tb, b_uints, b_plane, b_stride = operand_split(b_shape, b_k_major)
     uints = (*a_uints, *b_uints)
-    return (SplitPass((ta, tb), uints, (a_uints[3] + b_uints[3], 1, 1),
-                      (3 * a_plane // 2, 3 * b_plane // 2), packed_uints(uints)),
+    return (SplitPass((ta, tb, pieces), uints, (a_uints[3] + b_uints[3], 1, 1),
+                      (pieces * a_plane // 2, pieces * b_plane // 2), packed_uints(uints)),
             (a_plane, a_stride), (b_plane, b_stride))
 
 
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, dims: tuple,
-                  limits: tuple, planner, kind: tuple = PLAIN.kind) -> MatmulRecipe:
+                  limits: tuple, planner, kind: tuple = PLAIN.kind,
+                  pieces: int = 3) -> MatmulRecipe:
     """The tile ``planner`` picks for a product of ``dims`` (m, n, k, batch) on a device
     with these ``limits`` (shared memory, threads a workgroup, tensor cores), as a
     dispatch; ``kind`` is the epilogue's (``Epilogue.kind``). A split-K plan writes
@@ -86,7 +94,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     past COUNTERS tiles). The fma kernel applies the epilogue as it stores C (BIAS, RELU_C,
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
     thread for each row; the tensor-core kernel does none of them, so its recipe does not
-    say them."""
+    say them. ``pieces`` (the tensor-core kernel's): 3, float32-accurate; 1, the product
+    of the operands rounded to bfloat16."""
     m, n, k, batch = dims
     bias, relu, mask, sums = kind
     ca, cb = a_shape[-1], b_shape[-1]
@@ -101,8 +110,9 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
         plan = plans.sliced(t, k, 1)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if isinstance(t, plans.TensorTile):
-        split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b)
-        spec = (*t, t.threads)
+        split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
+                                               pieces)
+        spec = (*t, t.threads, pieces)
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
         return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
@@ -148,7 +158,12 @@ def _batch_band(h: DeviceArray, first: int, count: int) -> DeviceArray:
     return view
 
 
-def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
+def rounded(dev, x, low):
+    """``x`` rounded to the 16-bit type ``low`` and back to float32 (convert16.comp twice)."""
+    return logic.cast(dev, logic.cast(dev, x, low), F32)
+
+
+def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None):
     ra, ca = a.shape[-2:]
     rb, cb = b.shape[-2:]
     m, k = (ca, ra) if trans_a else (ra, ca)
@@ -159,27 +174,37 @@ def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN):
         out = dev.empty((batch, m, n) if batched else (m, n))
     sums = epilogue.row_sums
     fused = out.size and product_into(dev, a, b, out, trans_a, trans_b, (m, n, k, batch),
-                                      epilogue)
+                                      epilogue, low=low)
     if sums is not None and not fused:     # op(a)'s row sums by a reduction of their own
-        reduce.reduce(dev, "sum", a, (len(a.shape) - (2 if trans_a else 1),), out=sums)
+        reduce.reduce(dev, "sum", a if low is None else rounded(dev, a, low),
+                      (len(a.shape) - (2 if trans_a else 1),), out=sums)
     return out
 
 
 def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
-                 tensor_cores=True) -> bool:
+                 tensor_cores=True, low=None) -> bool:
     """Record the product op(a) @ op(b) of ``dims`` (m, n, k, batch) into ``out``; True
     where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
-    matrix, whole K), else the caller makes them."""
+    matrix, whole K), else the caller makes them. ``low``: the operands rounded to that
+    16-bit type first (the tensor-core kernel rounds to bfloat16 as it splits: one piece;
+    otherwise conversion kernels make rounded copies)."""
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
         kind = kind[:3] + (False,)
-    r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims,
-                      dev.matmul_limits if tensor_cores else dev.fma_limits,
-                      plans.matmul_plan, kind)
+    limits = dev.matmul_limits if tensor_cores else dev.fma_limits
+    r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits, plans.matmul_plan,
+                      kind)
+    if low is not None:
+        if low == BFLOAT16 and r.split is not None:
+            r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
+                              plans.matmul_plan, kind, 1)
+        else:
+            a, b = rounded(dev, a, low), rounded(dev, b, low)
+        low = None if r.split is None else low       # (what the bands below still do)
     gx, gy, gz = r.groups
     if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
-        _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r)
+        _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low)
         return False
     split = r.split
     if split is not None:         # the tensor-core kernel's bf16 pieces, A's then B's
@@ -224,7 +249,7 @@ def _epilogue_apart(dev, out, epilogue: Epilogue) -> None:
         elementwise.unary_backward(dev, "relu", epilogue.mask, epilogue.mask, out, out=out)
 
 
-def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
+def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low=None) -> None:
     """A product whose grid passes a dimension's MAX_GROUPS workgroups (a tall, wide or
     many-times batched one), as several: bands of the batch, or of C's rows, each read
     and written through addresses offset into the operands (the fma kernel only: the
@@ -234,7 +259,8 @@ def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
     if r.groups[0] > MAX_GROUPS:            # C^T = op(B)^T op(A)^T has them as rows
         shape_t = (batch, n, m) if len(out.shape) == 3 else (n, m)
         product_t = dev.empty(shape_t)
-        product_into(dev, b, a, product_t, not trans_b, not trans_a, (n, m, k, batch))
+        product_into(dev, b, a, product_t, not trans_b, not trans_a, (n, m, k, batch),
+                     low=low)
         strided.permute_into(dev, product_t, (0, 2, 1) if len(shape_t) == 3 else (1, 0), out)
         _epilogue_apart(dev, out, epilogue)
         return
@@ -252,7 +278,7 @@ def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
             band_epilogue = Epilogue(epilogue.bias, epilogue.relu,
                                      _batch_band(mask, b0, nb) if mask is not None else None)
             product_into(dev, a_, b_, out_, trans_a, trans_b, (m, n, k, nb), band_epilogue,
-                         tensor_cores=False)
+                         tensor_cores=False, low=low)
         return
     # Bands of C's rows: every tile has 16 rows or more, and a band starting at a
     # multiple of 16 rows keeps the operands 16-byte aligned for vec4 loads.
@@ -265,4 +291,5 @@ def _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r) -> None:
         band_epilogue = Epilogue(epilogue.bias, epilogue.relu,
                                  _offset(mask, r0 * n) if mask is not None else None)
         product_into(dev, _offset(a, r0 * a_row), b, _offset(out, r0 * n), trans_a, trans_b,
-                     (min(rows, m - r0), n, k, batch), band_epilogue, tensor_cores=False)
+                     (min(rows, m - r0), n, k, batch), band_epilogue, tensor_cores=False,
+                     low=low)
