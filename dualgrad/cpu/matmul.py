@@ -23,7 +23,8 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
     the row sums by the reduction's sum. ``low``: a and b rounded to that 16-bit type
     first (nearest even, as the conversions round), the product of those in float32."""
     if low is not None:
-        a, b = (x.astype(low).astype(x.dtype) for x in (a, b))
+        with np.errstate(over="ignore"):          # (past the type's range: inf)
+            a, b = (x.astype(low).astype(x.dtype) for x in (a, b))
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))
     # A transposed operand shared by a batch is copied first: NumPy's batched product
