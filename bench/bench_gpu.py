@@ -620,9 +620,27 @@ def bench_training(args, ours, torch) -> list:
 
 
 def bench_amp(args, ours, torch) -> list:
-    """The MLP 784-H-H-10 Adam step under bfloat16 autocast (eager and replayed) against
-    PyTorch's under torch.autocast("cuda", torch.bfloat16)."""
+    """bfloat16 products (autocast's: float32 operands rounded to bfloat16, float32
+    accumulation) against cuBLAS's bfloat16 GEMM, and the MLP 784-H-H-10 Adam step under
+    bfloat16 autocast (eager and replayed) against PyTorch's under torch.autocast("cuda",
+    torch.bfloat16)."""
     rows = []
+    be = ours.backend
+    for size in args.squares[1:] or args.squares:
+        a, b = _operands(size, size, size, False, False)
+        ha, hb = ours.put(a), ours.put(b)
+        out = be.empty((size, size), persistent=True)
+        bf16 = np.dtype("bfloat16")
+        mine = lambda: product_into(be.device, ha, hb, out, False, False,  # noqa: E731
+                                    (size, size, size, 1), low=bf16)
+        peer = sync_peer = None
+        if torch:
+            da, db = (torch.from_numpy(x).cuda().to(torch.bfloat16) for x in (a, b))
+            peer, sync_peer = (lambda: torch.matmul(da, db)), torch.cuda.synchronize
+        flops = 2.0 * size ** 3
+        t_ours, t_peer = timed(args, mine, peer, ours.sync, sync_peer, _calls(flops))
+        rows.append((f"bf16 product {size}^3 [{tflops(flops, t_ours, t_peer)} TF/s]",
+                     t_ours, t_peer, "<= 2.0"))
     step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
     for hidden, batch in args.train[-1:]:
         x, y = _mlp_data(hidden, batch)
