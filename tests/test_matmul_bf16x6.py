@@ -113,10 +113,14 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     assert s.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
     # ... and the kernel told each one's plane and batch stride (0: no batch).
     assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
-    # Under bfloat16 autocast: one piece each (x rounded), a third of the pieces' memory.
+    # Under bfloat16 autocast: one piece each (x rounded), a third of the pieces' memory,
+    # and K steps as deep as the shared memory takes.
     one = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
                                (48 << 10, 1024, True), plans.matmul_plan, pieces=1)
-    assert one.spec == (*t, t.threads, 1) and one.split.spec == (1, 1, 1)
+    deep = plans.one_piece(t, 48 << 10)
+    assert deep.bk == plans.ONE_PIECE_BK and 2 * 2 * deep.bk * (t.bm + t.bn + 16) <= 48 << 10
+    assert one.spec == (*deep, t.threads, 1) and one.split.spec == (1, 1, 1)
+    assert one.groups == r.groups
     assert one.split.floats == (1024 * 3072 // 2, 768 * 3072 // 2)
 
 

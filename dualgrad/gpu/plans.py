@@ -115,6 +115,20 @@ MIN_TENSOR_K = 256
 MIN_TENSOR_WORK = 1 << 30         # multiply-adds
 
 
+ONE_PIECE_BK = 64   # a one-piece (bfloat16-rounded) product's K step: a third of the pieces
+                    # fit three times the depth in the same shared memory, and each step's
+                    # barriers serve three times the tensor-core work
+
+
+def one_piece(tile: TensorTile, shared: int) -> TensorTile:
+    """``tile`` for a product of one piece of each operand: as deep a K step as the shared
+    memory takes, up to ONE_PIECE_BK."""
+    bk = ONE_PIECE_BK
+    while bk > tile.bk and 2 * bk * (tile.bm + 8 + tile.bn + 8) > shared:
+        bk //= 2
+    return tile._replace(bk=max(bk, tile.bk))
+
+
 def tensor_tile(shared: int, threads: int) -> TensorTile | None:
     """The first tensor tile a device with these limits can run."""
     return next((t for t in TENSOR_TILES.values() if t.fits(shared, threads)), None)

@@ -110,6 +110,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
         plan = plans.sliced(t, k, 1)
     groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     if isinstance(t, plans.TensorTile):
+        if pieces == 1:
+            t = plans.one_piece(t, limits[0])
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
                                                pieces)
         spec = (*t, t.threads, pieces)
