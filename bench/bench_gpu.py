@@ -621,9 +621,9 @@ def bench_training(args, ours, torch) -> list:
 
 def bench_amp(args, ours, torch) -> list:
     """bfloat16 products (autocast's: float32 operands rounded to bfloat16, float32
-    accumulation) against cuBLAS's bfloat16 GEMM, and the MLP 784-H-H-10 Adam step under
-    bfloat16 autocast (eager and replayed) against PyTorch's under torch.autocast("cuda",
-    torch.bfloat16)."""
+    accumulation) against cuBLAS's bfloat16 GEMM, and the GPT's and the MLP 784-H-H-10's
+    steps under bfloat16 autocast (eager and replayed) against PyTorch's under
+    torch.autocast("cuda", torch.bfloat16)."""
     rows = []
     be = ours.backend
     for size in args.squares[1:] or args.squares:
@@ -642,6 +642,13 @@ def bench_amp(args, ours, torch) -> list:
         rows.append((f"bf16 product {size}^3 [{tflops(flops, t_ours, t_peer)} TF/s]",
                      t_ours, t_peer, "<= 2.0"))
     step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
+    shape = args.gpt
+    peer = torch_gpt_step(torch, *shape, "cuda", torch.bfloat16) if torch else None
+    for kind, replayed, target in (("", False, "<= 1.0"), (" replayed", True, "<= 0.6")):
+        mine = ours_gpt_step(dg, *shape, replayed, "bfloat16")
+        rows.append((f"GPT AdamW step {shape} bf16 autocast{kind}",
+                     *timed(step_args, mine, peer, ours.wait,
+                            torch.cuda.synchronize if torch else None, 5), target))
     for hidden, batch in args.train[-1:]:
         x, y = _mlp_data(hidden, batch)
         peer = torch_amp_step(torch, hidden, x, y) if torch else None

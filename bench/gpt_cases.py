@@ -59,13 +59,15 @@ def gpt_train_step(dg, model, opt):
 
 
 def ours_gpt_step(dg, batch: int, context: int, dim: int, layers: int, heads: int,
-                  replayed: bool = False):
+                  replayed: bool = False, autocast: str | None = None):
     """fn(): one AdamW step of our GPT on a fixed batch; ``replayed``: through
-    ``dg.capture_step`` (recorded once, warmed up here)."""
+    ``dg.capture_step`` (recorded once, warmed up here); ``autocast``: under that type."""
     model = ours_gpt_model(dg, context, dim, layers, heads)
     opt = dg.optim.AdamW(model.parameters(), lr=1e-3)
-    return on_batch(dg, gpt_train_step(dg, model, opt), gpt_data(batch, context), replayed,
-                    "GPT")
+    step = gpt_train_step(dg, model, opt)
+    if autocast is not None:
+        step = dg.autocast(autocast)(step)
+    return on_batch(dg, step, gpt_data(batch, context), replayed, "GPT")
 
 
 def torch_gpt_model(torch, context: int, dim: int, layers: int, heads: int, device: str):
@@ -98,13 +100,19 @@ def torch_gpt_loss(torch, model, ids, targets):
 
 
 def torch_gpt_step(torch, batch: int, context: int, dim: int, layers: int, heads: int,
-                   device: str):
+                   device: str, autocast=None):
+    """The same step in PyTorch; ``autocast``: under torch.autocast with that dtype."""
     x, y = (torch.from_numpy(a.astype(np.int64)).to(device) for a in gpt_data(batch, context))
     model = torch_gpt_model(torch, context, dim, layers, heads, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step():
-        torch_gpt_loss(torch, model, x, y).backward()
+        if autocast is None:
+            loss = torch_gpt_loss(torch, model, x, y)
+        else:
+            with torch.autocast(device, dtype=autocast):
+                loss = torch_gpt_loss(torch, model, x, y)
+        loss.backward()
         opt.step()
         opt.zero_grad()
     return step
