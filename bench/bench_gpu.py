@@ -563,8 +563,9 @@ def bench_floor(args, ours, torch) -> list:
 
 
 # -- training step ----------------------------------------------------------------------------
-def torch_cuda_step(torch, hidden: int, batch: int):
-    """PyTorch eager on CUDA: the batch goes from NumPy to the device each step, as ours."""
+def torch_cuda_step(torch, hidden: int, batch: int, autocast=None):
+    """PyTorch eager on CUDA: the batch goes from NumPy to the device each step, as ours;
+    ``autocast``: the forward under torch.autocast("cuda") with that dtype."""
     x, y = _mlp_data(hidden, batch)
     nn = torch.nn
     model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
@@ -573,7 +574,8 @@ def torch_cuda_step(torch, hidden: int, batch: int):
     targets = torch.from_numpy(y).cuda()
 
     def step():
-        loss = nn.functional.cross_entropy(model(torch.from_numpy(x).cuda()), targets)
+        with torch.autocast("cuda", dtype=autocast, enabled=autocast is not None):
+            loss = nn.functional.cross_entropy(model(torch.from_numpy(x).cuda()), targets)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -651,7 +653,7 @@ def bench_amp(args, ours, torch) -> list:
                             torch.cuda.synchronize if torch else None, 5), target))
     for hidden, batch in args.train[-1:]:
         x, y = _mlp_data(hidden, batch)
-        peer = torch_amp_step(torch, hidden, x, y) if torch else None
+        peer = torch_cuda_step(torch, hidden, batch, torch.bfloat16) if torch else None
         for kind, replayed in (("", False), (" replayed", True)):
             train_step = autocast_step(mlp_train_step(hidden))
             mine = on_batch(dg, train_step, (x, y), replayed, "autocast MLP")
@@ -660,23 +662,6 @@ def bench_amp(args, ours, torch) -> list:
             rows.append((f"Adam step MLP H={hidden} batch={batch} bf16 autocast{kind}",
                          t_ours, t_peer, "<= 0.8"))
     return rows
-
-
-def torch_amp_step(torch, hidden: int, x, y):
-    """PyTorch's MLP step under torch.autocast("cuda", torch.bfloat16)."""
-    nn = torch.nn
-    model = nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                          nn.ReLU(), nn.Linear(hidden, 10)).cuda()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    targets = torch.from_numpy(y).cuda()
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = nn.functional.cross_entropy(model(torch.from_numpy(x).cuda()), targets)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return step
 
 
 def autocast_step(train_step):

@@ -427,10 +427,8 @@ def to(input, dtype) -> Tensor:  # noqa: A002
     even (past the largest finite value to inf), and back it is exact. Between float32 and
     float64 the gradient flows; the 16-bit floats take none (convert outside the tape, or
     under ``dg.no_grad()``)."""
-    if not isinstance(input, Tensor) or input.dtype not in LOW_PRECISION:
-        x = _operand("to", "input", input)
-    else:
-        x = input
+    # (a 16-bit tensor, which every op refuses, is this one's to take)
+    x = input if isinstance(input, Tensor) else _operand("to", "input", input)
     dtype = resolve_dtype("to", dtype)
     backend = device.active()
     if not backend.supports(dtype):

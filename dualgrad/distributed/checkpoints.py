@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..api import io, random
 from ..errors import DistributedError
-from .parallel import DistributedDataParallel, broadcast_parameters
+from .parallel import DistributedDataParallel, broadcast_parameters, from_root
 from .world import broadcast_object, world
 
 
@@ -52,8 +52,7 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, strict: bool = 
                                                 strict, scaler))
     broadcast_parameters(_inner(model), optimizer, scheduler)
     if scaler is not None:
-        state = broadcast_object(scaler.state_dict() if world().rank == 0 else None)
-        scaler.load_state_dict(state)
+        from_root(scaler)
     state = broadcast_object(random.get_state() if world().rank == 0 else None)
     random.set_state(state)
     return extra

@@ -46,21 +46,24 @@ def broadcast_parameters(module: nn.Module, optimizer=None, scheduler=None,
     after one process changed them (a load). The models must match (names, shapes)."""
     if not isinstance(module, nn.Module):
         raise bad_type("broadcast_parameters", "module", module, "a dg.nn.Module")
-    module = getattr(module, "module", module) if isinstance(module, DistributedDataParallel) \
-        else module
-    check_same_model(module, "broadcast_parameters")
-    w = world()
-    state = broadcast_object(module.state_dict() if w.rank == root else None, root)
-    if w.rank != root:
-        module.load_state_dict(state)
+    if isinstance(module, DistributedDataParallel):
+        module = module.module
     for name, thing in (("optimizer", optimizer), ("scheduler", scheduler)):
-        if thing is None:
-            continue
-        if not hasattr(thing, "state_dict"):
+        if thing is not None and not hasattr(thing, "state_dict"):
             raise bad_type("broadcast_parameters", name, thing, "an object with state_dict()")
-        state = broadcast_object(thing.state_dict() if w.rank == root else None, root)
-        if w.rank != root:
-            thing.load_state_dict(state)
+    check_same_model(module, "broadcast_parameters")
+    for thing in (module, optimizer, scheduler):
+        if thing is not None:
+            from_root(thing, root)
+
+
+def from_root(thing, root: int = 0) -> None:
+    """Load rank ``root``'s ``thing.state_dict()`` into ``thing`` in every other process
+    (a module, an optimizer, a schedule, a GradScaler)."""
+    w = world()
+    state = broadcast_object(thing.state_dict() if w.rank == root else None, root)
+    if w.rank != root:
+        thing.load_state_dict(state)
 
 
 class DistributedDataParallel(nn.Module):
@@ -98,9 +101,7 @@ class DistributedDataParallel(nn.Module):
         self.module = module
         check_same_model(module, fn)
         if w.size > 1:
-            state = broadcast_object(module.state_dict() if w.rank == 0 else None)
-            if w.rank != 0:
-                module.load_state_dict(state)
+            from_root(module)
         params = [p for p in module.parameters() if p.requires_grad]
         object.__setattr__(self, "_reducer", Reducer(w, params, int(bucket_mb * 2**20)))
         object.__setattr__(self, "_sync", True)

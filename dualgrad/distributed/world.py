@@ -118,7 +118,8 @@ def init(device_kind: str = "auto", world_size: int | None = None,
     always takes the cpu. Every process must end up on the same kind of backend (their
     optimizer steps must agree bit for bit). ``world_size``: the number of processes the
     run expects; a different one raises ``DistributedMismatch`` in every process.
-    ``timeout``: seconds any collective may take before it raises ``DistributedTimeout``.
+    ``timeout``: seconds any collective may take; past them the run ends with a
+    ``DistributedTimeout`` naming the rank and the collective.
 
     From here on an exception that nothing catches ends every process of the run (see the
     module's docstring). Returns the ``World``; ``rank()``, ``world_size()`` and the other

@@ -237,47 +237,50 @@ class Device:
         return HostBuffer(self.ctx, size, dtype, self.staging_type, array)
 
     def stage_out(self, pieces, buffer: HostBuffer, then=None) -> HostBuffer:
-        rec, size = self.rec, buffer.dtype.itemsize
         with self.lock:
-            capture = self.capture
-            for h, offset in pieces:
-                if h.size:
-                    at = buffer.address + offset * size
-                    if capture is not None:
-                        capture.touch((h,))
-                    rec.copy(h.alloc.block.buffer, h.alloc.offset, buffer.block.buffer,
-                             offset * size, h.nbytes, [h.span], [(at, at + h.nbytes)])
-                    rec.counters.d2h_bytes += h.nbytes
-            rec.counters.d2h_calls += 1
-            rec.read_by_host()
+            self._copies(buffer, pieces, to_host=True)
+            self.rec.read_by_host()
             arrive = (lambda: buffer.arm(self.ctx.queue),) + ((lambda: then(buffer),)
                                                             if then is not None else ())
-            if capture is not None:   # each run submits up to here, then arrives
-                capture.split(arrive)
+            if self.capture is not None:    # each run submits up to here, then arrives
+                self.capture.split(arrive)
             else:
-                rec.flush()           # (submitted now: the device starts on it)
+                self.rec.flush()            # (submitted now: the device starts on it)
                 for fn in arrive:
                     fn()
         return buffer
 
     def stage_in(self, buffer: HostBuffer, pieces, before=None) -> None:
-        rec, size = self.rec, buffer.dtype.itemsize
         with self.lock:
-            capture = self.capture
             if before is not None:
-                if capture is not None:   # each run submits up to here, then waits
-                    capture.split((before,))
+                if self.capture is not None:    # each run submits up to here, then waits
+                    self.capture.split((before,))
                 else:
                     before()
-            for h, offset in pieces:
-                if h.size:
-                    at = buffer.address + offset * size
-                    if capture is not None:
-                        capture.touch((h,))
-                    rec.copy(buffer.block.buffer, offset * size, h.alloc.block.buffer,
-                             h.alloc.offset, h.nbytes, [(at, at + h.nbytes)], [h.span])
-                    rec.counters.h2d_bytes += h.nbytes
-            rec.counters.h2d_calls += 1
+            self._copies(buffer, pieces, to_host=False)
+
+    def _copies(self, buffer: HostBuffer, pieces, to_host: bool) -> None:
+        """Record the copies between each (storage, element offset) of ``pieces`` and
+        ``buffer``, one way or the other (the caller holds the lock)."""
+        rec, size, capture = self.rec, buffer.dtype.itemsize, self.capture
+        moved = 0
+        for h, offset in pieces:
+            if h.size:
+                at = buffer.address + offset * size
+                if capture is not None:
+                    capture.touch((h,))
+                host = (buffer.block.buffer, offset * size, [(at, at + h.nbytes)])
+                here = (h.alloc.block.buffer, h.alloc.offset, [h.span])
+                (sb, so, sr), (db, do, dr) = (here, host) if to_host else (host, here)
+                rec.copy(sb, so, db, do, h.nbytes, sr, dr)
+                moved += h.nbytes
+        counters = rec.counters
+        if to_host:
+            counters.d2h_bytes += moved
+            counters.d2h_calls += 1
+        else:
+            counters.h2d_bytes += moved
+            counters.h2d_calls += 1
 
     def indices(self, array) -> DeviceArray:
         host = np.asarray(array, dtype=np.int32, order="C")
