@@ -135,8 +135,8 @@ class Backend(abc.ABC):
 
     def memory(self) -> dict:
         """Pool statistics in the keys of ``dg.tape_mem()``."""
-        return dict(buffer_bytes=0, n_buffers=0, p_buffer_bytes=0, p_n_buffers=0,
-                    reserved_bytes=0, p_reserved_bytes=0)
+        return dict(buffer_bytes=0, n_buffers=0, peak_bytes=0, p_buffer_bytes=0,
+                    p_n_buffers=0, reserved_bytes=0, p_reserved_bytes=0)
 
     def transfers(self) -> dict:
         """Transfer counters in the keys of ``dg.transfer_stats()``."""

@@ -121,6 +121,17 @@ UNARY = Family("unary", [
     ("erf", "The error function, elementwise."),
     ("erfc", "1 - erf(x), elementwise, accurate where it is tiny (x up to about 10)."),
 ])
+# What a unary op's backward rule reads besides g where it is not x alone: "y" (the
+# result), "" (neither) or "xy" (cpu/unary.py's rules and unary.comp's read the same; a
+# test holds them to it). The front end keeps only that storage for the backward pass.
+UNARY_GRAD_READS = {
+    **dict.fromkeys(("exp", "sqrt", "sigmoid", "tanh", "reciprocal", "rsqrt", "exp2", "tan"),
+                    "y"),
+    **dict.fromkeys(("neg", "add_scalar", "mul_scalar", "div_scalar", "rsub_scalar", "sign",
+                     "floor", "ceil", "round", "trunc"), ""),
+    "rpow_scalar": "xy",
+}
+
 
 BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("maximum",),
                            ("minimum",), ("atan2",), ("fmod",), ("remainder",),

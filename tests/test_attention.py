@@ -85,11 +85,11 @@ def test_the_fused_kernel_and_the_composition_agree(device):
 def test_the_fused_kernel_keeps_no_score_matrix(gpu):
     shape = (4, 256, 16)
     _causal_step(False, shape)
-    fused = dg.tape_mem()["buffer_bytes"]
+    fused = dg.tape_mem()["peak_bytes"]
     _causal_step(True, shape)
-    composed = dg.tape_mem()["buffer_bytes"]
+    composed = dg.tape_mem()["peak_bytes"]
     scores = 4 * 256 * 256 * 4                  # one (4, 256, 256) float32 matrix
-    assert fused < scores <= composed - 3 * scores, (fused, composed)
+    assert fused < scores and 2 * scores <= composed, (fused, composed)
 
 
 @pytest.mark.parametrize("name, fn, shapes", [

@@ -49,11 +49,12 @@ def test_the_same_values_and_gradients_as_the_plain_call(device, x_grad):
 @pytest.mark.gpu
 def test_the_tape_keeps_less(gpu):
     run(blocks(), False)
-    plain = dg.tape_mem()["buffer_bytes"]
+    plain = dg.tape_mem()["peak_bytes"]
     run(blocks(), True)
-    kept = dg.tape_mem()["buffer_bytes"]
-    # each block's hidden activations (64 x 128 floats, three of them) are not kept
-    assert kept + 3 * 3 * 64 * 128 * 4 <= plain, (kept, plain)
+    kept = dg.tape_mem()["peak_bytes"]
+    # each block's hidden activations (64 x 128 floats: the first product's, which gelu
+    # saves, and gelu's, which the second product saves) are not kept
+    assert kept + 3 * 2 * 64 * 128 * 4 <= plain, (kept, plain)
 
 
 def test_outside_a_tape_it_is_a_plain_call(device):

@@ -1,5 +1,6 @@
 """The device pools and transfers: sub-allocation, reuse, coalescing, generations, and
 transfers larger than the staging ring."""
+import gc
 import time
 
 import numpy as np
@@ -36,6 +37,58 @@ def test_arena_spills_into_new_blocks_and_reuses_them_after_reset(backend):
         assert all(a.live for a in again)
     finally:
         pool.release()
+
+
+def test_an_arena_hands_a_dropped_range_out_again_within_its_generation(backend):
+    pool = ArenaPool(backend.ctx, backend.device.pass_pool.memory_type, block_size=1 << 20)
+    try:
+        a, b, c = (pool.alloc(1000) for _ in range(3))
+        at_a, top = a.address, c.address
+        del a
+        gc.collect()
+        assert pool.alloc(1000).address == at_a          # the same size: its range again
+        assert pool.used_bytes == 3 * 1024 and pool.peak_bytes == 3 * 1024
+        del c
+        gc.collect()
+        again = pool.alloc(5000)                          # the top of the stack: bumped back
+        assert again.address == top
+        del again
+        gc.collect()
+        fresh = pool.alloc(1000, fresh=True)              # never where anything has been
+        assert fresh.address >= top + 5120
+        generation = pool.generation
+        pool.reset()
+        del b, fresh                                      # an old generation's drops: ignored
+        gc.collect()
+        assert pool.generation == generation + 1 and pool.used_bytes == 0
+        big, rest = pool.alloc(600 << 10), pool.alloc(300 << 10)
+        at_big = big.address
+        del big
+        gc.collect()
+        # no block has room for 200 KiB: the larger free range is split, its rest filed
+        assert pool.alloc(200 << 10).address == at_big and len(pool.blocks) == 1
+        assert pool.alloc(400 << 10).address == at_big + (200 << 10) and rest.live
+    finally:
+        pool.release()
+
+
+def test_a_steps_activations_go_as_backward_consumes_them(backend):
+    """Memory falls during backward: each gradient is freed once used, each node's saved
+    storage once its rule has run; intermediates no rule saves go at once."""
+    x = dg.ag_param(np.ones((256, 1024), np.float32))
+    mib = 1 << 20
+    with dg.with_grad_tape():
+        h = x
+        for _ in range(16):                     # sums save nothing: 1 MiB each, dropped
+            h = h + 1.0
+        y = dg.sum(dg.exp(h) * dg.tanh(h))      # exp and tanh save theirs
+        forward = dg.tape_mem()["buffer_bytes"]
+        y.backward()
+        del h
+        after = dg.tape_mem()
+    assert forward <= 4 * mib, forward          # h, exp(h), tanh(h) and y: each rule's own
+    assert after["buffer_bytes"] < mib           # y (and nothing of the graph) is left
+    assert after["peak_bytes"] <= 9 * mib, after["peak_bytes"]   # not 16 + 16 MiB
 
 
 def test_free_list_reuses_and_coalesces(backend):

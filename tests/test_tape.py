@@ -6,7 +6,9 @@ taken from the library.
 """
 from __future__ import annotations
 
+import gc
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -331,6 +333,28 @@ def test_no_grad_restores_recording_when_its_block_raises(device):
 
 # ---------------------------------------------------------------------------------------------
 # Deep graphs
+
+def test_the_graph_holds_no_computed_tensor_and_backward_frees_as_it_goes(device):
+    """A node links to its inputs' nodes, not to their tensors: an intermediate that no rule
+    saved goes when the program drops it, as in PyTorch; each rule (and what it saved) goes
+    once it has run."""
+    x = dg.ag_param(X)
+    with dg.with_grad_tape():
+        h = x * 2.0                        # (a product by a number saves nothing)
+        gone = weakref.ref(h)
+        e = dg.exp(h)                      # exp's rule keeps its result, not h
+        kept = weakref.ref(e)
+        y = dg.sum(e)
+        del h, e
+        gc.collect()
+        assert gone() is None
+        assert kept() is None              # (its storage stays with the rule, not the tensor)
+        exp_node = y._node.inputs[0]
+        assert exp_node.backward is not None
+        y.backward()
+        assert y._node.backward is None and exp_node.backward is None
+    np.testing.assert_allclose(_grad(x), 2 * np.exp(2 * X), rtol=1e-6)
+
 
 def test_a_long_chain_backpropagates_without_recursion(device):
     n = max(3000, 2 * sys.getrecursionlimit())   # deeper than any recursive walk could go

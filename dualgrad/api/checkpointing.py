@@ -37,16 +37,16 @@ def _leaves_then_free(out: Tensor) -> list:
     and the parameters it used), the graph then dropped."""
     if out._node is None:
         return []
-    order = tape._topological(out)
+    order = tape._topological(out._node)
     leaves, seen = [], set()
-    for t in order:
-        for i in t._node.inputs:
-            if i._node is None and i.requires_grad and id(i) not in seen:
+    for node in order:
+        for i in node.inputs:
+            if i is not None and i.__class__ is not tape.Node and id(i) not in seen:
                 seen.add(id(i))
                 leaves.append(i)
-    for t in order:
-        t._node.inputs, t._node.backward = (), None
-        t._node = None
+    for node in order:
+        tape._free(node)
+    out._node = None
     return leaves
 
 

@@ -135,8 +135,11 @@ def devices() -> list:
 
 def tape_mem() -> dict:
     """Device pool usage: ``buffer_bytes`` and ``n_buffers`` for the pass pool (bytes and
-    count of live allocations), ``p_buffer_bytes`` and ``p_n_buffers`` for the persistent
-    pool, and the bytes reserved from the driver for each. Zeros on cpu."""
+    count of live allocations: a tensor's storage returns when the program and the tape
+    no longer hold it), ``peak_bytes`` (the most pass storage in use at once since each
+    slot's tape or evaluation began, summed over the slots), ``p_buffer_bytes`` and
+    ``p_n_buffers`` for the persistent pool, and the bytes reserved from the driver for
+    each. Zeros on cpu."""
     return active().memory()
 
 

@@ -42,12 +42,13 @@ def _strided(fn: str, x: Tensor, shape: tuple, strides: list, offset: int,
         raise bad_shape(fn, "result", shape, f"at most {MAX_RANK} dimensions")
     backend = device.active()
     hy = backend.strided(handle(backend, x), tuple(shape), tuple(strides), offset)
+    size, x_shape = x.size, x.shape           # (rules keep no input they do not read)
 
     def backward(g, needs):
         if injective:
-            return (backend.reshape(backend.strided_backward(g, x.size, tuple(strides), offset),
-                                    x.shape),)
-        return (_sum_to(backend, g, x.shape),)
+            return (backend.reshape(backend.strided_backward(g, size, tuple(strides), offset),
+                                    x_shape),)
+        return (_sum_to(backend, g, x_shape),)
     return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
@@ -398,9 +399,11 @@ def concat(tensors, dim: int = 0) -> Tensor:
         backend.strided_backward(handle(backend, t), size, tuple(strides),
                                  int(start) * strides[dim], out=out)
 
+    shapes = [t.shape for t in items]
+
     def backward(g, needs):
-        return tuple(backend.strided(g, t.shape, tuple(strides), int(start) * strides[dim])
-                     if need else None for t, start, need in zip(items, starts, needs))
+        return tuple(backend.strided(g, s, tuple(strides), int(start) * strides[dim])
+                     if need else None for s, start, need in zip(shapes, starts, needs))
     return _make(out, tuple(items), backward, backend, dtype=first.dtype)
 
 
@@ -579,8 +582,10 @@ def _pad_constant(x: Tensor, widths: dict, value: float) -> Tensor:
     if x.size:
         backend.strided_backward(handle(backend, x), size, tuple(strides), offset, out=out)
 
+    x_shape = x.shape
+
     def backward(g, needs):
-        return (backend.strided(g, x.shape, tuple(strides), offset),)
+        return (backend.strided(g, x_shape, tuple(strides), offset),)
     return _make(out, (x,), backward, backend)
 
 

@@ -65,8 +65,10 @@ def _to(backend, t: Tensor, dtype) -> Tensor:
         return t
     h = backend.cast(handle(backend, t), dtype)
     if is_float(t.dtype) and is_float(dtype):
+        source = t.dtype
+
         def backward(g, needs):
-            return (backend.cast(g, t.dtype),)
+            return (backend.cast(g, source),)
         return _make(h, (t,), backward, backend, dtype=dtype)
     return adopt(backend, Tensor(t.shape, dtype), h)
 
@@ -202,11 +204,12 @@ def where(condition, input, other) -> Tensor:  # noqa: A002
     h = backend.where(hc, handle(backend, a), handle(backend, b))
     if not is_float(a.dtype):
         return _result(backend, h, a.dtype)
+    a_shape, b_shape = a.shape, b.shape
 
     def backward(g, needs):
         zero = handle(backend, _constant((), 0.0, g.dtype))
-        return (_sum_to(backend, backend.where(hc, g, zero), a.shape) if needs[0] else None,
-                _sum_to(backend, backend.where(hc, zero, g), b.shape) if needs[1] else None)
+        return (_sum_to(backend, backend.where(hc, g, zero), a_shape) if needs[0] else None,
+                _sum_to(backend, backend.where(hc, zero, g), b_shape) if needs[1] else None)
     return _make(h, (a, b), backward, backend)
 
 

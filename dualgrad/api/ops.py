@@ -25,7 +25,7 @@ import numpy as np
 from ..backend import PLAIN, Epilogue
 from ..errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                       bad_value)
-from ..kernel_ops import UNARY, KernelOp
+from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
 from ..shapes import MAX_RANK
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
@@ -147,9 +147,16 @@ def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
     backend = device.active()
     hx = handle(backend, x)
     hy = backend.unary(op, hx, a, b)
+    # Only what the rule reads is kept; it is handed g in place of what it does not read.
+    reads = UNARY_GRAD_READS.get(op, "x")
+    kept = (hx if "x" in reads else None, hy if "y" in reads else None)
 
     def backward(g, needs):
-        return (backend.unary_backward(op, hx, hy, g, a, b),)
+        kept_x, kept_y = kept
+        if kept_x is None:
+            kept_x = g if kept_y is None else kept_y
+        return (backend.unary_backward(op, kept_x, kept_x if kept_y is None else kept_y, g,
+                                       a, b),)
     return _make(hy, (x,), backward, backend)
 
 
@@ -285,6 +292,8 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.binary(op, ha, hb)
+    a_shape, b_shape = a.shape, b.shape
+    saved = None if op in ("add", "sub") else (ha, hb)    # (a sum's rule reads neither)
 
     def backward(g, needs):
         if op == "add":
@@ -292,9 +301,9 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         elif op == "sub":
             ga, gb = g, (backend.unary("neg", g) if needs[1] else None)
         else:
-            ga, gb = backend.binary_backward(op, ha, hb, g)
-        return (_sum_to(backend, ga, a.shape) if needs[0] else None,
-                _sum_to(backend, gb, b.shape) if needs[1] else None)
+            ga, gb = backend.binary_backward(op, *saved, g)
+        return (_sum_to(backend, ga, a_shape) if needs[0] else None,
+                _sum_to(backend, gb, b_shape) if needs[1] else None)
     return _make(hy, (a, b), backward, backend)
 
 
@@ -391,6 +400,16 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     out_shape = kshape if keepdims else tuple(n for i, n in enumerate(x.shape)
                                               if i not in axes)
     hy = hk if keepdims else backend.reshape(hk, out_shape)
+    if op == "sum":      # g read along the reduced axes again: nothing of x is kept
+        x_shape, steps, step = x.shape, [0] * x.ndim, 1
+        for d in range(x.ndim - 1, -1, -1):
+            if d not in axes:
+                steps[d] = step
+                step *= x_shape[d]
+
+        def backward(g, needs):
+            return (backend.strided(backend.reshape(g, kshape), x_shape, tuple(steps), 0),)
+        return _make(hy, (x,), backward, backend)
 
     def backward(g, needs):
         return (backend.reduce_backward(op, hx, hk, backend.reshape(g, kshape), axes),)
@@ -458,9 +477,10 @@ def reshape(x, *shape) -> Tensor:
         raise bad_value("reshape", "shape", shape, f"at most {MAX_RANK} dimensions")
     backend = device.active()
     hy = backend.reshape(handle(backend, x), shape)
+    x_shape = x.shape
 
     def backward(g, needs):
-        return (backend.reshape(g, x.shape),)
+        return (backend.reshape(g, x_shape),)
     return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
@@ -520,9 +540,10 @@ def _gradient_rounded(y: Tensor, low) -> Tensor:
     product under autocast meets its inputs with a low-precision gradient too."""
     backend = device.active()
     hy = handle(backend, y)
+    dtype = y.dtype
 
     def backward(g, needs):
-        return (backend.cast(backend.cast(g, low), y.dtype),)
+        return (backend.cast(backend.cast(g, low), dtype),)
     return _make(backend.reshape(hy, hy.shape), (y,), backward, backend)
 
 

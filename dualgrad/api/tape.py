@@ -33,13 +33,17 @@ _local = threading.local()
 
 
 class Node:
-    """How a recorded tensor was made: its inputs, the backward rule, the backend whose
-    storage the rule's saved handles live in, ``owed``: a transform the tape applies to the
-    output's gradient before the rule (see the module's docstring), else None, and
+    """How a recorded tensor was made: links to its inputs, the backward rule, the backend
+    whose storage the rule's saved handles live in, ``owed``: a transform the tape applies
+    to the output's gradient before the rule (see the module's docstring), else None, and
     ``seeded``: the inputs' gradients for an output gradient of one, where the forward
-    made them (a loss), else None. ``backward()`` frees it unless told to keep the graph,
-    as PyTorch does: the rule (and what it saved) and the links to the inputs go; a freed
-    node's ``backward`` is None."""
+    made them (a loss), else None. ``backward()`` frees each node once its rule has run,
+    unless told to keep the graph, as PyTorch does: the rule (and what it saved) and the
+    links go; a freed node's ``backward`` is None.
+
+    An input's link is its Node where it was recorded, the tensor itself where it is a
+    leaf that requires grad, else None: the graph holds no computed tensor, so the memory
+    of one that no rule saved goes as soon as the program drops it (as in PyTorch)."""
 
     __slots__ = ("inputs", "backward", "backend", "owed", "seeded")
 
@@ -150,9 +154,18 @@ def record(out: Tensor, inputs: tuple, backward, backend, owed=None, seeded=None
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True
-                out._node = Node(inputs, backward, backend, owed, seeded)
+                out._node = Node(tuple(link(i) for i in inputs), backward, backend, owed,
+                                 seeded)
                 break
     return out
+
+
+def link(t: Tensor):
+    """What a Node keeps of its input ``t`` (see Node)."""
+    node = t._node
+    if node is not None:
+        return node
+    return t if t.requires_grad else None
 
 
 class Settled:
@@ -171,29 +184,29 @@ def owed(t: Tensor):
     return node.owed if node is not None else None
 
 
-def _topological(root: Tensor) -> list:
-    """Recorded tensors reachable from root, inputs before outputs (an iterative
-    depth-first search); a freed node on the way raises GraphFreedError (nothing has
-    changed yet). A tensor is expanded when first popped, not when first pushed: it is
-    then placed after everything it depends on, even when it is also an input of a tensor
-    met earlier (x in x + f(x))."""
+def _topological(root: Node) -> list:
+    """The nodes reachable from ``root``, inputs before outputs (an iterative depth-first
+    search); a freed node on the way raises GraphFreedError (nothing has changed yet). A
+    node is expanded when first popped, not when first pushed: it is then placed after
+    everything it depends on, even when it is also an input of a node met earlier (x in
+    x + f(x))."""
     order, seen, stack = [], set(), [(root, False)]
     while stack:
-        t, expanded = stack.pop()
+        node, expanded = stack.pop()
         if expanded:
-            order.append(t)
+            order.append(node)
             continue
-        if id(t) in seen:
+        if id(node) in seen:
             continue
-        seen.add(id(t))
-        if t._node.backward is None:
+        seen.add(id(node))
+        if node.backward is None:
             raise GraphFreedError(
                 "backward: the graph was already freed by an earlier backward(); pass "
                 "retain_graph=True to that one to go through the graph again (gradients "
                 "add up in .grad), or compute the loss again")
-        stack.append((t, True))
-        for inp in t._node.inputs:
-            if inp._node is not None and id(inp) not in seen:
+        stack.append((node, True))
+        for inp in node.inputs:
+            if inp.__class__ is Node and id(inp) not in seen:
                 stack.append((inp, False))
     return order
 
@@ -228,12 +241,13 @@ def into(need):
     return need.h if need.__class__ is Into else None
 
 
-def _need(t: Tensor, backend):
-    """``needs[i]`` for input ``t``: False, True, or Into for a leaf's first gradient."""
-    if not t.requires_grad:
+def _need(inp, backend):
+    """``needs[i]`` for an input linked as ``inp`` (see Node): False, True, or Into for a
+    leaf's first gradient."""
+    if inp is None:
         return False
-    if t._node is None and t._grad is None:
-        return Into(backend.empty(t.shape, t.dtype, t.persistent))
+    if inp.__class__ is not Node and inp._grad is None:
+        return Into(backend.empty(inp.shape, inp.dtype, inp.persistent))
     return True
 
 
@@ -285,11 +299,11 @@ def backward_from(tensor: Tensor, g) -> None:
 def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> None:
     """Walk the graph under ``tensor`` in reverse from its gradient ``seed`` (``seeded``:
     its inputs' gradients made by its forward, where ``seed`` is them)."""
-    order = _topological(tensor)
-    for t in order:
-        if t._node.backend is not backend:
+    order = _topological(tensor._node)
+    for node in order:
+        if node.backend is not backend:
             raise InvalidValueError(
-                f"backward: the graph was recorded on the {t._node.backend.name} backend but "
+                f"backward: the graph was recorded on the {node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
     depth = getattr(_local, "depth", 0)
     # Hooks fire in the outermost walk only: a checkpointed function's walk inside it
@@ -297,25 +311,28 @@ def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> Non
     hooked = _hooked_leaves(order) if depth == 0 and HookHandle.registered else None
     _local.depth = depth + 1
     try:
-        _walk(tensor, seed, order, backend, seeded, hooked)
+        _walk(order, seed, backend, seeded, hooked, retain_graph)
     finally:
         _local.depth = depth
         callbacks = _local.__dict__.pop("callbacks", ()) if depth == 0 else ()
     if not retain_graph:
-        for t in order:
-            node = t._node
-            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
+        for node in order:       # (those the walk did not reach: no gradient flowed there)
+            _free(node)
     for callback in callbacks:
         callback()
+
+
+def _free(node: Node) -> None:
+    node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
 
 
 def _hooked_leaves(order: list):
     """{position in the reverse walk: leaves with hooks whose last use is there}, or None
     where no leaf has a hook."""
     last = {}
-    for k, t in enumerate(reversed(order)):
-        for inp in t._node.inputs:
-            if inp._hooks is not None and inp._node is None:
+    for k, node in enumerate(reversed(order)):
+        for inp in node.inputs:
+            if inp is not None and inp.__class__ is not Node and inp._hooks is not None:
                 last[id(inp)] = (k, inp)
     if not last:
         return None
@@ -339,38 +356,47 @@ def queue_callback(callback) -> None:
     _local.__dict__.setdefault("callbacks", []).append(callback)
 
 
-def _walk(tensor: Tensor, seed, order: list, backend, seeded, hooked) -> None:
-    grads = {id(tensor): seed}
-    settled = set()         # tensors whose every gradient so far came Settled
-    for k, t in enumerate(reversed(order)):
-        g = grads.pop(id(t), None)
+def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> None:
+    """Run the rules of ``order``'s nodes from the last (the root, whose gradient is
+    ``seed``) to the first, summing the gradients that meet at a node; each node is freed
+    once its rule has run (unless ``retain_graph``), and each gradient once used, so
+    memory falls as the walk goes."""
+    grads = {id(order[-1]): seed}
+    settled = set()         # nodes whose every gradient so far came Settled
+    for k, node in enumerate(reversed(order)):
+        g = grads.pop(id(node), None)
         if g is None:
             if hooked is not None and k in hooked:
                 _fire(hooked[k])
             continue
-        node = t._node
-        needs = [_need(i, backend) for i in node.inputs]
+        inputs = node.inputs
+        needs = [_need(i, backend) for i in inputs]
         if g is seeded:                 # the root's input gradients, made by its forward
             gis = seeded
         else:
-            if node.owed is not None and id(t) not in settled:
+            if node.owed is not None and id(node) not in settled:
                 g = node.owed.apply(backend, g)
             gis = node.backward(g, needs)
-        for inp, need, gi in zip(node.inputs, needs, gis):
+        g = None
+        if not retain_graph:
+            _free(node)
+        for inp, need, gi in zip(inputs, needs, gis):
             if gi is None or not need:
                 continue
             came_settled = gi.__class__ is Settled
             if came_settled:
                 gi = gi.g
-            if inp._node is None:
+            key = id(inp)
+            if inp.__class__ is not Node:
                 accumulate_leaf(inp, gi, backend, into(need))
-            elif id(inp) in grads:      # (settled stays so only if this one is too)
-                grads[id(inp)] = backend.binary("add", grads[id(inp)], gi)
+            elif key in grads:          # (settled stays so only if this one is too)
+                grads[key] = backend.binary("add", grads[key], gi)
                 if not came_settled:
-                    settled.discard(id(inp))
+                    settled.discard(key)
             else:
-                grads[id(inp)] = gi
+                grads[key] = gi
                 if came_settled:
-                    settled.add(id(inp))
+                    settled.add(key)
+        gis = gi = None
         if hooked is not None and k in hooked:
             _fire(hooked[k])

@@ -15,7 +15,8 @@ recording's command buffer instead of the ordinary stream, and:
   constants, rewritten before each run from what the optimizers' replay hooks compute, in
   the order they were recorded; a dropout mask's seed and step likewise, in a slot keyed by
   the (seed, step) it was recorded with (its forward and backward share it);
-- keeps every allocation the commands touch alive while the recording lives.
+- keeps every allocation of the other pools that the commands touch alive while the
+  recording lives (its own arena's ranges are reused within the step as in an eager one).
 
 What cannot be replayed (reading a value back, uploading a host array that is not an
 argument) stops the recording early (``stop``): what was recorded is submitted, the rest of
@@ -120,12 +121,19 @@ class Recording:
             dev.closing.pop().close()
 
     def owned(self, alloc) -> None:
-        self._owned[id(alloc)] = alloc
+        if alloc.pool is not self.arena:
+            self._owned[id(alloc)] = alloc
 
     def touch(self, handles) -> None:
+        # The recording's own arena serves no one else: its ranges may be handed out again
+        # within the step (the recorded barriers order the reuse, and every replay repeats
+        # it), so only storage of other pools is kept.
+        arena = self.arena
         for h in handles:
             if h is not None:
-                self._touched[id(h.alloc)] = h.alloc
+                alloc = h.alloc
+                if alloc.pool is not arena:
+                    self._touched[id(alloc)] = alloc
 
     def input_index(self, array):
         for k, arg in enumerate(self.args):
@@ -134,8 +142,9 @@ class Recording:
         return None
 
     def input(self, k: int, array) -> DeviceArray:
-        """Storage in the recording's arena for argument ``k``, uploaded at every run."""
-        h = self.dev.empty(array.shape, array.dtype)
+        """Storage in the recording's arena for argument ``k``, uploaded at every run
+        before the commands: in a range no other storage of the step uses."""
+        h = self.dev.empty(array.shape, array.dtype, fresh=True)
         self.inputs.append((k, h.alloc))
         return h
 

@@ -153,8 +153,10 @@ class Device:
         """Pool statistics; the pass pools are the calling thread's."""
         p_bytes, p_count = self.persistent_pool.stats()
         arenas = self._thread_arenas()
-        return dict(buffer_bytes=sum(a.used_bytes for a in arenas),
-                    n_buffers=sum(a.count for a in arenas),
+        stats = [a.stats() for a in arenas]
+        return dict(buffer_bytes=sum(used for used, _, _ in stats),
+                    n_buffers=sum(n for _, n, _ in stats),
+                    peak_bytes=sum(peak for _, _, peak in stats),
                     p_buffer_bytes=p_bytes, p_n_buffers=p_count,
                     reserved_bytes=sum(a.reserved_bytes for a in arenas),
                     p_reserved_bytes=self.persistent_pool.reserved_bytes)
@@ -187,7 +189,9 @@ class Device:
                 capture.stop(f"the step cannot be replayed: {reason}", once)
 
     # -- storage ----------------------------------------------------------------------------
-    def empty(self, shape, dtype=F32, persistent=False) -> DeviceArray:
+    def empty(self, shape, dtype=F32, persistent=False, fresh=False) -> DeviceArray:
+        """Storage of ``shape`` and ``dtype``, in the persistent pool or the pass's
+        (``fresh``: there, in a range nothing of the pass has used: ``ArenaPool.alloc``)."""
         if dtype is not F32:
             dtype = storage_dtype(np.dtype(dtype))
         size = int(math.prod(shape))                  # math.prod: a hot path
@@ -198,7 +202,8 @@ class Device:
         else:                                         # (the property, inline: a hot path)
             pool = getattr(self._local, "arena", None) or self.pass_pool
         with self.lock:
-            alloc = pool.alloc(size * dtype.itemsize)
+            alloc = pool.alloc(size * dtype.itemsize, True) if fresh else \
+                pool.alloc(size * dtype.itemsize)
             if self.capture is not None:
                 self.capture.owned(alloc)
         return DeviceArray(alloc, shape, dtype, None, size)

@@ -1,7 +1,10 @@
 """Device memory: large blocks from the driver, sub-allocated by two pools.
 
-- ``ArenaPool`` (scope "pass"): a bump allocator over its blocks. ``reset()`` frees everything
-  at once and bumps the generation, so allocations made before it are dead.
+- ``ArenaPool`` (scope "pass"): a bump allocator over its blocks whose allocations return
+  when their last reference goes, to be handed out again for the same size (a training
+  step asks for the same sizes again and again: activations going as the backward pass
+  consumes them make room for their gradients). ``reset()`` frees everything at once and
+  bumps the generation, so allocations made before it are dead.
 - ``FreeListPool`` (scope "persistent"): first-fit with coalescing; an allocation returns to
   the free list when its last reference goes.
 
@@ -157,6 +160,18 @@ class ReturnedAllocation(Allocation):
             pool.dropped(self)
 
 
+class PassAllocation(Allocation):
+    """An arena's allocation: when its last reference goes within its generation, its
+    range is queued for reuse (``ArenaPool.dropped``)."""
+
+    __slots__ = ()
+
+    def __del__(self):
+        pool = self.pool
+        if pool is not None and pool.generation == self.generation:
+            pool.dropped(self)
+
+
 class DeviceArray:
     """The gpu backend's storage handle: an allocation read with a shape and dtype.
     Reshaped views share the allocation."""
@@ -295,7 +310,15 @@ class Pool:
 
 
 class ArenaPool(Pool):
-    """The pass pool: bump allocation, freed all at once by ``reset()``."""
+    """The pass pool: bump allocation, each allocation's range reused once its last
+    reference goes, and everything freed at once by ``reset()``.
+
+    A dropped range goes to a free list of its size (queued first: drops arrive from
+    ``__del__`` at any time, in any thread) and the next allocation of that size takes it;
+    where a range ends at the bump pointer, the pointer moves back over it instead. When
+    no block has room, a larger free range is split before a new block is asked for.
+    Reuse on the device is safe without more: the recorder orders a command that writes a
+    range after the commands that read it (it tracks reads and writes by address)."""
 
     scope = "pass"
 
@@ -305,29 +328,94 @@ class ArenaPool(Pool):
         self.generation = 0
         self._block = 0            # index of the block being filled
         self._offset = 0
+        self._high = 0             # the block's highest offset yet (bumping back stays under)
+        self._free: dict = {}      # size -> [(block, offset)] dropped ranges of that size
+        self._pending: list = []   # (block, offset, size, generation) dropped, not yet filed
+        self.peak_bytes = 0        # the most in use at once since the last reset
 
-    def alloc(self, nbytes: int) -> Allocation:
+    def alloc(self, nbytes: int, fresh: bool = False) -> Allocation:
+        """``nbytes`` of the pass; ``fresh``: in a range no allocation of this generation
+        has used (a recorded step's argument, uploaded before its commands run)."""
         need = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN   # _round_up, inline: hot
         with self.lock:
-            blocks, i, offset = self.blocks, self._block, self._offset
-            while i < len(blocks):
-                block = blocks[i]
-                if offset + need <= block.size:
-                    break
-                i, offset = i + 1, 0
+            if self._pending:
+                self._file_drops()
+            spans = None if fresh else self._free.get(need)
+            if spans:
+                block, offset = spans.pop()
             else:
-                block = self._new_block(need)
-                i, offset = len(blocks) - 1, 0
-            self._block, self._offset = i, offset + need
-            self.used_bytes += need
+                if fresh:
+                    self._offset = self._high
+                block, offset = self._bump(need)
+            self.used_bytes = used = self.used_bytes + need
+            if used > self.peak_bytes:
+                self.peak_bytes = used
             self.count += 1
-            return Allocation(self, block, offset, need, self.generation)
+            return PassAllocation(self, block, offset, need, self.generation)
+
+    def _bump(self, need: int) -> tuple:
+        blocks, i, offset = self.blocks, self._block, self._offset
+        while i < len(blocks):
+            block = blocks[i]
+            if offset + need <= block.size:
+                if i != self._block:
+                    self._block, self._high = i, 0
+                self._offset = end = offset + need
+                if end > self._high:
+                    self._high = end
+                return block, offset
+            i, offset = i + 1, 0
+        split = self._split(need)
+        if split is not None:
+            return split
+        block = self._new_block(need)
+        self._block, self._offset = len(blocks) - 1, need
+        self._high = need
+        return block, 0
+
+    def _split(self, need: int):
+        """The start of the smallest free range larger than ``need`` (its rest filed as
+        free), or None."""
+        sizes = [size for size, spans in self._free.items() if size > need and spans]
+        if not sizes:
+            return None
+        size = min(sizes)
+        block, offset = self._free[size].pop()
+        self._free.setdefault(size - need, []).append((block, offset + need))
+        return block, offset
+
+    def dropped(self, alloc: Allocation) -> None:
+        if not self.released:
+            self._pending.append((alloc.block, alloc.offset, alloc.nbytes, alloc.generation))
+
+    def _file_drops(self) -> None:
+        pending, generation = self._pending, self.generation
+        current = self.blocks[self._block] if self.blocks else None
+        while pending:
+            block, offset, size, made = pending.pop()
+            if made != generation:
+                continue
+            self.used_bytes -= size
+            self.count -= 1
+            if block is current and offset + size == self._offset:
+                self._offset = offset           # the top of the stack: bump back over it
+            else:
+                self._free.setdefault(size, []).append((block, offset))
+
+    def stats(self) -> tuple:
+        """(bytes in use, live allocations, the peak bytes) after filing queued drops."""
+        with self.lock:
+            if self._pending:
+                self._file_drops()
+            return self.used_bytes, self.count, self.peak_bytes
 
     def reset(self) -> None:
         with self.lock:
             self.generation += 1
-            self._block = self._offset = 0
-            self.used_bytes = self.count = 0
+            self._block = self._offset = self._high = 0
+            self.used_bytes = self.count = self.peak_bytes = 0
+            self._free.clear()
+            self._pending.clear()
 
     def renew(self) -> None:
         """Start a new generation without freeing anything: handles made so far read as
@@ -335,6 +423,8 @@ class ArenaPool(Pool):
         addresses)."""
         with self.lock:
             self.generation += 1
+            self._free.clear()
+            self._pending.clear()
 
     def trim(self) -> int:
         # Blocks past the one being filled hold nothing of the current generation.
@@ -343,6 +433,11 @@ class ArenaPool(Pool):
 
     def is_live(self, alloc: Allocation) -> bool:
         return not self.released and alloc.generation == self.generation
+
+    def release(self) -> None:
+        super().release()
+        self._free.clear()
+        self._pending.clear()
 
 
 class FreeListPool(Pool):
