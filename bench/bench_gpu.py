@@ -656,6 +656,8 @@ def bench_amp(args, ours, torch) -> list:
     peer = torch_gpt_step(torch, *shape, "cuda", torch.bfloat16) if torch else None
     for kind, replayed, target in (("", False, "<= 1.0"), (" replayed", True, "<= 0.6")):
         mine = ours_gpt_step(dg, *shape, replayed, "bfloat16")
+        if not replayed:
+            report_memory("GPT step under bf16 autocast", ours, mine, torch, peer)
         rows.append((f"GPT AdamW step {shape} bf16 autocast{kind}",
                      *timed(step_args, mine, peer, ours.wait,
                             torch.cuda.synchronize if torch else None, 5), target))
@@ -710,11 +712,18 @@ def bench_gpt(args, ours, torch) -> list:
         rows.append((name + kind, *timed(step_args, mine, peer, ours.wait,
                                          torch.cuda.synchronize if torch else None, 5),
                      target))
-        if not replayed:                  # an eager step's peak pass storage
-            ours.sync()
-            mine()
-            ours.wait()
-            used = ours.backend.memory()
+        if not replayed:
+            report_memory("GPT step", ours, mine, torch, peer)
+    return rows
+
+
+def report_memory(name: str, ours, mine, torch, peer) -> None:
+    """Print the peak device memory of one more eager step of ours (its pass storage at
+    its peak, persistent storage included) and of PyTorch's (``max_memory_allocated``)."""
+    ours.sync()
+    mine()
+    ours.wait()
+    used = ours.backend.memory()
     mib = (lambda key: used[key] / 2 ** 20)
     peak = "n/a"
     if torch:
@@ -722,11 +731,10 @@ def bench_gpt(args, ours, torch) -> list:
         peer()
         torch.cuda.synchronize()
         peak = f"{torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MiB"
-    print(f"GPT step device memory: ours {mib('peak_bytes') + mib('p_buffer_bytes'):.0f} "
+    print(f"{name} device memory: ours {mib('peak_bytes') + mib('p_buffer_bytes'):.0f} "
           f"MiB at the peak of a step, persistent storage included "
           f"({mib('reserved_bytes') + mib('p_reserved_bytes'):.0f} MiB reserved); "
           f"PyTorch's max_memory_allocated {peak}")
-    return rows
 
 
 def bench_attention(args, ours, torch) -> list:

@@ -67,6 +67,8 @@ def test_an_arena_hands_a_dropped_range_out_again_within_its_generation(backend)
         gc.collect()
         # no block has room for 200 KiB: the larger free range is split, its rest filed
         assert pool.alloc(200 << 10).address == at_big and len(pool.blocks) == 1
+        # ...but not for a fresh range (a recorded step's argument): a new block
+        assert pool.alloc(300 << 10, fresh=True).block is pool.blocks[1]
         assert pool.alloc(400 << 10).address == at_big + (200 << 10) and rest.live
     finally:
         pool.release()

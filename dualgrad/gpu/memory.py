@@ -346,14 +346,14 @@ class ArenaPool(Pool):
             else:
                 if fresh:
                     self._offset = self._high
-                block, offset = self._bump(need)
+                block, offset = self._bump(need, fresh)
             self.used_bytes = used = self.used_bytes + need
             if used > self.peak_bytes:
                 self.peak_bytes = used
             self.count += 1
             return PassAllocation(self, block, offset, need, self.generation)
 
-    def _bump(self, need: int) -> tuple:
+    def _bump(self, need: int, fresh: bool = False) -> tuple:
         blocks, i, offset = self.blocks, self._block, self._offset
         while i < len(blocks):
             block = blocks[i]
@@ -365,7 +365,7 @@ class ArenaPool(Pool):
                     self._high = end
                 return block, offset
             i, offset = i + 1, 0
-        split = self._split(need)
+        split = None if fresh else self._split(need)
         if split is not None:
             return split
         block = self._new_block(need)
