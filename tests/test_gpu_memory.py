@@ -40,25 +40,31 @@ def test_arena_spills_into_new_blocks_and_reuses_them_after_reset(backend):
 
 
 def test_an_arena_hands_a_dropped_range_out_again_within_its_generation(backend):
-    pool = ArenaPool(backend.ctx, backend.device.pass_pool.memory_type, block_size=1 << 20)
+    busy = set()                      # addresses a command "touched since the last barrier"
+    pool = ArenaPool(backend.ctx, backend.device.pass_pool.memory_type, block_size=1 << 20,
+                     idle=lambda start, end: start not in busy)
     try:
         a, b, c = (pool.alloc(1000) for _ in range(3))
-        at_a, top = a.address, c.address
-        del a
+        at_a, at_b, at_c = a.address, b.address, c.address
+        del b, a
         gc.collect()
-        assert pool.alloc(1000).address == at_a          # the same size: its range again
-        assert pool.used_bytes == 3 * 1024 and pool.peak_bytes == 3 * 1024
+        b2 = pool.alloc(1000)
+        assert b2.address == at_b                           # its size: the longest dropped
+        busy.add(at_a)
+        bumped = pool.alloc(1000)
+        assert bumped.address > at_c                        # a busy one: bumped instead
+        busy.clear()
+        a2 = pool.alloc(1000)
+        assert a2.address == at_a
+        assert pool.used_bytes == 4 * 1024 and pool.peak_bytes == 4 * 1024
+        del a2, b2, bumped
         del c
         gc.collect()
-        again = pool.alloc(5000)                          # the top of the stack: bumped back
-        assert again.address == top
-        del again
-        gc.collect()
-        fresh = pool.alloc(1000, fresh=True)              # never where anything has been
-        assert fresh.address >= top + 5120
+        fresh = pool.alloc(1000, fresh=True)                # never where anything has been
+        assert fresh.address > at_c
         generation = pool.generation
         pool.reset()
-        del b, fresh                                      # an old generation's drops: ignored
+        del fresh                                           # an old generation's drop: ignored
         gc.collect()
         assert pool.generation == generation + 1 and pool.used_bytes == 0
         big, rest = pool.alloc(600 << 10), pool.alloc(300 << 10)
@@ -72,6 +78,17 @@ def test_an_arena_hands_a_dropped_range_out_again_within_its_generation(backend)
         assert pool.alloc(400 << 10).address == at_big + (200 << 10) and rest.live
     finally:
         pool.release()
+
+
+def test_a_range_is_idle_until_a_command_touches_it_and_again_after_a_barrier(backend):
+    x = backend.upload(np.ones(1024, np.float32))
+    y = backend.unary("exp", x)
+    rec = backend.device.rec
+    other = backend.device.empty((1024,))
+    assert not rec.idle(*y.span) and not rec.idle(*x.span)     # written, read
+    assert rec.idle(*other.span)
+    rec.barrier()
+    assert rec.idle(*y.span) and rec.idle(*x.span)
 
 
 def test_a_steps_activations_go_as_backward_consumes_them(backend):

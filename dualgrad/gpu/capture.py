@@ -39,7 +39,7 @@ class Recording:
     def __init__(self, dev, args: list):
         self.dev = dev
         self.args = args
-        self.arena = ArenaPool(dev.ctx, dev.pool_type, ARENA_BLOCK, dev.budget)
+        self.arena = ArenaPool(dev.ctx, dev.pool_type, ARENA_BLOCK, dev.budget, dev.rec.idle)
         self.arena.owner = dev
         self.cmd = None               # the recorded command buffer, once ended
         self.segments: list = []      # (command buffer, host calls after it) before it

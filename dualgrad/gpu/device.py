@@ -91,7 +91,8 @@ class Device:
                 if not pair[0].is_alive():
                     pair[0] = me                 # its old tensors die at this thread's reset
                     return pair[1]
-            arenas = [ArenaPool(self.ctx, self.pool_type, budget=self.budget)
+            arenas = [ArenaPool(self.ctx, self.pool_type, budget=self.budget,
+                                idle=self.rec.idle)
                       for _ in (TAPE, EVAL, SCRATCH)]
             for arena in arenas:
                 arena.owner = self

@@ -20,6 +20,7 @@ once; then the allocation raises ``DeviceOutOfMemory`` and no pool has changed.
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 import os
 import re
@@ -167,9 +168,9 @@ class PassAllocation(Allocation):
     __slots__ = ()
 
     def __del__(self):
-        pool = self.pool
-        if pool is not None and pool.generation == self.generation:
-            pool.dropped(self)
+        pool = self.pool           # (ArenaPool.dropped, inline: every pass tensor goes here)
+        if pool.generation == self.generation:
+            pool._pending.append((self.block, self.offset, self.nbytes, self.generation))
 
 
 class DeviceArray:
@@ -314,22 +315,23 @@ class ArenaPool(Pool):
     reference goes, and everything freed at once by ``reset()``.
 
     A dropped range goes to a free list of its size (queued first: drops arrive from
-    ``__del__`` at any time, in any thread) and the next allocation of that size takes it;
-    where a range ends at the bump pointer, the pointer moves back over it instead. When
-    no block has room, a larger free range is split before a new block is asked for.
-    Reuse on the device is safe without more: the recorder orders a command that writes a
-    range after the commands that read it (it tracks reads and writes by address)."""
+    ``__del__`` at any time, in any thread), and an allocation of that size takes the
+    longest-dropped one, unless ``idle`` (the recorder's) says a command since the last
+    barrier touched it: a write there would cost a barrier, so it bumps instead. When no
+    block has room, a larger free range is split before a new block is asked for. Reuse
+    is safe without more: the recorder orders a command that writes a range after the
+    commands that read it (it tracks reads and writes by address)."""
 
     scope = "pass"
 
     def __init__(self, ctx, memory_type: int, block_size: int | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, idle=None):
         super().__init__(ctx, memory_type, block_size, budget)
         self.generation = 0
+        self.idle = idle           # idle(start, end): no command since a barrier touched it
         self._block = 0            # index of the block being filled
-        self._offset = 0
-        self._high = 0             # the block's highest offset yet (bumping back stays under)
-        self._free: dict = {}      # size -> [(block, offset)] dropped ranges of that size
+        self._offset = 0           # (everything past it is untouched in this generation)
+        self._free: dict = {}      # size -> deque of (block, offset): dropped, oldest first
         self._pending: list = []   # (block, offset, size, generation) dropped, not yet filed
         self.peak_bytes = 0        # the most in use at once since the last reset
 
@@ -340,29 +342,35 @@ class ArenaPool(Pool):
         with self.lock:
             if self._pending:
                 self._file_drops()
+            block = None
             spans = None if fresh else self._free.get(need)
             if spans:
-                block, offset = spans.pop()
-            else:
-                if fresh:
-                    self._offset = self._high
-                block, offset = self._bump(need, fresh)
+                block, offset = spans[0]
+                idle, start = self.idle, block.address + offset
+                if idle is None or idle(start, start + need):
+                    spans.popleft()
+                else:
+                    block = None
+            if block is None:
+                end = self._offset + need       # (the common case, inline: a hot path)
+                blocks = self.blocks
+                if blocks and end <= blocks[self._block].size:
+                    block, offset = blocks[self._block], self._offset
+                    self._offset = end
+                else:
+                    block, offset = self._bump(need, fresh)
             self.used_bytes = used = self.used_bytes + need
             if used > self.peak_bytes:
                 self.peak_bytes = used
             self.count += 1
             return PassAllocation(self, block, offset, need, self.generation)
 
-    def _bump(self, need: int, fresh: bool = False) -> tuple:
+    def _bump(self, need: int, fresh: bool) -> tuple:
         blocks, i, offset = self.blocks, self._block, self._offset
         while i < len(blocks):
             block = blocks[i]
             if offset + need <= block.size:
-                if i != self._block:
-                    self._block, self._high = i, 0
-                self._offset = end = offset + need
-                if end > self._high:
-                    self._high = end
+                self._block, self._offset = i, offset + need
                 return block, offset
             i, offset = i + 1, 0
         split = None if fresh else self._split(need)
@@ -370,7 +378,6 @@ class ArenaPool(Pool):
             return split
         block = self._new_block(need)
         self._block, self._offset = len(blocks) - 1, need
-        self._high = need
         return block, 0
 
     def _split(self, need: int):
@@ -380,27 +387,31 @@ class ArenaPool(Pool):
         if not sizes:
             return None
         size = min(sizes)
-        block, offset = self._free[size].pop()
-        self._free.setdefault(size - need, []).append((block, offset + need))
+        block, offset = self._free[size].popleft()
+        self._file(block, offset + need, size - need)
         return block, offset
 
+    def _file(self, block, offset: int, size: int) -> None:
+        spans = self._free.get(size)
+        if spans is None:
+            spans = self._free[size] = collections.deque()
+        spans.append((block, offset))
+
     def dropped(self, alloc: Allocation) -> None:
-        if not self.released:
-            self._pending.append((alloc.block, alloc.offset, alloc.nbytes, alloc.generation))
+        self._pending.append((alloc.block, alloc.offset, alloc.nbytes, alloc.generation))
 
     def _file_drops(self) -> None:
         pending, generation = self._pending, self.generation
-        current = self.blocks[self._block] if self.blocks else None
-        while pending:
-            block, offset, size, made = pending.pop()
-            if made != generation:
-                continue
-            self.used_bytes -= size
-            self.count -= 1
-            if block is current and offset + size == self._offset:
-                self._offset = offset           # the top of the stack: bump back over it
-            else:
-                self._free.setdefault(size, []).append((block, offset))
+        if self.released:
+            pending.clear()
+            return
+        dropped = pending[:]            # (in the order they came; more may come meanwhile)
+        del pending[:len(dropped)]
+        for block, offset, size, made in dropped:
+            if made == generation:
+                self.used_bytes -= size
+                self.count -= 1
+                self._file(block, offset, size)
 
     def stats(self) -> tuple:
         """(bytes in use, live allocations, the peak bytes) after filing queued drops."""
@@ -412,7 +423,7 @@ class ArenaPool(Pool):
     def reset(self) -> None:
         with self.lock:
             self.generation += 1
-            self._block = self._offset = self._high = 0
+            self._block = self._offset = 0
             self.used_bytes = self.count = self.peak_bytes = 0
             self._free.clear()
             self._pending.clear()

@@ -182,6 +182,13 @@ class Recorder:
                 return True
         return False
 
+    def idle(self, start: int, end: int) -> bool:
+        """Whether no command since the last barrier touched [start, end): writing it now
+        needs no barrier (the pass pool prefers such ranges)."""
+        w_lo, w_hi, r_lo, r_hi = self._bounds
+        return not (start < w_hi and w_lo < end and self._crosses(start, end, self._written)
+                    or start < r_hi and r_lo < end and self._crosses(start, end, self._read))
+
     def _sync(self, reads, writes) -> int:
         """Emit a barrier if this command touches what an unbarriered command wrote, or
         writes what one read (or too many ranges are tracked); then note its own ranges.
