@@ -154,18 +154,11 @@ def record(out: Tensor, inputs: tuple, backward, backend, owed=None, seeded=None
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True
-                out._node = Node(tuple(link(i) for i in inputs), backward, backend, owed,
-                                 seeded)
+                # each input's link (see Node): its node, or itself if a leaf taking grad
+                out._node = Node(tuple([i._node or (i if i.requires_grad else None)
+                                        for i in inputs]), backward, backend, owed, seeded)
                 break
     return out
-
-
-def link(t: Tensor):
-    """What a Node keeps of its input ``t`` (see Node)."""
-    node = t._node
-    if node is not None:
-        return node
-    return t if t.requires_grad else None
 
 
 class Settled:
@@ -378,8 +371,8 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
                 g = node.owed.apply(backend, g)
             gis = node.backward(g, needs)
         g = None
-        if not retain_graph:
-            _free(node)
+        if not retain_graph:            # (_free, inline)
+            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
         for inp, need, gi in zip(inputs, needs, gis):
             if gi is None or not need:
                 continue
