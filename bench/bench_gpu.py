@@ -721,6 +721,7 @@ def report_memory(name: str, ours, mine, torch, peer) -> None:
     """Print the peak device memory of one more eager step of ours (its pass storage at
     its peak, persistent storage included) and of PyTorch's (``max_memory_allocated``)."""
     ours.sync()
+    dg.reset_peak_memory_stats()
     mine()
     ours.wait()
     used = ours.backend.memory()
@@ -731,8 +732,8 @@ def report_memory(name: str, ours, mine, torch, peer) -> None:
         peer()
         torch.cuda.synchronize()
         peak = f"{torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MiB"
-    print(f"{name} device memory: ours {mib('peak_bytes') + mib('p_buffer_bytes'):.0f} "
-          f"MiB at the peak of a step, persistent storage included "
+    print(f"{name} device memory: ours {mib('peak_bytes'):.0f} MiB at the peak of a step "
+          f"(tape_mem's peak_bytes: persistent storage included) "
           f"({mib('reserved_bytes') + mib('p_reserved_bytes'):.0f} MiB reserved); "
           f"PyTorch's max_memory_allocated {peak}")
 

@@ -5,7 +5,8 @@ compute shaders with parameters and optimizer state resident in device memory. S
 with ``ag_device()``; the same training code runs on both.
 """
 from .api.capture import CapturedStep, capture_step
-from .api.device import ag_device, devices, reset_transfer_stats, tape_mem, transfer_stats
+from .api.device import (ag_device, devices, reset_peak_memory_stats, reset_transfer_stats,
+                         tape_mem, transfer_stats)
 from .api.indexing import IndexOutOfRange
 from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                      CheckpointNotFoundError, DeadTensorError, DeviceError,
@@ -53,7 +54,8 @@ from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, afte
 __version__ = "0.1.0"
 
 __all__ = [
-    "ag_device", "devices", "tape_mem", "transfer_stats", "reset_transfer_stats",
+    "ag_device", "devices", "tape_mem", "reset_peak_memory_stats", "transfer_stats",
+    "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,

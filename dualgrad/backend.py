@@ -138,6 +138,9 @@ class Backend(abc.ABC):
         return dict(buffer_bytes=0, n_buffers=0, peak_bytes=0, p_buffer_bytes=0,
                     p_n_buffers=0, reserved_bytes=0, p_reserved_bytes=0)
 
+    def reset_peak_memory(self) -> None:
+        """Start ``memory()``'s ``peak_bytes`` again from the bytes in use now."""
+
     def transfers(self) -> dict:
         """Transfer counters in the keys of ``dg.transfer_stats()``."""
         return dict(h2d_bytes=0, h2d_calls=0, d2h_bytes=0, d2h_calls=0, submits=0)

@@ -73,6 +73,17 @@ def covering(**axes) -> tuple:
     return ",".join(names), params
 
 
+def peak_during(fn) -> int:
+    """The most device memory ``fn()`` had in use at once beyond what was in use before
+    it (the previous tape's tensors freed first): ``tape_mem()["peak_bytes"]``'s rise."""
+    with dg.with_grad_tape():
+        pass
+    dg.reset_peak_memory_stats()
+    now = dg.tape_mem()
+    fn()
+    return dg.tape_mem()["peak_bytes"] - now["buffer_bytes"] - now["p_buffer_bytes"]
+
+
 def loss_step(opt, loss_of):
     """fn(*batch): one training step: ``loss_of(*batch)`` under a tape, backward, optimizer
     step, gradients cleared; returns the loss."""

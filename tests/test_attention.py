@@ -9,7 +9,7 @@ import pytest
 
 import dualgrad as dg
 from dualgrad import nn
-from conftest import train_step
+from conftest import peak_during, train_step
 
 RNG = np.random.default_rng(4)
 Q = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
@@ -84,12 +84,11 @@ def test_the_fused_kernel_and_the_composition_agree(device):
 @pytest.mark.gpu
 def test_the_fused_kernel_keeps_no_score_matrix(gpu):
     shape = (4, 256, 16)
-    _causal_step(False, shape)
-    fused = dg.tape_mem()["peak_bytes"]
-    _causal_step(True, shape)
-    composed = dg.tape_mem()["peak_bytes"]
+    fused = peak_during(lambda: _causal_step(False, shape))
+    composed = peak_during(lambda: _causal_step(True, shape))
     scores = 4 * 256 * 256 * 4                  # one (4, 256, 256) float32 matrix
-    assert fused < scores and 2 * scores <= composed, (fused, composed)
+    # (parameters and gradients counted in both: the score matrices are the difference)
+    assert fused < 2 * scores and fused + 2 * scores <= composed, (fused, composed)
 
 
 @pytest.mark.parametrize("name, fn, shapes", [

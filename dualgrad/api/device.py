@@ -136,11 +136,17 @@ def devices() -> list:
 def tape_mem() -> dict:
     """Device pool usage: ``buffer_bytes`` and ``n_buffers`` for the pass pool (bytes and
     count of live allocations: a tensor's storage returns when the program and the tape
-    no longer hold it), ``peak_bytes`` (the most pass storage in use at once since each
-    slot's tape or evaluation began, summed over the slots), ``p_buffer_bytes`` and
-    ``p_n_buffers`` for the persistent pool, and the bytes reserved from the driver for
-    each. Zeros on cpu."""
+    no longer hold it), ``p_buffer_bytes`` and ``p_n_buffers`` for the persistent pool,
+    the bytes reserved from the driver for each, and ``peak_bytes``: the most that the
+    pools together had handed out at once since ``reset_peak_memory_stats()`` (or since
+    the device was opened), as PyTorch's ``max_memory_allocated``. Zeros on cpu."""
     return active().memory()
+
+
+def reset_peak_memory_stats() -> None:
+    """Start ``tape_mem()["peak_bytes"]`` again from the bytes in use now (PyTorch's
+    ``torch.cuda.reset_peak_memory_stats``). Nothing on cpu."""
+    active().reset_peak_memory()
 
 
 def transfer_stats() -> dict:

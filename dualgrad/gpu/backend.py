@@ -93,6 +93,9 @@ class GpuBackend(Backend):
     def memory(self) -> dict:
         return self.device.memory()
 
+    def reset_peak_memory(self) -> None:
+        self.device.reset_peak_memory()
+
     def transfers(self) -> dict:
         return self.device.rec.counters.transfers()
 

@@ -155,12 +155,21 @@ class Device:
         p_bytes, p_count = self.persistent_pool.stats()
         arenas = self._thread_arenas()
         stats = [a.stats() for a in arenas]
-        return dict(buffer_bytes=sum(used for used, _, _ in stats),
-                    n_buffers=sum(n for _, n, _ in stats),
-                    peak_bytes=sum(peak for _, _, peak in stats),
+        return dict(buffer_bytes=sum(used for used, _ in stats),
+                    n_buffers=sum(n for _, n in stats),
+                    peak_bytes=self.budget.peak,
                     p_buffer_bytes=p_bytes, p_n_buffers=p_count,
                     reserved_bytes=sum(a.reserved_bytes for a in arenas),
                     p_reserved_bytes=self.persistent_pool.reserved_bytes)
+
+    def reset_peak_memory(self) -> None:
+        """The peak of the bytes the pools hand out starts again from what is in use now
+        (the calling thread's dropped pass storage and the persistent frees counted
+        first)."""
+        self.persistent_pool.stats()
+        for arena in self._thread_arenas():
+            arena.stats()
+        self.budget.reset_peak()
 
     def release(self) -> None:
         """Free the device memory (the pools, the workspace, the staging ring) and every

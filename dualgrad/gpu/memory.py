@@ -209,7 +209,8 @@ class Budget:
     """The bytes the pools of one device may reserve from the driver together (None: no
     limit), and ``reclaim``, what to try before an allocation fails: by default returning
     blocks that hold nothing live; the backend first waits for the queue, since submitted
-    work may still use a block."""
+    work may still use a block. It also meters the bytes its pools have handed out
+    (``in_use``) and the most at once since ``reset_peak()`` (``peak``)."""
 
     def __init__(self, limit: int | None = None):
         self.limit = limit
@@ -217,6 +218,19 @@ class Budget:
         self.reclaim = self.trim_pools
         # Smaller blocks under a small budget, so that one pool cannot take all of it.
         self.block_size = BLOCK if limit is None else min(BLOCK, max(MIB, limit // 8))
+        self.in_use = self.peak = 0
+        self._meter = threading.Lock()     # (pools of several threads note their changes)
+
+    def note(self, delta: int) -> None:
+        """``delta`` bytes handed out (or, negative, returned) by one of the pools."""
+        with self._meter:
+            self.in_use = now = self.in_use + delta
+            if now > self.peak:
+                self.peak = now
+
+    def reset_peak(self) -> None:
+        with self._meter:
+            self.peak = self.in_use
 
     def reserved(self) -> int:
         return sum(p.reserved_bytes for p in self.pools)
@@ -302,6 +316,7 @@ class Pool:
             for block in self.blocks:
                 block.destroy()
             self.blocks.clear()
+            self.budget.note(-self.used_bytes)
             self.used_bytes = self.count = 0
             if self in self.budget.pools:
                 self.budget.pools.remove(self)
@@ -333,7 +348,6 @@ class ArenaPool(Pool):
         self._offset = 0           # (everything past it is untouched in this generation)
         self._free: dict = {}      # size -> deque of (block, offset): dropped, oldest first
         self._pending: list = []   # (block, offset, size, generation) dropped, not yet filed
-        self.peak_bytes = 0        # the most in use at once since the last reset
 
     def alloc(self, nbytes: int, fresh: bool = False) -> Allocation:
         """``nbytes`` of the pass; ``fresh``: in a range no allocation of this generation
@@ -359,10 +373,9 @@ class ArenaPool(Pool):
                     self._offset = end
                 else:
                     block, offset = self._bump(need, fresh)
-            self.used_bytes = used = self.used_bytes + need
-            if used > self.peak_bytes:
-                self.peak_bytes = used
+            self.used_bytes += need
             self.count += 1
+            self.budget.note(need)
             return PassAllocation(self, block, offset, need, self.generation)
 
     def _bump(self, need: int, fresh: bool) -> tuple:
@@ -407,24 +420,28 @@ class ArenaPool(Pool):
             return
         dropped = pending[:]            # (in the order they came; more may come meanwhile)
         del pending[:len(dropped)]
+        freed = 0
         for block, offset, size, made in dropped:
             if made == generation:
-                self.used_bytes -= size
+                freed += size
                 self.count -= 1
                 self._file(block, offset, size)
+        self.used_bytes -= freed
+        self.budget.note(-freed)
 
     def stats(self) -> tuple:
-        """(bytes in use, live allocations, the peak bytes) after filing queued drops."""
+        """(bytes in use, live allocations) after filing queued drops."""
         with self.lock:
             if self._pending:
                 self._file_drops()
-            return self.used_bytes, self.count, self.peak_bytes
+            return self.used_bytes, self.count
 
     def reset(self) -> None:
         with self.lock:
             self.generation += 1
             self._block = self._offset = 0
-            self.used_bytes = self.count = self.peak_bytes = 0
+            self.budget.note(-self.used_bytes)
+            self.used_bytes = self.count = 0
             self._free.clear()
             self._pending.clear()
 
@@ -479,6 +496,7 @@ class FreeListPool(Pool):
     def _allocation(self, block, offset, need) -> Allocation:
         self.used_bytes += need
         self.count += 1
+        self.budget.note(need)
         return ReturnedAllocation(self, block, offset, need, 0)
 
     def _take(self, block, need: int):
@@ -503,6 +521,7 @@ class FreeListPool(Pool):
                 continue
             self.used_bytes -= size
             self.count -= 1
+            self.budget.note(-size)
             spans = self._free[block]
             i = bisect.bisect_left(spans, [offset, 0])
             spans.insert(i, [offset, size])
