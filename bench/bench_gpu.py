@@ -28,6 +28,7 @@ the peer prints "n/a".
 from __future__ import annotations
 
 import argparse
+import gc
 import pathlib
 import re
 import statistics
@@ -653,11 +654,12 @@ def bench_amp(args, ours, torch) -> list:
                      t_ours, t_peer, "<= 2.0"))
     step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
     shape = args.gpt
+    report_memory("GPT step under bf16 autocast", ours,
+                  lambda: ours_gpt_step(dg, *shape, False, "bfloat16"), torch,
+                  lambda: torch_gpt_step(torch, *shape, "cuda", torch.bfloat16))
     peer = torch_gpt_step(torch, *shape, "cuda", torch.bfloat16) if torch else None
     for kind, replayed, target in (("", False, "<= 1.0"), (" replayed", True, "<= 0.6")):
         mine = ours_gpt_step(dg, *shape, replayed, "bfloat16")
-        if not replayed:
-            report_memory("GPT step under bf16 autocast", ours, mine, torch, peer)
         rows.append((f"GPT AdamW step {shape} bf16 autocast{kind}",
                      *timed(step_args, mine, peer, ours.wait,
                             torch.cuda.synchronize if torch else None, 5), target))
@@ -703,6 +705,8 @@ def bench_gpt(args, ours, torch) -> list:
     default) against PyTorch CUDA eager, and both steps' peak device memory."""
     batch, context, dim, layers, heads = args.gpt
     shape = (batch, context, dim, layers, heads)
+    report_memory("GPT step", ours, lambda: ours_gpt_step(dg, *shape), torch,
+                  lambda: torch_gpt_step(torch, *shape, "cuda"))
     peer = torch_gpt_step(torch, *shape, "cuda") if torch else None
     step_args = argparse.Namespace(**{**vars(args), "rounds": TRAIN_ROUNDS * args.rounds})
     name = f"GPT AdamW step B={batch} T={context} E={dim} L={layers} H={heads}"
@@ -712,30 +716,36 @@ def bench_gpt(args, ours, torch) -> list:
         rows.append((name + kind, *timed(step_args, mine, peer, ours.wait,
                                          torch.cuda.synchronize if torch else None, 5),
                      target))
-        if not replayed:
-            report_memory("GPT step", ours, mine, torch, peer)
     return rows
 
 
-def report_memory(name: str, ours, mine, torch, peer) -> None:
-    """Print the peak device memory of one more eager step of ours (its pass storage at
-    its peak, persistent storage included) and of PyTorch's (``max_memory_allocated``)."""
-    ours.sync()
+def report_memory(name: str, ours, make_ours, torch, make_peer) -> None:
+    """Print the device memory a new model's first two eager steps need at their peak,
+    ours and PyTorch's: its parameters, gradients and optimizer state and each step's
+    activations (``tape_mem()["peak_bytes"]`` and ``max_memory_allocated``, less what was
+    in use before the model was made)."""
+    gc.collect()
     dg.reset_peak_memory_stats()
+    base = dg.tape_mem()["peak_bytes"]
+    mine = make_ours()
+    mine()
     mine()
     ours.wait()
-    used = ours.backend.memory()
-    mib = (lambda key: used[key] / 2 ** 20)
-    peak = "n/a"
+    ours_mib = (dg.tape_mem()["peak_bytes"] - base) / 2 ** 20
+    del mine
+    peer_mib = "n/a"
     if torch:
+        gc.collect()
+        torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        peer = make_peer()
+        peer()
         peer()
         torch.cuda.synchronize()
-        peak = f"{torch.cuda.max_memory_allocated() / 2 ** 20:.0f} MiB"
-    print(f"{name} device memory: ours {mib('peak_bytes'):.0f} MiB at the peak of a step "
-          f"(tape_mem's peak_bytes: persistent storage included) "
-          f"({mib('reserved_bytes') + mib('p_reserved_bytes'):.0f} MiB reserved); "
-          f"PyTorch's max_memory_allocated {peak}")
+        peer_mib = f"{(torch.cuda.max_memory_allocated() - base) / 2 ** 20:.0f} MiB"
+    print(f"{name} device memory at its peak, parameters and optimizer state included: "
+          f"ours {ours_mib:.0f} MiB, PyTorch's {peer_mib}")
 
 
 def bench_attention(args, ours, torch) -> list:
