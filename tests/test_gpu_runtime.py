@@ -672,3 +672,26 @@ def test_a_software_device_says_once_what_it_is():
     assert done.returncode == 0, done.stderr
     notices = done.stderr.count("is a software emulation on the CPU, meant for testing")
     assert notices == (1 if done.stdout.strip() == "cpu" else 0)
+
+
+@pytest.mark.gpu
+def test_the_kernel_timer_charges_each_dispatch_to_its_shader(gpu, rng):
+    from dualgrad.gpu.timer import KernelTimer
+    be = device.active()
+    x = be.upload(rng.standard_normal(1 << 16).astype(np.float32))
+    want = be.download(be.unary("exp", x))
+    timer = KernelTimer(be.device)
+    try:
+        with timer:
+            outs = [be.unary("exp", x) for _ in range(3)]
+            be.binary("add", outs[0], outs[1])
+            got = be.download(outs[2])
+        assert timer.calls == {"unary": 3, "binary": 1}
+        assert timer.seconds["unary"] > 0 and "unary" in timer.table(3)
+        np.testing.assert_array_equal(got, want)        # timing changes no result
+        assert be.device.rec.timer is None
+        be.unary("exp", x)                               # none timed once it is left
+        be.device.rec.flush(wait=True)
+        assert timer.calls["unary"] == 3
+    finally:
+        timer.close()

@@ -97,6 +97,8 @@ class Recorder:
         self._bound = None
         self._host_reads = False
         self.capturing = False
+        self.timer = None                          # a KernelTimer while one is entered
+        self.max_batch = MAX_BATCH
         stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         self._stages = stages
         self._barrier = self._memory_barrier(
@@ -144,6 +146,8 @@ class Recorder:
             LIVE["fence"] += 1
         _check(self.lib.vkBeginCommandBuffer(self.cmd, self._begin_info), "vkBeginCommandBuffer")
         self._emit_barrier()              # order after every earlier submission
+        if self.timer is not None:
+            self.timer.begun(self.lib, self.cmd)
         self._bound = None
         self._batch = self._touched = 0
 
@@ -236,6 +240,8 @@ class Recorder:
             self._bound = pipeline
         lib.vkCmdPushConstants(cmd, self._layout, self._compute_stage, 0, len(push), push)
         lib.vkCmdDispatch(cmd, *groups)
+        if self.timer is not None and not self.capturing:
+            self.timer.dispatched(lib, cmd, pipeline)
         self.counters.dispatches += 1
         self._batch = batch = self._batch + 1
         if batch >= MAX_BATCH or touched >= SUBMIT_BYTES or (
@@ -327,6 +333,8 @@ class Recorder:
             if wait:
                 raise DeviceError("internal: a wait for the device while a step is captured")
             return
+        timed = self.timer is not None and self.cmd is not None
+        wait = wait or timed
         if self.cmd is not None:
             if self._host_reads:
                 self.lib.vkCmdPipelineBarrier(
@@ -347,6 +355,8 @@ class Recorder:
             while self._flight:
                 self._retire_oldest()
             self._released = self._staged       # nothing submitted reads the ring now
+            if timed:
+                self.timer.finished()
         else:
             flight = self._flight
             while flight and (len(flight) > MAX_IN_FLIGHT or self._finished(flight[0])):

@@ -1,0 +1,71 @@
+"""Where a training step's device time goes: each shader's time a step, timed on the device
+(``dualgrad.gpu.timer.KernelTimer``: a timestamp after each dispatch), for the GPT and CNN
+steps the benchmarks time.
+
+    python3 bench/profile_gpu.py --case gpt                # the GPT step, float32
+    python3 bench/profile_gpu.py --case gpt --autocast bfloat16
+    python3 bench/profile_gpu.py --case cnn --steps 5
+
+Each batch of commands is waited for before the next is recorded, so the figures are the
+kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch).
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+import dualgrad as dg  # noqa: E402
+from dualgrad.api import device  # noqa: E402
+from dualgrad.gpu.timer import KernelTimer  # noqa: E402
+from cnn_cases import ours_cnn_step  # noqa: E402
+from gpt_cases import gpt_data, gpt_train_step, ours_gpt_model  # noqa: E402
+from timing import on_batch  # noqa: E402
+
+
+def gpt_step(shape: tuple, autocast: str | None):
+    batch, context, dim, layers, heads = shape
+    model = ours_gpt_model(dg, context, dim, layers, heads)
+    step = gpt_train_step(dg, model, dg.optim.AdamW(model.parameters(), lr=1e-3))
+    if autocast:
+        step = dg.autocast(autocast)(step)
+    return on_batch(dg, step, gpt_data(batch, context), False, "GPT")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", choices=("gpt", "cnn"), default="gpt")
+    p.add_argument("--gpt", default="32,128,256,4,8", help="batch,context,dim,layers,heads")
+    p.add_argument("--cnn", type=int, default=128, help="the CNN's batch")
+    p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
+    p.add_argument("--steps", type=int, default=5)
+    args = p.parse_args(argv)
+    dg.ag_device("gpu")
+    dev = device.active().device
+    if args.case == "gpt":
+        shape = tuple(int(v) for v in args.gpt.split(","))
+        step, what = gpt_step(shape, args.autocast), f"GPT step {shape}"
+    else:
+        step, what = ours_cnn_step(dg, args.cnn), f"CNN step, batch {args.cnn}"
+        if args.autocast:
+            step = dg.autocast(args.autocast)(step)
+    for _ in range(2):                   # (pipelines made, state allocated)
+        step()
+    timer = KernelTimer(dev)
+    try:
+        with timer:
+            for _ in range(args.steps):
+                step()
+        print(f"{what}{' under ' + args.autocast if args.autocast else ''}, "
+              f"device time by shader ({dev.ctx.info['name']}, {args.steps} steps):")
+        print(timer.table(args.steps))
+    finally:
+        timer.close()
+
+
+if __name__ == "__main__":
+    main()

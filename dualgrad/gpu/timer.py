@@ -1,0 +1,110 @@
+"""Device time per kernel: timestamps around each dispatch, summed by shader.
+
+``KernelTimer(device)`` as a context manager: while it is entered, each command buffer the
+recorder begins writes a timestamp, and each dispatch another one when it ends; every
+submission is waited for and its timestamps read, so a dispatch's time is the gap from
+the timestamp before it (the previous dispatch's end, or the command buffer's start).
+Where no barrier separates two dispatches they may overlap, and the second is charged
+only its tail; a dispatch after a barrier is charged the barrier's wait too. Timing waits
+for each batch, so the steps it measures run as their device work alone (host time
+between batches is not counted). Recorded steps (``capture_step``) are not timed.
+
+A tool for finding where a step's device time goes (``bench/profile_gpu.py``), not an
+always-on counter: each dispatch then costs a timestamp write and each batch a wait.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from ..errors import DeviceError
+
+
+class KernelTimer:
+    def __init__(self, dev):
+        vk, ctx = dev.ctx.vk, dev.ctx
+        self.dev, self.vk = dev, vk
+        self.period_ns = float(ctx.limits.timestampPeriod)
+        if not ctx.limits.timestampComputeAndGraphics or self.period_ns <= 0:
+            raise DeviceError(f"{ctx.info['name']}: the device does not time compute work "
+                              "(timestampComputeAndGraphics)")
+        self.capacity = dev.rec.max_batch + 1
+        self.pool = vk.vkCreateQueryPool(ctx.device, vk.VkQueryPoolCreateInfo(
+            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.capacity), None)
+        self._results = np.zeros(self.capacity, np.uint64)
+        self._pipelines: list = []        # the pipeline of each dispatch in this batch
+        self.seconds = collections.Counter()  # shader name -> device seconds
+        self.calls = collections.Counter()
+        self._names = {}
+
+    # -- the recorder's hooks ---------------------------------------------------------------
+    def begun(self, lib, cmd) -> None:
+        """A command buffer begins: its first timestamp."""
+        lib.vkCmdResetQueryPool(cmd, self.pool, 0, self.capacity)
+        lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool, 0)
+        self._pipelines.clear()
+
+    def dispatched(self, lib, cmd, pipeline) -> None:
+        self._pipelines.append(pipeline)
+        lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool,
+                                len(self._pipelines))
+
+    def finished(self) -> None:
+        """The batch has run: charge each dispatch its gap."""
+        n = len(self._pipelines)
+        if not n:
+            return
+        vk = self.vk
+        data = vk.ffi.from_buffer(self._results)
+        vk.lib.vkGetQueryPoolResults(self.dev.ctx.device, self.pool, 0, n + 1,
+                                     8 * (n + 1), data, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        ticks = np.diff(self._results[:n + 1].astype(np.int64))
+        for pipeline, gap in zip(self._pipelines, ticks):
+            name = self._name(pipeline)
+            self.seconds[name] += max(int(gap), 0) * self.period_ns * 1e-9
+            self.calls[name] += 1
+        self._pipelines.clear()
+
+    def _name(self, pipeline) -> str:
+        name = self._names.get(pipeline)
+        if name is None:
+            self._names = {p: shader for (shader, _), p in self.dev._pipeline_of.items()}
+            name = self._names.get(pipeline, "?")
+        return name
+
+    # -- use ---------------------------------------------------------------------------------
+    def __enter__(self) -> "KernelTimer":
+        rec = self.dev.rec
+        with self.dev.lock:
+            rec.flush(wait=True)          # (batches begun before are not timed)
+            rec.timer = self
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        rec = self.dev.rec
+        with self.dev.lock:
+            rec.flush(wait=True)
+            rec.timer = None
+        return False
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def table(self, steps: int = 1) -> str:
+        """Each shader's device time a step (of ``steps``), calls and share, longest
+        first."""
+        total = sum(self.seconds.values()) or 1.0
+        lines = [f"  {'shader':<18} {'ms a step':>10} {'calls':>7} {'share':>7}"]
+        for name, s in self.seconds.most_common():
+            lines.append(f"  {name:<18} {s * 1e3 / steps:>10.3f} "
+                         f"{self.calls[name] / steps:>7.1f} {s / total:>7.1%}")
+        lines.append(f"  {'all':<18} {total * 1e3 / steps:>10.3f}")
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.vk.vkDestroyQueryPool(self.dev.ctx.device, self.pool, None)
+            self.pool = None
