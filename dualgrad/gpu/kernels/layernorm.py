@@ -17,6 +17,26 @@ def layer_norm(dev, x, gamma, beta, eps):
     return y, mean, rstd
 
 
+CHUNK_ROWS = 64            # rows a workgroup of layernorm_params's first stage sums, at least
+MAX_CHUNKS = 1024          # ... and at most this many chunks (then longer ones)
+
+
+def _param_grads(dev, x, g, mean, rstd, dgamma, dbeta, count: int, n: int) -> None:
+    """dgamma and dbeta, the column sums, by layernorm_params.comp's two stages: partial
+    sums of chunks of rows (a workgroup a block of 32 columns times a chunk), then each
+    column's partials added in order."""
+    chunk = max(CHUNK_ROWS, -(-count // MAX_CHUNKS))
+    chunks = -(-count // chunk)
+    part = dev.empty((2 * chunks * n,))
+    addrs = (x.address, g.address, mean.address, rstd.address, dgamma.address,
+             dbeta.address, part.address)
+    uints = (count, n, chunk, chunks)
+    dev.launch("layernorm_params", (0,), push_constants(addrs, uints),
+               (min(-(-n // 32), MAX_GROUPS), chunks, 1), [x, g, mean, rstd], [part])
+    dev.launch("layernorm_params", (1,), push_constants(addrs, uints), grid(n), [part],
+               [dgamma, dbeta])
+
+
 def layer_norm_backward(dev, x, gamma, mean, rstd, g):
     count, n = rows(x)
     dx, dgamma, dbeta = dev.empty(x.shape), dev.empty((n,)), dev.empty((n,))
@@ -25,10 +45,7 @@ def layer_norm_backward(dev, x, gamma, mean, rstd, g):
                    push_constants((x.address, gamma.address, 0, g.address, dx.address,
                                    mean.address, rstd.address), (count, n), (0.0,)),
                    (min(count, MAX_GROUPS), 1, 1), [x, gamma, g, mean, rstd], [dx])
-        dev.launch("layernorm_params", (),
-                   push_constants((x.address, g.address, mean.address, rstd.address,
-                                   dgamma.address, dbeta.address), (count, n)),
-                   grid(n), [x, g, mean, rstd], [dgamma, dbeta])
+        _param_grads(dev, x, g, mean, rstd, dgamma, dbeta, count, n)
     else:
         dev.fill(dgamma, 0.0)
         dev.fill(dbeta, 0.0)
