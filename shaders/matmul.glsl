@@ -46,6 +46,7 @@
 // the product takes as long as its slowest tile (docs/performance.md).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
+#include "round16.glsl"
 
 // How a function knows its tile is whole: with EDGE_TILES, from its argument `whole` (each
 // workgroup's own); without, from WHOLE, the same for every workgroup.
@@ -83,6 +84,8 @@ layout(constant_id = 13) const uint BIAS = 0;   // 1: add bias[n] to every outpu
 layout(constant_id = 14) const uint RELU_C = 0; // 1: then relu every output
 layout(constant_id = 15) const uint MASK_C = 0; // 1: then zero it where mask <= 0
 layout(constant_id = 16) const uint ROWSUM_A = 0;   // 1: and write op(A)'s row sums
+layout(constant_id = 17) const uint ROUND16 = 0;    // 1 / 2: operands rounded to float16 /
+                                                // bfloat16 as they are loaded (autocast)
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -146,7 +149,17 @@ vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base WHOLE_PARAM) {
                 VALID(k < kend ? valid4(m, p.M) : 0u), A_VEC != 0 WHOLE_ARG);
 }
 
+// An operand's quad as the product takes it: rounded to ROUND16's type where it says one.
+vec4 rounded16(vec4 q) {
+    if (ROUND16 == 0u) return q;
+    uvec4 u = floatBitsToUint(q);
+    [[unroll]] for (uint c = 0; c < 4; ++c)
+        u[c] = ROUND16 == 1u ? from_half(to_half(u[c])) : to_bf16(u[c]) << 16;
+    return uintBitsToFloat(u);
+}
+
 void store_a(uint e, uint buf, vec4 q) {
+    q = rounded16(q);
     if (A_T == 0) {
         uint mm = e / (BK / 4), k = (e % (BK / 4)) * 4, quad = (mm / 4) ^ swizzle_a(k);
         [[unroll]] for (uint c = 0; c < 4; ++c)
@@ -169,6 +182,7 @@ vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base WHOLE_PARAM) {
 }
 
 void store_b(uint e, uint buf, vec4 q) {
+    q = rounded16(q);
     if (B_T == 0) {
         Bs[(buf * BK + e / (BN / 4)) * (BN / 4) + e % (BN / 4)] = q;
     } else {

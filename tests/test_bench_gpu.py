@@ -253,7 +253,8 @@ def test_the_profile_prints_each_shaders_device_time():
     require_gpu()
     script = BENCH.parent / "profile_gpu.py"
     result = subprocess.run([sys.executable, str(script), "--gpt", "2,8,16,1,2", "--steps",
-                             "1"], capture_output=True, text=True, timeout=600)
+                             "1", "--warmup", "0"], capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, result.stderr
     rows = dict(re.findall(r"^  (\w+)\s+(\d+\.\d+)\s", result.stdout, re.M))
     assert {"matmul", "attention", "layernorm", "optim", "all"} <= set(rows), result.stdout

@@ -21,6 +21,7 @@ from ..workspace import COUNTER, COUNTERS
 from . import elementwise, logic, reduce, strided
 
 F32, BFLOAT16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
+ROUND16 = {np.dtype(np.float16): 1, BFLOAT16: 2}     # matmul.glsl's codes
 
 EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
@@ -85,7 +86,7 @@ def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
 @functools.lru_cache(maxsize=4096)      # called on every matmul
 def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, dims: tuple,
                   limits: tuple, planner, kind: tuple = PLAIN.kind,
-                  pieces: int = 3) -> MatmulRecipe:
+                  pieces: int = 3, round16: int = 0) -> MatmulRecipe:
     """The tile ``planner`` picks for a product of ``dims`` (m, n, k, batch) on a device
     with these ``limits`` (shared memory, threads a workgroup, tensor cores), as a
     dispatch; ``kind`` is the epilogue's (``Epilogue.kind``). A split-K plan writes
@@ -95,7 +96,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
     thread for each row; the tensor-core kernel does none of them, so its recipe does not
     say them. ``pieces`` (the tensor-core kernel's): 3, float32-accurate; 1, the product
-    of the operands rounded to bfloat16."""
+    of the operands rounded to bfloat16. ``round16`` (the fma kernel's ROUND16): 1 or 2,
+    the operands rounded to float16 or bfloat16 as they are loaded."""
     m, n, k, batch = dims
     bias, relu, mask, sums = kind
     ca, cb = a_shape[-1], b_shape[-1]
@@ -131,7 +133,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
              1 if m % t.bm == 0 and n % t.bn == 0 else 2)
     sums = sums and not split and t.threads >= t.bm     # (a thread for each row's sum)
     spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
-            plan.splits, t.threads, whole, int(bias), int(relu), int(mask), int(sums))
+            plan.splits, t.threads, whole, int(bias), int(relu), int(mask), int(sums),
+            round16)
     uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
     return MatmulRecipe(EDGE_TILES_SHADER if whole == 2 else t.shader, spec, uints, groups,
                         (batch * plan.splits, m, n) if split else None, None,
@@ -188,8 +191,8 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     """Record the product op(a) @ op(b) of ``dims`` (m, n, k, batch) into ``out``; True
     where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
     matrix, whole K), else the caller makes them. ``low``: the operands rounded to that
-    16-bit type first (the tensor-core kernel rounds to bfloat16 as it splits: one piece;
-    otherwise conversion kernels make rounded copies)."""
+    16-bit type first (the fma kernel rounds them as it loads them; the tensor-core
+    kernel's split pass rounds to bfloat16: one piece; float16 there: rounded copies)."""
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
@@ -198,12 +201,15 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits, plans.matmul_plan,
                       kind)
     if low is not None:
-        if low == BFLOAT16 and r.split is not None:
+        if r.split is None:                  # the fma kernel rounds them as it loads them
+            r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
+                              plans.matmul_plan, kind, 3, ROUND16[low])
+        elif low == BFLOAT16:                # the split pass rounds them: one piece
             r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
                               plans.matmul_plan, kind, 1)
-        else:
+        else:                                # rounded copies, then the exact product
             a, b = rounded(dev, a, low), rounded(dev, b, low)
-        low = None if r.split is None else low       # (what the bands below still do)
+            low = None                       # (what the bands below still do)
     gx, gy, gz = r.groups
     if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
         _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low)
