@@ -21,8 +21,15 @@ def _slices(batch: int, rows: int, cols: int):
         yield slice(start, min(batch, start + step))
 
 
+def _transposed(x):
+    """x's last two axes swapped, in memory so: NumPy's batched product of a second operand
+    that is a swapped view took 1.7-1.9 times as long as the copy and the product on a
+    contiguous one (batches of 128 x 32 by 32 x 128, 2 cores)."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
 def _scores(q, k, causal: bool, scale: float):
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s = np.matmul(q, _transposed(k))
     s *= s.dtype.type(scale)
     if causal:                     # -inf above the diagonal: added, far faster than masked
         rows, cols = s.shape[-2:]
@@ -52,7 +59,7 @@ def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
         gp = g[part]
         dv[part] = np.matmul(np.swapaxes(p, -1, -2), gp)
         delta = np.sum(gp * o[part], -1, keepdims=True)
-        ds = p * (np.matmul(gp, np.swapaxes(v[part], -1, -2)) - delta)
+        ds = p * (np.matmul(gp, _transposed(v[part])) - delta)
         ds *= ds.dtype.type(scale)
         dq[part] = np.matmul(ds, k[part])
         dk[part] = np.matmul(np.swapaxes(ds, -1, -2), q[part])

@@ -27,15 +27,17 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
             a, b = (x.astype(low).astype(x.dtype) for x in (a, b))
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))
-    # A transposed operand shared by a batch is copied first: NumPy's batched product
-    # reads a strided one far more slowly than the copy costs.
+    # A transposed operand shared by a batch, or a batch's transposed second operand, is
+    # copied first: NumPy's batched product reads those views more slowly than the copy
+    # costs (1.7-1.9 times the copy and the product, for batches of 128 x 32 by 32 x 128);
+    # a batch's transposed first operand it reads as fast as a copy.
     if trans_a:
         a = np.swapaxes(a, -1, -2)
         if a.ndim == 2 and b.ndim == 3:
             a = np.ascontiguousarray(a)
     if trans_b:
         b = np.swapaxes(b, -1, -2)
-        if b.ndim == 2 and a.ndim == 3:
+        if b.ndim == 3 or a.ndim == 3:
             b = np.ascontiguousarray(b)
     with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate, as IEEE's)
         if out is None:
