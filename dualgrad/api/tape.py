@@ -1,10 +1,13 @@
 """The gradient tape: ``with_grad_tape()``, ``no_grad()``, recording and ``backward()``.
 
-While a tape is open, every op whose inputs require grad records a Node on its output: the
-inputs and a rule that maps the output's gradient to the inputs' gradients (the rule sits
-beside the op's forward in ``ops.py``). ``backward()`` sorts the recorded graph
-topologically and walks it in reverse, summing the gradients that meet at a tensor; leaves
-accumulate theirs in ``.grad``. The tape knows no op; three protocols let an op save work:
+While a tape is open, every op whose inputs require grad records a Node on its output:
+links to the inputs and a rule that maps the output's gradient to the inputs' gradients
+(the rule sits beside the op's forward in ``ops.py``, and keeps only the storage it reads;
+the links are nodes, not tensors, so a computed tensor's memory goes when the program and
+the rules no longer need it). ``backward()`` sorts the recorded graph topologically and
+walks it in reverse, summing the gradients that meet at a node and freeing each node and
+gradient once used; leaves accumulate theirs in ``.grad``. The tape knows no op; three
+protocols let an op save work:
 
 - ``owed``: an op may leave a transform for the tape to apply to its output's gradient
   before its rule runs (an object with ``apply(backend, g)``; it must be a projection:
