@@ -26,7 +26,7 @@ from ..backend import PLAIN, Epilogue
 from ..errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
                       bad_value)
 from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
-from ..shapes import MAX_RANK
+from ..shapes import MAX_RANK, broadcast_strides
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
 from .residency import adopt, handle
@@ -147,15 +147,15 @@ def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
     backend = device.active()
     hx = handle(backend, x)
     hy = backend.unary(op, hx, a, b)
-    # Only what the rule reads is kept; it is handed g in place of what it does not read.
+    # Only what the rule reads is kept; in place of what it does not read it is handed
+    # what it does (or g): the same shape, never read.
     reads = UNARY_GRAD_READS.get(op, "x")
-    kept = (hx if "x" in reads else None, hy if "y" in reads else None)
+    kept_x = hx if "x" in reads else None
+    kept_y = hy if "y" in reads else None
 
     def backward(g, needs):
-        kept_x, kept_y = kept
-        if kept_x is None:
-            kept_x = g if kept_y is None else kept_y
-        return (backend.unary_backward(op, kept_x, kept_x if kept_y is None else kept_y, g,
+        x_ = kept_x if kept_x is not None else kept_y if kept_y is not None else g
+        return (backend.unary_backward(op, x_, kept_y if kept_y is not None else x_, g,
                                        a, b),)
     return _make(hy, (x,), backward, backend)
 
@@ -401,14 +401,10 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
                                               if i not in axes)
     hy = hk if keepdims else backend.reshape(hk, out_shape)
     if op == "sum":      # g read along the reduced axes again: nothing of x is kept
-        x_shape, steps, step = x.shape, [0] * x.ndim, 1
-        for d in range(x.ndim - 1, -1, -1):
-            if d not in axes:
-                steps[d] = step
-                step *= x_shape[d]
+        x_shape, steps = x.shape, broadcast_strides(kshape, x.shape)
 
         def backward(g, needs):
-            return (backend.strided(backend.reshape(g, kshape), x_shape, tuple(steps), 0),)
+            return (backend.strided(backend.reshape(g, kshape), x_shape, steps, 0),)
         return _make(hy, (x,), backward, backend)
 
     def backward(g, needs):

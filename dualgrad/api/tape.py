@@ -374,8 +374,8 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
                 g = node.owed.apply(backend, g)
             gis = node.backward(g, needs)
         g = None
-        if not retain_graph:            # (_free, inline)
-            node.inputs, node.backward, node.owed, node.seeded = (), None, None, None
+        if not retain_graph:
+            _free(node)
         for inp, need, gi in zip(inputs, needs, gis):
             if gi is None or not need:
                 continue

@@ -163,12 +163,12 @@ class ReturnedAllocation(Allocation):
 
 class PassAllocation(Allocation):
     """An arena's allocation: when its last reference goes within its generation, its
-    range is queued for reuse (``ArenaPool.dropped``)."""
+    range is queued for reuse (on the arena's ``_pending``, filed at its next allocation)."""
 
     __slots__ = ()
 
     def __del__(self):
-        pool = self.pool           # (ArenaPool.dropped, inline: every pass tensor goes here)
+        pool = self.pool
         if pool.generation == self.generation:
             pool._pending.append((self.block, self.offset, self.nbytes, self.generation))
 
@@ -409,9 +409,6 @@ class ArenaPool(Pool):
         if spans is None:
             spans = self._free[size] = collections.deque()
         spans.append((block, offset))
-
-    def dropped(self, alloc: Allocation) -> None:
-        self._pending.append((alloc.block, alloc.offset, alloc.nbytes, alloc.generation))
 
     def _file_drops(self) -> None:
         pending, generation = self._pending, self.generation

@@ -98,7 +98,6 @@ class Recorder:
         self._host_reads = False
         self.capturing = False
         self.timer = None                          # a KernelTimer while one is entered
-        self.max_batch = MAX_BATCH
         stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         self._stages = stages
         self._barrier = self._memory_barrier(

@@ -19,6 +19,7 @@ import collections
 import numpy as np
 
 from ..errors import DeviceError
+from .recorder import MAX_BATCH
 
 
 class KernelTimer:
@@ -29,7 +30,7 @@ class KernelTimer:
         if not ctx.limits.timestampComputeAndGraphics or self.period_ns <= 0:
             raise DeviceError(f"{ctx.info['name']}: the device does not time compute work "
                               "(timestampComputeAndGraphics)")
-        self.capacity = dev.rec.max_batch + 1
+        self.capacity = MAX_BATCH + 1             # (a batch's dispatches, and its start)
         self.pool = vk.vkCreateQueryPool(ctx.device, vk.VkQueryPoolCreateInfo(
             queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.capacity), None)
         self._results = np.zeros(self.capacity, np.uint64)
