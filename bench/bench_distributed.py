@@ -201,7 +201,7 @@ def launch(args) -> None:
     k = args.ranks
     print(f"data parallel, {k} processes, {args.backend} backend "
           f"({max(1, (os.cpu_count() or 1) // k)} cpu threads each)")
-    found = _run(k, "allreduce", args)
+    found = _run(k, "allreduce", args) if "allreduce" in args.sections else None
     if found:
         print(f"gradient all-reduce (float32, in host memory; ours: "
               f"{found['allreduce'][0]['how']}), bandwidth per process")
@@ -219,6 +219,8 @@ def launch(args) -> None:
         peers.append(("ours, replayed", "step", ("--replayed",)))
     if args.peer and _torch_present():
         peers.append(("PyTorch DDP", "torch_step", ()))
+    if "scaling" not in args.sections:
+        return
     print("scaling efficiency: a step alone (batch B) / a step in k processes (B each)")
     for case, title in cases:
         print(f"  {title}")
@@ -235,6 +237,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--sections", default="allreduce,scaling",
+                        type=lambda t: {s for s in t.split(",") if s},
+                        help="what to measure: allreduce (bandwidth), scaling (steps)")
     parser.add_argument("--sizes", default="1,4,25,100",
                         type=lambda t: [float(s) for s in t.split(",") if s])
     parser.add_argument("--mlp", default="4096:64",

@@ -111,6 +111,25 @@ def test_processes_train_as_one_with_their_batches_joined(n, backend, path, requ
         assert max(case["gaps"]) < DATA_PARALLEL_BOUND, case["gaps"]
 
 
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_the_shared_mean_sums_in_rank_order_across_blocks(k):
+    # A slice that starts mid-array and spans partial blocks; summed left to right in
+    # float32, then divided, as a scalar loop would (the replicas' bits depend on it).
+    from dualgrad.distributed.reducer import MEAN_BLOCK, _mean_into
+    rng = np.random.default_rng(k)
+    n = 3 * MEAN_BLOCK + 77
+    views = tuple((rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n))
+                  .astype(np.float32) for _ in range(k))
+    start, stop = 5, n - 3
+    out = np.full(stop - start, np.nan, np.float32)
+    _mean_into(views, start, stop, out)
+    acc = views[0][start:stop].copy()
+    for v in views[1:]:
+        acc = acc + v[start:stop]          # (float32 + float32: rounded each time)
+    expected = (acc.astype(np.float64) / k).astype(np.float32)
+    assert np.array_equal(out, expected)
+
+
 def test_a_bad_shared_memory_setting_is_named():
     done, _, _ = launch(2, "cpu", "equivalence_sgd", DUALGRAD_DIST_SHARED_MEMORY="yes")
     assert done.returncode != 0

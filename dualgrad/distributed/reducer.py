@@ -92,16 +92,26 @@ class SharedAverager:
         self.window.Free()
 
 
+MEAN_BLOCK = 4096      # elements a pass of _mean_into keeps in the cache (16 KiB of float32)
+
+
 @kernel
 def _mean_into(views, start, stop, out):
     """out[i - start] = (views[0][i] + views[1][i] + ...) / len(views), summed in order,
-    for i in [start, stop): one pass that reads each value once."""
+    for i in [start, stop) (at least two views). A block at a time, one loop per view, so
+    that each loop is a vector loop and the block's sums stay in the cache."""
     k = len(views)
-    for i in range(start, stop):
-        acc = views[0][i]
-        for j in range(1, k):
-            acc += views[j][i]
-        out[i - start] = acc / k
+    for lo in range(start, stop, MEAN_BLOCK):
+        hi = min(lo + MEAN_BLOCK, stop)
+        acc, first, second = out[lo - start:hi - start], views[0][lo:hi], views[1][lo:hi]
+        for i in range(hi - lo):
+            acc[i] = first[i] + second[i]
+        for j in range(2, k):
+            more = views[j][lo:hi]
+            for i in range(hi - lo):
+                acc[i] += more[i]
+        for i in range(hi - lo):
+            acc[i] = acc[i] / k
 
 
 SHARED_ENV = "DUALGRAD_DIST_SHARED_MEMORY"
