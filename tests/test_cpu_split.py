@@ -89,3 +89,23 @@ def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):
 
 def _child_sum_of_exp(x):
     return float(np.sum(unary.unary("exp", x), dtype=np.float64))
+
+
+def test_ranges_run_once_each_beside_the_caller(monkeypatch):
+    monkeypatch.setattr(split, "cores", lambda: 3)
+    seen, lock = [], threading.Lock()
+
+    def record(lo, hi):
+        with lock:
+            seen.append((lo, hi, threading.current_thread() is threading.main_thread()))
+    split.run_ranges(record, [(0, 5), (5, 9), (9, 20)])
+    assert sorted((lo, hi) for lo, hi, _ in seen) == [(0, 5), (5, 9), (9, 20)]
+    assert [(lo, hi) for lo, hi, main in seen if main] == [(0, 5)]
+
+
+def test_a_failing_range_raises_in_the_caller():
+    def fail(lo, hi):
+        if lo:
+            raise ValueError(f"range {lo}")
+    with pytest.raises(ValueError, match="range 3"):
+        split.run_ranges(fail, [(0, 3), (3, 6)])

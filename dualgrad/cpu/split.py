@@ -57,3 +57,17 @@ def run(kernel, arrays, *scalars) -> None:
     finally:
         for job in pending:
             job.result()
+
+
+def run_ranges(fn, ranges) -> None:
+    """fn(lo, hi) for each (lo, hi) of ``ranges``, the first on the calling thread and the
+    others on the pool's (``fn`` releases the GIL: a compiled kernel)."""
+    ranges = list(ranges)
+    pool = _workers(len(ranges)) if len(ranges) > 1 else None
+    pending = [pool.submit(fn, lo, hi) for lo, hi in ranges[1:]] if pool else []
+    try:
+        if ranges:
+            fn(*ranges[0])
+    finally:
+        for job in pending:
+            job.result()
