@@ -1,5 +1,8 @@
-"""attention.comp: fused attention and its backward, no L x S matrix stored; the twin of
-``dualgrad/cpu/attention.py``."""
+"""Fused attention and its backward, no L x S matrix stored; the twin of
+``dualgrad/cpu/attention.py``. attention.comp gives each thread a row; for rows (heads) of 32
+or 64 the forward and the keys' gradients take tiled shaders instead (attention_tiled.comp,
+attention_tiled_grad.comp: a thread a 4 x 4 block of scores), the queries' gradient stays a
+thread a row, which measured faster."""
 from __future__ import annotations
 
 import struct
@@ -7,16 +10,25 @@ import struct
 from ..dispatch import packer
 
 _ADDRESSES = packer(10)
-ROWS = 64            # a workgroup's rows (the shader's)
+ROWS = 64            # a workgroup's rows in attention.comp
 MAX_HEAD = 128       # the longest rows its registers and shared tiles are sized for
+TILED_HEADS = (32, 64)
+TILED_ROWS = 64      # a workgroup's query rows in attention_tiled.comp
+TILED_GRAD_ROWS = 32     # ... and its keys in attention_tiled_grad.comp
 
 
 def _push(addresses, rows: int, keys: int, scale: float) -> bytes:
     return _ADDRESSES.pack(*addresses) + struct.pack("<2If", rows, keys, scale)
 
 
-def _groups(rows: int, batch: int) -> tuple:
-    return (-(-rows // ROWS), batch, 1)
+def _groups(rows: int, batch: int, per: int = ROWS) -> tuple:
+    return (-(-rows // per), batch, 1)
+
+
+def _tiled(head: int, arrays) -> bool:
+    """Whether the tiled shaders take these rows: their length, and every array starting on
+    a quad (they read and write four floats at a time)."""
+    return head in TILED_HEADS and all(a.address % 16 == 0 for a in arrays)
 
 
 def attention(dev, q, k, v, causal: bool, scale: float):
@@ -24,10 +36,14 @@ def attention(dev, q, k, v, causal: bool, scale: float):
     keys = k.shape[1]
     o, lse = dev.empty(q.shape), dev.empty((batch, rows))
     if q.size:
-        dev.launch("attention", (0, head, int(causal)),
-                   _push((q.address, k.address, v.address, o.address, lse.address, 0, 0, 0,
-                          0, 0), rows, keys, scale),
-                   _groups(rows, batch), [q, k, v], [o, lse])
+        push = _push((q.address, k.address, v.address, o.address, lse.address, 0, 0, 0, 0, 0),
+                     rows, keys, scale)
+        if _tiled(head, (q, k, v, o)):
+            dev.launch("attention_tiled", (head, int(causal)), push,
+                       _groups(rows, batch, TILED_ROWS), [q, k, v], [o, lse])
+        else:
+            dev.launch("attention", (0, head, int(causal)), push, _groups(rows, batch),
+                       [q, k, v], [o, lse])
     return o, lse
 
 
@@ -45,6 +61,10 @@ def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float):
     if k.size:
         if not q.size:
             dev.fill(delta, 0.0)
-        dev.launch("attention", (2, *spec), push, _groups(keys, batch),
-                   [q, k, v, lse, g, delta], [dk, dv])
+        reads = [q, k, v, lse, g, delta]
+        if _tiled(head, (q, k, v, g, dk, dv)):
+            dev.launch("attention_tiled_grad", spec, push,
+                       _groups(keys, batch, TILED_GRAD_ROWS), reads, [dk, dv])
+        else:
+            dev.launch("attention", (2, *spec), push, _groups(keys, batch), reads, [dk, dv])
     return dq, dk, dv

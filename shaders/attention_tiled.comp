@@ -1,0 +1,84 @@
+#version 460
+// Fused attention's forward in tiles (rows of 32 or 64): attention.comp's MODE 0, the same
+// online softmax, with a workgroup of 128 threads taking 64 query rows and the keys
+// streaming past 32 at a time (attention_tiles.glsl says how a thread's work is laid out).
+// Each row's running maximum is shared through `red` once a tile; its sum of weights is
+// kept in parts, one a column group, and added up in order at the end.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x = 128) in;         // 16 row groups x 8 column groups
+layout(constant_id = 0) const uint HEAD = 64;
+layout(constant_id = 1) const uint CAUSAL = 0;
+const uint ROWS = 64;
+#include "attention_tiles.glsl"
+
+shared vec4 qs[ROWS * SROW];
+shared vec4 ks[COLS * SROW];
+shared vec4 vs[COLS * SROW];
+shared vec4 pt[COLS * TROW];           // the weights, transposed: pt[key][rows]
+shared float red[ROWS * TX];
+
+void main() {
+    uint tid = gl_LocalInvocationIndex, tx = tid % TX, ty = tid / TX;
+    uint batch = gl_WorkGroupID.y, row0 = gl_WorkGroupID.x * ROWS;
+    LOAD_ROWS(qs, p.q, batch * p.L, row0, ROWS, p.L);
+    float m[4], l[4], s[4][4];
+    vec4 acc[4][QUADS];
+    for (uint r = 0; r < 4; ++r) {
+        m[r] = -f_inf();
+        l[r] = 0.0;
+        for (uint e = 0; e < QUADS; ++e) acc[r][e] = vec4(0.0);
+    }
+    // keys this workgroup's rows need: all, or (causal) up to its last row
+    uint last = CAUSAL != 0u ? min(p.S, row0 + ROWS) : p.S;
+    for (uint j0 = 0; j0 < last; j0 += COLS) {
+        barrier();                     // the last tile's reads are done
+        LOAD_ROWS(ks, p.k, batch * p.S, j0, COLS, p.S);
+        LOAD_ROWS(vs, p.v, batch * p.S, j0, COLS, p.S);
+        barrier();
+        SCORES(s, qs, ks, ty, tx);
+        float top[4];
+        for (uint r = 0; r < 4; ++r) {
+            top[r] = -f_inf();
+            for (uint c = 0; c < 4; ++c) {
+                uint j = j0 + tx + 8u * c;
+                bool seen = j < p.S && (CAUSAL == 0u || j <= row0 + 4u * ty + r);
+                s[r][c] = seen ? s[r][c] * p.scale : -f_inf();
+                top[r] = max(top[r], s[r][c]);
+            }
+            red[(4u * ty + r) * TX + tx] = top[r];
+        }
+        barrier();
+        for (uint r = 0; r < 4; ++r) {
+            float mt = m[r];
+            for (uint t = 0; t < TX; ++t) mt = max(mt, red[(4u * ty + r) * TX + t]);
+            // no key seen yet (mt = -inf): weights 0, nothing to rescale
+            float c0 = mt == -f_inf() ? 1.0 : exp(m[r] - mt);
+            float part = 0.0;
+            for (uint c = 0; c < 4; ++c) {
+                s[r][c] = mt == -f_inf() ? 0.0 : exp(s[r][c] - mt);
+                part += s[r][c];
+            }
+            l[r] = l[r] * c0 + part;
+            for (uint e = 0; e < QUADS; ++e) acc[r][e] *= c0;
+            m[r] = mt;
+        }
+        for (uint c = 0; c < 4; ++c)
+            pt[(tx + 8u * c) * TROW + ty] = vec4(s[0][c], s[1][c], s[2][c], s[3][c]);
+        barrier();
+        ACCUMULATE(acc, pt, vs, ty, tx);
+    }
+    barrier();                         // every read of red is done
+    for (uint r = 0; r < 4; ++r) red[(4u * ty + r) * TX + tx] = l[r];
+    barrier();
+    for (uint r = 0; r < 4; ++r) {
+        uint row = row0 + 4u * ty + r;
+        if (row >= p.L) break;
+        float total = 0.0;
+        for (uint t = 0; t < TX; ++t) total += red[(4u * ty + r) * TX + t];
+        uint at = (batch * p.L + row) * QROW;
+        for (uint e = 0; e < QUADS; ++e) Quads(p.o).v[at + tx + 8u * e] = acc[r][e] / total;
+        if (tx == 0u) p.lse.v[batch * p.L + row] = m[r] + log(total);
+    }
+}

@@ -1,0 +1,54 @@
+// Shared by attention_tiled.comp and attention_tiled_grad.comp: fused attention in tiles,
+// for rows (heads) of 32 or 64 floats. A thread holds a 4 x 4 block of a score tile, rows
+// 4 ty + r by columns tx + 8 c, and a 4-row block of an output, columns 4 tx + 32 e (a quad
+// each), so that each quad read from shared memory feeds 4 to 16 multiply-adds (the
+// thread-a-row kernel of attention.comp reads one value a multiply-add). Shared rows are
+// HEAD + 4 floats apart: the eight column groups' quads then fall in distinct banks.
+
+layout(push_constant) uniform Push {
+    Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
+    Floats dq; Floats dk; Floats dv;
+    uint L; uint S; float scale;
+} p;
+
+const uint TX = 8;                     // column groups
+const uint COLS = 32;                  // a score tile's columns: TX x 4
+const uint QROW = HEAD / 4;            // quads a row, in global memory
+const uint SROW = (HEAD + 4) / 4;      // quads a row, in shared memory
+const uint QUADS = HEAD / 32;          // output quads a row a thread holds
+const uint TROW = (ROWS + 4) / 4;      // quads a row of a transposed score tile (keys x rows)
+
+// Rows [first, first + n) of src (its batch's rows from `base`; zeros from row `count` on)
+// into the shared quads `dst`, padded.
+#define LOAD_ROWS(dst, src, base, first, n, count)                                          \
+    for (uint e_ = gl_LocalInvocationIndex; e_ < (n) * QROW; e_ += gl_WorkGroupSize.x) {    \
+        uint r_ = e_ / QROW, c_ = e_ % QROW;                                                \
+        dst[r_ * SROW + c_] = (first) + r_ < (count)                                        \
+            ? Quads(src).v[((base) + (first) + r_) * QROW + c_] : vec4(0.0);                \
+    }
+
+// s += a . b as a chain of fused multiply-adds (dot() adds its products apart, then to s).
+#define DOT4(s, a, b) s = fma(a.w, b.w, fma(a.z, b.z, fma(a.y, b.y, fma(a.x, b.x, s))))
+
+// s[r][c] = a row (4 ty + r) . b row (tx + 8 c), over the head.
+#define SCORES(s, a, b, ty, tx)                                                             \
+    for (uint r_ = 0; r_ < 4; ++r_)                                                         \
+        for (uint c_ = 0; c_ < 4; ++c_) s[r_][c_] = 0.0;                                    \
+    for (uint d_ = 0; d_ < QROW; ++d_) {                                                    \
+        vec4 a_[4], b_[4];                                                                  \
+        for (uint r_ = 0; r_ < 4; ++r_) a_[r_] = a[(4 * (ty) + r_) * SROW + d_];            \
+        for (uint c_ = 0; c_ < 4; ++c_) b_[c_] = b[((tx) + 8 * c_) * SROW + d_];            \
+        for (uint r_ = 0; r_ < 4; ++r_)                                                     \
+            for (uint c_ = 0; c_ < 4; ++c_) DOT4(s[r_][c_], a_[r_], b_[c_]);                \
+    }
+
+// acc[r][e] += sum over the tile's columns j of t[j][rows 4 ty + r] * b[j][quad tx + 8 e]:
+// t is a transposed score tile (keys x rows), b shared rows.
+#define ACCUMULATE(acc, t, b, ty, tx)                                                       \
+    for (uint j_ = 0; j_ < COLS; ++j_) {                                                    \
+        vec4 w_ = t[j_ * TROW + (ty)];                                                      \
+        for (uint e_ = 0; e_ < QUADS; ++e_) {                                               \
+            vec4 x_ = b[j_ * SROW + (tx) + 8 * e_];                                         \
+            for (uint r_ = 0; r_ < 4; ++r_) acc[r_][e_] += w_[r_] * x_;                     \
+        }                                                                                   \
+    }
