@@ -1,9 +1,9 @@
 #version 460
-// Fused attention's forward in tiles (rows of 32 or 64): attention.comp's MODE 0, the same
-// online softmax, with a workgroup of 128 threads taking 64 query rows and the keys
-// streaming past 32 at a time (attention_tiles.glsl says how a thread's work is laid out).
-// Each row's running maximum is shared through `red` once a tile; its sum of weights is
-// kept in parts, one a column group, and added up in order at the end.
+// Fused attention's forward in tiles (rows of 32 or 64; used for 64): attention.comp's MODE
+// 0, the same online softmax, with a workgroup of 128 threads taking 64 query rows and the
+// keys streaming past 32 at a time (attention_tiles.glsl says how a thread's work is laid
+// out). Each row's running maximum is shared through `red` once a tile; its sum of weights
+// is kept in parts, one a column group, and added up in order at the end.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

@@ -1,11 +1,11 @@
 #version 460
-// Fused attention's backward for the keys in tiles (rows of 32 or 64): attention.comp's
-// MODE 2, dv_j = sum_i p_ij g_i and dk_j = sum_i ds_ij q_i, with a workgroup of 64 threads
-// taking 32 keys and the queries streaming past 32 at a time (attention_tiles.glsl says how
-// a thread's work is laid out). Each weight is recomputed from its row's log-sum-exp,
-// p = exp(s - lse), and ds = p (dp - delta) scale, with delta = g_i . o_i from MODE 1 of
-// attention.comp, which makes dq (a thread a row: faster there than these tiles, 7.2 ms
-// against 10.4 for 4 x 8 causal heads of 4096 x 64 on an H200).
+// Fused attention's backward for the keys in tiles (rows of 32 or 64; used for 64):
+// attention.comp's MODE 2, dv_j = sum_i p_ij g_i and dk_j = sum_i ds_ij q_i, with a
+// workgroup of 64 threads taking 32 keys and the queries streaming past 32 at a time
+// (attention_tiles.glsl says how a thread's work is laid out). Each weight is recomputed
+// from its row's log-sum-exp, p = exp(s - lse), and ds = p (dp - delta) scale, with delta =
+// g_i . o_i from MODE 1 of attention.comp, which makes dq (a thread a row: faster there
+// than these tiles, 7.2 ms against 10.4 for 4 x 8 causal heads of 4096 x 64 on an H200).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 

@@ -1,9 +1,10 @@
 // Shared by attention_tiled.comp and attention_tiled_grad.comp: fused attention in tiles,
-// for rows (heads) of 32 or 64 floats. A thread holds a 4 x 4 block of a score tile, rows
-// 4 ty + r by columns tx + 8 c, and a 4-row block of an output, columns 4 tx + 32 e (a quad
-// each), so that each quad read from shared memory feeds 4 to 16 multiply-adds (the
-// thread-a-row kernel of attention.comp reads one value a multiply-add). Shared rows are
-// HEAD + 4 floats apart: the eight column groups' quads then fall in distinct banks.
+// for rows (heads) of 32 or 64 floats (the kernels take 64 only: see attention.py). A
+// thread holds a 4 x 4 block of a score tile, rows 4 ty + r by columns tx + 8 c, and a
+// 4-row block of an output, columns 4 tx + 32 e (a quad each), so that each quad read from
+// shared memory feeds 4 to 16 multiply-adds (the thread-a-row kernel of attention.comp
+// reads one value a multiply-add). Shared rows are HEAD + 4 floats apart: the eight column
+// groups' quads then fall in distinct banks.
 
 layout(push_constant) uniform Push {
     Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
