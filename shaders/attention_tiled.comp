@@ -1,16 +1,18 @@
 #version 460
 // Fused attention's forward in tiles (rows of 32 or 64; used for 64): attention.comp's MODE
-// 0, the same online softmax, with a workgroup of 128 threads taking 64 query rows and the
-// keys streaming past 32 at a time (attention_tiles.glsl says how a thread's work is laid
-// out). Each row's running maximum is shared through `red` once a tile; its sum of weights
-// is kept in parts, one a column group, and added up in order at the end.
+// 0, the same online softmax, with a workgroup of 128 threads taking 64 query rows (64
+// threads and 32 rows where shared memory is short) and the keys streaming past 32 at a
+// time (attention_tiles.glsl says how a thread's work is laid out). Each row's running
+// maximum is shared through `red` once a tile; its sum of weights is kept in parts, one a
+// column group, and added up in order at the end.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 128) in;         // 16 row groups x 8 column groups
+layout(local_size_x_id = 2) in;        // ROWS / 4 row groups x 8 column groups
 layout(constant_id = 0) const uint HEAD = 64;
 layout(constant_id = 1) const uint CAUSAL = 0;
-const uint ROWS = 64;
+layout(constant_id = 2) const uint THREADS = 128;
+layout(constant_id = 3) const uint ROWS = 64;     // 64, or 32 where shared memory is short
 #include "attention_tiles.glsl"
 
 shared vec4 qs[ROWS * SROW];

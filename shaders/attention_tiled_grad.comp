@@ -1,18 +1,20 @@
 #version 460
 // Fused attention's backward for the keys in tiles (rows of 32 or 64; used for 64):
 // attention.comp's MODE 2, dv_j = sum_i p_ij g_i and dk_j = sum_i ds_ij q_i, with a
-// workgroup of 64 threads taking 32 keys and the queries streaming past 32 at a time
-// (attention_tiles.glsl says how a thread's work is laid out). Each weight is recomputed
-// from its row's log-sum-exp, p = exp(s - lse), and ds = p (dp - delta) scale, with delta =
-// g_i . o_i from MODE 1 of attention.comp, which makes dq (a thread a row: faster there
-// than these tiles, 7.2 ms against 10.4 for 4 x 8 causal heads of 4096 x 64 on an H200).
+// workgroup of 64 threads taking 32 keys (32 threads and 16 keys where shared memory is
+// short) and the queries streaming past 32 at a time (attention_tiles.glsl says how a
+// thread's work is laid out). Each weight is recomputed from its row's log-sum-exp, p =
+// exp(s - lse), and ds = p (dp - delta) scale, with delta = g_i . o_i from MODE 1 of
+// attention.comp, which makes dq (a thread a row: faster there than these tiles, 7.2 ms
+// against 10.4 for 4 x 8 causal heads of 4096 x 64 on an H200).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x = 64) in;          // 8 row groups x 8 column groups
+layout(local_size_x_id = 2) in;        // ROWS / 4 row groups x 8 column groups
 layout(constant_id = 0) const uint HEAD = 64;
 layout(constant_id = 1) const uint CAUSAL = 0;
-const uint ROWS = 32;
+layout(constant_id = 2) const uint THREADS = 64;
+layout(constant_id = 3) const uint ROWS = 32;     // 32, or 16 where shared memory is short
 #include "attention_tiles.glsl"
 
 shared vec4 xs[ROWS * SROW];           // the workgroup's keys

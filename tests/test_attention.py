@@ -222,3 +222,24 @@ def test_positional_embeddings_add_each_positions_row(device):
     assert learned.num_parameters() == 48
     with pytest.raises(dg.ShapeError, match="^PositionalEmbedding: argument 'x'"):
         learned(dg.ag_tensor(np.zeros((9, 6), np.float32)))
+
+
+@pytest.mark.gpu
+def test_heads_of_64_take_the_tiled_kernels_on_this_device(gpu, monkeypatch):
+    # The tiles (64 or 32 rows a workgroup, as the device's shared memory allows) must be
+    # what runs here, else the differential checks of heads of 64 test the other kernel.
+    from dualgrad.api import device
+    dev = device.active().device
+    launched, launch = [], type(dev).launch
+
+    def spy(self, shader, spec, *rest):
+        launched.append(shader)
+        return launch(self, shader, spec, *rest)
+    monkeypatch.setattr(type(dev), "launch", spy)
+    rng = np.random.default_rng(3)
+    q, k, v = (dg.ag_tensor(rng.standard_normal((2, 70, 64)).astype(np.float32),
+                            requires_grad=True) for _ in range(3))
+    with dg.with_grad_tape():
+        dg.sum(dg.scaled_dot_product_attention(q, k, v, is_causal=True)).backward()
+    assert "attention_tiled" in launched and "attention_tiled_grad" in launched
+    assert launched.count("attention") == 1        # dq: a thread a row
