@@ -68,5 +68,5 @@ def cast(dev, x, dtype):
         return out
     if out.size:
         dev.launch("convert", (_KIND[x.dtype], _TO[dtype]),
-                   _CAST.pack(x.address, out.address, x.size), grid(x.size), [x], [out])
+                   _CAST.pack(x.address, out.address, x.size), quad_grid(x.size), [x], [out])
     return out
