@@ -94,6 +94,11 @@ class Backend(abc.ABC):
     def reshape(self, h, shape: tuple):
         """The same elements read with another shape (no copy)."""
 
+    @abc.abstractmethod
+    def part(self, h, start: int, shape: tuple):
+        """Elements [start, start + prod(shape)) of ``h`` read with ``shape``: a view that
+        shares h's storage (no copy)."""
+
     # -- host exchange (gradients all-reduced across processes) ----------------------------
     @abc.abstractmethod
     def host_buffer(self, size: int, dtype: np.dtype, array: np.ndarray | None = None):
@@ -367,9 +372,9 @@ class Backend(abc.ABC):
         call."""
 
     @abc.abstractmethod
-    def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float):
+    def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float, out=None):
         """(dq, dk, dv) of ``attention`` given g = dL/do, its weights recomputed from
-        ``lse``."""
+        ``lse``; written into ``out`` (three arrays shaped as q, k and v) where given."""
 
     @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):

@@ -126,6 +126,41 @@ def test_multihead_attention_follows_pytorchs_layout_and_masks(device):
     assert np.all(weights.numpy()[1, :, 3:] == 0) and np.all(weights.numpy()[:, 0, 1:] == 0)
 
 
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("autocast", [None, "bfloat16"])
+def test_self_attention_in_place_matches_the_composition(device, batch_first, autocast,
+                                                         monkeypatch):
+    # Without weights or masks, self-attention reads its projected heads in place (one
+    # transpose, not a copy of each of q, k, v) and writes their gradients as one: the
+    # same values, and gradients, as the composition that need_weights=True takes.
+    from dualgrad.api import device as api_device
+    parts, kind = [], type(api_device.active())
+    part = kind.part
+
+    def spy(self, h, start, shape):
+        parts.append(start)
+        return part(self, h, start, shape)
+    monkeypatch.setattr(kind, "part", spy)
+    dg.manual_seed(4)
+    mha = nn.MultiheadAttention(16, 4, batch_first=batch_first)
+    x = RNG.standard_normal((3, 7, 16) if batch_first else (7, 3, 16)).astype(np.float32)
+    g = RNG.standard_normal(x.shape).astype(np.float32)
+    found = []
+    for need_weights in (False, True):
+        t = dg.ag_tensor(x, requires_grad=True)
+        with dg.with_grad_tape(), dg.autocast(autocast or "bfloat16",
+                                              enabled=autocast is not None):
+            out, weights = mha(t, t, t, need_weights=need_weights, is_causal=True)
+            dg.sum(out * dg.ag_tensor(g)).backward()
+        assert (weights is None) != need_weights
+        assert bool(parts) != need_weights      # q, k, v and their gradients: parts
+        parts.clear()
+        found.append([out.numpy(), t.grad.numpy(), mha.in_proj_weight.grad.numpy()])
+        mha.zero_grad()
+    for fused, composed in zip(*found):
+        np.testing.assert_allclose(fused, composed, rtol=2e-4, atol=2e-5)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_an_encoder_layer_with_a_causal_mask_ignores_the_future(device, norm_first):
     dg.manual_seed(1)

@@ -76,6 +76,39 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     return reshape(out, lead + (length, e))
 
 
+def packed_fits(batch: int, length: int, e: int) -> bool:
+    """Whether the attention kernels take ``batch`` rows of ``length`` by ``e``."""
+    return 1 <= e <= MAX_HEAD and batch <= MAX_BATCH and length >= 1
+
+
+def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
+    """``fused_attention`` of q, k, v = qkv[0], qkv[1], qkv[2] for qkv (3, B, L, E): the
+    three read in place and their gradients written into one (3, B, L, E) tensor, so that
+    self-attention's heads take one transpose each way instead of a copy of each. Under
+    ``autocast`` qkv is rounded as one. The caller checks that the kernels take the shapes
+    (``packed_fits``)."""
+    _, batch, length, e = qkv.shape
+    low = _autocast_type(qkv)
+    if low is not None:
+        with autocast.suspended():
+            out = fused_packed_attention(_rounded(qkv, low), causal, scale)
+        return _gradient_rounded(out, low)
+    backend = device.active()
+    size = batch * length * e
+
+    def thirds(h):
+        return tuple(backend.part(h, i * size, (batch, length, e)) for i in range(3))
+    hq, hk, hv = thirds(handle(backend, qkv))
+    ho, hlse = backend.attention(hq, hk, hv, bool(causal), float(scale))
+
+    def backward(g, needs):
+        grad = backend.empty(qkv.shape, qkv.dtype)
+        backend.attention_backward(hq, hk, hv, ho, hlse, g, bool(causal), float(scale),
+                                   out=thirds(grad))
+        return (grad,)
+    return _make(ho, (qkv,), backward, backend)
+
+
 def causal_mask(rows: int, cols: int) -> Tensor:
     """A boolean (rows, cols) mask, True where column <= row (PyTorch's is_causal)."""
     return tril(_constant((rows, cols), 1, BOOL))

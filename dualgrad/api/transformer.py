@@ -8,7 +8,8 @@ import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops, random
-from .attention import attention_scores, fused_attention, low_precision_inputs, mask_tensor
+from .attention import (attention_scores, fused_attention, fused_packed_attention,
+                        low_precision_inputs, mask_tensor, packed_fits)
 from .indexing import split
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
@@ -96,12 +97,17 @@ class MultiheadAttention(Module):
         s = key.shape[1]
         if key.shape[0] != n or value.shape[:2] != (n, s):
             raise bad_shape(fn, "key", key.shape, "the batch of the query, and value's length")
-        q, k, v = (self._heads(t, n) for t in self._projected(query, key, value))
         h = self.num_heads
+        fused = not need_weights and key_padding_mask is None and attn_mask is None and \
+            not (self.training and self.dropout > 0.0)
+        if same and fused:
+            out = self._self_attention(query, n, is_causal)
+            if out is not None:
+                return out, None
+        q, k, v = (self._heads(t, n) for t in self._projected(query, key, value))
 
         def core(q, k, v):
-            if not need_weights and key_padding_mask is None and attn_mask is None and \
-                    not (self.training and self.dropout > 0.0):
+            if fused:
                 out = fused_attention(q, k, v, is_causal, 1.0 / math.sqrt(self.head_dim))
                 if out is not None:
                     return out, None
@@ -121,6 +127,23 @@ class MultiheadAttention(Module):
         if not need_weights:
             return out, None
         return out, (ops.mean(weights, 1) if average_attn_weights else weights)
+
+    def _self_attention(self, x: Tensor, n: int, is_causal: bool):
+        """The fused attention of x (N, L, E) with itself, its output projected: the
+        projection's q, k and v moved into heads (3, N * heads, L, head_dim) by one
+        transpose and read in place (``fused_packed_attention``); None where the kernels
+        do not take the shapes."""
+        length, h, d = x.shape[1], self.num_heads, self.head_dim
+        if not packed_fits(n * h, length, d):
+            return None
+        qkv = linear(x, self.in_proj_weight, self.in_proj_bias)
+        heads = reshape(transpose(reshape(qkv, (n, length, 3, h, d)), (2, 0, 3, 1, 4)),
+                        (3, n * h, length, d))
+        out = fused_packed_attention(heads, is_causal, 1.0 / math.sqrt(d))
+        out = reshape(transpose(reshape(out, (n, h, length, d)), (0, 2, 1, 3)),
+                      (n, length, self.embed_dim))
+        out = self.out_proj(out)
+        return transpose(out, (1, 0, 2)) if not self.batch_first else out
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"

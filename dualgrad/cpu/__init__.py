@@ -6,6 +6,8 @@ with the same names as the gpu backend's (``dualgrad/gpu/kernels``) and its shad
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -86,6 +88,9 @@ class CpuBackend(Backend):
 
     def reshape(self, h, shape):
         return h.reshape(shape)
+
+    def part(self, h, start, shape):
+        return h.reshape(-1)[start:start + math.prod(shape)].reshape(shape)
 
     def host_buffer(self, size, dtype, array=None):
         if array is not None and array.shape == (size,) and array.dtype == dtype:
@@ -209,8 +214,8 @@ class CpuBackend(Backend):
     def attention(self, q, k, v, causal, scale):
         return attention.attention(q, k, v, causal, scale)
 
-    def attention_backward(self, q, k, v, o, lse, g, causal, scale):
-        return attention.attention_backward(q, k, v, o, lse, g, causal, scale)
+    def attention_backward(self, q, k, v, o, lse, g, causal, scale, out=None):
+        return attention.attention_backward(q, k, v, o, lse, g, causal, scale, out)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

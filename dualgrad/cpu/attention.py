@@ -51,8 +51,9 @@ def attention(q, k, v, causal: bool, scale: float) -> tuple:
     return o, lse
 
 
-def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
-    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float, out=None) -> tuple:
+    dq, dk, dv = (np.empty_like(q), np.empty_like(k), np.empty_like(v)) if out is None \
+        else out
     batch, rows, _ = q.shape
     for part in _slices(batch, rows, k.shape[1]):
         p = np.exp(_scores(q[part], k[part], causal, scale) - lse[part][..., None])

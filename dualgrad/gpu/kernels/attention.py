@@ -77,10 +77,11 @@ def attention(dev, q, k, v, causal: bool, scale: float):
     return o, lse
 
 
-def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float):
+def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float, out=None):
     batch, rows, head = q.shape
     keys = k.shape[1]
-    dq, dk, dv = dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape)
+    dq, dk, dv = (dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape)) if out is None \
+        else out
     delta = dev.empty((batch, rows))
     push = _push((q.address, k.address, v.address, o.address, lse.address, g.address,
                   delta.address, dq.address, dk.address, dv.address), rows, keys, scale)
