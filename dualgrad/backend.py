@@ -94,11 +94,6 @@ class Backend(abc.ABC):
     def reshape(self, h, shape: tuple):
         """The same elements read with another shape (no copy)."""
 
-    @abc.abstractmethod
-    def part(self, h, start: int, shape: tuple):
-        """Elements [start, start + prod(shape)) of ``h`` read with ``shape``: a view that
-        shares h's storage (no copy)."""
-
     # -- host exchange (gradients all-reduced across processes) ----------------------------
     @abc.abstractmethod
     def host_buffer(self, size: int, dtype: np.dtype, array: np.ndarray | None = None):
@@ -372,9 +367,22 @@ class Backend(abc.ABC):
         call."""
 
     @abc.abstractmethod
-    def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float, out=None):
+    def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float):
         """(dq, dk, dv) of ``attention`` given g = dL/do, its weights recomputed from
-        ``lse``; written into ``out`` (three arrays shaped as q, k and v) where given."""
+        ``lse``."""
+
+    @abc.abstractmethod
+    def attention_packed(self, qkv, heads: int, causal: bool, scale: float):
+        """``attention`` of self-attention's projection read in place: qkv (N, L, 3, heads,
+        D), its [:, :, 0], [:, :, 1] and [:, :, 2] the queries, keys and values of N *
+        heads rows (row n * heads + h), D <= 128; (o (N, L, heads, D), lse (N * heads,
+        L))."""
+
+    @abc.abstractmethod
+    def attention_packed_backward(self, qkv, o, lse, g, heads: int, causal: bool,
+                                  scale: float):
+        """The gradient of ``attention_packed`` for qkv, (N, L, 3, heads, D), given g =
+        dL/do (N, L, heads, D)."""
 
     @abc.abstractmethod
     def dropout(self, x, p: float, seed: int, step: int):

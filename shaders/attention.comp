@@ -25,22 +25,23 @@ layout(push_constant) uniform Push {
     Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
     Floats dq; Floats dk; Floats dv;
     uint L; uint S; float scale;
+    uint H; uint q_outer; uint q_row; uint k_outer; uint k_row; uint o_outer; uint o_row;
 } p;
+#include "attention_rows.glsl"
 
 shared float tile_a[TILE * HEAD];
 shared float tile_b[TILE * HEAD];
 shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 
-// Rows [first, first + TILE) of a and b (batch b_, n rows each) into the shared tiles
-// (zeros past n).
-void load_tiles(Floats a, Floats b, uint base, uint first, uint n) {
+// Rows [first, first + TILE) of head-row `batch` of a and b (laid out as rows `wa`, `wb`:
+// attention_rows.glsl), n rows each, into the shared tiles (zeros past n).
+void load_tiles(Floats a, uint wa, Floats b, uint wb, uint batch, uint first, uint n) {
     barrier();
     for (uint e = gl_LocalInvocationID.x; e < TILE * HEAD; e += ROWS) {
         uint r = first + e / HEAD;
-        uint at = (base + r) * HEAD + e % HEAD;
-        tile_a[e] = r < n ? a.v[at] : 0.0;
-        tile_b[e] = r < n ? b.v[at] : 0.0;
+        tile_a[e] = r < n ? a.v[row_at(wa, batch, r) + e % HEAD] : 0.0;
+        tile_b[e] = r < n ? b.v[row_at(wb, batch, r) + e % HEAD] : 0.0;
     }
 }
 
@@ -50,12 +51,12 @@ void main() {
     float r0[HEAD], r1[HEAD], acc0[HEAD], acc1[HEAD];
     if (MODE == 0u || MODE == 1u) {
         bool live = row < p.L;
-        uint at = (batch * p.L + row) * HEAD;
+        uint qa = row_at(Q_ROWS, batch, row), oa = row_at(O_ROWS, batch, row);
         float m = -f_inf(), l = 0.0, lse_i = 0.0, delta_i = 0.0;
         for (uint d = 0; d < HEAD; ++d) {
-            r0[d] = live ? p.q.v[at + d] : 0.0;
-            r1[d] = live && MODE == 1u ? p.g.v[at + d] : 0.0;
-            delta_i += live && MODE == 1u ? r1[d] * p.o.v[at + d] : 0.0;
+            r0[d] = live ? p.q.v[qa + d] : 0.0;
+            r1[d] = live && MODE == 1u ? p.g.v[oa + d] : 0.0;
+            delta_i += live && MODE == 1u ? r1[d] * p.o.v[oa + d] : 0.0;
             acc0[d] = 0.0;
         }
         if (MODE == 1u && live) {
@@ -65,7 +66,7 @@ void main() {
         // keys this workgroup's rows need: all, or (causal) up to its last row
         uint last = CAUSAL != 0u ? min(p.S, (gl_WorkGroupID.x + 1u) * ROWS) : p.S;
         for (uint j0 = 0; j0 < last; j0 += TILE) {
-            load_tiles(p.k, p.v, batch * p.S, j0, p.S);
+            load_tiles(p.k, K_ROWS, p.v, K_ROWS, batch, j0, p.S);
             barrier();
             if (!live) continue;
             uint n = min(TILE, p.S - j0);
@@ -94,16 +95,16 @@ void main() {
         }
         if (!live) return;
         if (MODE == 0u) {
-            for (uint d = 0; d < HEAD; ++d) p.o.v[at + d] = acc0[d] / l;
+            for (uint d = 0; d < HEAD; ++d) p.o.v[oa + d] = acc0[d] / l;
             p.lse.v[batch * p.L + row] = m + log(l);
         } else {
-            for (uint d = 0; d < HEAD; ++d) p.dq.v[at + d] = acc0[d];
+            for (uint d = 0; d < HEAD; ++d) p.dq.v[qa + d] = acc0[d];
         }
         return;
     }
     // MODE 2: key row `row`
     bool live = row < p.S;
-    uint at = (batch * p.S + row) * HEAD;
+    uint at = row_at(K_ROWS, batch, row);
     for (uint d = 0; d < HEAD; ++d) {
         r0[d] = live ? p.k.v[at + d] : 0.0;
         r1[d] = live ? p.v.v[at + d] : 0.0;
@@ -113,7 +114,7 @@ void main() {
     // query rows that may see this workgroup's keys: all, or (causal) from its first key
     uint first = CAUSAL != 0u ? (gl_WorkGroupID.x * ROWS) / TILE * TILE : 0u;
     for (uint i0 = first; i0 < p.L; i0 += TILE) {
-        load_tiles(p.q, p.g, batch * p.L, i0, p.L);
+        load_tiles(p.q, Q_ROWS, p.g, O_ROWS, batch, i0, p.L);
         if (lid < TILE) {
             bool in_ = i0 + lid < p.L;
             tile_lse[lid] = in_ ? p.lse.v[batch * p.L + i0 + lid] : 0.0;

@@ -130,17 +130,17 @@ def test_multihead_attention_follows_pytorchs_layout_and_masks(device):
 @pytest.mark.parametrize("autocast", [None, "bfloat16"])
 def test_self_attention_in_place_matches_the_composition(device, batch_first, autocast,
                                                          monkeypatch):
-    # Without weights or masks, self-attention reads its projected heads in place (one
-    # transpose, not a copy of each of q, k, v) and writes their gradients as one: the
-    # same values, and gradients, as the composition that need_weights=True takes.
+    # Without weights or masks, self-attention reads its heads in place from the
+    # projection and writes their gradients as one: the same values, and gradients, as
+    # the composition that need_weights=True takes.
     from dualgrad.api import device as api_device
     parts, kind = [], type(api_device.active())
-    part = kind.part
+    packed = kind.attention_packed
 
-    def spy(self, h, start, shape):
-        parts.append(start)
-        return part(self, h, start, shape)
-    monkeypatch.setattr(kind, "part", spy)
+    def spy(self, *args):
+        parts.append(args[1])
+        return packed(self, *args)
+    monkeypatch.setattr(kind, "attention_packed", spy)
     dg.manual_seed(4)
     mha = nn.MultiheadAttention(16, 4, batch_first=batch_first)
     x = RNG.standard_normal((3, 7, 16) if batch_first else (7, 3, 16)).astype(np.float32)
@@ -153,7 +153,7 @@ def test_self_attention_in_place_matches_the_composition(device, batch_first, au
             out, weights = mha(t, t, t, need_weights=need_weights, is_causal=True)
             dg.sum(out * dg.ag_tensor(g)).backward()
         assert (weights is None) != need_weights
-        assert bool(parts) != need_weights      # q, k, v and their gradients: parts
+        assert parts == ([] if need_weights else [4])     # in place, 4 heads
         parts.clear()
         found.append([out.numpy(), t.grad.numpy(), mha.in_proj_weight.grad.numpy()])
         mha.zero_grad()

@@ -82,30 +82,24 @@ def packed_fits(batch: int, length: int, e: int) -> bool:
 
 
 def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
-    """``fused_attention`` of q, k, v = qkv[0], qkv[1], qkv[2] for qkv (3, B, L, E): the
-    three read in place and their gradients written into one (3, B, L, E) tensor, so that
-    self-attention's heads take one transpose each way instead of a copy of each. Under
-    ``autocast`` qkv is rounded as one. The caller checks that the kernels take the shapes
-    (``packed_fits``)."""
-    _, batch, length, e = qkv.shape
+    """Self-attention by the ``attention_packed`` kernel pair: q, k, v = qkv[:, :, 0],
+    [:, :, 1], [:, :, 2] for qkv (N, L, 3, heads, D), a projection reshaped, read in place
+    (no copy, no transpose into heads); the output (N, L, heads, D) and qkv's gradient
+    come as they lie. Under ``autocast`` qkv is rounded as one. The caller checks that
+    the kernels take the shapes (``packed_fits``)."""
+    n, length, _, heads, e = qkv.shape
     low = _autocast_type(qkv)
     if low is not None:
         with autocast.suspended():
             out = fused_packed_attention(_rounded(qkv, low), causal, scale)
         return _gradient_rounded(out, low)
     backend = device.active()
-    size = batch * length * e
-
-    def thirds(h):
-        return tuple(backend.part(h, i * size, (batch, length, e)) for i in range(3))
-    hq, hk, hv = thirds(handle(backend, qkv))
-    ho, hlse = backend.attention(hq, hk, hv, bool(causal), float(scale))
+    hqkv = handle(backend, qkv)
+    ho, hlse = backend.attention_packed(hqkv, heads, bool(causal), float(scale))
 
     def backward(g, needs):
-        grad = backend.empty(qkv.shape, qkv.dtype)
-        backend.attention_backward(hq, hk, hv, ho, hlse, g, bool(causal), float(scale),
-                                   out=thirds(grad))
-        return (grad,)
+        return (backend.attention_packed_backward(hqkv, ho, hlse, g, heads, bool(causal),
+                                                  float(scale)),)
     return _make(ho, (qkv,), backward, backend)
 
 

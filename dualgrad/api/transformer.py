@@ -129,20 +129,16 @@ class MultiheadAttention(Module):
         return out, (ops.mean(weights, 1) if average_attn_weights else weights)
 
     def _self_attention(self, x: Tensor, n: int, is_causal: bool):
-        """The fused attention of x (N, L, E) with itself, its output projected: the
-        projection's q, k and v moved into heads (3, N * heads, L, head_dim) by one
-        transpose and read in place (``fused_packed_attention``); None where the kernels
-        do not take the shapes."""
+        """The fused attention of x (N, L, E) with itself, its output projected: the heads
+        read in place from the projection (``fused_packed_attention``), with no copy or
+        transpose into heads and back; None where the kernels do not take the shapes."""
         length, h, d = x.shape[1], self.num_heads, self.head_dim
         if not packed_fits(n * h, length, d):
             return None
         qkv = linear(x, self.in_proj_weight, self.in_proj_bias)
-        heads = reshape(transpose(reshape(qkv, (n, length, 3, h, d)), (2, 0, 3, 1, 4)),
-                        (3, n * h, length, d))
-        out = fused_packed_attention(heads, is_causal, 1.0 / math.sqrt(d))
-        out = reshape(transpose(reshape(out, (n, h, length, d)), (0, 2, 1, 3)),
-                      (n, length, self.embed_dim))
-        out = self.out_proj(out)
+        out = fused_packed_attention(reshape(qkv, (n, length, 3, h, d)), is_causal,
+                                     1.0 / math.sqrt(d))
+        out = self.out_proj(reshape(out, (n, length, self.embed_dim)))
         return transpose(out, (1, 0, 2)) if not self.batch_first else out
 
     def extra_repr(self) -> str:

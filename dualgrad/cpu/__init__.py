@@ -6,8 +6,6 @@ with the same names as the gpu backend's (``dualgrad/gpu/kernels``) and its shad
 """
 from __future__ import annotations
 
-import math
-
 import ml_dtypes
 import numpy as np
 
@@ -88,9 +86,6 @@ class CpuBackend(Backend):
 
     def reshape(self, h, shape):
         return h.reshape(shape)
-
-    def part(self, h, start, shape):
-        return h.reshape(-1)[start:start + math.prod(shape)].reshape(shape)
 
     def host_buffer(self, size, dtype, array=None):
         if array is not None and array.shape == (size,) and array.dtype == dtype:
@@ -214,8 +209,14 @@ class CpuBackend(Backend):
     def attention(self, q, k, v, causal, scale):
         return attention.attention(q, k, v, causal, scale)
 
-    def attention_backward(self, q, k, v, o, lse, g, causal, scale, out=None):
-        return attention.attention_backward(q, k, v, o, lse, g, causal, scale, out)
+    def attention_backward(self, q, k, v, o, lse, g, causal, scale):
+        return attention.attention_backward(q, k, v, o, lse, g, causal, scale)
+
+    def attention_packed(self, qkv, heads, causal, scale):
+        return attention.attention_packed(qkv, heads, causal, scale)
+
+    def attention_packed_backward(self, qkv, o, lse, g, heads, causal, scale):
+        return attention.attention_packed_backward(qkv, o, lse, g, heads, causal, scale)
 
     def dropout(self, x, p, seed, step):
         return _dropout.dropout(x, p, seed, step)

@@ -51,9 +51,8 @@ def attention(q, k, v, causal: bool, scale: float) -> tuple:
     return o, lse
 
 
-def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float, out=None) -> tuple:
-    dq, dk, dv = (np.empty_like(q), np.empty_like(k), np.empty_like(v)) if out is None \
-        else out
+def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     batch, rows, _ = q.shape
     for part in _slices(batch, rows, k.shape[1]):
         p = np.exp(_scores(q[part], k[part], causal, scale) - lse[part][..., None])
@@ -65,3 +64,29 @@ def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float, out=None)
         dq[part] = np.matmul(ds, k[part])
         dk[part] = np.matmul(np.swapaxes(ds, -1, -2), q[part])
     return dq, dk, dv
+
+
+def _heads(x, i=None):
+    """(N, L, [3,] H, D) -> the rows (N * H, L, D) of x (of x[:, :, i]), a copy."""
+    x = x if i is None else x[:, :, i]
+    n, length, h, d = x.shape
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(n * h, length, d)
+
+
+def _unheads(x, n: int):
+    """(N * H, L, D) -> (N, L, H, D)."""
+    b, length, d = x.shape
+    return x.reshape(n, b // n, length, d).transpose(0, 2, 1, 3)
+
+
+def attention_packed(qkv, heads: int, causal: bool, scale: float) -> tuple:
+    """``attention`` of q, k, v = qkv[:, :, 0], 1, 2 (N, L, 3, H, D), as rows (N * H, L, D)."""
+    o, lse = attention(*(_heads(qkv, i) for i in range(3)), causal, scale)
+    return np.ascontiguousarray(_unheads(o, qkv.shape[0])), lse
+
+
+def attention_packed_backward(qkv, o, lse, g, heads: int, causal: bool, scale: float):
+    n = qkv.shape[0]
+    grads = attention_backward(*(_heads(qkv, i) for i in range(3)), _heads(o), lse,
+                               _heads(g), causal, scale)
+    return np.ascontiguousarray(np.stack([_unheads(d, n) for d in grads], 2))

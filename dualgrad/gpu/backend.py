@@ -80,9 +80,6 @@ class GpuBackend(Backend):
     def reshape(self, h, shape):
         return self.device.reshape(h, shape)
 
-    def part(self, h, start, shape):
-        return self.device.part(h, start, shape)
-
     # -- pools, counters, capture --------------------------------------------------------------
     def begin_pass(self, slot) -> None:
         self.device.begin_pass(slot)
@@ -215,9 +212,15 @@ class GpuBackend(Backend):
     def attention(self, q, k, v, causal, scale):
         return attention.attention(self.device, q, k, v, causal, scale)
 
-    def attention_backward(self, q, k, v, o, lse, g, causal, scale, out=None):
-        return attention.attention_backward(self.device, q, k, v, o, lse, g, causal, scale,
-                                            out)
+    def attention_backward(self, q, k, v, o, lse, g, causal, scale):
+        return attention.attention_backward(self.device, q, k, v, o, lse, g, causal, scale)
+
+    def attention_packed(self, qkv, heads, causal, scale):
+        return attention.attention_packed(self.device, qkv, heads, causal, scale)
+
+    def attention_packed_backward(self, qkv, o, lse, g, heads, causal, scale):
+        return attention.attention_packed_backward(self.device, qkv, o, lse, g, heads,
+                                                   causal, scale)
 
     def gather(self, x, idx, skip):
         return gather.gather(self.device, x, idx, skip)

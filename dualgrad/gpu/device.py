@@ -330,19 +330,7 @@ class Device:
 
     @staticmethod
     def reshape(h, shape) -> DeviceArray:
-        view = DeviceArray(h.alloc, shape, h.dtype, h.host)
-        if h.address != view.address:     # (a part: read from where it starts)
-            view.address, view.span = h.address, h.span
-        return view
-
-    @staticmethod
-    def part(h, start: int, shape) -> DeviceArray:
-        """Elements [start, start + prod(shape)) of h: a view of the same allocation,
-        whose span (for hazard tracking) is its own range."""
-        view = DeviceArray(h.alloc, shape, h.dtype)
-        view.address = address = h.address + start * h.dtype.itemsize
-        view.span = (address, address + (view.nbytes or 1))
-        return view
+        return DeviceArray(h.alloc, shape, h.dtype, h.host)
 
     # -- launching ---------------------------------------------------------------------------
     def launch(self, shader: str, spec: tuple, push: bytes, groups: tuple, reads, writes):

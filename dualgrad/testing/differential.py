@@ -875,6 +875,44 @@ def _attention(data, pair):
     return out
 
 
+@check("attention_packed")
+def _attention_packed(data, pair):
+    """Self-attention read in place from a projection (N, L, 3, heads, D): the same bounds
+    as ``attention``'s, on its rows (N * heads, L, D); heads of the tiled kernels' 64 among
+    the lengths, so their strided rows are held to the reference too."""
+    n = data.draw(st.integers(1, 2), label="N")
+    heads = data.draw(st.integers(1, 3), label="heads")
+    rows = data.draw(st.integers(1, 70), label="L")
+    head = data.draw(st.sampled_from([1, 3, 8, 32, 64, 64, 100]), label="head")
+    causal = data.draw(st.booleans(), label="causal")
+    scale = 1.0 / math.sqrt(head)
+    qkv = data.draw(dgst.arrays((n, rows, 3, heads, head), -2.0, 2.0), label="qkv")
+    (co, cl), (go, gl) = pair.twin("attention_packed", qkv, heads, causal, scale)
+    rows_of = (lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(
+        n * heads, rows, head))                         # (N, L, H, D) -> (N * H, L, D)
+    q, k, v = (rows_of(qkv[:, :, i]) for i in range(3))
+    p, cond, lse = _attention_terms(q, k, v, causal, scale)
+    length = head + rows + 8
+    out = [pair.agree("attention", rows_of(go), rows_of(co),
+                      scale=(p * cond) @ np.abs(v.astype(np.float64)), length=length),
+           pair.agree("attention", gl, cl, scale=np.abs(lse) + cond.max(-1), length=length)]
+    g = data.draw(dgst.arrays((n, rows, heads, head)), label="g")
+    cg, gg = pair.twin("attention_packed_backward", qkv, co, cl, g, heads, causal, scale)
+    g64, v64, o64 = (rows_of(a).astype(np.float64) for a in (g, v.reshape(
+        n, heads, rows, head).transpose(0, 2, 1, 3), co))
+    dp = g64 @ np.swapaxes(v64, -1, -2)
+    delta = (g64 * o64).sum(-1, keepdims=True)
+    slack = np.abs(g64) @ np.swapaxes(np.abs(v64), -1, -2) + (np.abs(g64) * np.abs(
+        o64)).sum(-1, keepdims=True)
+    ds = abs(scale) * p * (np.abs(dp - delta) * cond + slack)
+    scales = (ds @ np.abs(k), np.swapaxes(ds, -1, -2) @ np.abs(q),
+              np.swapaxes(p * cond, -1, -2) @ np.abs(g64))
+    for i, sc in enumerate(scales):
+        out.append(pair.agree("attention_backward", rows_of(gg[:, :, i]), rows_of(
+            cg[:, :, i]), scale=sc, length=head + rows + 8))
+    return out
+
+
 @check("dropout")
 def _dropout(data, pair):
     x = data.draw(dgst.arrays(dgst.shapes(max_size=1 << 16),

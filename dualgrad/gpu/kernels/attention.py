@@ -6,6 +6,7 @@ thread a row, which measured faster."""
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from ..dispatch import packer
 
@@ -42,22 +43,79 @@ def _tile_rows(dev, options, size) -> int | None:
     return next((rows for rows in options if size(rows) <= limit), None)
 
 
-def _push(addresses, rows: int, keys: int, scale: float) -> bytes:
-    return _ADDRESSES.pack(*addresses) + struct.pack("<2If", rows, keys, scale)
+class Layout(NamedTuple):
+    """Where the rows lie, in floats: row r of head-row b of q (and dq) starts at (b // heads)
+    * q_outer + (b % heads) * D + r * q_row; k, v, dk, dv alike by k_outer and k_row; o and
+    g by o_outer and o_row (lse and delta are (B, L) always)."""
+    heads: int
+    q_outer: int
+    q_row: int
+    k_outer: int
+    k_row: int
+    o_outer: int
+    o_row: int
+
+
+def contiguous(rows: int, keys: int, head: int) -> Layout:
+    """q, o (B, rows, head) and k, v (B, keys, head), each contiguous."""
+    return Layout(1, rows * head, head, keys * head, head, rows * head, head)
+
+
+def packed(rows: int, heads: int, head: int) -> Layout:
+    """q, k, v inside a projection (N, rows, 3, heads, head); o (N, rows, heads, head)."""
+    e = heads * head
+    return Layout(heads, rows * 3 * e, 3 * e, rows * 3 * e, 3 * e, rows * e, e)
+
+
+def _push(addresses, rows: int, keys: int, scale: float, layout: Layout) -> bytes:
+    return _ADDRESSES.pack(*addresses) + struct.pack("<2If7I", rows, keys, scale, *layout)
 
 
 def _groups(rows: int, batch: int, per: int = ROWS) -> tuple:
     return (-(-rows // per), batch, 1)
 
 
-def _tiled(head: int, arrays) -> bool:
-    """Whether the tiled shaders take these rows: their length, and every array starting on
-    a quad (they read and write four floats at a time)."""
-    return head in TILED_HEADS and all(a.address % 16 == 0 for a in arrays)
+def _tiled(head: int, addresses, layout: Layout) -> bool:
+    """Whether the tiled shaders take these rows: their length, and every row starting on a
+    quad (they read and write four floats at a time)."""
+    return head in TILED_HEADS and all(a % 16 == 0 for a in addresses) and \
+        all(n % 4 == 0 for n in layout[1:])
 
 
 def _spec(head: int, causal: bool, rows: int) -> tuple:
     return (head, int(causal), rows // 4 * 8, rows)
+
+
+def _forward(dev, addresses, reads, o, lse, batch, rows, keys, head, causal, scale, layout):
+    push = _push((*addresses, o.address, lse.address, 0, 0, 0, 0, 0), rows, keys, scale,
+                 layout)
+    tile = _tile_rows(dev, TILED_ROWS, _forward_bytes)
+    if tile and _tiled(head, (*addresses, o.address), layout):
+        dev.launch("attention_tiled", _spec(head, causal, tile), push,
+                   _groups(rows, batch, tile), reads, [o, lse])
+    else:
+        dev.launch("attention", (0, head, int(causal)), push, _groups(rows, batch), reads,
+                   [o, lse])
+
+
+def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, causal,
+              scale, layout):
+    """dq into grads[0], dk and dv into grads[1] and [2] (addresses: q, k, v's; grads:
+    (handle written, its address) each)."""
+    delta = dev.empty((batch, rows))
+    push = _push((*addresses, o.address, lse.address, g.address, delta.address,
+                  *(a for _, a in grads)), rows, keys, scale, layout)
+    spec = (head, int(causal))
+    written = [h for h, _ in grads]
+    dev.launch("attention", (1, *spec), push, _groups(rows, batch), [*reads, o, lse, g],
+               [written[0], delta])
+    tile = _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
+    if tile and _tiled(head, (*addresses, g.address, *(a for _, a in grads)), layout):
+        dev.launch("attention_tiled_grad", _spec(head, causal, tile), push,
+                   _groups(keys, batch, tile), [*reads, lse, g, delta], written[1:])
+    else:
+        dev.launch("attention", (2, *spec), push, _groups(keys, batch),
+                   [*reads, lse, g, delta], written[1:])
 
 
 def attention(dev, q, k, v, causal: bool, scale: float):
@@ -65,38 +123,44 @@ def attention(dev, q, k, v, causal: bool, scale: float):
     keys = k.shape[1]
     o, lse = dev.empty(q.shape), dev.empty((batch, rows))
     if q.size:
-        push = _push((q.address, k.address, v.address, o.address, lse.address, 0, 0, 0, 0, 0),
-                     rows, keys, scale)
-        tile = _tile_rows(dev, TILED_ROWS, _forward_bytes)
-        if tile and _tiled(head, (q, k, v, o)):
-            dev.launch("attention_tiled", _spec(head, causal, tile), push,
-                       _groups(rows, batch, tile), [q, k, v], [o, lse])
-        else:
-            dev.launch("attention", (0, head, int(causal)), push, _groups(rows, batch),
-                       [q, k, v], [o, lse])
+        _forward(dev, (q.address, k.address, v.address), [q, k, v], o, lse, batch, rows,
+                 keys, head, causal, scale, contiguous(rows, keys, head))
     return o, lse
 
 
-def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float, out=None):
+def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float):
     batch, rows, head = q.shape
     keys = k.shape[1]
-    dq, dk, dv = (dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape)) if out is None \
-        else out
-    delta = dev.empty((batch, rows))
-    push = _push((q.address, k.address, v.address, o.address, lse.address, g.address,
-                  delta.address, dq.address, dk.address, dv.address), rows, keys, scale)
-    spec = (head, int(causal))
-    if q.size:
-        dev.launch("attention", (1, *spec), push, _groups(rows, batch), [q, k, v, o, lse, g],
-                   [dq, delta])
-    if k.size:
-        if not q.size:
-            dev.fill(delta, 0.0)
-        reads = [q, k, v, lse, g, delta]
-        tile = _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
-        if tile and _tiled(head, (q, k, v, g, dk, dv)):
-            dev.launch("attention_tiled_grad", _spec(head, causal, tile), push,
-                       _groups(keys, batch, tile), reads, [dk, dv])
-        else:
-            dev.launch("attention", (2, *spec), push, _groups(keys, batch), reads, [dk, dv])
+    dq, dk, dv = dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape)
+    if q.size and k.size:
+        _backward(dev, (q.address, k.address, v.address),
+                  [(h, h.address) for h in (dq, dk, dv)], [q, k, v], o, lse, g, batch, rows,
+                  keys, head, causal, scale, contiguous(rows, keys, head))
+    elif k.size:                 # no queries: nothing reaches the keys
+        dev.fill(dk, 0.0)
+        dev.fill(dv, 0.0)
     return dq, dk, dv
+
+
+def _thirds(h, e: int) -> tuple:
+    """The addresses of q, k and v (or their gradients) inside a projection h."""
+    return tuple(h.address + i * e * h.dtype.itemsize for i in range(3))
+
+
+def attention_packed(dev, qkv, heads: int, causal: bool, scale: float):
+    n, rows, _, _, head = qkv.shape
+    o, lse = dev.empty((n, rows, heads, head)), dev.empty((n * heads, rows))
+    if o.size:
+        _forward(dev, _thirds(qkv, heads * head), [qkv], o, lse, n * heads, rows, rows,
+                 head, causal, scale, packed(rows, heads, head))
+    return o, lse
+
+
+def attention_packed_backward(dev, qkv, o, lse, g, heads: int, causal: bool, scale: float):
+    n, rows, _, _, head = qkv.shape
+    grad = dev.empty(qkv.shape)
+    if grad.size:
+        _backward(dev, _thirds(qkv, heads * head),
+                  [(grad, a) for a in _thirds(grad, heads * head)], [qkv], o, lse, g,
+                  n * heads, rows, rows, head, causal, scale, packed(rows, heads, head))
+    return grad
