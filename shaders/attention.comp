@@ -34,24 +34,26 @@ shared float tile_b[TILE * HEAD];
 shared float tile_lse[TILE];
 shared float tile_delta[TILE];
 
-// Rows [first, first + TILE) of head-row `batch` of a and b (laid out as rows `wa`, `wb`:
+// Rows [first, first + TILE) of a and b (their rows where `ra`, `rb` say:
 // attention_rows.glsl), n rows each, into the shared tiles (zeros past n).
-void load_tiles(Floats a, uint wa, Floats b, uint wb, uint batch, uint first, uint n) {
+void load_tiles(Floats a, Rows ra, Floats b, Rows rb, uint first, uint n) {
     barrier();
     for (uint e = gl_LocalInvocationID.x; e < TILE * HEAD; e += ROWS) {
         uint r = first + e / HEAD;
-        tile_a[e] = r < n ? a.v[row_at(wa, batch, r) + e % HEAD] : 0.0;
-        tile_b[e] = r < n ? b.v[row_at(wb, batch, r) + e % HEAD] : 0.0;
+        tile_a[e] = r < n ? a.v[row_at(ra, r) + e % HEAD] : 0.0;
+        tile_b[e] = r < n ? b.v[row_at(rb, r) + e % HEAD] : 0.0;
     }
 }
 
 void main() {
     uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.y;
     uint row = gl_WorkGroupID.x * ROWS + lid;
+    Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
+    Rows orr = rows_of(O_ROWS, batch);
     float r0[HEAD], r1[HEAD], acc0[HEAD], acc1[HEAD];
     if (MODE == 0u || MODE == 1u) {
         bool live = row < p.L;
-        uint qa = row_at(Q_ROWS, batch, row), oa = row_at(O_ROWS, batch, row);
+        uint qa = row_at(qr, row), oa = row_at(orr, row);
         float m = -f_inf(), l = 0.0, lse_i = 0.0, delta_i = 0.0;
         for (uint d = 0; d < HEAD; ++d) {
             r0[d] = live ? p.q.v[qa + d] : 0.0;
@@ -66,7 +68,7 @@ void main() {
         // keys this workgroup's rows need: all, or (causal) up to its last row
         uint last = CAUSAL != 0u ? min(p.S, (gl_WorkGroupID.x + 1u) * ROWS) : p.S;
         for (uint j0 = 0; j0 < last; j0 += TILE) {
-            load_tiles(p.k, K_ROWS, p.v, K_ROWS, batch, j0, p.S);
+            load_tiles(p.k, kr, p.v, kr, j0, p.S);
             barrier();
             if (!live) continue;
             uint n = min(TILE, p.S - j0);
@@ -104,7 +106,7 @@ void main() {
     }
     // MODE 2: key row `row`
     bool live = row < p.S;
-    uint at = row_at(K_ROWS, batch, row);
+    uint at = row_at(kr, row);
     for (uint d = 0; d < HEAD; ++d) {
         r0[d] = live ? p.k.v[at + d] : 0.0;
         r1[d] = live ? p.v.v[at + d] : 0.0;
@@ -114,7 +116,7 @@ void main() {
     // query rows that may see this workgroup's keys: all, or (causal) from its first key
     uint first = CAUSAL != 0u ? (gl_WorkGroupID.x * ROWS) / TILE * TILE : 0u;
     for (uint i0 = first; i0 < p.L; i0 += TILE) {
-        load_tiles(p.q, Q_ROWS, p.g, O_ROWS, batch, i0, p.L);
+        load_tiles(p.q, qr, p.g, orr, i0, p.L);
         if (lid < TILE) {
             bool in_ = i0 + lid < p.L;
             tile_lse[lid] = in_ ? p.lse.v[batch * p.L + i0 + lid] : 0.0;

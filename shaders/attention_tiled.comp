@@ -24,7 +24,9 @@ shared float red[ROWS * TX];
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % TX, ty = tid / TX;
     uint batch = gl_WorkGroupID.y, row0 = gl_WorkGroupID.x * ROWS;
-    LOAD_ROWS(qs, p.q, Q_ROWS, batch, row0, ROWS, p.L);
+    Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
+    Rows orr = rows_of(O_ROWS, batch);
+    LOAD_ROWS(qs, p.q, qr, row0, ROWS, p.L);
     float m[4], l[4], s[4][4];
     vec4 acc[4][QUADS];
     for (uint r = 0; r < 4; ++r) {
@@ -36,8 +38,8 @@ void main() {
     uint last = CAUSAL != 0u ? min(p.S, row0 + ROWS) : p.S;
     for (uint j0 = 0; j0 < last; j0 += COLS) {
         barrier();                     // the last tile's reads are done
-        LOAD_ROWS(ks, p.k, K_ROWS, batch, j0, COLS, p.S);
-        LOAD_ROWS(vs, p.v, K_ROWS, batch, j0, COLS, p.S);
+        LOAD_ROWS(ks, p.k, kr, j0, COLS, p.S);
+        LOAD_ROWS(vs, p.v, kr, j0, COLS, p.S);
         barrier();
         SCORES(s, qs, ks, ty, tx);
         float top[4];
@@ -79,7 +81,7 @@ void main() {
         if (row >= p.L) break;
         float total = 0.0;
         for (uint t = 0; t < TX; ++t) total += red[(4u * ty + r) * TX + t];
-        uint at = row_at(O_ROWS, batch, row) / 4u;
+        uint at = row_at(orr, row) / 4u;
         for (uint e = 0; e < QUADS; ++e) Quads(p.o).v[at + tx + 8u * e] = acc[r][e] / total;
         if (tx == 0u) p.lse.v[batch * p.L + row] = m[r] + log(total);
     }

@@ -26,8 +26,10 @@ shared vec4 dt[COLS * TROW];           // ds, transposed
 shared float lse_s[COLS], delta_s[COLS];   // the streamed queries' lse and delta
 
 void keys(uint tx, uint ty, uint batch, uint key0) {
-    LOAD_ROWS(xs, p.k, K_ROWS, batch, key0, ROWS, p.S);
-    LOAD_ROWS(ys, p.v, K_ROWS, batch, key0, ROWS, p.S);
+    Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
+    Rows orr = rows_of(O_ROWS, batch);
+    LOAD_ROWS(xs, p.k, kr, key0, ROWS, p.S);
+    LOAD_ROWS(ys, p.v, kr, key0, ROWS, p.S);
     vec4 gk[4][QUADS], gv[4][QUADS];
     for (uint r = 0; r < 4; ++r)
         for (uint e = 0; e < QUADS; ++e) {
@@ -39,8 +41,8 @@ void keys(uint tx, uint ty, uint batch, uint key0) {
     uint first = CAUSAL != 0u ? key0 / COLS * COLS : 0u;
     for (uint i0 = first; i0 < p.L; i0 += COLS) {
         barrier();
-        LOAD_ROWS(ar, p.q, Q_ROWS, batch, i0, COLS, p.L);
-        LOAD_ROWS(br, p.g, O_ROWS, batch, i0, COLS, p.L);
+        LOAD_ROWS(ar, p.q, qr, i0, COLS, p.L);
+        LOAD_ROWS(br, p.g, orr, i0, COLS, p.L);
         if (gl_LocalInvocationIndex < COLS) {
             uint i = i0 + gl_LocalInvocationIndex;
             lse_s[gl_LocalInvocationIndex] = i < p.L ? p.lse.v[batch * p.L + i] : 0.0;
@@ -69,7 +71,7 @@ void keys(uint tx, uint ty, uint batch, uint key0) {
         uint j = key0 + 4u * ty + r;
         if (j >= p.S) break;
         for (uint e = 0; e < QUADS; ++e) {
-            uint at = row_at(K_ROWS, batch, j) / 4u + tx + 8u * e;
+            uint at = row_at(kr, j) / 4u + tx + 8u * e;
             Quads(p.dk).v[at] = gk[r][e];
             Quads(p.dv).v[at] = gv[r][e];
         }

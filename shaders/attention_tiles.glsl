@@ -21,13 +21,13 @@ const uint SROW = (HEAD + 4) / 4;      // quads a row, in shared memory
 const uint QUADS = HEAD / 32;          // output quads a row a thread holds
 const uint TROW = (ROWS + 4) / 4;      // quads a row of a transposed score tile (keys x rows)
 
-// Rows [first, first + n) of head-row `batch` of src (laid out as rows `which`:
-// attention_rows.glsl; zeros from row `count` on) into the shared quads `dst`, padded.
-#define LOAD_ROWS(dst, src, which, batch, first, n, count)                                  \
+// Rows [first, first + n) of src (where `rows` says: attention_rows.glsl; zeros from row
+// `count` on) into the shared quads `dst`, padded.
+#define LOAD_ROWS(dst, src, rows, first, n, count)                                          \
     for (uint e_ = gl_LocalInvocationIndex; e_ < (n) * QROW; e_ += gl_WorkGroupSize.x) {   \
         uint r_ = e_ / QROW, c_ = e_ % QROW;                                                \
         dst[r_ * SROW + c_] = (first) + r_ < (count)                                        \
-            ? Quads(src).v[row_at(which, batch, (first) + r_) / 4 + c_] : vec4(0.0);        \
+            ? Quads(src).v[row_at(rows, (first) + r_) / 4 + c_] : vec4(0.0);                 \
     }
 
 // s += a . b as a chain of fused multiply-adds (dot() adds its products apart, then to s).
