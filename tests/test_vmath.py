@@ -288,3 +288,20 @@ def test_erf_and_erfc_are_libms_in_float32(ours, ref, ulps):
     base = np.concatenate([rng.uniform(-12.0, 12.0, 400_000), rng.standard_normal(400_000),
                            rng.standard_normal(100_000) * 1e-3, ERF_SPECIALS])
     _assert_libms(ours, ref, ulps, base.astype)
+
+
+def test_the_normal_cdf_for_gelu_is_within_1e_9_of_libms_erfc():
+    # vphi keeps erfc's fit to degree 16 (the dropped terms sum to ~1e-10) and one exp:
+    # far inside a float32 result's 6e-8, so gelu's float32 values stay correctly rounded.
+    x = np.concatenate([np.linspace(-40.0, 40.0, 200_001), inputs(np.float64)[:200_000],
+                        [0.0, -0.0, 1e-300, -1e-300, 8.0, -8.0]])
+    got = np.empty_like(x)
+    _kernel(vmath.vphi)(x, got)
+    want = np.array([0.5 * math.erfc(-v / math.sqrt(2.0)) for v in x])
+    tiny = want < 1e-300                 # (where erfc leaves float64's normal range)
+    assert np.all(np.abs(got - want)[~tiny] <= 1e-9 * want[~tiny])
+    assert np.all(np.abs(got - want)[tiny] <= 1e-300)
+    specials = np.array([np.inf, -np.inf, np.nan])
+    out = np.empty(3)
+    _kernel(vmath.vphi)(specials, out)
+    assert out[0] == 1.0 and out[1] == 0.0 and np.isnan(out[2])

@@ -29,7 +29,7 @@ from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, kernel, scalar
 from .vmath import (vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2, vexpm1, vlog,
-                    vlog10, vlog1p, vlog2, vsin, vsinh, vtan, vtanh, vtanh_f32)
+                    vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -136,7 +136,7 @@ def _relu(x, a, b):
 
 @forward_rule("gelu")
 def _gelu(x, a, b):
-    return 0.5 * x * verfc(-x * _SQRT1_2)       # Phi by erfc keeps its accuracy for x << 0
+    return x * vphi(x)                  # (Phi by erfc's fit keeps its accuracy for x << 0)
 
 
 @forward_rule("sigmoid")
@@ -279,8 +279,7 @@ def _gaussian(h):
 
 @backward_rule("gelu")
 def _gelu_grad(x, y, g, a, b):
-    cdf = 0.5 * verfc(-x * _SQRT1_2)
-    return g * (cdf + x * _INV_SQRT_2PI * _gaussian(0.5 * x * x))
+    return g * (vphi(x) + x * _INV_SQRT_2PI * _gaussian(0.5 * x * x))
 
 
 @backward_rule("sigmoid")
