@@ -2,7 +2,9 @@
 ``dualgrad/cpu/attention.py``. attention.comp gives each thread a row; for rows (heads) of 64
 the forward and the keys' gradients take tiled shaders instead (attention_tiled.comp,
 attention_tiled_grad.comp: a thread a 4 x 4 block of scores), the queries' gradient stays a
-thread a row, which measured faster."""
+thread a row, which measured faster. Every shader finds its rows by strides (``Layout``):
+contiguous (B, L, D) arrays, or self-attention's projection read in place
+(``attention_packed``)."""
 from __future__ import annotations
 
 import struct
