@@ -55,13 +55,19 @@ def low_precision_inputs(core, q: Tensor, k: Tensor, v: Tensor):
         return (_gradient_rounded(out, low), *rest)
 
 
+def kernels_take(batch: int, keys: int, e: int) -> bool:
+    """Whether the attention kernels take ``batch`` rows of queries against ``keys`` keys,
+    each of ``e`` values."""
+    return 1 <= e <= MAX_HEAD and keys >= 1 and batch <= MAX_BATCH
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     """softmax(q @ k^T * scale) @ v by the ``attention`` kernel pair for q (..., L, E),
     k and v (..., S, E) with the same leading axes; None where the kernels do not take the
     shapes (then the caller composes it)."""
     lead, (length, e), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
     batch = int(np.prod(lead))
-    if v.shape[-1] != e or e > MAX_HEAD or s < 1 or batch > MAX_BATCH or e < 1:
+    if v.shape[-1] != e or not kernels_take(batch, s, e):
         return None
     backend = device.active()
     hq, hk, hv = (backend.reshape(handle(backend, t), (batch, t.shape[-2], e))
@@ -76,9 +82,6 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     return reshape(out, lead + (length, e))
 
 
-def packed_fits(batch: int, length: int, e: int) -> bool:
-    """Whether the attention kernels take ``batch`` rows of ``length`` by ``e``."""
-    return 1 <= e <= MAX_HEAD and batch <= MAX_BATCH and length >= 1
 
 
 def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
@@ -86,7 +89,7 @@ def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
     [:, :, 1], [:, :, 2] for qkv (N, L, 3, heads, D), a projection reshaped, read in place
     (no copy, no transpose into heads); the output (N, L, heads, D) and qkv's gradient
     come as they lie. Under ``autocast`` qkv is rounded as one. The caller checks that
-    the kernels take the shapes (``packed_fits``)."""
+    the kernels take the shapes (``kernels_take``)."""
     n, length, _, heads, e = qkv.shape
     low = _autocast_type(qkv)
     if low is not None:

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops, random
 from .attention import (attention_scores, fused_attention, fused_packed_attention,
-                        low_precision_inputs, mask_tensor, packed_fits)
+                        kernels_take, low_precision_inputs, mask_tensor)
 from .indexing import split
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
@@ -133,7 +133,7 @@ class MultiheadAttention(Module):
         read in place from the projection (``fused_packed_attention``), with no copy or
         transpose into heads and back; None where the kernels do not take the shapes."""
         length, h, d = x.shape[1], self.num_heads, self.head_dim
-        if not packed_fits(n * h, length, d):
+        if not kernels_take(n * h, length, d):
             return None
         qkv = linear(x, self.in_proj_weight, self.in_proj_bias)
         out = fused_packed_attention(reshape(qkv, (n, length, 3, h, d)), is_causal,

@@ -106,8 +106,6 @@ class SharedAverager:
 
 MEAN_BLOCK = 4096      # elements a pass of _mean_into keeps in the cache (16 KiB of float32)
 PART_MIN = 1 << 18     # elements a thread takes at least (less costs more to hand over)
-
-
 LINE = 16              # float32 elements a cache line: the threads' ranges start on one
 
 

@@ -844,6 +844,29 @@ def _attention_terms(q, k, v, causal, scale):
     return p, 1.0 + a + x, lse[..., 0]
 
 
+def _attention_agreements(pair, q, k, v, g, causal, scale, got, ref) -> list:
+    """The agreements of a fused attention's forward and backward, as rows (B, L, D): ``got``
+    and ``ref`` (the reference's) are (o, lse, dq, dk, dv), the gradients of the output
+    gradient ``g`` at the reference's o."""
+    (go, gl, *gg), (co, cl, *cg) = got, ref
+    p, cond, lse = _attention_terms(q, k, v, causal, scale)
+    head, rows, keys = q.shape[-1], q.shape[-2], k.shape[-2]
+    n = head + keys + 8
+    out = [pair.agree("attention", go, co, scale=(p * cond) @ np.abs(v), length=n),
+           pair.agree("attention", gl, cl, scale=np.abs(lse) + cond.max(-1), length=n)]
+    g64, v64, o64 = g.astype(np.float64), v.astype(np.float64), co.astype(np.float64)
+    dp = g64 @ np.swapaxes(v64, -1, -2)
+    delta = (g64 * o64).sum(-1, keepdims=True)
+    slack = np.abs(g64) @ np.swapaxes(np.abs(v64), -1, -2) + (np.abs(g64) * np.abs(o64)).sum(
+        -1, keepdims=True)
+    ds = abs(scale) * p * (np.abs(dp - delta) * cond + slack)
+    scales = (ds @ np.abs(k), np.swapaxes(ds, -1, -2) @ np.abs(q),
+              np.swapaxes(p * cond, -1, -2) @ np.abs(g64))
+    for a, b, sc, length in zip(gg, cg, scales, (head + keys, head + rows, head + rows)):
+        out.append(pair.agree("attention_backward", a, b, scale=sc, length=length + 8))
+    return out
+
+
 @check("attention")
 def _attention(data, pair):
     """The fused attention and its backward: heads of every length up to the kernels' 128,
@@ -856,23 +879,10 @@ def _attention(data, pair):
     q, k, v = (data.draw(dgst.arrays((b, n, head), -2.0, 2.0), label=name)
                for name, n in (("q", rows), ("k", keys), ("v", keys)))
     (co, cl), (go, gl) = pair.twin("attention", q, k, v, causal, scale)
-    p, cond, lse = _attention_terms(q, k, v, causal, scale)
-    n = head + keys + 8
-    out = [pair.agree("attention", go, co, scale=(p * cond) @ np.abs(v), length=n),
-           pair.agree("attention", gl, cl, scale=np.abs(lse) + cond.max(-1), length=n)]
     g = data.draw(dgst.arrays((b, rows, head)), label="g")
     cg, gg = pair.twin("attention_backward", q, k, v, co, cl, g, causal, scale)
-    g64, v64, o64 = g.astype(np.float64), v.astype(np.float64), co.astype(np.float64)
-    dp = g64 @ np.swapaxes(v64, -1, -2)
-    delta = (g64 * o64).sum(-1, keepdims=True)
-    slack = np.abs(g64) @ np.swapaxes(np.abs(v64), -1, -2) + (np.abs(g64) * np.abs(o64)).sum(
-        -1, keepdims=True)
-    ds = abs(scale) * p * (np.abs(dp - delta) * cond + slack)
-    scales = (ds @ np.abs(k), np.swapaxes(ds, -1, -2) @ np.abs(q),
-              np.swapaxes(p * cond, -1, -2) @ np.abs(g64))
-    for got, ref, sc, length in zip(gg, cg, scales, (head + keys, head + rows, head + rows)):
-        out.append(pair.agree("attention_backward", got, ref, scale=sc, length=length + 8))
-    return out
+    return _attention_agreements(pair, q, k, v, g, causal, scale, (go, gl, *gg),
+                                 (co, cl, *cg))
 
 
 @check("attention_packed")
@@ -888,29 +898,16 @@ def _attention_packed(data, pair):
     scale = 1.0 / math.sqrt(head)
     qkv = data.draw(dgst.arrays((n, rows, 3, heads, head), -2.0, 2.0), label="qkv")
     (co, cl), (go, gl) = pair.twin("attention_packed", qkv, heads, causal, scale)
-    rows_of = (lambda x: np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(
-        n * heads, rows, head))                         # (N, L, H, D) -> (N * H, L, D)
-    q, k, v = (rows_of(qkv[:, :, i]) for i in range(3))
-    p, cond, lse = _attention_terms(q, k, v, causal, scale)
-    length = head + rows + 8
-    out = [pair.agree("attention", rows_of(go), rows_of(co),
-                      scale=(p * cond) @ np.abs(v.astype(np.float64)), length=length),
-           pair.agree("attention", gl, cl, scale=np.abs(lse) + cond.max(-1), length=length)]
     g = data.draw(dgst.arrays((n, rows, heads, head)), label="g")
     cg, gg = pair.twin("attention_packed_backward", qkv, co, cl, g, heads, causal, scale)
-    g64, v64, o64 = (rows_of(a).astype(np.float64) for a in (g, v.reshape(
-        n, heads, rows, head).transpose(0, 2, 1, 3), co))
-    dp = g64 @ np.swapaxes(v64, -1, -2)
-    delta = (g64 * o64).sum(-1, keepdims=True)
-    slack = np.abs(g64) @ np.swapaxes(np.abs(v64), -1, -2) + (np.abs(g64) * np.abs(
-        o64)).sum(-1, keepdims=True)
-    ds = abs(scale) * p * (np.abs(dp - delta) * cond + slack)
-    scales = (ds @ np.abs(k), np.swapaxes(ds, -1, -2) @ np.abs(q),
-              np.swapaxes(p * cond, -1, -2) @ np.abs(g64))
-    for i, sc in enumerate(scales):
-        out.append(pair.agree("attention_backward", rows_of(gg[:, :, i]), rows_of(
-            cg[:, :, i]), scale=sc, length=head + rows + 8))
-    return out
+
+    def rows_of(x):                     # (N, L, H, D) -> (N * H, L, D)
+        return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(n * heads, rows, head)
+    q, k, v = (rows_of(qkv[:, :, i]) for i in range(3))
+    return _attention_agreements(
+        pair, q, k, v, rows_of(g), causal, scale,
+        (rows_of(go), gl, *(rows_of(gg[:, :, i]) for i in range(3))),
+        (rows_of(co), cl, *(rows_of(cg[:, :, i]) for i in range(3))))
 
 
 @check("dropout")
