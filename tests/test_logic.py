@@ -209,7 +209,8 @@ def test_integer_and_boolean_tensors_are_indexed_by_arrays_and_masks(device):
 
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
 @pytest.mark.parametrize("shape,dim", [((4, 5), 1), ((4, 5), 0), ((2, 3, 4), -1),
-                                       ((7,), None), ((3, 70000), 1), ((200000,), 0)])
+                                       ((7,), None), ((3, 70000), 1), ((200000,), 0),
+                                       ((2, 9003), 1)])
 def test_argmax_and_argmin_give_the_first_extremum_nan_included(device, op, shape, dim):
     rng = np.random.default_rng(sum(shape))
     x = rng.integers(-2, 3, shape).astype(np.float32)       # many ties
@@ -225,6 +226,14 @@ def test_argmax_and_argmin_give_the_first_extremum_nan_included(device, op, shap
     ints = t(rng.integers(-5, 5, shape), dtype="int32")
     np.testing.assert_array_equal(getattr(dg, op)(ints, dim).numpy(),
                                   getattr(np, op)(ints.numpy(), axis=dim))
+    # The extreme ints, and zeros of both signs (equal: the first one wins).
+    edges = rng.integers(-5, 5, shape).astype(np.int32)
+    edges.reshape(-1)[[edges.size // 4, edges.size // 3]] = [-2 ** 31, 2 ** 31 - 1]
+    np.testing.assert_array_equal(getattr(dg, op)(t(edges, dtype="int32"), dim).numpy(),
+                                  getattr(np, op)(edges, axis=dim))
+    zeros = np.where(rng.random(shape) < 0.5, -0.0, 0.0).astype(np.float32)
+    np.testing.assert_array_equal(getattr(dg, op)(t(zeros), dim).numpy(),
+                                  getattr(np, op)(zeros, axis=dim))
 
 
 def test_argmax_refuses_nothing_and_several_dims(device):

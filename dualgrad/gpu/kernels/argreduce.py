@@ -1,17 +1,27 @@
 """argreduce.comp: argmax and argmin along an axis; the twin of
-``dualgrad/cpu/argreduce.py``. Long lines of stride 1 are cut into chunks whose best
-elements a second dispatch compares (a workgroup a line); others take a thread a line."""
+``dualgrad/cpu/argreduce.py``. Long lines of stride 1 are cut into chunks, a workgroup
+each, and the workgroup that finishes a line's last chunk compares the chunks' best
+elements in the same dispatch; other lines take a thread each."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..dispatch import MAX_GROUPS, WG, grid, packer
+from ..workspace import COUNTER
 
-COLUMNS, CHUNKS, FINISH = 0, 1, 2
-CHUNK = 16 * WG
+COLUMNS, CHUNKS = 0, 1
 SHORT = 256                       # lines this long or shorter: a thread each
+BUSY_GROUPS = 1024                # workgroups a dispatch aims for over all its lines
+MIN_CHUNK = 16 * WG               # the fewest elements a workgroup compares
 INT32 = np.dtype(np.int32)
-_PUSH = packer(4, 4)
+_PUSH = packer(5, 5)
+
+
+def chunking(lines: int, n: int) -> tuple:
+    """(chunks a line, elements a chunk, a multiple of 4 but for a line's last)."""
+    chunks = max(1, min(-(-BUSY_GROUPS // lines), n // MIN_CHUNK))
+    chunk = (-(-n // chunks) + 3) // 4 * 4
+    return -(-n // chunk), chunk
 
 
 def argreduce(dev, op, x, outer: int, n: int, inner: int):
@@ -22,15 +32,21 @@ def argreduce(dev, op, x, outer: int, n: int, inner: int):
     if inner > 1 or n <= SHORT:
         lines = outer * inner
         dev.launch("argreduce", (COLUMNS, *spec),
-                   _PUSH.pack(x.address, out.address, 0, 0, lines, n, inner, 1), grid(lines),
-                   [x], [out])
+                   _PUSH.pack(x.address, out.address, 0, 0, 0, lines, n, inner, 1, n),
+                   grid(lines), [x], [out])
         return out
-    chunks = -(-n // CHUNK)
-    vals, idx = dev.empty((outer, chunks), INT32), dev.empty((outer, chunks), INT32)
-    push = _PUSH.pack(x.address, out.address, vals.address, idx.address, outer, n, 1, chunks)
-    dev.launch("argreduce", (CHUNKS, *spec), push,
-               (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1), [x], [vals, idx, out])
-    if chunks > 1:
-        dev.launch("argreduce", (FINISH, *spec), push, (1, min(outer, MAX_GROUPS), 1),
-                   [vals, idx], [out])
+    chunks, chunk = chunking(outer, n)
+    groups = (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1)
+    if chunks == 1:
+        dev.launch("argreduce", (CHUNKS, *spec),
+                   _PUSH.pack(x.address, out.address, 0, 0, 0, outer, n, 1, 1, chunk),
+                   groups, [x], [out])
+        return out
+    with dev.lock:                      # (workspace ranges taken for this dispatch)
+        partials, writes = dev.workspace.partials((2, outer * chunks), [out])
+        counters = dev.workspace.take(COUNTER, outer)
+        dev.launch("argreduce", (CHUNKS, *spec),
+                   _PUSH.pack(x.address, out.address, partials, partials + 4 * outer * chunks,
+                              counters, outer, n, 1, chunks, chunk),
+                   groups, [x], writes)
     return out
