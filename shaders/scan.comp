@@ -3,26 +3,43 @@
 // of dualgrad/cpu/scan.py. Logical element j of a line is at position j, or n - 1 - j with
 // REVERSE (the sum from the end: cumsum's gradient).
 // MODE 0 (COLUMNS): a thread a line, adding along it in order (lines of stride `inner`).
-// MODE 1 (CHUNKS): a workgroup a chunk of CHUNK contiguous elements of a line (inner 1):
-//   each thread adds its 4, the workgroup scans the 256 partial sums in shared memory, and
-//   the chunk's total goes to sums[line * chunks + chunk].
-// MODE 2 (ADD): after the chunk totals are scanned, chunk c > 0 adds the sum of those
-//   before it.
+// Lines of stride 1 are cut into tiles of TILE elements, a workgroup a tile. Reduce, then
+// scan (each element read twice, written once, and the same sums in every run, where a
+// look-back between tiles would add the tiles' totals in an order that depends on timing):
+// MODE 1 (TOTALS): each tile's total to totals[line * tiles + tile]; the workgroup that
+//   counts in last for its line turns the line's totals into the sums of the tiles before
+//   each (as reduce.comp's FINISH), in place.
+// MODE 2 (SCAN): the tile is read into shared memory in lines of 256 (coalesced), a thread
+//   scans a run of RUN contiguous elements, the workgroup scans the runs' totals, and the
+//   tile is written in lines again, each element plus the sum of the tiles before.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 
+// Totals another workgroup reads back within the dispatch: coherent, as in reduce.comp.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Totals {
+    float v[];
+};
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer Counters { uint v[]; };
+
 layout(push_constant) uniform Push {
-    Floats x; Floats out0; Floats sums;
-    uint lines; uint n; uint inner; uint chunks; uint reverse;
+    Floats x; Floats out0; Totals totals; Counters counters;
+    uint lines; uint n; uint inner; uint tiles; uint reverse;
 } p;
 
-const uint CHUNK = 4 * WG;
-shared float partial[WG];
+const uint RUN = 16;
+const uint TILE = RUN * WG;
+shared float part[WG];
+shared bool last_tile;
+// The tile, a float of padding after every 32 so that threads reading their runs (RUN
+// apart) fall in different banks.
+shared float tile_[TILE + TILE / 32u];
 
-uint at(uint line_base, uint j) { return line_base + (p.reverse != 0u ? p.n - 1u - j : j); }
+uint padded(uint e) { return e + e / 32u; }
 
 void columns() {
     uint stride = gl_NumWorkGroups.x * WG;
@@ -37,39 +54,88 @@ void columns() {
     }
 }
 
-void chunk(uint line, uint c) {
-    uint lid = gl_LocalInvocationID.x, base = line * p.n, first = c * CHUNK + 4u * lid;
-    float v[4], acc = 0.0;
-    for (uint q = 0; q < 4u; ++q) {
-        uint j = first + q;
-        acc += j < p.n ? p.x.v[at(base, j)] : 0.0;
-        v[q] = acc;
-    }
-    partial[lid] = acc;
+// Where logical element j of the line at base is.
+uint at(uint base, uint j) { return base + (p.reverse != 0u ? p.n - 1u - j : j); }
+
+// The sum of the workgroup's values, by a tree (the same order every time).
+float workgroup_sum(uint lid, float s) {
+    part[lid] = s;
     barrier();
-    for (uint d = 1u; d < WG; d <<= 1) {          // Hillis and Steele: inclusive prefix sums
-        float add = lid >= d ? partial[lid - d] : 0.0;
-        barrier();
-        partial[lid] += add;
+    [[unroll]] for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
+        if (lid < half_) part[lid] += part[lid + half_];
         barrier();
     }
-    float before = lid > 0u ? partial[lid - 1u] : 0.0;
-    for (uint q = 0; q < 4u; ++q) {
-        uint j = first + q;
-        if (j < p.n) p.out0.v[at(base, j)] = before + v[q];
-    }
-    if (lid == WG - 1u) p.sums.v[line * p.chunks + c] = partial[lid];
-    barrier();                                    // (partial is reused by the next chunk)
+    float all = part[0];
+    barrier();
+    return all;
 }
 
-void add(uint line, uint c) {
-    if (c == 0u) return;
-    float before = p.sums.v[line * p.chunks + c - 1u];
-    uint base = line * p.n;
-    for (uint q = 0; q < 4u; ++q) {
-        uint j = c * CHUNK + q * WG + gl_LocalInvocationID.x;
-        if (j < p.n) p.out0.v[at(base, j)] += before;
+// The sum of the values of the threads before this one: within the subgroup by its scan,
+// plus the totals of the subgroups before, added in order.
+float workgroup_before(float s) {
+    float inside = subgroupExclusiveAdd(s);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = inside + s;
+    barrier();
+    float before = 0.0;
+    for (uint k = 0u; k < gl_SubgroupID; ++k) before += part[k];
+    barrier();
+    return before + inside;
+}
+
+// The last tile of a line to count in: totals[line * tiles + t] becomes the sum of the
+// tiles before t (each thread adds a run of them, the workgroup scans the runs).
+void prefix_totals(uint line, uint lid) {
+    memoryBarrierBuffer();
+    uint per = (p.tiles + WG - 1u) / WG, first = lid * per;
+    uint end = min(first + per, p.tiles), base = line * p.tiles;
+    float s = 0.0;
+    for (uint t = first; t < end; ++t) s += p.totals.v[base + t];
+    float before = workgroup_before(s);
+    barrier();                      // every total read before any is overwritten
+    for (uint t = first; t < end; ++t) {
+        float v = p.totals.v[base + t];
+        p.totals.v[base + t] = before;
+        before += v;
     }
+    if (lid == 0u) p.counters.v[line] = 0u;
+}
+
+void tile(uint line, uint c) {
+    uint lid = gl_LocalInvocationID.x, base = line * p.n, first = c * TILE;
+    if (MODE == 1u) {
+        float s = 0.0;
+        [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+            uint j = first + i * WG + lid;
+            s += j < p.n ? p.x.v[at(base, j)] : 0.0;
+        }
+        s = workgroup_sum(lid, s);
+        if (lid == 0u) {
+            p.totals.v[line * p.tiles + c] = s;
+            memoryBarrierBuffer();
+            last_tile = atomicAdd(p.counters.v[line], 1u) == p.tiles - 1u;
+        }
+        barrier();
+        if (last_tile) prefix_totals(line, lid);
+        barrier();                  // last_tile is read before the next tile sets it
+        return;
+    }
+    float earlier = c > 0u ? p.totals.v[line * p.tiles + c] : 0.0;   // the tiles before
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+        uint e = i * WG + lid, j = first + e;
+        tile_[padded(e)] = j < p.n ? p.x.v[at(base, j)] : 0.0;
+    }
+    barrier();
+    float v[RUN];
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) v[i] = tile_[padded(lid * RUN + i)];
+    [[unroll]] for (uint i = 1u; i < RUN; ++i) v[i] += v[i - 1u];
+    float before = earlier + workgroup_before(v[RUN - 1u]);
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) tile_[padded(lid * RUN + i)] = v[i] + before;
+    barrier();
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+        uint e = i * WG + lid, j = first + e;
+        if (j < p.n) p.out0.v[at(base, j)] = tile_[padded(e)];
+    }
+    barrier();                                    // (tile_ is reused by the next tile)
 }
 
 void main() {
@@ -78,8 +144,6 @@ void main() {
         return;
     }
     for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y)
-        for (uint c = gl_WorkGroupID.x; c < p.chunks; c += gl_NumWorkGroups.x) {
-            if (MODE == 1u) chunk(line, c);
-            else add(line, c);
-        }
+        for (uint c = gl_WorkGroupID.x; c < p.tiles; c += gl_NumWorkGroups.x)
+            tile(line, c);
 }

@@ -190,8 +190,12 @@ def _describe(vk, instance, index: int, pd) -> dict:
                if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
     floats = vk.VkPhysicalDeviceFloatControlsProperties()
     vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=floats))
+    subgroups = vk.VkPhysicalDeviceSubgroupProperties()
+    vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=subgroups))
+    scans = bool(subgroups.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT and
+                 subgroups.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
     api = props.apiVersion
-    usable = bool(compute) and bool(bda.bufferDeviceAddress) and \
+    usable = bool(compute) and bool(bda.bufferDeviceAddress) and scans and \
         (api >> 22, (api >> 12) & 0x3FF) >= API_VERSION
     return {"index": index, "name": props.deviceName,
             "type": _TYPE_NAMES.get(props.deviceType, "other"),
@@ -278,13 +282,14 @@ def choose(found: list, index: int | None) -> dict:
         device = matches[0]
         if not device["usable"]:
             raise DeviceUnavailable(f"Vulkan device [{device['index']}] {device['name']} "
-                                    "lacks Vulkan 1.2, a compute queue or buffer device "
-                                    "addresses")
+                                    "lacks Vulkan 1.2, a compute queue, buffer device "
+                                    "addresses or subgroup arithmetic")
         return device
     usable = [d for d in found if d["usable"]]
     if not usable:
-        raise DeviceUnavailable("no Vulkan device offers Vulkan 1.2 with a compute queue and "
-                                f"buffer device addresses; {_INSTALL_HINT}")
+        raise DeviceUnavailable("no Vulkan device offers Vulkan 1.2 with a compute queue, "
+                                "buffer device addresses and subgroup arithmetic; "
+                                f"{_INSTALL_HINT}")
     return min(usable, key=lambda d: (_TYPE_RANK.get(d["type_code"], 9), d["index"]))
 
 

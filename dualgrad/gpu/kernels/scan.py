@@ -1,15 +1,17 @@
 """scan.comp: cumulative sums along an axis (forward, or from the end for the gradient); the
-twin of ``dualgrad/cpu/scan.py``. Lines of stride 1 longer than a few elements are scanned
-in chunks of CHUNK by workgroups, the chunks' totals scanned the same way (recursively), and
-added back; other lines by a thread each."""
+twin of ``dualgrad/cpu/scan.py``. Lines of stride 1 longer than a few elements are cut into
+tiles of TILE elements, a workgroup each: a first dispatch sums each tile and, for each line,
+the sums of the tiles before each (lines of several tiles), a second scans each tile from
+there. Other lines take a thread each."""
 from __future__ import annotations
 
 from ..dispatch import MAX_GROUPS, WG, grid, packer
+from ..workspace import COUNTER, COUNTERS
 
-COLUMNS, CHUNKS, ADD = 0, 1, 2
-CHUNK = 4 * WG
+COLUMNS, TOTALS, SCAN = 0, 1, 2
+TILE = 16 * WG
 SHORT = 64                        # lines this long or shorter: a thread each
-_PUSH = packer(3, 5)
+_PUSH = packer(4, 5)
 
 
 def cumsum(dev, x, outer: int, n: int, inner: int, reverse: bool, out=None):
@@ -19,16 +21,25 @@ def cumsum(dev, x, outer: int, n: int, inner: int, reverse: bool, out=None):
         return out
     if inner > 1 or n <= SHORT:
         lines = outer * inner
-        dev.launch("scan", (COLUMNS,), _PUSH.pack(x.address, out.address, 0, lines, n, inner,
-                                                   1, reverse), grid(lines), [x], [out])
+        dev.launch("scan", (COLUMNS,), _PUSH.pack(x.address, out.address, 0, 0, lines, n,
+                                                   inner, 1, reverse), grid(lines), [x], [out])
         return out
-    chunks = -(-n // CHUNK)
-    sums = dev.empty((outer, chunks))
-    groups = (min(chunks, MAX_GROUPS), min(outer, MAX_GROUPS), 1)
-    dev.launch("scan", (CHUNKS,), _PUSH.pack(x.address, out.address, sums.address, outer, n,
-                                              1, chunks, reverse), groups, [x], [out, sums])
-    if chunks > 1:
-        cumsum(dev, sums, outer, chunks, 1, False, out=sums)
-        dev.launch("scan", (ADD,), _PUSH.pack(x.address, out.address, sums.address, outer, n,
-                                               1, chunks, reverse), groups, [sums, out], [out])
+    tiles = -(-n // TILE)
+    if tiles == 1:
+        dev.launch("scan", (SCAN,), _PUSH.pack(x.address, out.address, 0, 0, outer, n, 1, 1,
+                                                reverse),
+                   (1, min(outer, MAX_GROUPS), 1), [x], [out])
+        return out
+    totals = dev.empty((outer, tiles))
+    for first in range(0, outer, COUNTERS):       # (a counter a line, for each dispatch)
+        lines = min(COUNTERS, outer - first)
+        skip = 4 * first * n
+        with dev.lock:                  # (a workspace range taken for this dispatch)
+            counters = dev.workspace.take(COUNTER, lines)
+            push = _PUSH.pack(x.address + skip, out.address + skip,
+                              totals.address + 4 * first * tiles, counters, lines, n, 1,
+                              tiles, reverse)
+            groups = (min(tiles, MAX_GROUPS), min(lines, MAX_GROUPS), 1)
+            dev.launch("scan", (TOTALS,), push, groups, [x], [totals])
+        dev.launch("scan", (SCAN,), push, groups, [x, totals], [out])
     return out
