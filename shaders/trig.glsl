@@ -17,8 +17,9 @@ uint two_over_pi(int i) {
                             : (i == 6 ? 0x3C439041u : 0xFE5163ABu));
 }
 
-// ax = q pi/2 + r with |r| <= pi/4, for finite ax >= 0: returns r, q mod 4 in q. Below pi/4
-// r is ax. Above, Payne and Hanek's reduction in integers: ax = m 2^e (m of 24 bits) times
+// ax = q pi/2 + r with |r| <= pi/4 (a rounding past it below 6000), for finite ax >= 0:
+// returns r, q mod 4 in q. Below pi/4 r is ax; below 6000 Cody and Waite's. Above, Payne
+// and Hanek's reduction in integers: ax = m 2^e (m of 24 bits) times
 // the 96 bits of 2/pi from the one worth 2^(1-e) (earlier bits add multiples of 4 quadrants)
 // gives the quadrant and 94 bits of its fraction, short of the true value by less than
 // 2^-70 of a quadrant. So r keeps its relative accuracy everywhere, even for the float32
@@ -27,6 +28,20 @@ uint two_over_pi(int i) {
 float reduce_half_pi(float ax, out uint q) {
     q = 0u;
     if (ax < PIO4_F) return ax;
+    if (ax < 6000.0) {
+        // Cody and Waite's reduction, a third of the work: pi/2 in five parts, the first
+        // four of at most 12 bits, so that q (below 2^12) times each is exact and each
+        // difference is exact or rounded once at r's own scale; the parts sum to pi/2
+        // within 2^-73, which keeps 2^-33 of r's relative accuracy even at the float32
+        // nearest a multiple of pi/2 below 6000 (r about 2^-28, at 252.898).
+        float qf = roundEven(ax * 0.63661975);
+        q = uint(qf) & 3u;
+        float r = ax - qf * 1.5703125;
+        r -= qf * 4.837512969970703e-4;
+        r -= qf * 7.549533620476723e-8;
+        r -= qf * 2.5579538487363607e-12;
+        return r - qf * 5.390302953474238e-15;
+    }
     uint bits = floatBitsToUint(ax);
     int k0 = int(bits >> 23) - 120;              // the window's first bit: e + 30, >= 6
     uint m = (bits & 0x7fffffu) | 0x800000u;
@@ -129,19 +144,29 @@ float asin_poly(float t) {
 }
 
 // Past |x| = 0.5, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)): 1 - |x| is exact there.
+// The square root is taken on every lane and the sides chosen by selects, so a warp of
+// inputs on both sides runs the polynomial once, not once a side.
 float asin_f(float x) {
     float ax = abs(x);
     if (!(ax <= 1.0)) return f_nan();
-    float y = ax > 0.5 ? (PIO2_HI - 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 - ax)))) + PIO2_LO
-                       : asin_poly(ax);
+    bool big = ax > 0.5;
+    float s = sqrt_acc(0.5 * (1.0 - ax));
+    float p = asin_poly(big ? s : ax);
+    float y = big ? (PIO2_HI - 2.0 * p) + PIO2_LO : p;
     return signbit_f(x) ? -y : y;
 }
 
+// 2 asin(s) above 0.5, pi - 2 asin(s) below -0.5 (1 + x = 1 - |x|), pi/2 - asin(x) between:
+// one polynomial, as asin_f.
 float acos_f(float x) {
-    if (!(abs(x) <= 1.0)) return f_nan();
-    if (x < -0.5) return (PI_HI - 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 + x)))) + PI_LO;
-    if (x > 0.5) return 2.0 * asin_poly(sqrt_acc(0.5 * (1.0 - x)));
-    return (PIO2_HI - asin_poly(x)) + PIO2_LO;
+    float ax = abs(x);
+    if (!(ax <= 1.0)) return f_nan();
+    bool big = ax > 0.5;
+    float s = sqrt_acc(0.5 * (1.0 - ax));
+    float a = asin_poly(big ? s : x);
+    a = big ? 2.0 * a : a;
+    if (x > 0.5) return a;
+    return x < -0.5 ? (PI_HI - a) + PI_LO : (PIO2_HI - a) + PIO2_LO;
 }
 
 // e^|x| / 2 with no overflow below sinh's and cosh's own: exp(|x|) halved (exactly), and

@@ -92,9 +92,11 @@ _QUOTIENT = ("an integer quotient: the same integer on both while below 2^29 (th
              "(x - fmod(x, y)) / y is exact there), rounded once to float32; past it the "
              "cpu's float64 quotient and the device's (exact below 2^31, else a quotient of "
              "significands within 2.5 ULP) may round apart")
-_REDUCED = ("|x| = q pi/2 + r by Payne and Hanek's reduction in integers (short by less than "
-            "2^-70 of a quadrant, so r keeps its relative accuracy for every float32 x): r "
-            "within about 2 ULP (the fraction's conversion and sum, the product by pi/2)")
+_REDUCED = ("|x| = q pi/2 + r, below 6000 by Cody and Waite's reduction (pi/2 in five parts, "
+            "q times each exact, each difference rounded at most once at r's scale: about 2 "
+            "ULP), above by Payne and Hanek's in integers (short by less than 2^-70 of a "
+            "quadrant: r within about 2 ULP from the fraction's conversion and the product "
+            "by pi/2); either way r keeps its relative accuracy for every float32 x")
 _SQRT_SLOPE = ("g / sqrt(d), d formed as (1 - x)(1 + x) or 1 + x^2 (two roundings): the "
                "square root within 1 ULP (d inversesqrt(d) and a Newton step), halved in the "
                "result; a 2.5 ULP division")
