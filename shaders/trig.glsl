@@ -206,22 +206,30 @@ float cosh_f(float x) {
 }
 
 // log(|x| + sqrt(x^2 + 1)), as log1p below 1 (where the sum is near 1) and as log|x| + ln2
-// past 1e18 (where x^2 + 1 is x^2 and would overflow).
+// past 1e18 (where x^2 + 1 is x^2 and would overflow). One log1p on both sides of 1, so a
+// warp of inputs on both runs one square root and one logarithm: above 1 its argument is
+// (|x| + s) - 1, exact (the sum is in [2.4, 2^24], or past it, where dropping the 1 moves
+// the result by less than 2^-24 of the sum), and log1p takes log(1 + it), the sum's log.
 float asinh_f(float x) {
     float ax = abs(x), y;
-    if (ax > 1e18) y = log(ax) + LN2;
-    else if (ax > 1.0) y = log(ax + sqrt_acc(ax * ax + 1.0));
-    else y = log1p_f(ax + ax * ax / (1.0 + sqrt_acc(1.0 + ax * ax)));
+    if (ax > 1e18) {
+        y = log(ax) + LN2;
+    } else {
+        float z = ax * ax, s = sqrt_acc(z + 1.0);
+        y = log1p_f(ax > 1.0 ? (ax + s) - 1.0 : ax + z / (1.0 + s));
+    }
     return signbit_f(x) ? -y : y;
 }
 
-// log(x + sqrt(x^2 - 1)), near 1 as log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact there).
+// log(x + sqrt(x^2 - 1)), near 1 as log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact there);
+// one log1p on both sides of 2, as asinh_f.
 float acosh_f(float x) {
     if (!(x >= 1.0)) return f_nan();
     if (x > 1e18) return log(x) + LN2;
-    if (x > 2.0) return log(x + sqrt_acc(x * x - 1.0));
     float t = x - 1.0;
-    return log1p_f(t + sqrt_acc(2.0 * t + t * t));
+    bool big = x > 2.0;
+    float s = sqrt_acc(big ? x * x - 1.0 : 2.0 * t + t * t);
+    return log1p_f(big ? (x + s) - 1.0 : t + s);
 }
 
 // log1p(2|x| / (1 - |x|)) / 2: 1 - |x| is exact where it is small.
@@ -258,7 +266,8 @@ float erfc_nonneg(float z) {
 }
 
 float erfc_f(float x) {
-    return x >= 0.0 ? erfc_nonneg(x) : 2.0 - erfc_nonneg(-x);   // (NaN: 2 - NaN)
+    float e = erfc_nonneg(abs(x));               // (once a warp, whatever the signs)
+    return x >= 0.0 ? e : 2.0 - e;               // (NaN: 2 - NaN)
 }
 
 // Its Taylor series below 0.5 (to x^15, truncated below 2^-34 of the result), where
