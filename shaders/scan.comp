@@ -19,6 +19,7 @@
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
+layout(constant_id = 1) const uint RUN = 16;    // elements a thread scans in a tile
 
 // Totals another workgroup reads back within the dispatch: coherent, as in reduce.comp.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Totals {
@@ -31,7 +32,6 @@ layout(push_constant) uniform Push {
     uint lines; uint n; uint inner; uint tiles; uint reverse;
 } p;
 
-const uint RUN = 16;
 const uint TILE = RUN * WG;
 shared float part[WG];
 shared bool last_tile;
@@ -57,15 +57,13 @@ void columns() {
 // Where logical element j of the line at base is.
 uint at(uint base, uint j) { return base + (p.reverse != 0u ? p.n - 1u - j : j); }
 
-// The sum of the workgroup's values, by a tree (the same order every time).
-float workgroup_sum(uint lid, float s) {
-    part[lid] = s;
+// The sum of the workgroup's values: each subgroup's sum, then those added in order.
+float workgroup_sum(float s) {
+    s = subgroupAdd(s);
+    if (subgroupElect()) part[gl_SubgroupID] = s;
     barrier();
-    [[unroll]] for (uint half_ = WG / 2u; half_ > 0u; half_ >>= 1) {
-        if (lid < half_) part[lid] += part[lid + half_];
-        barrier();
-    }
-    float all = part[0];
+    float all = 0.0;
+    for (uint k = 0u; k < gl_NumSubgroups; ++k) all += part[k];
     barrier();
     return all;
 }
@@ -82,20 +80,45 @@ float workgroup_before(float s) {
     return before + inside;
 }
 
+// tile_'s TILE values, in place, to their running sums from `carry` (inclusive: each
+// value's own included; else the sums before each); returns carry plus all of them. Each
+// thread adds a run of RUN, the workgroup scans the runs' totals.
+float scan_tile(uint lid, float carry, bool inclusive) {
+    barrier();                                    // tile_ is filled
+    float v[RUN];
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) v[i] = tile_[padded(lid * RUN + i)];
+    float run = 0.0;
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) run += v[i];
+    float before = carry + workgroup_before(run);
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+        float next = before + v[i];
+        tile_[padded(lid * RUN + i)] = inclusive ? next : before;
+        before = next;
+    }
+    if (lid == WG - 1u) part[0] = before;
+    barrier();
+    float end = part[0];
+    barrier();
+    return end;
+}
+
 // The last tile of a line to count in: totals[line * tiles + t] becomes the sum of the
-// tiles before t (each thread adds a run of them, the workgroup scans the runs).
+// tiles before t, TILE of them at a time through shared memory.
 void prefix_totals(uint line, uint lid) {
     memoryBarrierBuffer();
-    uint per = (p.tiles + WG - 1u) / WG, first = lid * per;
-    uint end = min(first + per, p.tiles), base = line * p.tiles;
-    float s = 0.0;
-    for (uint t = first; t < end; ++t) s += p.totals.v[base + t];
-    float before = workgroup_before(s);
-    barrier();                      // every total read before any is overwritten
-    for (uint t = first; t < end; ++t) {
-        float v = p.totals.v[base + t];
-        p.totals.v[base + t] = before;
-        before += v;
+    uint base = line * p.tiles;
+    float carry = 0.0;
+    for (uint first = 0u; first < p.tiles; first += TILE) {
+        [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+            uint t = first + i * WG + lid;
+            tile_[padded(i * WG + lid)] = t < p.tiles ? p.totals.v[base + t] : 0.0;
+        }
+        carry = scan_tile(lid, carry, false);
+        [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+            uint t = first + i * WG + lid;
+            if (t < p.tiles) p.totals.v[base + t] = tile_[padded(i * WG + lid)];
+        }
+        barrier();                                // tile_ is read before it is refilled
     }
     if (lid == 0u) p.counters.v[line] = 0u;
 }
@@ -108,7 +131,7 @@ void tile(uint line, uint c) {
             uint j = first + i * WG + lid;
             s += j < p.n ? p.x.v[at(base, j)] : 0.0;
         }
-        s = workgroup_sum(lid, s);
+        s = workgroup_sum(s);
         if (lid == 0u) {
             p.totals.v[line * p.tiles + c] = s;
             memoryBarrierBuffer();
@@ -124,13 +147,7 @@ void tile(uint line, uint c) {
         uint e = i * WG + lid, j = first + e;
         tile_[padded(e)] = j < p.n ? p.x.v[at(base, j)] : 0.0;
     }
-    barrier();
-    float v[RUN];
-    [[unroll]] for (uint i = 0u; i < RUN; ++i) v[i] = tile_[padded(lid * RUN + i)];
-    [[unroll]] for (uint i = 1u; i < RUN; ++i) v[i] += v[i - 1u];
-    float before = earlier + workgroup_before(v[RUN - 1u]);
-    [[unroll]] for (uint i = 0u; i < RUN; ++i) tile_[padded(lid * RUN + i)] = v[i] + before;
-    barrier();
+    scan_tile(lid, earlier, true);
     [[unroll]] for (uint i = 0u; i < RUN; ++i) {
         uint e = i * WG + lid, j = first + e;
         if (j < p.n) p.out0.v[at(base, j)] = tile_[padded(e)];
