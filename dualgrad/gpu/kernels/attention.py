@@ -24,6 +24,7 @@ TILED_HEADS = (64,)
 TILED_ROWS = (64, 32)
 TILED_GRAD_ROWS = (32, 16)
 COLS = 32                # streamed rows a tile
+STREAMED_ROWS = (32, 16)  # attention.comp's streamed rows a step, by shared memory
 QUADS_A_ROW = 68 // 4    # a shared row's quads: a head of 64, and 4 floats apart
 
 
@@ -37,6 +38,18 @@ def _keys_bytes(rows: int) -> int:
     """attention_tiled_grad.comp's: k and v rows, q and g tiles, p and ds, lse and delta."""
     return 16 * (2 * rows * QUADS_A_ROW + 2 * COLS * QUADS_A_ROW + 2 * COLS * (rows + 4) // 4) \
         + 8 * COLS
+
+
+def _streamed_bytes(head: int):
+    """attention.comp's shared memory for ``rows`` streamed rows of ``head``: two tiles of
+    rows, and lse and delta of each row."""
+    return lambda rows: 4 * rows * (2 * head + 2)
+
+
+def _stream_spec(dev, mode: int, head: int, causal: bool) -> tuple:
+    """attention.comp's specialization: 32 streamed rows a step, or 16 where those would
+    not fit the device's shared memory."""
+    return (mode, head, int(causal), _tile_rows(dev, STREAMED_ROWS, _streamed_bytes(head)))
 
 
 def _tile_rows(dev, options, size) -> int | None:
@@ -96,8 +109,8 @@ def _forward(dev, addresses, reads, o, lse, batch, rows, keys, head, causal, sca
         dev.launch("attention_tiled", _spec(head, causal, tile), push,
                    _groups(rows, batch, tile), reads, [o, lse])
     else:
-        dev.launch("attention", (0, head, int(causal)), push, _groups(rows, batch), reads,
-                   [o, lse])
+        dev.launch("attention", _stream_spec(dev, 0, head, causal), push,
+                   _groups(rows, batch), reads, [o, lse])
 
 
 def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, causal,
@@ -107,16 +120,15 @@ def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, 
     delta = dev.empty((batch, rows))
     push = _push((*addresses, o.address, lse.address, g.address, delta.address,
                   *(a for _, a in grads)), rows, keys, scale, layout)
-    spec = (head, int(causal))
     written = [h for h, _ in grads]
-    dev.launch("attention", (1, *spec), push, _groups(rows, batch), [*reads, o, lse, g],
-               [written[0], delta])
+    dev.launch("attention", _stream_spec(dev, 1, head, causal), push, _groups(rows, batch),
+               [*reads, o, lse, g], [written[0], delta])
     tile = _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
     if tile and _tiled(head, (*addresses, g.address, *(a for _, a in grads)), layout):
         dev.launch("attention_tiled_grad", _spec(head, causal, tile), push,
                    _groups(keys, batch, tile), [*reads, lse, g, delta], written[1:])
     else:
-        dev.launch("attention", (2, *spec), push, _groups(keys, batch),
+        dev.launch("attention", _stream_spec(dev, 2, head, causal), push, _groups(keys, batch),
                    [*reads, lse, g, delta], written[1:])
 
 
