@@ -4,13 +4,21 @@ of each row's scores for the backward, which recomputes the weights from it; the
 ``shaders/attention.comp``.
 
 Here the scores of a slice of the batch at a time are formed with BLAS in float32 and
-dropped once used (no L x S matrix outlives a call); the shader streams the keys through
-an online softmax instead. Both compute the same function within the tolerance table's
-bounds.
+dropped once used (no L x S matrix outlives a call); the softmax between the products is
+one compiled pass over each row on every core (float64 exponentials, the causal mask's
+zeros written, not computed), where NumPy took eight single-threaded passes. The shader
+streams the keys through an online softmax instead. Both compute the same function within
+the tolerance table's bounds.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from . import split
+from .jit import fma_kernel, scalar
+from .vmath import vexp
 
 SLICE = 1 << 22          # score elements formed at once
 
@@ -28,26 +36,77 @@ def _transposed(x):
     return np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
-def _scores(q, k, causal: bool, scale: float):
-    s = np.matmul(q, _transposed(k))
-    s *= s.dtype.type(scale)
-    if causal:                     # -inf above the diagonal: added, far faster than masked
-        rows, cols = s.shape[-2:]
-        s += np.triu(np.full((rows, cols), -np.inf, s.dtype), 1)
-    return s
+@scalar
+def _keys(i, cols, causal):
+    """The keys row i sees."""
+    return min(i + 1, cols) if causal else cols
+
+
+@fma_kernel
+def _weights(s, lse, total, scale, causal):
+    """Each row of the scores s = q k^T (in place) to exp(scale s - m), m the row's largest
+    scaled score (0 past the keys the row sees); the sum to total, m + log(sum) to lse."""
+    batch, rows, cols = s.shape
+    e = np.empty(cols)
+    for b in range(batch):
+        for i in range(rows):
+            keys = _keys(i, cols, causal)
+            m = -np.inf
+            for j in range(keys):
+                m = max(m, s[b, i, j] * scale)
+            if m != m or keys == 0:
+                m = -np.inf
+            for j in range(keys):
+                e[j] = vexp(s[b, i, j] * scale - m)
+            parts = np.zeros(4)           # (four running sums: the adds need not wait)
+            for j in range(0, keys - 3, 4):
+                for c in range(4):
+                    parts[c] += e[j + c]
+            for j in range(keys - keys % 4, keys):
+                parts[0] += e[j]
+            acc = (parts[0] + parts[1]) + (parts[2] + parts[3])
+            for j in range(keys):
+                s[b, i, j] = e[j]
+            for j in range(keys, cols):
+                s[b, i, j] = 0.0
+            total[b, i] = acc
+            lse[b, i] = m + math.log(acc)
+
+
+@fma_kernel
+def _recomputed(s, lse, scale, causal):
+    """Each row of s = q k^T (in place) to its weights exp(scale s - lse)."""
+    batch, rows, cols = s.shape
+    for b in range(batch):
+        for i in range(rows):
+            keys = _keys(i, cols, causal)
+            shift = np.float64(lse[b, i])
+            for j in range(keys):
+                s[b, i, j] = vexp(s[b, i, j] * scale - shift)
+            for j in range(keys, cols):
+                s[b, i, j] = 0.0
+
+
+@fma_kernel
+def _score_grads(p, dp, delta, scale):
+    """dp (in place) to the scores' gradient p (dp - delta) scale, delta a row's g . o."""
+    batch, rows, cols = p.shape
+    for b in range(batch):
+        for i in range(rows):
+            d = np.float64(delta[b, i])
+            for j in range(cols):
+                dp[b, i, j] = p[b, i, j] * (dp[b, i, j] - d) * scale
 
 
 def attention(q, k, v, causal: bool, scale: float) -> tuple:
     batch, rows, _ = q.shape
     o = np.empty((batch, rows, v.shape[2]), q.dtype)
     lse = np.empty((batch, rows), q.dtype)
+    total = np.empty((batch, rows))
     for part in _slices(batch, rows, k.shape[1]):
-        s = _scores(q[part], k[part], causal, scale)
-        m = s.max(-1, keepdims=True)
-        p = np.exp(s - m)
-        total = p.sum(-1, keepdims=True)
-        o[part] = np.matmul(p, v[part]) / total
-        lse[part] = (m + np.log(total))[..., 0]
+        s = np.matmul(q[part], _transposed(k[part]))
+        split.run(_weights, (s, lse[part], total[part]), float(scale), bool(causal))
+        o[part] = np.matmul(s, v[part]) / total[part][..., None]
     return o, lse
 
 
@@ -55,12 +114,13 @@ def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     batch, rows, _ = q.shape
     for part in _slices(batch, rows, k.shape[1]):
-        p = np.exp(_scores(q[part], k[part], causal, scale) - lse[part][..., None])
+        p = np.matmul(q[part], _transposed(k[part]))
+        split.run(_recomputed, (p, lse[part]), float(scale), bool(causal))
         gp = g[part]
         dv[part] = np.matmul(np.swapaxes(p, -1, -2), gp)
-        delta = np.sum(gp * o[part], -1, keepdims=True)
-        ds = p * (np.matmul(gp, _transposed(v[part])) - delta)
-        ds *= ds.dtype.type(scale)
+        delta = np.einsum("bld,bld->bl", gp, o[part])
+        ds = np.matmul(gp, _transposed(v[part]))
+        split.run(_score_grads, (p, ds, delta), float(scale))
         dq[part] = np.matmul(ds, k[part])
         dk[part] = np.matmul(np.swapaxes(ds, -1, -2), q[part])
     return dq, dk, dv
