@@ -146,7 +146,7 @@ def test_bad_arguments_are_named(device, call, error, pattern):
 
 
 def test_cumsum_of_long_lines_and_a_0d_tensor(device):
-    # past one chunk of the device's scan, and past a chunk of chunks (its recursion)
+    # many tiles of the device's scan a line (more than a tile of tiles' totals)
     x = np.random.default_rng(5).standard_normal((2, 1_100_000)).astype(np.float32)
     got = dg.cumsum(dg.ag_tensor(x), 1).numpy()
     want = np.cumsum(x.astype(np.float64), 1)
@@ -154,3 +154,19 @@ def test_cumsum_of_long_lines_and_a_0d_tensor(device):
     assert np.all(np.abs(got - want) <= bound)
     assert dg.cumsum(dg.ag_tensor(np.float32(2.5)), 0).item() == 2.5
     assert dg.cumsum(dg.ag_tensor(np.float32(2.5)), -1).shape == ()
+
+
+@pytest.mark.gpu
+def test_cumsum_of_more_lines_than_the_counters_take_at_once(gpu, monkeypatch):
+    # A line of several tiles takes a workspace counter in its dispatch; with more lines
+    # than counters, the lines go in blocks, each from its own offset.
+    from dualgrad.gpu.kernels import scan
+    monkeypatch.setattr(scan, "COUNTERS", 2)
+    x, w = np.random.default_rng(6).standard_normal((2, 5, 9000)).astype(np.float32)
+    t = dg.ag_tensor(x, requires_grad=True)
+    with dg.with_grad_tape():
+        y = dg.cumsum(t, 1)
+        dg.sum(y * dg.ag_tensor(w)).backward()      # the gradient: sums from the end
+    for got, v in ((y.numpy(), x), (t.grad.numpy()[:, ::-1], w[:, ::-1])):
+        want = np.cumsum(v.astype(np.float64), 1)
+        assert np.all(np.abs(got - want) <= 1e-6 * np.cumsum(np.abs(v), 1))
