@@ -11,7 +11,11 @@
 // K step (16 values of k) is summed from zero on the tensor cores and then added, in float32
 // with round-to-nearest, to the accumulator: the tensor cores' rounding applies to one
 // step's terms only, never to the running sum. The error bound in the tolerance table
-// ("matmul") follows from these facts.
+// ("matmul") follows from these facts. With PIECES 1 (autocast's product of operands
+// rounded to bfloat16) the accumulator itself goes through the tensor cores, as cuBLAS's
+// bfloat16 products do: each step adds its 16 products to the running sum there (a
+// separate float32 add of each step took a fifth of the kernel's time on an H200); its
+// bound is "matmul:autocast".
 //
 // The pieces come from split_bf16.comp, one pass per operand: three planes of bfloat16
 // values, each operand stored k-major ([k][m] for A, [k][n] for B, transposed there where
@@ -171,7 +175,7 @@ void main() {
             [[unroll]] for (uint i = 0; i < RM; ++i) {
                 FragA a0 = frag_a(0, wr + 16 * i, kk);
                 [[unroll]] for (uint j = 0; j < RN; ++j)
-                    acc[i][j] = acc[i][j] + coopMatMulAdd(a0, b0[j], Acc(0.0));
+                    acc[i][j] = coopMatMulAdd(a0, b0[j], acc[i][j]);
             }
         } else {
             FragB b0[RN], b1[RN], b2[RN];

@@ -593,7 +593,8 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
     if bias is None:
-        return pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1])
+        return pair.agree("matmul" if low is None else "matmul:autocast", gc, cc,
+                          scale=scale, length=a.shape[-1])
     return pair.agree("matmul:relu" if relu else "matmul:bias", gc, cc,
                       scale=scale + np.abs(bias.astype(np.float64)), length=a.shape[-1])
 

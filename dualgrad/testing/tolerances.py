@@ -444,6 +444,16 @@ TOLERANCES: dict = {
                         "their alignment), and the K/16 steps are added with float32 "
                         "rounding: (6c + 16 + K/16) u S <= gamma(K) S once K >= 248",
                         gamma=2),
+    "matmul:autocast": Tolerance("operands rounded to bfloat16 or float16 alike on both "
+                                 "backends (convert16), so both multiply the same values; "
+                                 "the cpu adds the products in float32 (within gamma(K) S). "
+                                 "A device with bfloat16 tensor cores adds each 16-deep "
+                                 "step's products to the running sum C on them: the 17 "
+                                 "addends aligned without guard bits err by at most c u "
+                                 "(|C| + S_step), c = 36 as for matmul, so by (2.25 K + 36) "
+                                 "u S over K/16 steps, within 2.4 gamma(K) S as the tensor "
+                                 "cores take K >= 256 only: 3.4 gamma(K) S between them",
+                                 gamma=3.4),
     "matmul:bias": Tolerance("the product's bound, then the bias added with one rounding on "
                              "each backend (1 ULP between them); S = |A| @ |B| + |bias| also "
                              "covers the product's error carried through the addition",
