@@ -6,6 +6,13 @@ const float PIO4_F = 0.78539816339744831;
 const float PIO2_HI = 1.5707963267948966, PIO2_LO = -4.371139000186241e-08;
 const float PI_HI = 3.1415926535897931, PI_LO = -8.742278000372482e-08;
 
+// Cephes' polynomial for atan(t), |t| <= tan(pi/8).
+float atan_poly(float t) {
+    float z = t * t;
+    return (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+            - 3.33329491539e-1) * z * t + t;
+}
+
 // Cephes' atanf.c: the argument brought into [-tan(pi/8), tan(pi/8)] by
 // atan(x) = pi/2 + atan(-1/x) or pi/4 + atan((x - 1)/(x + 1)), then a polynomial.
 float atan_f(float x) {
@@ -17,9 +24,7 @@ float atan_f(float x) {
         base = PIO4_F;
         t = (ax - 1.0) / (ax + 1.0);
     }
-    float z = t * t;
-    float y = base + ((((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
-                       - 3.33329491539e-1) * z * t + t);
+    float y = base + atan_poly(t);
     return signbit_f(x) ? -y : y;
 }
 
@@ -67,8 +72,13 @@ float atan2_f(float y, float x) {
                abs(bx - by) < (64 << 23)) {
         // both normal, below 2^126 and within 2^64 of each other: the quotient of the
         // magnitudes themselves is normal and no reciprocal flushes (the common case)
+        // (Cephes' reduction of lo / hi past tan(pi/8), pi/4 + atan((lo - hi) / (lo + hi)),
+        // formed from lo and hi themselves: one division on either side)
         float ax = intBitsToFloat(bx), ay = intBitsToFloat(by);
-        a = by > bx ? (PIO2_HI - atan_f(ax / ay)) + PIO2_LO : atan_f(ay / ax);
+        float lo = min(ax, ay), hi = max(ax, ay);
+        bool past = lo > 0.41421356237309503 * hi;
+        float v = (past ? PIO4_F : 0.0) + atan_poly((past ? lo - hi : lo) / (past ? lo + hi : hi));
+        a = by > bx ? (PIO2_HI - v) + PIO2_LO : v;
     } else {
         int ex, ey;
         float mx = split_mag(x, ex), my = split_mag(y, ey);

@@ -375,9 +375,11 @@ TOLERANCES: dict = {
     "binary:div": Tolerance(_DIV, ulps=3),
     "binary:pow": Tolerance("exp2(y log2 x), as pow_scalar", ulps=8, ulps_per_x=2),
     "binary:atan2": Tolerance("atan of min/max (a division, within 2.5 ULP, then atan's "
-                              "polynomial) and one reflection about pi/2 or pi, formed from "
-                              "two-part constants: the result is at least pi/4 there, so "
-                              "neither reflection cancels", ulps=6),
+                              "polynomial), past tan(pi/8) pi/4 + atan((min - max)/(min + "
+                              "max)) (a rounding on each side, a division; the sum at least "
+                              "pi/8, |atan| at most pi/8: ~5 ULP), and one reflection about "
+                              "pi/2 or pi, formed from two-part constants: the result is at "
+                              "least pi/4 there, so neither reflection cancels", ulps=6),
     "binary:fmod": Tolerance("long division of the integer significands on the device, C's "
                              "fmod on the cpu: both exact", exact=True),
     "binary:remainder": Tolerance("fmod, then |y| - r in y's units (exact on both); where "
