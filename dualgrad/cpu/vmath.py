@@ -237,17 +237,35 @@ MOREBITS = 6.123233995736765886130e-17       # pi/2 - PIO2
 
 
 @scalar
+def _atan_reduced(t, base, extra):
+    """base + atan(t) for |t| <= tan(pi/8) or so: Cephes' rational function (extra: what
+    float64's base drops)."""
+    z = t * t
+    p = (((_ATAN_P[0] * z + _ATAN_P[1]) * z + _ATAN_P[2]) * z + _ATAN_P[3]) * z + _ATAN_P[4]
+    q = ((((z + _ATAN_Q[0]) * z + _ATAN_Q[1]) * z + _ATAN_Q[2]) * z + _ATAN_Q[3]) * z \
+        + _ATAN_Q[4]
+    return base + ((t * z * (p / q) + extra) + t)
+
+
+@scalar
 def _atan_positive(a):
     """atan(a) for a >= 0 (inf gives pi/2); NaN passes through."""
     big, mid = a > T3P8, a > 0.66
     t = -1.0 / a if big else ((a - 1.0) / (a + 1.0) if mid else a)
     base = PIO2 if big else (PIO4 if mid else 0.0)
     extra = MOREBITS if big else (0.5 * MOREBITS if mid else 0.0)
-    z = t * t
-    p = (((_ATAN_P[0] * z + _ATAN_P[1]) * z + _ATAN_P[2]) * z + _ATAN_P[3]) * z + _ATAN_P[4]
-    q = ((((z + _ATAN_Q[0]) * z + _ATAN_Q[1]) * z + _ATAN_Q[2]) * z + _ATAN_Q[3]) * z \
-        + _ATAN_Q[4]
-    return base + ((t * z * (p / q) + extra) + t)
+    return _atan_reduced(t, base, extra)
+
+
+@scalar
+def _atan_ratio(lo, hi):
+    """atan(lo / hi) for 0 <= lo <= hi, hi > 0: past 0.66 as pi/4 + atan((lo - hi) /
+    (lo + hi)), formed from lo and hi (one division, where lo / hi first took two)."""
+    mid = lo > 0.66 * hi
+    scale = 0.5 if hi > 1e300 else 1.0           # (lo + hi may pass float64's range there)
+    lo, hi = lo * scale, hi * scale
+    t = (lo - hi if mid else lo) / (lo + hi if mid else hi)
+    return _atan_reduced(t, PIO4 if mid else 0.0, 0.5 * MOREBITS if mid else 0.0)
 
 
 @scalar
@@ -266,7 +284,7 @@ def vatan2(y, x):
     ax, ay = abs(x), abs(y)
     both_inf = (ax == math.inf) & (ay == math.inf)
     steep = ay > ax
-    t = _atan_positive(min(ax, ay) / max(ax, ay))
+    t = _atan_ratio(min(ax, ay), max(ax, ay))
     vertical = (ax == 0.0) & (ay != 0.0)
     hi = PIO4 if both_inf else (PIO2 if vertical else (PIO2 - t if steep else t))
     lo = 0.5 * MOREBITS if both_inf else (MOREBITS if vertical | steep else 0.0)
