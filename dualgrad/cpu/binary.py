@@ -18,7 +18,7 @@ import numpy as np
 from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import split
-from .jit import kernel, scalar
+from .jit import fma_kernel, kernel, scalar
 from .vmath import vatan2
 
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE = BINARY.codes(
@@ -190,7 +190,10 @@ def _binary_kernels(op):
             for i3 in range(n3):
                 out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * x3]),
                                             np.float64(y[by + i3 * y3]))
-    return kernel(binary_flat), kernel(binary_strided)
+    # atan2's polynomials may fuse their multiply-adds (as the unary kernels of vmath's
+    # functions do: the same float32 results); the other ops' arithmetic stays as written
+    compiled = fma_kernel if op == ATAN2 else kernel
+    return compiled(binary_flat), compiled(binary_strided)
 
 
 def _binary_grad_kernel(op):
