@@ -736,7 +736,7 @@ def _unary_grad_kernel(op):
     def unary_grad_kernel(x, y, g, out, a, b):
         for i in range(g.size):
             out[i] = backward(op, np.float64(x[i]), np.float64(y[i]), np.float64(g[i]), a, b)
-    return kernel(unary_grad_kernel)
+    return fma_kernel(unary_grad_kernel)         # (vmath's polynomials, as the forward's)
 
 
 @fma_kernel
