@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import split
 from .jit import kernel
 
 
 @kernel
-def _cumsum_rows(x, out, outer, n, reverse):
-    """Lines of stride 1: one running sum in a register."""
-    for o in range(outer):
+def _cumsum_rows(x, out, reverse):
+    """Lines of stride 1 (rows of x and out): one running sum in a register."""
+    for o in range(x.shape[0]):
         acc = 0.0
-        base = o * n
         if reverse:
-            for j in range(n - 1, -1, -1):
-                acc += x[base + j]
-                out[base + j] = acc
+            for j in range(x.shape[1] - 1, -1, -1):
+                acc += x[o, j]
+                out[o, j] = acc
         else:
-            for j in range(n):
-                acc += x[base + j]
-                out[base + j] = acc
+            for j in range(x.shape[1]):
+                acc += x[o, j]
+                out[o, j] = acc
 
 
 @kernel
@@ -42,8 +42,9 @@ def cumsum(x, outer: int, n: int, inner: int, reverse: bool, out=None):
     out = np.empty_like(x) if out is None else out
     if x.size:
         flat, dst = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-        if inner == 1:
-            _cumsum_rows(flat, dst, outer, n, bool(reverse))
+        if inner == 1:                # (lines are independent: cut across the cores)
+            split.run(_cumsum_rows, (flat.reshape(outer, n), dst.reshape(outer, n)),
+                      bool(reverse))
         else:
             _cumsum(flat, dst, outer, n, inner, bool(reverse))
     return out
