@@ -76,13 +76,14 @@ def _causal_step(mask: bool, shape=(4, 24, 16)):
     return [y.numpy()] + [t.grad.numpy() for t in ts]
 
 
-@pytest.mark.parametrize("shape", [(4, 24, 16), (2, 40, 128)], ids=["head 16", "head 128"])
-def test_the_fused_kernel_and_the_composition_agree(device, shape):
-    # (heads of 128: within the shared memory of every device, lavapipe's 32 KiB too)
+# Heads of 128 run within the shared memory of every device, lavapipe's 32 KiB too; their
+# gradients (up to about 11) are sums of 40 products of 128 terms that cancel to near 0, so
+# their absolute bound is 1e-5 of that size.
+@pytest.mark.parametrize("shape, atol", [((4, 24, 16), 1e-5), ((2, 40, 128), 1e-4)],
+                         ids=["head 16", "head 128"])
+def test_the_fused_kernel_and_the_composition_agree(device, shape, atol):
     for fused, composed in zip(_causal_step(False, shape), _causal_step(True, shape)):
-        # (sums of 40 products of 128 terms cancel to near 0: absolute error by their size)
-        np.testing.assert_allclose(fused, composed, rtol=1e-4,
-                                   atol=1e-5 * max(1.0, np.abs(composed).max()))
+        np.testing.assert_allclose(fused, composed, rtol=1e-4, atol=atol)
 
 
 @pytest.mark.gpu

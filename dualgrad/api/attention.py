@@ -82,8 +82,6 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     return reshape(out, lead + (length, e))
 
 
-
-
 def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
     """Self-attention by the ``attention_packed`` kernel pair: q, k, v = qkv[:, :, 0],
     [:, :, 1], [:, :, 2] for qkv (N, L, 3, heads, D), a projection reshaped, read in place

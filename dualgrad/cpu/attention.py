@@ -58,13 +58,15 @@ def _weights(s, lse, total, scale, causal):
                 m = -np.inf
             for j in range(keys):
                 e[j] = vexp(s[b, i, j] * scale - m)
-            parts = np.zeros(4)           # (four running sums: the adds need not wait)
+            a0 = a1 = a2 = a3 = 0.0       # (four running sums: the adds need not wait)
             for j in range(0, keys - 3, 4):
-                for c in range(4):
-                    parts[c] += e[j + c]
+                a0 += e[j]
+                a1 += e[j + 1]
+                a2 += e[j + 2]
+                a3 += e[j + 3]
             for j in range(keys - keys % 4, keys):
-                parts[0] += e[j]
-            acc = (parts[0] + parts[1]) + (parts[2] + parts[3])
+                a0 += e[j]
+            acc = (a0 + a1) + (a2 + a3)
             for j in range(keys):
                 s[b, i, j] = e[j]
             for j in range(keys, cols):
