@@ -352,6 +352,23 @@ class Backend(abc.ABC):
         gradient). Exact between backends."""
 
     @abc.abstractmethod
+    def conv2d(self, x, weight, dilation: tuple, padding: tuple, stride: tuple,
+               out_size: tuple, low=None):
+        """The convolution (cross-correlation) of images x (B, C, H, W) with ``weight``
+        (O, C, kh, kw): (B, O, oh, ow), each output the weight's row (O, C * kh * kw) times
+        a window of ``unfold``'s geometry (padding zeros; it may be negative, windows then
+        start inside the image), accumulated in float32 as ``matmul``; no unfolded copy of
+        the images need exist. ``low``: x and the weight rounded to that 16-bit type first,
+        as ``matmul``'s."""
+
+    @abc.abstractmethod
+    def conv2d_weight(self, x, g, kernel: tuple, dilation: tuple, padding: tuple,
+                      stride: tuple, low=None):
+        """The gradient of ``conv2d`` with respect to its weight: (O, C, kh, kw), the sum
+        over images and windows of g (B, O, oh, ow) times the windows of x (B, C, H, W),
+        accumulated in float32 as ``matmul``; ``low`` as ``conv2d``'s (g rounded too)."""
+
+    @abc.abstractmethod
     def max_pool(self, x, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple,
                  out_size: tuple):
         """For each window of ``unfold``'s geometry over images x (B, C, H, W), the int32

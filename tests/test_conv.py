@@ -263,6 +263,10 @@ GRADCHECKS = [
      [(2, 4, 6, 7), (3, 4, 2, 3), (3,)]),
     ("conv2d groups same", lambda x, w: dg.conv2d(x, w, padding="same", groups=2),
      [(1, 4, 5, 5), (4, 2, 2, 3)]),
+    ("conv2d stride 1", lambda x, w: dg.conv2d(x, w, padding=(3, 1), dilation=(1, 2)),
+     [(2, 3, 5, 6), (4, 3, 2, 3)]),      # (padding past the kernel: rows' windows inside g)
+    ("conv2d same", lambda x, w, b: dg.conv2d(x, w, b, padding="same", dilation=2),
+     [(1, 2, 6, 5), (3, 2, 2, 3), (3,)]),
     ("conv1d", lambda x, w, b: dg.conv1d(x, w, b, stride=2, padding=1, groups=3),
      [(2, 3, 9), (6, 1, 3), (6,)]),
     ("conv_transpose2d", lambda x, w, b: dg.conv_transpose2d(
@@ -290,22 +294,59 @@ def test_max_pool2d_gradient_goes_to_the_first_maximum_alone(device):
     np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[1, 0, 1, 0], [0, 0, 0, 0]])
 
 
-@pytest.mark.gpu
-def test_gradients_on_the_gpu_match_the_cpu(gpu):
-    x, w, b = normal(2, 4, 8, 9), normal(6, 2, 3, 3), normal(6)
-    grads = []
+def on_both_backends(arrays, loss_of) -> None:
+    """``loss_of(*tensors)`` made and differentiated on the cpu and the gpu backends: the
+    values it returns and the tensors' gradients agree."""
+    results = []
     for backend in ("cpu", "gpu"):
         dg.ag_device(backend)
-        ts = [dg.ag_tensor(a, requires_grad=True) for a in (x, w, b)]
+        ts = [dg.ag_tensor(a, requires_grad=True) for a in arrays]
         with dg.with_grad_tape():
-            y = dg.conv2d(ts[0], ts[1], ts[2], padding=1, groups=2)
-            y = dg.max_pool2d(dg.relu(y), 2, ceil_mode=True)
-            y = dg.conv_transpose2d(y, ts[1][:, :2], stride=2)
-            loss = dg.sum(dg.adaptive_avg_pool2d(y, (3, 5)) ** 2)
-            loss.backward()
-        grads.append([t.grad.numpy() for t in ts])
-    for c, g in zip(*grads):
+            values = loss_of(*ts)
+            values[0].backward()
+        results.append([v.numpy() for v in values] + [t.grad.numpy() for t in ts])
+    for c, g in zip(*results):
         np.testing.assert_allclose(g, c, rtol=1e-4, atol=1e-4 * np.abs(c).max())
+
+
+@pytest.mark.gpu
+def test_gradients_on_the_gpu_match_the_cpu(gpu):
+    def loss_of(x, w, b):
+        y = dg.conv2d(x, w, b, padding=1, groups=2)
+        y = dg.max_pool2d(dg.relu(y), 2, ceil_mode=True)
+        y = dg.conv_transpose2d(y, w[:, :2], stride=2)
+        return (dg.sum(dg.adaptive_avg_pool2d(y, (3, 5)) ** 2),)
+    on_both_backends((normal(2, 4, 8, 9), normal(6, 2, 3, 3), normal(6)), loss_of)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kwargs", [dict(padding=1), dict(padding=(3, 0), dilation=(1, 2)),
+                                    dict(stride=2, padding="valid"),
+                                    dict(stride=(1, 3), padding=2, dilation=2)])
+def test_one_group_convolution_gradients_on_the_gpu_match_the_cpu(gpu, kwargs):
+    """conv2d and its gradients (the windows read in place; the input's gradient a
+    convolution of g with the flipped weight where the stride is 1, else through fold)."""
+    def loss_of(x, w, b):
+        y = dg.conv2d(x, w, b, **kwargs)
+        return dg.sum(y * y), y
+    on_both_backends((normal(3, 5, 11, 10), normal(7, 5, 3, 2), normal(7)), loss_of)
+
+
+@pytest.mark.gpu
+def test_a_convolution_makes_no_copy_of_its_windows(gpu):
+    """conv2d's forward and backward on the gpu hold the images, the weight, the output
+    and the gradients: less than the windows unfolded (nine times the input here). (The
+    second step is measured: the first makes the gradients' storage and the workspace.)"""
+    x = dg.ag_tensor(normal(8, 16, 48, 48), requires_grad=True)
+    w = dg.ag_param(normal(16, 16, 3, 3))
+    unfolded = 8 * 16 * 9 * 48 * 48 * 4
+    for _ in range(2):
+        dg.reset_peak_memory_stats()
+        base = dg.tape_mem()["peak_bytes"]
+        with dg.with_grad_tape():
+            dg.sum(dg.conv2d(x, w, padding=1)).backward()
+    assert x.grad is not None and w.grad is not None
+    assert dg.tape_mem()["peak_bytes"] - base < unfolded / 4
 
 
 # -- layers ------------------------------------------------------------------------------------

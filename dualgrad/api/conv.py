@@ -1,17 +1,22 @@
 """Convolutions: ``conv1d``, ``conv2d`` and ``conv_transpose2d``, with PyTorch's arguments
 and layouts (NCHW images, weights (out, in / groups, kh, kw)).
 
-A convolution is its windows as columns (``unfold``) times the weight as a matrix: one
-batched product per image and group, on the backend's fast float32 products. A transposed
-convolution is the adjoint: the weight's transpose times the input, the columns summed
-back into the image (``fold``). The gradients follow from those of the parts.
+A convolution of one group is the backend's ``conv2d``: the weight as a matrix times each
+image's windows, read where they lie (on the gpu no unfolded copy of the images is made);
+its weight gradient is ``conv2d_weight`` and its input gradient, with stride 1, ``conv2d``
+of the output gradient with the weight flipped and transposed, else the weight's transpose
+times the gradient, summed back into the image (``fold``). Grouped convolutions are their
+windows as columns (``unfold``) times the weight, one batched product per image and
+group. A transposed convolution is the adjoint: the weight's transpose times the input,
+the columns summed back into the image (``fold``).
 """
 from __future__ import annotations
 
 from ..errors import InvalidValueError, bad_shape, bad_value
-from . import checks
+from . import checks, device
 from .indexing import expand
-from .ops import _same_dtype, _tensor, matmul, reshape, transpose
+from .ops import _autocast_type, _make, _same_dtype, _tensor, matmul, reshape, transpose
+from .residency import handle
 from .tensor import Tensor
 from .windows import Windows, batched, fold_windows, pair, unfold_windows, windows
 
@@ -107,11 +112,49 @@ def _conv(fn, input, weight, bias, stride, padding, dilation, groups, spatial) -
     n, c = x.shape[:2]
     image = reshape(x, (n, c, 1, x.shape[2])) if spatial == 1 else x
     w = windows(fn, image.shape[2:], kernel, d, low, s, high)
-    cols = unfold_windows(image, w)
     o = weight.shape[0]
-    y = _grouped_product(reshape(weight, (groups, o // groups, -1)), cols, groups)
     out = (n, o) + (w.out if spatial == 2 else w.out[1:])
+    if groups == 1:
+        y = _windows_product(image, reshape(weight, (o, c) + kernel), w)
+    else:
+        cols = unfold_windows(image, w)
+        y = _grouped_product(reshape(weight, (groups, o // groups, -1)), cols, groups)
     return _finish(y, bias, unbatched, out)
+
+
+def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
+    """The convolution of images x (N, C, H, W) with weight (O, C, kh, kw) over windows
+    ``w`` (one group): the backend's ``conv2d``, and its gradients."""
+    low = _autocast_type(x, weight)        # (its products round their operands, g too)
+    backend = device.active()
+    hx, hw = handle(backend, x), handle(backend, weight)
+    hy = backend.conv2d(hx, hw, w.dilation, w.padding, w.stride, w.out, low)
+
+    def backward(g, needs):
+        gx = _input_gradient(backend, g, hw, w, low) if needs[0] else None
+        gw = (backend.conv2d_weight(hx, g, w.kernel, w.dilation, w.padding, w.stride, low)
+              if needs[1] else None)
+        return gx, gw
+    return _make(hy, (x, weight), backward, backend)
+
+
+def _input_gradient(backend, g, hw, w: Windows, low):
+    """The gradient (N, C, H, W) of a convolution's input from its output's g. With stride
+    1, a convolution of g with the weight flipped and transposed (C, O, kh, kw): input
+    pixel y reads g at y - (d (k - 1) - p) + i d, the padding d (k - 1) - p (negative
+    where p is larger: the windows start inside g). Otherwise the weight's transpose times
+    g, its columns summed into the image (``fold``)."""
+    o, c, kh, kw = hw.shape
+    if w.stride == (1, 1):
+        flipped = backend.strided(hw, (c, o, kh, kw), (kh * kw, c * kh * kw, -kw, -1),
+                                  kh * kw - 1)
+        padding = tuple(d * (k - 1) - p for d, k, p in zip(w.dilation, w.kernel, w.padding))
+        return backend.conv2d(g, flipped, w.dilation, padding, (1, 1), w.size, low)
+    n = g.shape[0]
+    cols = backend.matmul(backend.reshape(hw, (o, c * kh * kw)),
+                          backend.reshape(g, (n, o, w.out[0] * w.out[1])), True, False,
+                          low=low)
+    return backend.fold(cols, w.size, *w.args)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A002

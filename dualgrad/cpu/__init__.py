@@ -12,8 +12,8 @@ import numpy as np
 from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
-from . import (argreduce, attention, binary, embedding, gather, intops, layernorm, logic,
-               matmul, optim, reduce, scan, softmax, sort, strided, unary, unfold)
+from . import (argreduce, attention, binary, conv, embedding, gather, intops, layernorm,
+               logic, matmul, optim, reduce, scan, softmax, sort, strided, unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -202,6 +202,12 @@ class CpuBackend(Backend):
 
     def fold(self, cols, size, kernel, dilation, padding, stride, out_size):
         return unfold.fold(cols, size, kernel, dilation, padding, stride, out_size)
+
+    def conv2d(self, x, weight, dilation, padding, stride, out_size, low=None):
+        return conv.conv2d(x, weight, dilation, padding, stride, out_size, low)
+
+    def conv2d_weight(self, x, g, kernel, dilation, padding, stride, low=None):
+        return conv.conv2d_weight(x, g, kernel, dilation, padding, stride, low)
 
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(x, kernel, dilation, padding, stride, out_size)

@@ -15,7 +15,7 @@ from ..shapes import KERNEL_RANK
 from .capture import Recording
 from .context import Context
 from .device import F32, Device
-from .kernels import (argreduce, attention, dropout, elementwise, embedding, gather,
+from .kernels import (argreduce, attention, conv, dropout, elementwise, embedding, gather,
                       layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided,
                       unfold)
 
@@ -205,6 +205,12 @@ class GpuBackend(Backend):
     def fold(self, cols, size, kernel, dilation, padding, stride, out_size):
         return unfold.fold(self.device, cols, size, kernel, dilation, padding, stride,
                            out_size)
+
+    def conv2d(self, x, weight, dilation, padding, stride, out_size, low=None):
+        return conv.conv2d(self.device, x, weight, dilation, padding, stride, out_size, low)
+
+    def conv2d_weight(self, x, g, kernel, dilation, padding, stride, low=None):
+        return conv.conv2d_weight(self.device, x, g, kernel, dilation, padding, stride, low)
 
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(self.device, x, kernel, dilation, padding, stride, out_size)

@@ -822,6 +822,51 @@ def _fold(data, pair):
     return [pair.agree("fold", gx, cx)]
 
 
+def _conv_operands(data, pair) -> tuple:
+    """(x, weight, g, geometry, low) of a convolution: any window geometry, the padding
+    negative too (an input gradient's windows), few or many channels (tiles of the product
+    whole and at the edges, K whole steps or not), operands rounded to a 16-bit type at
+    times (autocast's)."""
+    x, size, (kernel, dilation, _, stride, _) = _windows(data, pair)
+    padding = data.draw(st.tuples(st.integers(-2, 4), st.integers(-2, 4)), label="padding")
+    out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, p, d, k, s in zip(size, padding, dilation, kernel, stride))
+    assume(min(out) >= 1)
+    if data.draw(st.booleans(), label="many channels"):
+        b, c = data.draw(st.integers(1, 4), label="batch"), data.draw(st.integers(8, 40),
+                                                                      label="channels")
+        x = data.draw(dgst.arrays((b, c) + size), label="x")
+    o = data.draw(st.one_of(st.integers(1, 9), st.integers(60, 140)), label="out channels")
+    weight = data.draw(dgst.arrays((o, x.shape[1]) + kernel), label="weight")
+    g = data.draw(dgst.arrays((x.shape[0], o) + out), label="g")
+    low = data.draw(st.sampled_from([None, None, "bfloat16", "float16"]), label="low")
+    return x, weight, g, (dilation, padding, stride, out, kernel), low
+
+
+@check("conv2d")
+def _conv2d(data, pair):
+    """conv2d and conv2d_weight against the product of the weight and the windows: the
+    bound of a product over each output's K window elements (or images and windows)."""
+    x, weight, g, (dilation, padding, stride, out, kernel), low = _conv_operands(data, pair)
+    low = None if low is None else np.dtype(low)
+    cy, gy = pair.twin("conv2d", x, weight, dilation, padding, stride, out, low)
+    cw, gw = pair.twin("conv2d_weight", x, g, kernel, dilation, padding, stride, low)
+    if low is not None:       # (the bound is over the operands the product multiplies)
+        with np.errstate(over="ignore"):
+            x, weight, g = (v.astype(low).astype(F32) for v in (x, weight, g))
+    cols = np.abs(pair.ref.unfold(x.astype(np.float64), kernel, dilation, padding, stride,
+                                  out, 0.0))
+    o = weight.shape[0]
+    g3 = np.abs(g.reshape(g.shape[0], o, -1).astype(np.float64))
+    with np.errstate(invalid="ignore"):        # (inf times 0 in the bounds: NaN, no bound)
+        scale_y = np.matmul(np.abs(weight.reshape(o, -1).astype(np.float64)), cols)
+        scale_w = np.tensordot(g3, cols, axes=([0, 2], [0, 2]))
+    return [pair.agree("conv2d", gy, cy, scale=scale_y.reshape(cy.shape),
+                       length=cols.shape[1]),
+            pair.agree("conv2d", gw, cw, scale=scale_w.reshape(cw.shape),
+                       length=g3.shape[0] * g3.shape[2])]
+
+
 @check("max_pool")
 def _max_pool(data, pair):
     """Ties, NaNs, infinities and signed zeros among the specials."""

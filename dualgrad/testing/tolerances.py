@@ -456,6 +456,14 @@ TOLERANCES: dict = {
                                  "u S over K/16 steps, within 2.4 gamma(K) S as the tensor "
                                  "cores take K >= 256 only: 3.4 gamma(K) S between them",
                                  gamma=3.4),
+    "conv2d": Tolerance("a product over each output's K terms (conv2d: the C kh kw window "
+                        "elements; conv2d_weight: the B oh ow images and windows): the cpu "
+                        "adds them in float32 by BLAS over unfolded windows (a band of images "
+                        "at a time), the gpu by the fma kernel reading the windows in place "
+                        "(split K's slices added in float32); each within gamma(K) S of the "
+                        "exact sum, S = |W| @ |windows|. Under autocast both multiply the "
+                        "operands rounded alike (no tensor cores here), so the bound holds",
+                        gamma=2),
     "matmul:bias": Tolerance("the product's bound, then the bias added with one rounding on "
                              "each backend (1 ULP between them); S = |A| @ |B| + |bias| also "
                              "covers the product's error carried through the addition",

@@ -107,11 +107,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
     plan = planner(m, n, k, batch, *limits)
     t = plan.tile
-    tiles = -(-n // t.bn) * -(-m // t.bm) * batch
-    if plan.splits > 1 and tiles > COUNTERS:   # a counter per tile: else K stays whole
-        plan = plans.sliced(t, k, 1)
-    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
-    if isinstance(t, plans.TensorTile):
+    if isinstance(t, plans.TensorTile):        # (K whole: no split)
+        groups = (-(-n // t.bn), -(-m // t.bm), batch)
         if pieces == 1:
             t = plans.one_piece(t, limits[0])
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
@@ -124,18 +121,35 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     # allocation to 256 bytes).
     a_vec = (m if trans_a else k) % 4 == 0 and a_bs % 4 == 0
     b_vec = (k if trans_b else n) % 4 == 0 and b_bs % 4 == 0
+    return fma_recipe(plan, dims, (trans_a, trans_b), (a_vec, b_vec),
+                      (a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n), kind, round16)
+
+
+def fma_recipe(plan: plans.MatmulPlan, dims: tuple, trans: tuple, vec: tuple,
+               strides: tuple, kind: tuple = PLAIN.kind, round16: int = 0,
+               windows: tuple = ()) -> MatmulRecipe:
+    """The fma kernel's dispatch of ``plan`` for a product of ``dims`` (m, n, k, batch):
+    operands transposed (``trans``) and read by vec4 (``vec``) or not, ``strides`` (a_sm,
+    a_sk, b_sk, b_sn, a_bs, b_bs, c_bs); ``windows``, the WINDOWS constants (mode and
+    geometry) of a convolution's product (conv.py)."""
+    m, n, k, batch = dims
+    bias, relu, mask, sums = kind
+    t = plan.tile
+    if plan.splits > 1 and -(-n // t.bn) * -(-m // t.bm) * batch > COUNTERS:
+        plan = plans.sliced(t, k, 1)        # a counter per tile: else K stays whole
     split = plan.splits > 1
     # WHOLE: 1, every tile lies inside the matrix with K in whole steps (no bounds tests);
     # 2, M or N is not whole tiles, but some tiles lie inside: their workgroups take code
     # without tests, the edge tiles' code with them (matmul_edges.comp, which holds both).
-    steps_whole = a_vec and b_vec and k % t.bk == 0 and plan.kc % t.bk == 0
+    steps_whole = vec[0] and vec[1] and k % t.bk == 0 and plan.kc % t.bk == 0
     whole = (0 if not steps_whole or m < t.bm or n < t.bn else
              1 if m % t.bm == 0 and n % t.bn == 0 else 2)
     sums = sums and not split and t.threads >= t.bm     # (a thread for each row's sum)
-    spec = (*t, int(trans_a), int(trans_b), int(a_vec), int(b_vec), int(n % 4 == 0),
+    spec = (*t, int(trans[0]), int(trans[1]), int(vec[0]), int(vec[1]), int(n % 4 == 0),
             plan.splits, t.threads, whole, int(bias), int(relu), int(mask), int(sums),
-            round16)
-    uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, plan.kc)
+            round16, *windows)
+    uints = (m, n, k, *strides, plan.kc)
+    groups = (-(-n // t.bn), -(-m // t.bm), batch * plan.splits)
     return MatmulRecipe(EDGE_TILES_SHADER if whole == 2 else t.shader, spec, uints, groups,
                         (batch * plan.splits, m, n) if split else None, None,
                         packed_uints(uints), sums)
@@ -221,29 +235,35 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
         dev.launch("split_bf16", split.spec,
                    _ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces) + split.tail,
                    split.groups, [a, b], [pieces])
-    bias, mask, sums = epilogue.bias, epilogue.mask, epilogue.row_sums
-    with dev.lock:                              # (a workspace range taken for it)
-        if r.partials is None:  # the pieces (tensor cores), else W and counters unused
-            extra = (a_pieces, b_pieces) if split is not None else (0, 0)
-            writes = [out]
-        else:                                   # split K: scratch and tile counters
-            counters = dev.workspace.take(COUNTER, gx * gy * batch)     # one a tile
-            partials, writes = dev.workspace.partials(r.partials, [out])
-            extra = (partials, counters)
-        if r.shader in FMA_SHADERS:      # (it applies the epilogue itself)
-            if r.sums:
-                writes.append(sums)
-            push = _ADDRESSES8.pack(a.address, b.address, out.address, *extra,
-                                    bias.address if bias is not None else 0,
-                                    mask.address if mask is not None else 0,
-                                    sums.address if r.sums else 0) + r.tail
-            dev.launch(r.shader, r.spec, push, r.groups, [a, b, bias, mask], writes)
-            return r.sums
-        dev.launch(r.shader, r.spec,
-                   _ADDRESSES5.pack(a.address, b.address, out.address, *extra) + r.tail,
-                   r.groups, [a, b, pieces], writes)
+    if r.shader in FMA_SHADERS:          # (it applies the epilogue itself)
+        return launch_fma(dev, r, a, b, out, epilogue)
+    dev.launch(r.shader, r.spec,
+               _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces)
+               + r.tail, r.groups, [a, b, pieces], [out])
     _epilogue_apart(dev, out, epilogue)
     return False
+
+
+def launch_fma(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue = PLAIN) -> bool:
+    """Record the fma kernel's dispatch ``r`` of a @ b into ``out``, with split K's scratch
+    and tile counters where it has slices; True where it wrote the row sums too."""
+    bias, mask, sums = epilogue.bias, epilogue.mask, epilogue.row_sums
+    with dev.lock:                              # (a workspace range taken for it)
+        if r.partials is None:                  # (W and the counters unused)
+            extra, writes = (0, 0), [out]
+        else:                                   # split K: scratch and tile counters
+            gx, gy, gz = r.groups
+            counters = dev.workspace.take(COUNTER, gx * gy * r.partials[0] // r.spec[10])
+            partials, writes = dev.workspace.partials(r.partials, [out])
+            extra = (partials, counters)
+        if r.sums:
+            writes.append(sums)
+        push = _ADDRESSES8.pack(a.address, b.address, out.address, *extra,
+                                bias.address if bias is not None else 0,
+                                mask.address if mask is not None else 0,
+                                sums.address if r.sums else 0) + r.tail
+        dev.launch(r.shader, r.spec, push, r.groups, [a, b, bias, mask], writes)
+    return r.sums
 
 
 def _epilogue_apart(dev, out, epilogue: Epilogue) -> None:

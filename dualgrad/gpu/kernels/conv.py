@@ -1,0 +1,118 @@
+"""Convolutions as products whose windows the fma kernel reads where they lie in the
+images (matmul.glsl's WINDOWS): no unfolded copy of the images in device memory; the
+twins of ``dualgrad/cpu/conv.py``. ``conv2d`` is the weight (o, c * kh * kw) times each
+image's windows; ``conv2d_weight`` sums over images and windows, as one product whose K
+runs over both, split across the GPU like any deep product."""
+from __future__ import annotations
+
+import functools
+
+from ...errors import DeviceError
+from .. import plans
+from ..dispatch import MAX_GROUPS
+from . import matmul, strided, unfold
+
+_INT = 0xFFFFFFFF            # a negative padding as its 32-bit pattern (an int constant)
+
+
+def geometry(image: tuple, kernel, dilation, padding, stride, out_size) -> tuple:
+    """The WINDOWS constants after the mode (IC .. PW) for images (c, h, w)."""
+    return (*image, *kernel, *dilation, *stride, out_size[1], out_size[0] * out_size[1],
+            padding[0] & _INT, padding[1] & _INT)
+
+
+def window_plan(m: int, n: int, k: int, batch: int, shared: int, threads: int,
+                tensor_cores: bool = False) -> plans.MatmulPlan:
+    """The fma tile for a convolution's product: the matmul planner's, but none whose rows
+    would be mostly padding (a layer of 64 channels in a tile of 128 rows does twice the
+    work); then K split until the grid fills the GPU."""
+    plan = plans.matmul_plan(m, n, k, batch, shared, threads)
+    if plan.tile.bm <= max(m, 64) or m <= 16:
+        return plan
+    tile = plans.TILES["medium"]
+    return plans.split_k(tile, m, n, k, batch)
+
+
+@functools.lru_cache(maxsize=1024)
+def window_recipe(mode: int, dims: tuple, shape: tuple, limits: tuple,
+                  round16: int) -> matmul.MatmulRecipe:
+    """The fma kernel's dispatch of a WINDOWS ``mode`` product of ``dims`` (m, n, k,
+    batch); ``shape``, the WINDOWS constants. Mode 1: A the weight (m x k, rows of k), B
+    the windows of image z. Mode 2: A the windows of every image, B the gradient
+    (images, n, windows), read by quads of one image where an image's windows are a
+    multiple of 4."""
+    m, n, k, batch = dims
+    plan = window_plan(m, n, k, batch, *limits)
+    image = shape[0] * shape[1] * shape[2]
+    if mode == 1:      # (the windows' quads are element loads whatever B_VEC says)
+        return matmul.fma_recipe(plan, dims, (False, False), (k % 4 == 0, True),
+                                 (k, 1, 0, 0, 0, image, m * n), round16=round16,
+                                 windows=(1, *shape))
+    return matmul.fma_recipe(plan, dims, (False, True), (True, shape[10] % 4 == 0),
+                             (0, 0, 0, 0, 0, 0, m * n), round16=round16,
+                             windows=(2, *shape))
+
+
+def _fits(r: matmul.MatmulRecipe) -> bool:
+    return max(r.groups) <= MAX_GROUPS
+
+
+def conv2d(dev, x, weight, dilation, padding, stride, out_size, low=None):
+    n_b, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    oh, ow = out_size
+    out = dev.empty((n_b, o, oh, ow))
+    if not out.size:
+        return out
+    kernel = (kh, kw)
+    shape = geometry((c, h, w), kernel, dilation, padding, stride, out_size)
+    dims = (o, oh * ow, c * kh * kw, n_b)
+    round16 = matmul.ROUND16.get(low, 0)
+    r = window_recipe(1, dims, shape, dev.fma_limits, round16)
+    if r.groups[0] > MAX_GROUPS or r.groups[1] > MAX_GROUPS:   # an image too big for a grid:
+        for b in range(n_b):                                   # its windows unfolded
+            cols = unfold.unfold(dev, _images(x, b, 1), kernel, dilation, padding, stride,
+                                 out_size, 0.0)
+            matmul.matmul(dev, dev.reshape(weight, (o, dims[2])), cols,
+                          out=_images(out, b, 1), low=low)
+        return out
+    band = n_b if _fits(r) else max(1, MAX_GROUPS // (r.groups[2] // n_b))
+    for b in range(0, n_b, band):                # bands of images where the grid's z needs
+        count = min(band, n_b - b)
+        rb = r if count == n_b else window_recipe(1, dims[:3] + (count,), shape,
+                                                  dev.fma_limits, round16)
+        matmul.launch_fma(dev, rb, weight, _images(x, b, count), _images(out, b, count))
+    return out
+
+
+def conv2d_weight(dev, x, g, kernel, dilation, padding, stride, low=None):
+    n_b, c, h, w = x.shape
+    _, o, oh, ow = g.shape
+    kh, kw = kernel
+    rows = c * kh * kw
+    out = dev.empty((o, c, kh, kw))
+    if not out.size:
+        return out
+    depth = n_b * oh * ow
+    if depth == 0:
+        dev.fill(out, 0.0)
+        return out
+    shape = geometry((c, h, w), kernel, dilation, padding, stride, (oh, ow))
+    r = window_recipe(2, (rows, o, depth, 1), shape, dev.fma_limits,
+                      matmul.ROUND16.get(low, 0))
+    if not _fits(r):
+        raise DeviceError(f"conv2d_weight: {rows} kernel elements of {o} channels are past "
+                          f"the {MAX_GROUPS} workgroups a grid's side holds")
+    product_t = dev.empty((rows, o))               # the gradient transposed, then turned
+    matmul.launch_fma(dev, r, x, g, product_t)
+    strided.permute_into(dev, product_t, (1, 0), dev.reshape(out, (o, rows)))
+    return out
+
+
+def _images(h, first: int, count: int):
+    """Images ``first`` to ``first + count`` of a batch (N, ...) of them, in place."""
+    each = h.size // h.shape[0]
+    view = matmul._offset(h, first * each)
+    view.shape, view.size = (count,) + tuple(h.shape[1:]), count * each
+    view.nbytes = view.size * h.dtype.itemsize
+    return view
