@@ -86,26 +86,7 @@ layout(constant_id = 15) const uint MASK_C = 0; // 1: then zero it where mask <=
 layout(constant_id = 16) const uint ROWSUM_A = 0;   // 1: and write op(A)'s row sums
 layout(constant_id = 17) const uint ROUND16 = 0;    // 1 / 2: operands rounded to float16 /
                                                 // bfloat16 as they are loaded (autocast)
-// WINDOWS: a convolution as a product whose windows are read where they lie in the images
-// (no unfolded copy of them in memory). 1 (conv2d): B is the windows of images, element
-// k = (c, i, j) of window n = (oy, ox) of image z (B's batch) at B[k][n], 0 in the padding.
-// 2 (conv2d_weight): K runs over (image, window) pairs k = image * OL + l; A[m][k] is
-// element m = (c, i, j) of that window, B[k][n] = g[image][n][l] (g laid out (images, N,
-// OL)). The geometry is constants, so finding a window's element divides by constants.
-layout(constant_id = 18) const uint WINDOWS = 0;
-layout(constant_id = 19) const uint IC = 1;     // an image's channels, rows, columns
-layout(constant_id = 20) const uint IH = 1;
-layout(constant_id = 21) const uint IW = 1;
-layout(constant_id = 22) const uint KH = 1;     // kernel rows, columns
-layout(constant_id = 23) const uint KW = 1;
-layout(constant_id = 24) const uint DH = 1;     // dilation
-layout(constant_id = 25) const uint DW = 1;
-layout(constant_id = 26) const uint SH = 1;     // stride
-layout(constant_id = 27) const uint SW = 1;
-layout(constant_id = 28) const uint OW = 1;     // windows in a row of them
-layout(constant_id = 29) const uint OL = 1;     // windows in an image
-layout(constant_id = 30) const int PH = 0;      // top and left padding (may be negative)
-layout(constant_id = 31) const int PW = 0;
+#include "windows.glsl"     // WINDOWS (constants 18-31): a convolution's windows
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Out { float v[]; };
@@ -155,31 +136,6 @@ uint swizzle_a(uint k) { return A_T == 0 ? swizzle(k, BM / 4) : 0u; }
 uint swizzle_b(uint k) { return B_T == 1 ? swizzle(k, BN / 4) : 0u; }
 
 uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
-
-// Element `col` = (c, i, j) of the `valid` windows from `l` = (oy, ox) (of the image at
-// `base`: WINDOWS 1), or from window l of the images' windows one after another (WINDOWS
-// 2); 0 in the padding. The first window's place is found by division, the next ones'
-// by counting on from it.
-vec4 window_quad(Floats f, uint base, uint col, uint l, uint valid) {
-    uint c = col / (KH * KW), r = col % (KH * KW);
-    int iy = int((r / KW) * DH) - PH, ix = int((r % KW) * DW) - PW;
-    uint image = WINDOWS == 1 ? 0u : l / OL, w = WINDOWS == 1 ? l : l % OL;
-    uint oy = w / OW, ox = w % OW;
-    vec4 q = vec4(0.0);
-    [[unroll]] for (uint e = 0; e < 4; ++e) {
-        int y = int(oy * SH) + iy, x = int(ox * SW) + ix;
-        uint at = (WINDOWS == 1 ? base : image * (IC * IH * IW)) + c * (IH * IW);
-        if (e < valid && y >= 0 && y < int(IH) && x >= 0 && x < int(IW))
-            q[e] = f.v[at + uint(y) * IW + uint(x)];
-        ox += 1u;
-        if (ox == OW) {
-            ox = 0u;
-            oy += 1u;
-            if (oy == OL / OW) { oy = 0u; image += 1u; }
-        }
-    }
-    return q;
-}
 
 // The e-th A quad of the tile at (m0, k0): A_T 0, quads along k (BK / 4 to a row of the
 // tile, k fastest across threads); A_T 1, quads along m (BM / 4 to a value of k).

@@ -17,6 +17,10 @@
 // separate float32 add of each step took a fifth of the kernel's time on an H200); its
 // bound is "matmul:autocast".
 //
+// WINDOWS 1 (a convolution, windows.glsl): B is the windows of the images, read where they
+// lie; each thread loads 8 windows' element k, splits them as split_bf16.comp would, and
+// stores the pieces' words into the shared tile itself (no B pieces in memory).
+//
 // The pieces come from split_bf16.comp, one pass per operand: three planes of bfloat16
 // values, each operand stored k-major ([k][m] for A, [k][n] for B, transposed there where
 // the operand is not), so the rows of a K step's tile are contiguous runs of BM (or BN)
@@ -39,6 +43,8 @@
 #extension GL_EXT_bfloat16 : require
 #extension GL_KHR_shader_subgroup_vote : require
 #include "common.glsl"
+#include "split3.glsl"
+#include "windows.glsl"     // WINDOWS 1 (constants 18-31): B is a convolution's windows
 
 layout(constant_id = 0) const uint BM = 128;    // tile rows
 layout(constant_id = 1) const uint BN = 64;     // tile columns
@@ -128,14 +134,34 @@ FragB frag_b(uint piece, uint c0, uint kk) {
     return f;
 }
 
-// The words of a K step a thread carries from global to shared memory, and where they go.
-uvec4 ra[LA], rb[LB];
-uint sa[LA], sb[LB];
+// WINDOWS 1: word g of a K step's B tile (8 windows' element k), split: its pieces' words,
+// zero outside the matrix, and its place in the first piece's shared tile.
+const uint LW = (GB + THREADS - 1) / THREADS;   // words of windows a thread loads a K step
 
-void fetch(uint m0, uint n0, uint k0, uint pa_base, uint pb_base) {
+uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
+
+void load_windows(uint g, uint n0, uint k0, uint base, out uvec4 words[3], out uint slot) {
+    uint k = k0 + g / (BN / 8), n = n0 + (g % (BN / 8)) * 8;
+    slot = B_AT + (g / (BN / 8)) * B_ROW + g % (BN / 8);
+    bool inside = g < GB && k < p.K;
+    vec4 lo = window_quad(p.b, base, k, n, inside ? valid4(n, p.N) : 0u);
+    vec4 hi = window_quad(p.b, base, k, n + 4, inside ? valid4(n + 4, p.N) : 0u);
+    split8(float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w), words);
+}
+
+// The words of a K step a thread carries from global to shared memory, and where they go.
+uvec4 ra[LA], rb[LB], rw[LW][3];
+uint sa[LA], sb[LB], sw[LW];
+
+void fetch(uint m0, uint n0, uint k0, uint pa_base, uint pb_base, uint b_base) {
     uint lid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < LA; ++i)
         ra[i] = load_a(lid + i * THREADS, m0, k0, pa_base, sa[i]);
+    if (WINDOWS == 1) {
+        [[unroll]] for (uint i = 0; i < LW; ++i)
+            load_windows(lid + i * THREADS, n0, k0, b_base, rw[i], sw[i]);
+        return;
+    }
     [[unroll]] for (uint i = 0; i < LB; ++i)
         rb[i] = load_b(lid + i * THREADS, n0, k0, pb_base, sb[i]);
 }
@@ -144,6 +170,12 @@ void stash() {
     uint lid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < LA; ++i)
         if (lid + i * THREADS < PIECES * GA) tiles[sa[i]] = ra[i];
+    if (WINDOWS == 1) {
+        [[unroll]] for (uint i = 0; i < LW; ++i)
+            if (lid + i * THREADS < GB)
+                [[unroll]] for (uint q = 0; q < PIECES; ++q) tiles[sw[i] + q * B_PIECE] = rw[i][q];
+        return;
+    }
     [[unroll]] for (uint i = 0; i < LB; ++i)
         if (lid + i * THREADS < PIECES * GB) tiles[sb[i]] = rb[i];
 }
@@ -160,7 +192,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = Acc(0.0);
 
     uint pa_base = batch * p.pa_pbs, pb_base = batch * p.pb_pbs;
-    fetch(m0, n0, 0, pa_base, pb_base);
+    fetch(m0, n0, 0, pa_base, pb_base, b_base);
     stash();
     barrier();
     // The next K step's words are fetched into registers before this step is multiplied
@@ -168,7 +200,7 @@ void main() {
     // barrier a step, were 15-45% slower on an H200: bench/RESULTS.md.)
     for (uint t = 0; t < steps; ++t) {
         bool more = t + 1 < steps;
-        if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base);
+        if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base, b_base);
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) if (PIECES == 1) {
             FragB b0[RN];
             [[unroll]] for (uint j = 0; j < RN; ++j) b0[j] = frag_b(0, wc + 16 * j, kk);
@@ -234,7 +266,8 @@ void main() {
         float s = 0.0;
         for (uint k = 0; k < p.K; ++k) {
             float x = p.a.v[a_base + m * p.a_sm + k * p.a_sk];
-            float y = p.b.v[b_base + k * p.b_sk + n * p.b_sn];
+            float y = WINDOWS == 1 ? window_at(p.b, b_base, k, n)
+                                   : p.b.v[b_base + k * p.b_sk + n * p.b_sn];
             s = PIECES == 1 ? fma(to_bf16_value(x), to_bf16_value(y), s) : fma(x, y, s);
         }
         p.c.v[c_base + m * p.N + n] = s;

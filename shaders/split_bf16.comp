@@ -38,37 +38,13 @@ layout(push_constant) uniform Push {
     uint R1; uint K1; uint plane1; uint n1;
 } p;
 
-// The bfloat16 nearest to x, as float32 bits (finite x below 2^63: no carry into inf).
-uint bf16_bits(float x) {
-    uint u = floatBitsToUint(x);
-    return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-}
-
-bool splittable(float x) {
-    float m = abs(x);
-    return m < uintBitsToFloat(0x5f000000u)                  // 2^63; NaN fails
-        && (m >= uintBitsToFloat(0x0d800000u) || m == 0.0);  // 2^-100
-}
+#include "split3.glsl"
 
 // Eight consecutive values of the k-major operand, split, into word w of each plane.
 void store_split(Words pieces, uint plane, uint w, float v[8]) {
-    uint words[3][4];                             // [piece][word], two values a word
-    [[unroll]] for (uint i = 0; i < 8; ++i) {
-        uint b0 = 0x7fc00000u, b1 = 0u, b2 = 0u;
-        if (splittable(v[i])) {
-            b0 = bf16_bits(v[i]);
-            float rest = v[i] - uintBitsToFloat(b0);
-            b1 = bf16_bits(rest);
-            b2 = floatBitsToUint(rest - uintBitsToFloat(b1));
-        }
-        if ((i & 1u) == 0u) {                     // an even value is its word's low half
-            words[0][i / 2] = b0 >> 16; words[1][i / 2] = b1 >> 16; words[2][i / 2] = b2 >> 16;
-        } else {
-            words[0][i / 2] |= b0; words[1][i / 2] |= b1; words[2][i / 2] |= b2;
-        }
-    }
-    [[unroll]] for (uint q = 0; q < PIECES; ++q)
-        pieces.v[q * (plane / 8) + w] = uvec4(words[q][0], words[q][1], words[q][2], words[q][3]);
+    uvec4 words[3];
+    split8(v, words);
+    [[unroll]] for (uint q = 0; q < PIECES; ++q) pieces.v[q * (plane / 8) + w] = words[q];
 }
 
 // TRANSPOSE: a workgroup takes a block of TR values of r by TK of k.

@@ -867,6 +867,56 @@ def _conv2d(data, pair):
                        length=g3.shape[0] * g3.shape[2])]
 
 
+def _conv_blocks(data, pair) -> tuple:
+    """(x, weight, padding, out) of a convolution the tensor cores can run (out channels
+    and windows whole 16 x 16 blocks); values the split cannot take at times (their tiles
+    again by fmas)."""
+    b, c = data.draw(st.integers(1, 3), label="batch"), data.draw(st.integers(1, 40),
+                                                                  label="channels")
+    kernel = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 3)), label="kernel")
+    out = (data.draw(st.integers(1, 6), label="rows of windows"),
+           16 * data.draw(st.integers(1, 3), label="windows a row / 16"))
+    padding = data.draw(st.tuples(st.integers(-1, 2), st.integers(-1, 2)), label="padding")
+    size = tuple(n - 2 * p + k - 1 for n, p, k in zip(out, padding, kernel))
+    assume(min(size) >= 1)
+    o = 16 * data.draw(st.integers(1, 5), label="out channels / 16")
+    unsplittable = (1e-35, -2.0 ** 70, math.inf, math.nan)
+    x = data.draw(dgst.arrays((b, c) + size, specials=unsplittable, max_specials=2),
+                  label="x")
+    return x, data.draw(dgst.arrays((o, c) + kernel), label="weight"), padding, out
+
+
+def _conv_blocks_agreement(pair, key, x, weight, padding, out, low=None):
+    """conv2d (stride and dilation 1) with the tensor cores forced where the gpu has them:
+    the windows split into pieces as they are loaded (one piece: operands rounded to
+    bfloat16)."""
+    with tensor_cores_forced(pair.dut):
+        cy, gy = pair.twin("conv2d", x, weight, (1, 1), padding, (1, 1), out, low)
+    if low is not None:
+        with np.errstate(over="ignore"):
+            x, weight = (v.astype(low).astype(F32) for v in (x, weight))
+    cols = np.abs(pair.ref.unfold(x.astype(np.float64), weight.shape[2:], (1, 1), padding,
+                                  (1, 1), out, 0.0))
+    with np.errstate(invalid="ignore"):
+        scale = np.matmul(np.abs(weight.reshape(weight.shape[0], -1).astype(np.float64)),
+                          cols)
+    return pair.agree(key, gy, cy, scale=scale.reshape(cy.shape), length=cols.shape[1])
+
+
+@check("conv2d:tensor cores")
+def _conv2d_tensor(data, pair):
+    """Float32-accurate conv2d on the tensor cores (three pieces a value)."""
+    return [_conv_blocks_agreement(pair, "conv2d", *_conv_blocks(data, pair))]
+
+
+@check("conv2d:autocast")
+def _conv2d_autocast(data, pair):
+    """conv2d of operands rounded to bfloat16 on the tensor cores (one piece; the running
+    sum through them) or, on a gpu without, by the fma kernel."""
+    return [_conv_blocks_agreement(pair, "conv2d:autocast", *_conv_blocks(data, pair),
+                                   low=np.dtype("bfloat16"))]
+
+
 @check("max_pool")
 def _max_pool(data, pair):
     """Ties, NaNs, infinities and signed zeros among the specials."""

@@ -9,10 +9,12 @@ import functools
 
 from ...errors import DeviceError
 from .. import plans
-from ..dispatch import MAX_GROUPS
+from ..dispatch import MAX_GROUPS, packed_uints, packer
 from . import matmul, strided, unfold
 
 _INT = 0xFFFFFFFF            # a negative padding as its 32-bit pattern (an int constant)
+_WINDOWS_ID = 18             # windows.glsl's first specialization constant
+_ADDRESSES4, _ADDRESSES5 = packer(4), packer(5)
 
 
 def geometry(image: tuple, kernel, dilation, padding, stride, out_size) -> tuple:
@@ -27,10 +29,50 @@ def window_plan(m: int, n: int, k: int, batch: int, shared: int, threads: int,
     would be mostly padding (a layer of 64 channels in a tile of 128 rows does twice the
     work); then K split until the grid fills the GPU."""
     plan = plans.matmul_plan(m, n, k, batch, shared, threads)
-    if plan.tile.bm <= max(m, 64) or m <= 16:
+    if isinstance(plan.tile, plans.Tile) and (plan.tile.bm <= max(m, 64) or m <= 16):
         return plan
     tile = plans.TILES["medium"]
     return plans.split_k(tile, m, n, k, batch)
+
+
+@functools.lru_cache(maxsize=1024)
+def tensor_recipe(dims: tuple, shape: tuple, limits: tuple, pieces: int,
+                  planner) -> matmul.MatmulRecipe | None:
+    """conv2d on the tensor cores (matmul_bf16x6.comp with WINDOWS 1: B's pieces split from
+    the windows as the tiles are loaded), where the device has them and the matmul planner
+    would take them for a product of ``dims``; the weight's pieces from a split pass of its
+    own. None where not."""
+    m, n, k, batch = dims
+    if not isinstance(planner(m, n, k, batch, *limits).tile, plans.TensorTile):
+        return None
+    # 64 x 64 tiles: each K step's windows are loaded and split by the product's own
+    # threads, and the small tile's were the fastest (H200: 64 channels of 56 x 56, 0.92
+    # of the fma kernel's time where 128 x 128 tiles took 1.27; 128 of 28 x 28, 1.01).
+    t = plans.TENSOR_TILES["small"]
+    if not t.fits(*limits[:2]):
+        return None
+    if pieces == 1:
+        t = plans.one_piece(t, limits[0])
+    transpose, a_uints, plane, _ = matmul.operand_split((m, k), False)
+    split = matmul.SplitPass((transpose, 0, pieces), (*a_uints, 0, 0, 0, 0),
+                             (a_uints[3], 1, 1), (pieces * plane // 2, 0),
+                             packed_uints((*a_uints, 0, 0, 0, 0)))
+    spec = (*t, t.threads, pieces) + (0,) * (_WINDOWS_ID - 7) + (1, *shape)
+    uints = (m, n, k, k, 1, 0, 0, 0, shape[0] * shape[1] * shape[2], m * n, plane, 0, 0, 0)
+    groups = (-(-n // t.bn), -(-m // t.bm), batch)
+    return matmul.MatmulRecipe(t.shader, spec, uints, groups, None, split,
+                               packed_uints(uints))
+
+
+def _launch_tensor(dev, r: matmul.MatmulRecipe, weight, x, out) -> None:
+    split = r.split
+    pieces = dev.empty((split.floats[0],))
+    dev.launch("split_bf16", split.spec,
+               _ADDRESSES4.pack(weight.address, pieces.address, 0, 0) + split.tail,
+               split.groups, [weight], [pieces])
+    dev.launch(r.shader, r.spec,
+               _ADDRESSES5.pack(weight.address, x.address, out.address, pieces.address, 0)
+               + r.tail, r.groups, [weight, x, pieces], [out])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -68,6 +110,12 @@ def conv2d(dev, x, weight, dilation, padding, stride, out_size, low=None):
     shape = geometry((c, h, w), kernel, dilation, padding, stride, out_size)
     dims = (o, oh * ow, c * kh * kw, n_b)
     round16 = matmul.ROUND16.get(low, 0)
+    if low is None or low == matmul.BFLOAT16:
+        r = tensor_recipe(dims, shape, dev.matmul_limits, 3 if low is None else 1,
+                          plans.matmul_plan)
+        if r is not None and _fits(r):
+            _launch_tensor(dev, r, weight, x, out)
+            return out
     r = window_recipe(1, dims, shape, dev.fma_limits, round16)
     if r.groups[0] > MAX_GROUPS or r.groups[1] > MAX_GROUPS:   # an image too big for a grid:
         for b in range(n_b):                                   # its windows unfolded
