@@ -12,17 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-# Each pytest-xdist worker compiles the cpu kernels into a Numba cache of its own (set before
-# Numba is imported): Numba's cache has no lock, and two processes saving two signatures of
-# one kernel at once can both name their machine code ".1.nbc", leaving the index's entry for
-# one paired with the other's code, which a later run then loads ("can't unbox array").
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if _WORKER and not os.environ.get("NUMBA_CACHE_DIR") and "DUALGRAD_CACHE_DIR" not in os.environ:
-    _base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    os.environ["NUMBA_CACHE_DIR"] = os.path.join(_base, "dualgrad", f"numba-{_WORKER}")
-
-import dualgrad as dg  # noqa: E402
-from dualgrad.paths import writable_subdirectory  # noqa: E402
+import dualgrad as dg
+from dualgrad.paths import writable_subdirectory
 
 # "quick" for the README's test command; "exhaustive" (CI) draws twice the cases (within CI's
 # time: the Hypothesis tests are most of the suite's);

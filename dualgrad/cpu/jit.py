@@ -14,13 +14,24 @@ pipelines; ``NUMBA_CACHE_DIR``, where set, is Numba's own choice and stays). Nev
 the installed package: a reinstall would leave files there that shadow the next install.
 Where there is no writable cache directory, kernels are compiled in each process. The first
 compilation in a process prints one line on stderr so the pause is not silent.
+
+Several processes may fill one cache at once (data-parallel ranks, parallel test workers):
+each kernel's cache index is read and written under a file lock (``_locked_cache``), so two
+processes compiling new signatures of one kernel never both take the same data file.
 """
+import contextlib
+import functools
 import os
 import sys
 
 import numba
 from numba import njit
 from numba.core import event
+
+try:
+    import fcntl
+except ImportError:                # (Windows: no lock; processes then fill a cache in turn)
+    fcntl = None
 
 from ..paths import writable_subdirectory
 
@@ -30,16 +41,57 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
 CACHING = bool(numba.config.CACHE_DIR)       # (set before any kernel below is decorated)
 
 
+@contextlib.contextmanager
+def cache_lock(index_path: str):
+    """Held while a kernel's cache index (and the data file it names) is read or written:
+    an exclusive lock on the file beside the index, shared by every process."""
+    try:
+        f = open(index_path + ".lock", "a") if fcntl is not None else None
+    except OSError:            # (the cache directory gone: Numba's own calls find it so)
+        f = None
+    if f is None:
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _locked_cache(dispatcher):
+    """``dispatcher`` with its cache file's save and load under ``cache_lock``. Numba's save
+    reads the index, takes the first data file name no entry has, then writes the index and
+    the data: two processes saving new signatures of one kernel at once both took ".1.nbc",
+    and the index could pair one's signature with the other's machine code ("can't unbox
+    array" in a later run)."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    index_path = getattr(cache_file, "_index_path", None)
+    if index_path is None:             # (no disk cache, or a Numba that keeps it elsewhere)
+        return dispatcher
+    for name in ("save", "load"):
+        unlocked = getattr(cache_file, name)
+
+        @functools.wraps(unlocked)
+        def locked(*args, _unlocked=unlocked, **kwargs):
+            with cache_lock(index_path):
+                return _unlocked(*args, **kwargs)
+        setattr(cache_file, name, locked)
+    return dispatcher
+
+
 def kernel(fn):
     """A compiled kernel, cached on disk across processes."""
-    return njit(cache=CACHING, nogil=True, error_model="numpy")(fn)
+    return _locked_cache(njit(cache=CACHING, nogil=True, error_model="numpy")(fn))
 
 
 def fma_kernel(fn):
     """A kernel in which a multiply and an add may fuse (one rounding instead of two) where
     the CPU has FMA: for the kernels that evaluate vmath's polynomials, whose float32
     results do not change by it."""
-    return njit(cache=CACHING, nogil=True, error_model="numpy", fastmath={"contract"})(fn)
+    return _locked_cache(njit(cache=CACHING, nogil=True, error_model="numpy",
+                              fastmath={"contract"})(fn))
 
 
 def scalar(fn):
