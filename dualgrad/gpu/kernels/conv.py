@@ -23,16 +23,32 @@ def geometry(image: tuple, kernel, dilation, padding, stride, out_size) -> tuple
             padding[0] & _INT, padding[1] & _INT)
 
 
-def window_plan(m: int, n: int, k: int, batch: int, shared: int, threads: int,
+# A weight gradient's product has a short M and N and a K over every image's windows: its
+# K is cut until about four workgroups an SM of an H200 run it, so no SM idles through the
+# last wave (at the matmul planner's 128 workgroups, 1.1-1.2 times as long: 64 channels of
+# 56 x 56, 128 of 28 x 28, 256 of 14 x 14; docs/performance.md).
+WEIGHT_GROUPS = 512
+MIN_WEIGHT_SLICE = 1024     # ... while each slice keeps this much of K (a slice's last
+                            # workgroup adds every slice's partial product: 512 slices
+                            # of a small layer made the examples' CNN step 1.5 times slower)
+
+
+def window_plan(mode: int, m: int, n: int, k: int, batch: int, shared: int, threads: int,
                 tensor_cores: bool = False) -> plans.MatmulPlan:
     """The fma tile for a convolution's product: the matmul planner's, but none whose rows
     would be mostly padding (a layer of 64 channels in a tile of 128 rows does twice the
-    work); then K split until the grid fills the GPU."""
+    work); then K split until the grid fills the GPU (a weight gradient's, mode 2, until
+    it has about WEIGHT_GROUPS workgroups)."""
     plan = plans.matmul_plan(m, n, k, batch, shared, threads)
-    if isinstance(plan.tile, plans.Tile) and (plan.tile.bm <= max(m, 64) or m <= 16):
-        return plan
-    tile = plans.TILES["medium"]
-    return plans.split_k(tile, m, n, k, batch)
+    tile = plan.tile
+    if not isinstance(tile, plans.Tile) or (tile.bm > max(m, 64) and m > 16):
+        tile = plans.TILES["medium"]
+    split = plan if tile is plan.tile else plans.split_k(tile, m, n, k, batch)
+    if mode != 2:
+        return split
+    tiles = -(-m // tile.bm) * -(-n // tile.bn)
+    more = min(WEIGHT_GROUPS // tiles, k // MIN_WEIGHT_SLICE)
+    return split if more <= split.splits else plans.sliced(tile, k, more)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -84,7 +100,7 @@ def window_recipe(mode: int, dims: tuple, shape: tuple, limits: tuple,
     (images, n, windows), read by quads of one image where an image's windows are a
     multiple of 4."""
     m, n, k, batch = dims
-    plan = window_plan(m, n, k, batch, *limits)
+    plan = window_plan(mode, m, n, k, batch, *limits)
     image = shape[0] * shape[1] * shape[2]
     if mode == 1:      # (the windows' quads are element loads whatever B_VEC says)
         return matmul.fma_recipe(plan, dims, (False, False), (k % 4 == 0, True),
