@@ -333,6 +333,20 @@ def test_one_group_convolution_gradients_on_the_gpu_match_the_cpu(gpu, kwargs):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("x_shape, w_shape", [((70000, 2, 2, 3), (3, 2, 2, 2)),
+                                              ((1, 1, 2100, 2100), (2, 1, 1, 1))])
+def test_convolutions_past_a_grids_workgroups(gpu, x_shape, w_shape):
+    """More images than a grid holds workgroups (the images in bands of dispatches), and
+    more windows than a grid's row of tiles (that image's windows unfolded): as the cpu."""
+    x, w = normal(*x_shape), normal(*w_shape)
+    results = []
+    for backend in ("cpu", "gpu"):
+        dg.ag_device(backend)
+        results.append(dg.conv2d(dg.ag_tensor(x), dg.ag_tensor(w)).numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
 def test_a_convolution_makes_no_copy_of_its_windows(gpu):
     """conv2d's forward and backward on the gpu hold the images, the weight, the output
     and the gradients: less than the windows unfolded (nine times the input here). (The

@@ -138,7 +138,7 @@ def conv2d(dev, x, weight, dilation, padding, stride, out_size, low=None):
             cols = unfold.unfold(dev, _images(x, b, 1), kernel, dilation, padding, stride,
                                  out_size, 0.0)
             matmul.matmul(dev, dev.reshape(weight, (o, dims[2])), cols,
-                          out=_images(out, b, 1), low=low)
+                          out=_images(out, b, 1, (1, o, dims[1])), low=low)
         return out
     band = n_b if _fits(r) else max(1, MAX_GROUPS // (r.groups[2] // n_b))
     for b in range(0, n_b, band):                # bands of images where the grid's z needs
@@ -173,10 +173,12 @@ def conv2d_weight(dev, x, g, kernel, dilation, padding, stride, low=None):
     return out
 
 
-def _images(h, first: int, count: int):
-    """Images ``first`` to ``first + count`` of a batch (N, ...) of them, in place."""
+def _images(h, first: int, count: int, shape: tuple | None = None):
+    """Images ``first`` to ``first + count`` of a batch (N, ...) of them, in place, with
+    ``shape`` where given (a view's own: ``reshape`` would lose its offset)."""
     each = h.size // h.shape[0]
     view = matmul._offset(h, first * each)
-    view.shape, view.size = (count,) + tuple(h.shape[1:]), count * each
+    view.shape = shape or (count,) + tuple(h.shape[1:])
+    view.size = count * each
     view.nbytes = view.size * h.dtype.itemsize
     return view
