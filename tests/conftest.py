@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import dualgrad as dg
-from dualgrad.paths import writable_subdirectory
+from dualgrad.cpu import jit
 
 # "quick" for the README's test command; "exhaustive" (CI) draws twice the cases (within CI's
 # time: the Hypothesis tests are most of the suite's);
@@ -163,9 +163,8 @@ def _own_pipeline_cache(tmp_path_factory):
     cache (the device is opened after this, on the first gpu test); the cpu kernels Numba
     compiles stay in the user's cache, where a run finds them already compiled."""
     if "DUALGRAD_CACHE_DIR" not in os.environ:
-        numba_dir = writable_subdirectory("numba")
-        if numba_dir is not None and "NUMBA_CACHE_DIR" not in os.environ:
-            os.environ["NUMBA_CACHE_DIR"] = str(numba_dir)
+        if jit.CACHE_DIR and "NUMBA_CACHE_DIR" not in os.environ:
+            os.environ["NUMBA_CACHE_DIR"] = jit.CACHE_DIR       # (the sources' own)
         os.environ["DUALGRAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("pipeline-cache"))
     yield
 

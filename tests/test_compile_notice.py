@@ -77,3 +77,32 @@ def test_a_kernel_reads_and_writes_its_cache_index_under_a_lock(tmp_path):
     assert done.returncode == 0, done.stderr
     states = done.stdout.split()
     assert "held" in states and set(states) == {"held"}, states
+
+
+def test_the_kernels_cache_is_kept_by_a_hash_of_their_sources(tmp_path):
+    """The default cache directory is named by a hash of every module the kernels are
+    compiled from (Numba checks only a kernel's own file): a changed formula in a module
+    a kernel inlines from is compiled anew, not run as the old one's machine code."""
+    from dualgrad.cpu import jit
+    tag = jit.sources_tag()
+    assert len(tag) == 16 and tag == jit.sources_tag()
+    env = child_env(DUALGRAD_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", "from dualgrad.cpu import jit; "
+                           "print(jit.CACHE_DIR)"], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "numba" / tag)
+    copy = tmp_path / "copy" / "dualgrad"          # the sources with vmath.py changed
+    for path in (ROOT / "dualgrad").rglob("*.py"):
+        target = copy / path.relative_to(ROOT / "dualgrad")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    vmath = copy / "cpu" / "vmath.py"
+    vmath.write_text(vmath.read_text() + "\n# changed\n")
+    done = subprocess.run([sys.executable, "-c", "from dualgrad.cpu import jit; "
+                           "print(jit.sources_tag())"], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(copy.parent)}, timeout=600,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() not in ("", tag)

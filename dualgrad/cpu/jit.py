@@ -9,9 +9,13 @@ million elements or more is cut into slices that run on every core (``split.py``
 release the GIL for that.
 
 Compiling takes seconds and happens once per install: Numba keeps the machine code in
-dualgrad's cache directory (``numba/`` under ``DUALGRAD_CACHE_DIR``, beside the gpu's
-pipelines; ``NUMBA_CACHE_DIR``, where set, is Numba's own choice and stays). Never inside
-the installed package: a reinstall would leave files there that shadow the next install.
+dualgrad's cache directory (``numba/<sources>/`` under ``DUALGRAD_CACHE_DIR``, beside the
+gpu's pipelines; ``NUMBA_CACHE_DIR``, where set, is Numba's own choice and stays). Never
+inside the installed package: a reinstall would leave files there that shadow the next
+install. ``<sources>`` is a hash of every module the kernels are compiled from: Numba checks
+only the file a kernel is defined in, and the kernels inline functions from others
+(vmath's formulas, the op codes), so a changed formula would otherwise run as the machine
+code of the old one.
 Where there is no writable cache directory, kernels are compiled in each process. The first
 compilation in a process prints one line on stderr so the pause is not silent.
 
@@ -21,7 +25,9 @@ processes compiling new signatures of one kernel never both take the same data f
 """
 import contextlib
 import functools
+import hashlib
 import os
+import pathlib
 import sys
 
 import numba
@@ -35,10 +41,23 @@ except ImportError:                # (Windows: no lock; processes then fill a ca
 
 from ..paths import writable_subdirectory
 
+
+def sources_tag() -> str:
+    """A hash of the sources the cpu kernels are compiled from: this package's modules and
+    the ones above it they import (the op table, the contract's constants, shapes)."""
+    here = pathlib.Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    above = [here.parent / name for name in ("kernel_ops.py", "backend.py", "shapes.py")]
+    for path in sorted(here.glob("*.py")) + above:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 if not os.environ.get("NUMBA_CACHE_DIR"):
-    _where = writable_subdirectory("numba")
+    _where = writable_subdirectory(os.path.join("numba", sources_tag()))
     numba.config.CACHE_DIR = str(_where) if _where is not None else ""
-CACHING = bool(numba.config.CACHE_DIR)       # (set before any kernel below is decorated)
+CACHE_DIR = numba.config.CACHE_DIR           # (set before any kernel below is decorated)
+CACHING = bool(CACHE_DIR)
 
 
 @contextlib.contextmanager
