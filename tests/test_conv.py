@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from dualgrad.api import conv as conv_api
 from dualgrad import nn
 from conftest import train_step
 
@@ -344,6 +345,27 @@ def test_convolutions_past_a_grids_workgroups(gpu, x_shape, w_shape):
         dg.ag_device(backend)
         results.append(dg.conv2d(dg.ag_tensor(x), dg.ag_tensor(w)).numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("band", [1, 2, 3])
+def test_a_strided_input_gradient_in_bands_of_images(device, monkeypatch, band):
+    """Past BAND_COLUMNS column elements a strided convolution's input gradient is made a
+    band of images at a time: the same values as all at once."""
+    x, w = normal(5, 3, 9, 8), normal(4, 3, 3, 2)
+    backend = dg.api.device.active()
+    folds = []
+    fold = backend.fold
+    monkeypatch.setattr(backend, "fold", lambda *a: folds.append(1) or fold(*a))
+    grads = []
+    for limit in (conv_api.BAND_COLUMNS, band * (3 * 3 * 2) * (5 * 4)):   # (images' columns)
+        monkeypatch.setattr(conv_api, "BAND_COLUMNS", limit)
+        t = dg.ag_tensor(x, requires_grad=True)
+        with dg.with_grad_tape():
+            y = dg.conv2d(t, dg.ag_tensor(w), stride=2, padding=1, dilation=(1, 2))
+            dg.sum(y * y).backward()
+        grads.append(t.grad.numpy())
+    assert len(folds) == 1 + -(-5 // band)
+    np.testing.assert_array_equal(grads[1], grads[0])
 
 
 @pytest.mark.gpu

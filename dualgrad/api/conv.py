@@ -122,6 +122,11 @@ def _conv(fn, input, weight, bias, stride, padding, dilation, groups, spatial) -
     return _finish(y, bias, unbatched, out)
 
 
+# The most column elements a strided convolution's input gradient makes at once (256 MiB):
+# past it, a band of images at a time.
+BAND_COLUMNS = 1 << 26
+
+
 def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
     """The convolution of images x (N, C, H, W) with weight (O, C, kh, kw) over windows
     ``w`` (one group): the backend's ``conv2d``, and its gradients."""
@@ -150,11 +155,22 @@ def _input_gradient(backend, g, hw, w: Windows, low):
                                   kh * kw - 1)
         padding = tuple(d * (k - 1) - p for d, k, p in zip(w.dilation, w.kernel, w.padding))
         return backend.conv2d(g, flipped, w.dilation, padding, (1, 1), w.size, low)
-    n = g.shape[0]
-    cols = backend.matmul(backend.reshape(hw, (o, c * kh * kw)),
-                          backend.reshape(g, (n, o, w.out[0] * w.out[1])), True, False,
-                          low=low)
-    return backend.fold(cols, w.size, *w.args)
+    n, length, rows = g.shape[0], w.out[0] * w.out[1], c * kh * kw
+    weight = backend.reshape(hw, (o, rows))
+    band = max(1, BAND_COLUMNS // max(1, rows * length))
+    if band >= n:
+        cols = backend.matmul(weight, backend.reshape(g, (n, o, length)), True, False, low=low)
+        return backend.fold(cols, w.size, *w.args)
+    # A band of images at a time: their columns, summed into their part of the gradient.
+    image, out = c * w.size[0] * w.size[1], None
+    for b in range(0, n, band):
+        count = min(band, n - b)
+        g_band = backend.strided(g, (count, o, length), (o * length, length, 1), b * o * length)
+        piece = backend.fold(backend.matmul(weight, g_band, True, False, low=low), w.size,
+                             *w.args)
+        out = backend.strided_backward(backend.reshape(piece, (count * image,)), n * image,
+                                       (1,), b * image, out=out)
+    return backend.reshape(out, (n, c) + tuple(w.size))
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A002
