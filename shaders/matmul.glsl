@@ -135,8 +135,6 @@ uint swizzle(uint k, uint quads) {
 uint swizzle_a(uint k) { return A_T == 0 ? swizzle(k, BM / 4) : 0u; }
 uint swizzle_b(uint k) { return B_T == 1 ? swizzle(k, BN / 4) : 0u; }
 
-uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
-
 // The e-th A quad of the tile at (m0, k0): A_T 0, quads along k (BK / 4 to a row of the
 // tile, k fastest across threads); A_T 1, quads along m (BM / 4 to a value of k).
 vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base WHOLE_PARAM) {

@@ -138,8 +138,6 @@ FragB frag_b(uint piece, uint c0, uint kk) {
 // zero outside the matrix, and its place in the first piece's shared tile.
 const uint LW = (GB + THREADS - 1) / THREADS;   // words of windows a thread loads a K step
 
-uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
-
 void load_windows(uint g, uint n0, uint k0, uint base, out uvec4 words[3], out uint slot) {
     uint k = k0 + g / (BN / 8), n = n0 + (g % (BN / 8)) * 8;
     slot = B_AT + (g / (BN / 8)) * B_ROW + g % (BN / 8);

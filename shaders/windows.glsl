@@ -22,6 +22,9 @@ layout(constant_id = 29) const uint OL = 1;     // windows in an image
 layout(constant_id = 30) const int PH = 0;      // top and left padding (may be negative)
 layout(constant_id = 31) const int PW = 0;
 
+// How many of the 4 elements from i lie before end.
+uint valid4(uint i, uint end) { return i < end ? min(4u, end - i) : 0u; }
+
 // Element `col` = (c, i, j) of window `l` = (oy, ox) of the image at `base` of `f`; 0 in
 // the padding.
 float window_at(Floats f, uint base, uint col, uint l) {

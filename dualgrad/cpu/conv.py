@@ -16,19 +16,12 @@ def _band(cols_per_image: int) -> int:
     return max(1, BAND_ELEMENTS // max(1, cols_per_image))
 
 
-def _rounded(low, *arrays):
-    if low is None:
-        return arrays
-    with np.errstate(over="ignore"):          # (past the type's range: inf)
-        return tuple(a.astype(low).astype(a.dtype) for a in arrays)
-
-
 def conv2d(x: np.ndarray, weight: np.ndarray, dilation, padding, stride, out_size,
            low=None) -> np.ndarray:
     o, kernel = weight.shape[0], weight.shape[2:]
     n_b = x.shape[0]
     length = out_size[0] * out_size[1]
-    x, w = _rounded(low, x, weight.reshape(o, -1))
+    x, w = matmul.rounded(low, x, weight.reshape(o, -1))
     out = np.empty((n_b, o) + tuple(out_size), x.dtype)
     band = _band(w.shape[1] * length)
     for b in range(0, n_b, band):
@@ -42,7 +35,7 @@ def conv2d_weight(x: np.ndarray, g: np.ndarray, kernel, dilation, padding, strid
     n_b, c = x.shape[:2]
     o, out_size = g.shape[1], g.shape[2:]
     rows = c * kernel[0] * kernel[1]
-    x, g = _rounded(low, x, g.reshape(n_b, o, -1))
+    x, g = matmul.rounded(low, x, g.reshape(n_b, o, -1))
     out = np.zeros((o, rows), x.dtype)
     band = _band(rows * g.shape[2])
     with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate)

@@ -12,6 +12,16 @@ from ..backend import PLAIN, Epilogue
 from . import reduce, unary
 
 
+def rounded(low, *arrays) -> tuple:
+    """The arrays rounded to the 16-bit type ``low`` (nearest even, as the conversions
+    round; past its range, inf) and back to their own dtype; as they are where it is
+    None."""
+    if low is None:
+        return arrays
+    with np.errstate(over="ignore"):
+        return tuple(x.astype(low).astype(x.dtype) for x in arrays)
+
+
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,
            out: np.ndarray | None = None, epilogue: Epilogue = PLAIN,
            low=None) -> np.ndarray:
@@ -22,9 +32,7 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
     (one rounding each), relu and the mask by unary's relu and unary_backward's, in place;
     the row sums by the reduction's sum. ``low``: a and b rounded to that 16-bit type
     first (nearest even, as the conversions round), the product of those in float32."""
-    if low is not None:
-        with np.errstate(over="ignore"):          # (past the type's range: inf)
-            a, b = (x.astype(low).astype(x.dtype) for x in (a, b))
+    a, b = rounded(low, a, b)
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))
     # A transposed operand shared by a batch, or a batch's transposed second operand, is

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ..backend import Epilogue
+from ..cpu.matmul import rounded
 from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
 from . import strategies as dgst
 from .tolerances import TOLERANCES, Agreement, agreement
@@ -586,9 +587,7 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
                        Epilogue(bias=bias, relu=relu, mask=mask), low)
-    if low is not None:       # (the bound is over the operands the product multiplies)
-        with np.errstate(over="ignore"):
-            a, b = (x.astype(low).astype(F32) for x in (a, b))
+    a, b = rounded(low, a, b)    # (the bound is over the operands the product multiplies)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
@@ -828,7 +827,8 @@ def _conv_operands(data, pair) -> tuple:
     whole and at the edges, K whole steps or not), operands rounded to a 16-bit type at
     times (autocast's)."""
     x, size, (kernel, dilation, _, stride, _) = _windows(data, pair)
-    padding = data.draw(st.tuples(st.integers(-2, 4), st.integers(-2, 4)), label="padding")
+    padding = data.draw(st.tuples(st.integers(-2, 4), st.integers(-2, 4)),
+                        label="padding (negative too)")
     out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
                 for n, p, d, k, s in zip(size, padding, dilation, kernel, stride))
     assume(min(out) >= 1)
@@ -851,20 +851,25 @@ def _conv2d(data, pair):
     low = None if low is None else np.dtype(low)
     cy, gy = pair.twin("conv2d", x, weight, dilation, padding, stride, out, low)
     cw, gw = pair.twin("conv2d_weight", x, g, kernel, dilation, padding, stride, low)
-    if low is not None:       # (the bound is over the operands the product multiplies)
-        with np.errstate(over="ignore"):
-            x, weight, g = (v.astype(low).astype(F32) for v in (x, weight, g))
-    cols = np.abs(pair.ref.unfold(x.astype(np.float64), kernel, dilation, padding, stride,
-                                  out, 0.0))
-    o = weight.shape[0]
-    g3 = np.abs(g.reshape(g.shape[0], o, -1).astype(np.float64))
+    x, weight, g = rounded(low, x, weight, g)   # (the bound is over what is multiplied)
+    cols, scale_y = _window_bound(pair, x, weight, (kernel, dilation, padding, stride, out))
+    g3 = np.abs(g.reshape(g.shape[0], weight.shape[0], -1).astype(np.float64))
     with np.errstate(invalid="ignore"):        # (inf times 0 in the bounds: NaN, no bound)
-        scale_y = np.matmul(np.abs(weight.reshape(o, -1).astype(np.float64)), cols)
         scale_w = np.tensordot(g3, cols, axes=([0, 2], [0, 2]))
     return [pair.agree("conv2d", gy, cy, scale=scale_y.reshape(cy.shape),
                        length=cols.shape[1]),
             pair.agree("conv2d", gw, cw, scale=scale_w.reshape(cw.shape),
                        length=g3.shape[0] * g3.shape[2])]
+
+
+def _window_bound(pair, x, weight, geometry) -> tuple:
+    """(|windows| (B, C kh kw, L), S = |W| @ |windows|) of a convolution of x with weight
+    over ``geometry`` (kernel, dilation, padding, stride, out), in float64."""
+    cols = np.abs(pair.ref.unfold(x.astype(np.float64), *geometry, 0.0))
+    with np.errstate(invalid="ignore"):        # (inf times 0 in the bounds: NaN, no bound)
+        scale = np.matmul(np.abs(weight.reshape(weight.shape[0], -1).astype(np.float64)),
+                          cols)
+    return cols, scale
 
 
 def _conv_blocks(data, pair) -> tuple:
@@ -892,14 +897,9 @@ def _conv_blocks_agreement(pair, key, x, weight, padding, out, low=None):
     bfloat16)."""
     with tensor_cores_forced(pair.dut):
         cy, gy = pair.twin("conv2d", x, weight, (1, 1), padding, (1, 1), out, low)
-    if low is not None:
-        with np.errstate(over="ignore"):
-            x, weight = (v.astype(low).astype(F32) for v in (x, weight))
-    cols = np.abs(pair.ref.unfold(x.astype(np.float64), weight.shape[2:], (1, 1), padding,
-                                  (1, 1), out, 0.0))
-    with np.errstate(invalid="ignore"):
-        scale = np.matmul(np.abs(weight.reshape(weight.shape[0], -1).astype(np.float64)),
-                          cols)
+    x, weight = rounded(low, x, weight)
+    cols, scale = _window_bound(pair, x, weight, (weight.shape[2:], (1, 1), padding, (1, 1),
+                                                  out))
     return pair.agree(key, gy, cy, scale=scale.reshape(cy.shape), length=cols.shape[1])
 
 

@@ -135,17 +135,18 @@ def conv2d(dev, x, weight, dilation, padding, stride, out_size, low=None):
     r = window_recipe(1, dims, shape, dev.fma_limits, round16)
     if r.groups[0] > MAX_GROUPS or r.groups[1] > MAX_GROUPS:   # an image too big for a grid:
         for b in range(n_b):                                   # its windows unfolded
-            cols = unfold.unfold(dev, _images(x, b, 1), kernel, dilation, padding, stride,
-                                 out_size, 0.0)
+            cols = unfold.unfold(dev, matmul.band(x, b, 1), kernel, dilation, padding,
+                                 stride, out_size, 0.0)
             matmul.matmul(dev, dev.reshape(weight, (o, dims[2])), cols,
-                          out=_images(out, b, 1, (1, o, dims[1])), low=low)
+                          out=matmul.band(out, b, 1, (1, o, dims[1])), low=low)
         return out
-    band = n_b if _fits(r) else max(1, MAX_GROUPS // (r.groups[2] // n_b))
-    for b in range(0, n_b, band):                # bands of images where the grid's z needs
-        count = min(band, n_b - b)
+    images = n_b if _fits(r) else max(1, MAX_GROUPS // (r.groups[2] // n_b))
+    for b in range(0, n_b, images):              # bands of images where the grid's z needs
+        count = min(images, n_b - b)
         rb = r if count == n_b else window_recipe(1, dims[:3] + (count,), shape,
                                                   dev.fma_limits, round16)
-        matmul.launch_fma(dev, rb, weight, _images(x, b, count), _images(out, b, count))
+        matmul.launch_fma(dev, rb, weight, matmul.band(x, b, count),
+                          matmul.band(out, b, count))
     return out
 
 
@@ -172,13 +173,3 @@ def conv2d_weight(dev, x, g, kernel, dilation, padding, stride, low=None):
     strided.permute_into(dev, product_t, (1, 0), dev.reshape(out, (o, rows)))
     return out
 
-
-def _images(h, first: int, count: int, shape: tuple | None = None):
-    """Images ``first`` to ``first + count`` of a batch (N, ...) of them, in place, with
-    ``shape`` where given (a view's own: ``reshape`` would lose its offset)."""
-    each = h.size // h.shape[0]
-    view = matmul._offset(h, first * each)
-    view.shape = shape or (count,) + tuple(h.shape[1:])
-    view.size = count * each
-    view.nbytes = view.size * h.dtype.itemsize
-    return view

@@ -165,16 +165,21 @@ def _offset(h: DeviceArray, elements: int) -> DeviceArray:
     return view
 
 
+def band(h: DeviceArray, first: int, count: int, shape: tuple | None = None) -> DeviceArray:
+    """Items ``first`` to ``first + count`` of a batch (N, ...) of them, in place, with
+    ``shape`` where given (a view's own: ``Device.reshape`` would lose its offset)."""
+    each = h.size // h.shape[0]
+    view = _offset(h, first * each)
+    view.shape = shape or (count,) + tuple(h.shape[1:])
+    view.size = count * each
+    view.nbytes = view.size * h.dtype.itemsize
+    return view
+
+
 def _batch_band(h: DeviceArray, first: int, count: int) -> DeviceArray:
     """Matrices ``first`` to ``first + count`` of a batched (3-D) operand or product; a
     2-D one (shared by the batch) as it is."""
-    if len(h.shape) != 3:
-        return h
-    _, rows, cols = h.shape
-    view = _offset(h, first * rows * cols)
-    view.shape, view.size = (count, rows, cols), count * rows * cols
-    view.nbytes = view.size * h.dtype.itemsize
-    return view
+    return band(h, first, count) if len(h.shape) == 3 else h
 
 
 def rounded(dev, x, low):
@@ -253,7 +258,8 @@ def launch_fma(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue = PLAIN) -> b
             extra, writes = (0, 0), [out]
         else:                                   # split K: scratch and tile counters
             gx, gy, gz = r.groups
-            counters = dev.workspace.take(COUNTER, gx * gy * r.partials[0] // r.spec[10])
+            splits = r.spec[10]                 # (SPLITS)
+            counters = dev.workspace.take(COUNTER, gx * gy * gz // splits)     # one a tile
             partials, writes = dev.workspace.partials(r.partials, [out])
             extra = (partials, counters)
         if r.sums:
