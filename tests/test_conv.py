@@ -251,6 +251,40 @@ def test_unfold_and_fold_match_their_definitions(device):
     np.testing.assert_array_equal(counts[0, 0], np.outer([1, 2, 2, 1], [1, 2, 2, 2, 1]))
 
 
+WINDOWS = [  # (kernel, dilation, padding, stride): paddings below 0 start inside the image
+    (kernel, dilation, padding, stride)
+    for kernel in ((1, 2), (3, 3)) for dilation in ((1, 1), (2, 3))
+    for padding in ((0, 0), (2, 1), (-1, -2)) for stride in ((1, 1), (2, 3))]
+
+
+@pytest.mark.parametrize("kernel, dilation, padding, stride", WINDOWS)
+def test_cpu_windows_match_their_definition(kernel, dilation, padding, stride):
+    """The cpu's unfold (a padded copy of each plane, then rows copied without tests) and
+    max-pool indices against the definition, element by element: window (oy, ox) element
+    (i, j) reads x[o * stride - padding + i * dilation] on each axis, ``value`` outside."""
+    from dualgrad.cpu import unfold as cpu_unfold
+    x = normal(2, 3, 9, 11)
+    size = [(n + 2 * max(p, 0) - d * (k - 1) - 1 - 2 * max(-p, 0)) // s + 1
+            for n, k, d, p, s in zip(x.shape[2:], kernel, dilation, padding, stride)]
+    want = np.full((2, 3, kernel[0], kernel[1], size[0], size[1]), -7.0, np.float32)
+    best = np.full((2, 3, size[0], size[1]), -1)
+    for oy, ox, i, j in np.ndindex(size[0], size[1], *kernel):
+        y = oy * stride[0] - padding[0] + i * dilation[0]
+        q = ox * stride[1] - padding[1] + j * dilation[1]
+        if 0 <= y < 9 and 0 <= q < 11:
+            want[:, :, i, j, oy, ox] = x[:, :, y, q]
+            at = best[:, :, oy, ox]
+            old = np.take_along_axis(x.reshape(2, 3, -1), np.maximum(at, 0)[..., None],
+                                     2)[..., 0]
+            take = (at < 0) | (x[:, :, y, q] > old)
+            best[:, :, oy, ox] = np.where(take, y * 11 + q, at)
+    got = cpu_unfold.unfold(x, kernel, dilation, padding, stride, size, -7.0)
+    np.testing.assert_array_equal(got, want.reshape(got.shape))
+    np.testing.assert_array_equal(
+        cpu_unfold.max_pool(x, kernel, dilation, padding, stride, size),
+        best.reshape(2, 3, -1))
+
+
 # -- gradients -------------------------------------------------------------------------------
 
 def distinct(*shape):

@@ -74,6 +74,32 @@ def test_cut_kernels_give_the_bits_of_one_call(monkeypatch, dtype):
         assert np.array_equal(got.view(np.uint8), whole.view(np.uint8)), op
 
 
+@pytest.mark.parametrize("work,count,cores,want", [
+    (split.SPLIT_MIN - 1, 100, 4, [(0, 100)]), (split.SPLIT_MIN, 100, 1, [(0, 100)]),
+    (split.SPLIT_MIN, 9, 4, [(0, 4), (4, 9)]), (8 * split.SPLIT_MIN, 3, 8, [(0, 1), (1, 2),
+                                                                            (2, 3)])])
+def test_cuts_cover_a_range_once(monkeypatch, work, count, cores, want):
+    monkeypatch.setattr(split, "cores", lambda: cores)
+    assert split.cuts(count, work) == want
+
+
+@pytest.mark.parametrize("y_shape", [(1, 16, 1, 1), (8, 1, 128, 128), (8, 16, 1, 128)])
+def test_broadcast_binary_ops_cut_by_rows_give_the_bits_of_one_call(monkeypatch, y_shape):
+    """A broadcast operand (a channel's bias, a mask per image, a row) against 2M elements:
+    the rows of the walk cut across the cores, each part the same bits as NumPy's."""
+    monkeypatch.setattr(split, "cores", lambda: 3)
+    calls = []
+    ranges = split.run_ranges
+    monkeypatch.setattr(split, "run_ranges", lambda fn, r: (calls.append(r), ranges(fn, r)))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 16, 128, 128)).astype(np.float32)
+    y = rng.standard_normal(y_shape).astype(np.float32)
+    for got, want in ((binary.binary("add", x, y), x + y), (binary.binary("sub", y, x), y - x),
+                      (binary.binary("mul", x, y), x * y)):
+        assert np.array_equal(got, want)
+    assert calls and all(len(r) == 3 for r in calls)
+
+
 # Forking a process that has threads is the case under test (Python 3.12 warns about it).
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_forked_child_splits_with_threads_of_its_own(monkeypatch):

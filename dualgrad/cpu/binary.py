@@ -173,19 +173,30 @@ def _binary_kernels(op):
         for i in range(out.size):
             out[i] = binary_scalar(op, np.float64(x[i]), np.float64(y[i]))
 
-    def binary_strided(x, y, out, shape, sx, sy):
+    def binary_strided(x, y, out, shape, sx, sy, first, last):
         n1, n2, n3 = shape[1], shape[2], shape[3]
         x0, x1, x2, x3 = sx[0], sx[1], sx[2], sx[3]
         y0, y1, y2, y3 = sy[0], sy[1], sy[2], sy[3]
-        for row in range(shape[0] * n1 * n2):         # one row = one run along the last axis
+        for row in range(first, last):                # one row = one run along the last axis
             i0, i1, i2 = row // (n1 * n2), (row // n2) % n1, row % n2
             bx = i0 * x0 + i1 * x1 + i2 * x2
             by = i0 * y0 + i1 * y1 + i2 * y2
             o = row * n3
-            if x3 == 1 and y3 == 1:       # contiguous runs (e.g. adding a bias row): slices
-                xs, ys, os = x[bx:bx + n3], y[by:by + n3], out[o:o + n3]    # vectorise
+            os = out[o:o + n3]            # contiguous runs, or one operand's number along the
+            if x3 == 1 and y3 == 1:       # run (a bias row; a channel's bias): slices
+                xs, ys = x[bx:bx + n3], y[by:by + n3]                       # vectorise
                 for i3 in range(n3):
                     os[i3] = binary_scalar(op, np.float64(xs[i3]), np.float64(ys[i3]))
+                continue
+            if x3 == 1 and y3 == 0:
+                xs, yv = x[bx:bx + n3], np.float64(y[by])
+                for i3 in range(n3):
+                    os[i3] = binary_scalar(op, np.float64(xs[i3]), yv)
+                continue
+            if x3 == 0 and y3 == 1:
+                xv, ys = np.float64(x[bx]), y[by:by + n3]
+                for i3 in range(n3):
+                    os[i3] = binary_scalar(op, xv, np.float64(ys[i3]))
                 continue
             for i3 in range(n3):
                 out[o + i3] = binary_scalar(op, np.float64(x[bx + i3 * x3]),
@@ -238,7 +249,10 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     elif out.size:
         xf, yf, of = x.reshape(-1), y.reshape(-1), out.reshape(-1)
         for s4, (sx, sy, _), (ox, oy, oo) in _walk(x.shape, y.shape, shape):
-            strided(xf[ox:], yf[oy:], of[oo:], s4, sx, sy)
+            xp, yp, dst = xf[ox:], yf[oy:], of[oo:]
+            rows = int(s4[0]) * int(s4[1]) * int(s4[2])
+            split.run_ranges(lambda lo, hi: strided(xp, yp, dst, s4, sx, sy, lo, hi),
+                             split.cuts(rows, rows * int(s4[3])))
     return out
 
 

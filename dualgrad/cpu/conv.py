@@ -9,7 +9,7 @@ import numpy as np
 
 from . import matmul, unfold
 
-BAND_ELEMENTS = 1 << 21        # the unfolded windows of a band of images, at most (or one)
+BAND_ELEMENTS = 1 << 18        # the unfolded windows of a band of images, at most (or one)
 
 
 def _band(cols_per_image: int) -> int:

@@ -9,14 +9,16 @@ are consecutive the input is read as (outer, reduced, inner):
   inputs one after another in row-major order; four whole rows are added a pass.
 - inner == 1 (the reduced elements of an output are contiguous, e.g. a sum of everything):
   the run is summed in ``LANES`` interleaved partial sums (element j into lane j % LANES),
-  which are then added in a fixed order; independent lanes let the loop use vector
-  registers instead of waiting on one long chain of additions.
+  which are then added in a fixed order (folded in halves); independent lanes let the loop
+  use vector registers instead of waiting on one long chain of additions.
 
 These loops are memory-bound and stay on one thread: splitting them across cores gained
 nothing measurable on a 2-core machine and lost much when another process held a core.
 
-Other axis sets (e.g. axes 0 and 2 of a 3-D input) read the input as 4-D and add each element
-into the output element its index maps to, in row-major order.
+Other axis sets (e.g. axes 0 and 2 of a 3-D input) read the input as 4-D and add each
+element into the output element its index maps to, in row-major order. Where the last axis
+is among them (a convolution's bias gradient: axes 0, 2 and 3), the trailing reduced axes
+are reduced first as runs (above), then the rest.
 
 A max does not depend on order (``max_of``): NaN wins, and -0 against +0 gives +0, on both
 backends, so however either splits the work the results agree bit for bit. A float32 max over
@@ -82,28 +84,27 @@ def _lane(op, acc, v):
 
 @scalar
 def _lanes(op, x, lo, hi, lanes):
-    """The reduction of x[lo:hi]: element lo + j goes into lane j % LANES, then the lanes
-    and the leftover tail are combined (a sum in order, a max in any)."""
+    """The reduction of x[lo:hi]: element lo + j goes into lane j % LANES, the lanes are
+    folded in halves (lane k with lane k + half: a few vector steps, where adding them one
+    by one would be a chain as long as the lanes), then the leftover tail is combined in
+    order."""
     full = lo + (hi - lo) // LANES * LANES
     lanes[:] = _start(op)
     for j in range(lo, full, LANES):
         block = x[j:j + LANES]
         for k in range(LANES):
             lanes[k] = _lane(op, lanes[k], np.float64(block[k]))
+    half = LANES // 2
+    while half:
+        for k in range(half):
+            lanes[k] = _lane(op, lanes[k], lanes[k + half])
+        half //= 2
+    total = lanes[0]
     if op != MAX:
-        total = _start(op)
-        for k in range(LANES):
-            total = _combine(op, total, lanes[k])
         for j in range(full, hi):
             total = _combine(op, total, np.float64(x[j]))
         return total
-    half = LANES // 2                     # any order gives the same max: fold in halves
-    while half:
-        for k in range(half):
-            lanes[k] = np.maximum(lanes[k], lanes[k + half])
-        half //= 2
-    total = lanes[0]
-    for j in range(full, hi):
+    for j in range(full, hi):             # (any order gives the same max)
         total = np.maximum(total, np.float64(x[j]))
     if total == 0.0:                      # max_of's rule: +0 if any zero is +0
         total = -0.0
@@ -263,7 +264,16 @@ def _consecutive(shape, axes):
 def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple) -> None:
     """acc (float64, the keepdims shape) = the reduction of x over axes."""
     split = _consecutive(x.shape, axes)
-    if split is None:
+    if split is None and axes[-1] == x.ndim - 1:
+        # The trailing reduced axes as runs first (one output's run in lanes; added into it
+        # element by element, each would wait on the addition before), then the rest.
+        first = next(a for a in range(x.ndim) if all(b in axes for b in range(a, x.ndim)))
+        runs = np.empty(x.shape[:first], np.float64)
+        _reduce_into(code, x, runs.reshape(runs.shape + (1,) * (x.ndim - first)),
+                     tuple(range(first, x.ndim)))
+        rest = tuple(a for a in axes if a < first)
+        _reduce_into(code, runs, acc.reshape(keepdims_shape(runs.shape, rest)), rest)
+    elif split is None:
         _REDUCE[code](x.reshape(-1), acc.reshape(-1), pad4(x.shape),
                       _out_strides(x.shape, axes))
     elif split[2] == 1 and code == MAX and x.dtype == np.float32:

@@ -39,11 +39,12 @@ def _workers(parts: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def run(kernel, arrays, *scalars) -> None:
+def run(kernel, arrays, *scalars, work: int | None = None) -> None:
     """kernel(*slices of ``arrays``, *scalars) over every part of ``arrays`` cut along their
     first axis, which they share (flat arrays: elements; images: the batch); one call when
-    they are small, the axis short, or there is one core."""
-    rows, n = arrays[0].shape[0], arrays[0].size
+    they are small (``work`` elements, by default the first array's), the axis short, or
+    there is one core."""
+    rows, n = arrays[0].shape[0], arrays[0].size if work is None else work
     parts = min(cores(), MAX_PARTS, rows, n // (SPLIT_MIN // 2) or 1)
     if n < SPLIT_MIN or parts < 2:
         kernel(*arrays, *scalars)
@@ -57,6 +58,15 @@ def run(kernel, arrays, *scalars) -> None:
     finally:
         for job in pending:
             job.result()
+
+
+def cuts(count: int, work: int) -> list:
+    """range(count) as [(lo, hi), ...] for ``run_ranges``: one part per core where ``work``
+    elements are worth it (as ``run`` decides), else one."""
+    parts = min(cores(), MAX_PARTS, count, work // (SPLIT_MIN // 2) or 1)
+    if work < SPLIT_MIN or parts < 2:
+        return [(0, count)]
+    return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
 
 
 def run_ranges(fn, ranges) -> None:

@@ -27,7 +27,7 @@ from numba.extending import overload
 
 from ..kernel_ops import UNARY
 from . import split
-from .jit import fma_kernel, kernel, scalar
+from .jit import fma_kernel, scalar
 from .vmath import (vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2, vexpm1, vlog,
                     vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh, vtanh_f32)
 

@@ -15,26 +15,50 @@ from __future__ import annotations
 import numpy as np
 
 from . import split
-from .jit import kernel
+from .jit import kernel, scalar
 
 
 @kernel
 def _unfold(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow, value):
+    # Each plane is first copied into the region its windows read, ``value`` around it
+    # (or cut, where a padding is negative): the columns are then copied row by row with
+    # no bounds test (about 1.4 times as fast as testing each element).
     n_b, n_c, h, w = x.shape
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    pad = np.empty((hp, wp), x.dtype)
+    qlo = min(wp, max(0, pw))                 # pad columns q whose x column q - pw is in x
+    qhi = max(qlo, min(wp, w + pw))
     for b in range(n_b):
         for c in range(n_c):
+            for yy in range(hp):
+                y, prow = yy - ph, pad[yy]
+                if y < 0 or y >= h:
+                    prow[:] = value
+                    continue
+                line = x[b, c, y]
+                for q in range(qlo):
+                    prow[q] = value
+                for q in range(qlo, qhi):
+                    prow[q] = line[q - pw]
+                for q in range(qhi, wp):
+                    prow[q] = value
+            # (slices: indexing by ox + an offset of unknown sign would test for negative
+            # indices at each element, and keep the copies from vectorising)
             for i in range(kh):
                 for j in range(kw):
-                    row = (c * kh + i) * kw + j
-                    for oy in range(oh):
-                        y = oy * sh - ph + i * dh
-                        at = oy * ow
-                        if y < 0 or y >= h:
-                            out[b, row, at:at + ow] = value
-                            continue
-                        for ox in range(ow):
-                            xx = ox * sw - pw + j * dw
-                            out[b, row, at + ox] = x[b, c, y, xx] if 0 <= xx < w else value
+                    row = out[b, (c * kh + i) * kw + j]
+                    if sw == 1:
+                        for oy in range(oh):
+                            dst = row[oy * ow:(oy + 1) * ow]
+                            src = pad[oy * sh + i * dh, j * dw:j * dw + ow]
+                            for ox in range(ow):
+                                dst[ox] = src[ox]
+                    else:
+                        for oy in range(oh):
+                            dst = row[oy * ow:(oy + 1) * ow]
+                            src = pad[oy * sh + i * dh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                            for ox in range(ow):
+                                dst[ox] = src[ox]
 
 
 @kernel
@@ -57,15 +81,25 @@ def _fold(cols, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
                                 out[b, c, y, xx] += cols[b, row, oy * ow + ox]
 
 
+@scalar
+def _inside(ow, sw, start, w):
+    """The window columns ox in [lo, hi) whose x column ox * sw + start lies in [0, w)."""
+    lo = min(ow, max(0, -(start // sw)))                 # ceil(-start / sw)
+    hi = max(lo, min(ow, -((start - w) // sw)))          # ceil((w - start) / sw)
+    return lo, hi
+
+
 @kernel
 def _max_pool(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
-    # PyTorch's rule: the first in-bounds element, replaced by each larger one or NaN.
+    # PyTorch's rule: the first in-bounds element, replaced by each larger one or NaN. The
+    # choice is a select, not a branch: on real data which element wins is unpredictable.
     n_b, n_c, h, w = x.shape
     for b in range(n_b):
         for c in range(n_c):
+            plane = x[b, c]
             for oy in range(oh):
                 for ox in range(ow):
-                    best = x[b, c, 0, 0]
+                    best = plane[0, 0]
                     at = -1
                     for i in range(kh):
                         y = oy * sh - ph + i * dh
@@ -75,10 +109,10 @@ def _max_pool(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
                             xx = ox * sw - pw + j * dw
                             if xx < 0 or xx >= w:
                                 continue
-                            v = x[b, c, y, xx]
-                            if at < 0 or v > best or np.isnan(v):
-                                best = v
-                                at = y * w + xx
+                            v = plane[y, xx]
+                            take = (at < 0) | (v > best) | (v != v)
+                            best = v if take else best
+                            at = y * w + xx if take else at
                     out[b, c, oy * ow + ox] = at
 
 
