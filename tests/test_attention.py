@@ -86,6 +86,41 @@ def test_the_fused_kernel_and_the_composition_agree(device, shape, atol):
         np.testing.assert_allclose(fused, composed, rtol=1e-4, atol=atol)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_attention_in_parts_and_slices_gives_the_bits_of_one_call(monkeypatch, causal):
+    """The cpu kernels cut the batch into parts on every core and each part into slices
+    of a few score matrices: the same bits as all at once, and the heads read in place
+    from a packed projection the same bits as heads copied out of it."""
+    from dualgrad.cpu import attention as cpu_attention, split
+    r = np.random.default_rng(7)
+    qkv = r.standard_normal((6, 24, 3, 4, 8)).astype(np.float32)
+    g = r.standard_normal((6, 24, 4, 8)).astype(np.float32)
+    heads = [np.ascontiguousarray(qkv[:, :, i].transpose(0, 2, 1, 3)).reshape(24, 24, 8)
+             for i in range(3)]
+    rows_g = np.ascontiguousarray(g.transpose(0, 2, 1, 3)).reshape(24, 24, 8)
+
+    def run():
+        o, lse = cpu_attention.attention(*heads, causal, 0.3)
+        grads = cpu_attention.attention_backward(*heads, o, lse, rows_g, causal, 0.3)
+        po, plse = cpu_attention.attention_packed(qkv, 4, causal, 0.3)
+        pgrads = cpu_attention.attention_packed_backward(qkv, po, plse, g, 4, causal, 0.3)
+        return [o, lse, *grads], [po, plse, pgrads]
+    whole, packed = run()
+    monkeypatch.setattr(split, "SPLIT_MIN", 64)          # parts on 3 cores, slices of 2-3
+    monkeypatch.setattr(split, "cores", lambda: 3)
+    monkeypatch.setattr(cpu_attention, "SLICE", 2 * 24 * 24)
+    cut, cut_packed = run()
+    for a, b in zip(whole + packed, cut + cut_packed):
+        np.testing.assert_array_equal(a, b)
+    o, lse, dq, dk, dv = whole
+    po, plse, pgrads = packed
+    np.testing.assert_array_equal(po.transpose(0, 2, 1, 3).reshape(24, 24, 8), o)
+    np.testing.assert_array_equal(plse, lse)
+    for i, d in enumerate((dq, dk, dv)):
+        np.testing.assert_array_equal(
+            pgrads[:, :, i].transpose(0, 2, 1, 3).reshape(24, 24, 8), d)
+
+
 @pytest.mark.gpu
 def test_the_fused_kernel_keeps_no_score_matrix(gpu):
     shape = (4, 256, 16)

@@ -5,10 +5,12 @@ of each row's scores for the backward, which recomputes the weights from it; the
 
 Here the scores of a slice of the batch at a time are formed with BLAS in float32 and
 dropped once used (no L x S matrix outlives a call); the softmax between the products is
-one compiled pass over each row on every core (float64 exponentials, the causal mask's
-zeros written, not computed), where NumPy took eight single-threaded passes. The shader
-streams the keys through an online softmax instead. Both compute the same function within
-the tolerance table's bounds.
+one compiled pass over each row (float64 exponentials, the causal mask's zeros written, not
+computed), where NumPy took eight single-threaded passes. Parts of the batch run on every
+core at once, products and softmax together, and self-attention's heads are read from the
+projection and written to the output where they lie. The shader streams the keys through
+an online softmax instead. Both compute the same function within the tolerance table's
+bounds.
 """
 from __future__ import annotations
 
@@ -20,20 +22,26 @@ from . import split
 from .jit import fma_kernel, scalar
 from .vmath import vexp
 
-SLICE = 1 << 22          # score elements formed at once
+SLICE = 1 << 18          # score elements formed at once by a core (1 MiB: they stay in cache)
 
 
-def _slices(batch: int, rows: int, cols: int):
-    step = max(1, SLICE // max(1, rows * cols))
-    for start in range(0, batch, step):
-        yield slice(start, min(batch, start + step))
+def _slices(lo: int, hi: int, per: int):
+    """Slices of [lo, hi) of SLICE elements or fewer at ``per`` a row (one at least)."""
+    step = max(1, SLICE // max(1, per))
+    for start in range(lo, hi, step):
+        yield slice(start, min(hi, start + step))
+
+
+def _rows(x):
+    """(M, H, L, D) -> (M * H, L, D), contiguous (a copy where x is a view)."""
+    return np.ascontiguousarray(x).reshape((-1,) + x.shape[2:])
 
 
 def _transposed(x):
-    """x's last two axes swapped, in memory so: NumPy's batched product of a second operand
-    that is a swapped view took 1.7-1.9 times as long as the copy and the product on a
-    contiguous one (batches of 128 x 32 by 32 x 128, 2 cores)."""
-    return np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    """x's last two axes swapped, in memory so, as (M * H, D, L): NumPy's batched product of
+    a second operand that is a swapped view took 1.7-1.9 times as long as the copy and the
+    product on a contiguous one (batches of 128 x 32 by 32 x 128, 2 cores)."""
+    return _rows(np.swapaxes(x, -1, -2))
 
 
 @scalar
@@ -100,55 +108,82 @@ def _score_grads(p, dp, delta, scale):
                 dp[b, i, j] = p[b, i, j] * (dp[b, i, j] - d) * scale
 
 
+def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
+    """o and lse of q (N, H, L, D), k and v (N, H, S, D): views of any strides (o (N, H, L,
+    D) and lse (N, H, L) too), so a projection's heads are read and written where they lie.
+    Parts of N run on every core at once: each part's products are one small BLAS call
+    after another (a 128 x 32 by 32 x 128 product is one thread's work), so two parts take
+    about half the time of one batched call. A slice's operands are gathered into
+    contiguous blocks that stay in cache, its scores formed, weighted and dropped."""
+    n, h, rows, d = q.shape
+    cols = k.shape[2]
+
+    def part(lo, hi):
+        for at in _slices(lo, hi, h * rows * cols):
+            s = np.matmul(_rows(q[at]), _transposed(k[at]))
+            weights_lse = np.empty(s.shape[:2], lse.dtype)
+            total = np.empty(s.shape[:2])
+            _weights(s, weights_lse, total, scale, causal)
+            out = np.matmul(s, _rows(v[at])) / total[..., None]
+            o[at] = out.reshape(o[at].shape)
+            lse[at] = weights_lse.reshape(lse[at].shape)
+    split.run_ranges(part, split.cuts(n, n * h * rows * cols))
+
+
+def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> None:
+    """dq, dk, dv (views as q, k, v) of ``_forward`` given g = dL/do (as o)."""
+    n, h, rows, d = q.shape
+    cols = k.shape[2]
+
+    def part(lo, hi):
+        for at in _slices(lo, hi, h * rows * cols):
+            qs, ks, gs = _rows(q[at]), _rows(k[at]), _rows(g[at])
+            p = np.matmul(qs, np.swapaxes(ks, -1, -2).copy())
+            _recomputed(p, lse[at].reshape(p.shape[:2]), scale, causal)
+            dv[at] = np.matmul(np.swapaxes(p, -1, -2), gs).reshape(dv[at].shape)
+            delta = np.einsum("bld,bld->bl", gs, _rows(o[at]))
+            ds = np.matmul(gs, _transposed(v[at]))
+            _score_grads(p, ds, delta, scale)
+            dq[at] = np.matmul(ds, ks).reshape(dq[at].shape)
+            dk[at] = np.matmul(np.swapaxes(ds, -1, -2), qs).reshape(dk[at].shape)
+    split.run_ranges(part, split.cuts(n, n * h * rows * cols))
+
+
 def attention(q, k, v, causal: bool, scale: float) -> tuple:
     batch, rows, _ = q.shape
     o = np.empty((batch, rows, v.shape[2]), q.dtype)
     lse = np.empty((batch, rows), q.dtype)
-    total = np.empty((batch, rows))
-    for part in _slices(batch, rows, k.shape[1]):
-        s = np.matmul(q[part], _transposed(k[part]))
-        split.run(_weights, (s, lse[part], total[part]), float(scale), bool(causal))
-        o[part] = np.matmul(s, v[part]) / total[part][..., None]
+    _forward(q[:, None], k[:, None], v[:, None], o[:, None], lse[:, None], bool(causal),
+             float(scale))
     return o, lse
 
 
 def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    batch, rows, _ = q.shape
-    for part in _slices(batch, rows, k.shape[1]):
-        p = np.matmul(q[part], _transposed(k[part]))
-        split.run(_recomputed, (p, lse[part]), float(scale), bool(causal))
-        gp = g[part]
-        dv[part] = np.matmul(np.swapaxes(p, -1, -2), gp)
-        delta = np.einsum("bld,bld->bl", gp, o[part])
-        ds = np.matmul(gp, _transposed(v[part]))
-        split.run(_score_grads, (p, ds, delta), float(scale))
-        dq[part] = np.matmul(ds, k[part])
-        dk[part] = np.matmul(np.swapaxes(ds, -1, -2), q[part])
+    _backward(*(x[:, None] for x in (q, k, v, o, lse, g, dq, dk, dv)), bool(causal),
+              float(scale))
     return dq, dk, dv
 
 
-def _heads(x, i=None):
-    """(N, L, [3,] H, D) -> the rows (N * H, L, D) of x (of x[:, :, i]), a copy."""
-    x = x if i is None else x[:, :, i]
-    n, length, h, d = x.shape
-    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(n * h, length, d)
-
-
-def _unheads(x, n: int):
-    """(N * H, L, D) -> (N, L, H, D)."""
-    b, length, d = x.shape
-    return x.reshape(n, b // n, length, d).transpose(0, 2, 1, 3)
+def _heads(x):
+    """(N, L, H, D) -> the view (N, H, L, D)."""
+    return x.transpose(0, 2, 1, 3)
 
 
 def attention_packed(qkv, heads: int, causal: bool, scale: float) -> tuple:
-    """``attention`` of q, k, v = qkv[:, :, 0], 1, 2 (N, L, 3, H, D), as rows (N * H, L, D)."""
-    o, lse = attention(*(_heads(qkv, i) for i in range(3)), causal, scale)
-    return np.ascontiguousarray(_unheads(o, qkv.shape[0])), lse
+    """``attention`` of q, k, v = qkv[:, :, 0], 1, 2 (N, L, 3, H, D), read in place."""
+    n, length = qkv.shape[:2]
+    o = np.empty((n, length) + qkv.shape[3:], qkv.dtype)
+    lse = np.empty((n * heads, length), qkv.dtype)
+    _forward(*(_heads(qkv[:, :, i]) for i in range(3)), _heads(o),
+             lse.reshape(n, heads, length), bool(causal), float(scale))
+    return o, lse
 
 
 def attention_packed_backward(qkv, o, lse, g, heads: int, causal: bool, scale: float):
-    n = qkv.shape[0]
-    grads = attention_backward(*(_heads(qkv, i) for i in range(3)), _heads(o), lse,
-                               _heads(g), causal, scale)
-    return np.ascontiguousarray(np.stack([_unheads(d, n) for d in grads], 2))
+    n, length = qkv.shape[:2]
+    grads = np.empty_like(qkv)
+    _backward(*(_heads(qkv[:, :, i]) for i in range(3)), _heads(o),
+              lse.reshape(n, heads, length), _heads(g),
+              *(_heads(grads[:, :, i]) for i in range(3)), bool(causal), float(scale))
+    return grads
