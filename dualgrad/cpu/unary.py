@@ -28,8 +28,9 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, scalar
-from .vmath import (vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2, vexpm1, vlog,
-                    vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh, vtanh_f32)
+from .vmath import (vacos, vasin, vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2,
+                    vexpm1, vlog, vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh,
+                    vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -589,12 +590,12 @@ def _tan(x, a, b):
 
 @forward_rule("asin")
 def _asin(x, a, b):
-    return math.asin(x)
+    return vasin(x)
 
 
 @forward_rule("acos")
 def _acos(x, a, b):
-    return math.acos(x)
+    return vacos(x)
 
 
 @forward_rule("atan")

@@ -1,5 +1,5 @@
-"""exp, expm1, tanh, log, log2, log1p, atan, atan2, exp2, log10, sinh, cosh, atanh, sin,
-cos, tan, erf and erfc in float64 that the compiler can vectorise.
+"""exp, expm1, tanh, log, log2, log1p, atan, atan2, asin, acos, exp2, log10, sinh, cosh,
+atanh, sin, cos, tan, erf and erfc in float64 that the compiler can vectorise.
 
 libm's functions are a call per element, which keeps a loop scalar: the kernels were 2 to 5
 times slower than NumPy's float32 SIMD functions. These use only arithmetic, comparisons and
@@ -294,6 +294,22 @@ def vatan2(y, x):
     a = ((math.pi - hi) + (2.0 * MOREBITS - lo)) if negative_x else hi + lo
     a = a if (x == x) & (y == y) else x + y
     return math.copysign(a, y) if a == a else a
+
+
+# asin and acos as the angle of (sqrt((1 - x)(1 + x)), x): for a float32 x, 1 - x and 1 + x
+# are exact in float64 and their product rounds once, so the side r carries about 1.5 ULP
+# (float64) into atan2, where it moves the angle by less than that (near +-1, where r is
+# small, the angle is pi/2 - r/|x| and r's error is relative to r, not to pi/2).
+@scalar
+def vasin(x):
+    """asin(x), float64 in and out (NaN outside [-1, 1]); signed zeros kept."""
+    return vatan2(x, math.sqrt((1.0 - x) * (1.0 + x)))
+
+
+@scalar
+def vacos(x):
+    """acos(x), float64 in and out (NaN outside [-1, 1])."""
+    return vatan2(math.sqrt((1.0 - x) * (1.0 + x)), x)
 
 
 # exp2, log10 and the hyperbolic functions, from the functions above.
