@@ -28,9 +28,9 @@ from numba.extending import overload
 from ..kernel_ops import UNARY
 from . import split
 from .jit import fma_kernel, scalar
-from .vmath import (vacos, vasin, vatan, vatanh, vcos, vcosh, verf, verfc, vexp, vexp2,
-                    vexpm1, vlog, vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh,
-                    vtanh_f32)
+from .vmath import (vacos, vacosh, vasin, vasinh, vatan, vatanh, vcos, vcosh, verf, verfc,
+                    vexp, vexp2, vexpm1, vlog, vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan,
+                    vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -615,12 +615,12 @@ def _cosh(x, a, b):
 
 @forward_rule("asinh")
 def _asinh(x, a, b):
-    return math.asinh(x)
+    return vasinh(x)
 
 
 @forward_rule("acosh")
 def _acosh(x, a, b):
-    return math.acosh(x)
+    return vacosh(x)
 
 
 @forward_rule("atanh")
@@ -671,12 +671,12 @@ def _atan_grad(x, y, g, a, b):
 
 @backward_rule("sinh")
 def _sinh_grad(x, y, g, a, b):
-    return g * math.cosh(x)
+    return g * vcosh(x)
 
 
 @backward_rule("cosh")
 def _cosh_grad(x, y, g, a, b):
-    return g * math.sinh(x)
+    return g * vsinh(x)
 
 
 @backward_rule("asinh")

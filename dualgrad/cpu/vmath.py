@@ -1,5 +1,6 @@
 """exp, expm1, tanh, log, log2, log1p, atan, atan2, asin, acos, exp2, log10, sinh, cosh,
-atanh, sin, cos, tan, erf and erfc in float64 that the compiler can vectorise.
+asinh, acosh, atanh, sin, cos, tan, erf and erfc in float64 that the compiler can
+vectorise.
 
 libm's functions are a call per element, which keeps a loop scalar: the kernels were 2 to 5
 times slower than NumPy's float32 SIMD functions. These use only arithmetic, comparisons and
@@ -310,6 +311,30 @@ def vasin(x):
 def vacos(x):
     """acos(x), float64 in and out (NaN outside [-1, 1])."""
     return vatan2(math.sqrt((1.0 - x) * (1.0 + x)), x)
+
+
+# asinh and acosh by log1p, where nothing cancels: asinh(a) = log1p(a + a^2 / (1 + sqrt(1 +
+# a^2))), acosh(1 + t) = log1p(t + sqrt(t (t + 2))) (t = x - 1 exact for a float32 x); past
+# 2**28, where a^2 would swamp 1, log(2a) = log(a) + ln 2.
+HUGE = 2.0 ** 28
+
+
+@scalar
+def vasinh(x):
+    """asinh(x), float64 in and out; signed zeros and NaN kept."""
+    a = abs(x)
+    near = vlog1p(a + a * a / (1.0 + math.sqrt(1.0 + a * a)))
+    y = vlog(a) + LN2_HI + LN2_LO if a > HUGE else near
+    return math.copysign(y, x)
+
+
+@scalar
+def vacosh(x):
+    """acosh(x), float64 in and out (NaN below 1)."""
+    t = x - 1.0
+    near = vlog1p(t + math.sqrt(t * (t + 2.0)))      # (t (t + 2) >= 0 below -1 too:)
+    y = vlog(x) + LN2_HI + LN2_LO if x > HUGE else near
+    return math.nan if x < 1.0 else y
 
 
 # exp2, log10 and the hyperbolic functions, from the functions above.
