@@ -44,25 +44,16 @@ def run(kernel, arrays, *scalars, work: int | None = None) -> None:
     first axis, which they share (flat arrays: elements; images: the batch); one call when
     they are small (``work`` elements, by default the first array's), the axis short, or
     there is one core."""
-    rows, n = arrays[0].shape[0], arrays[0].size if work is None else work
-    parts = min(cores(), MAX_PARTS, rows, n // (SPLIT_MIN // 2) or 1)
-    if n < SPLIT_MIN or parts < 2:
+    ranges = cuts(arrays[0].shape[0], arrays[0].size if work is None else work)
+    if len(ranges) < 2:
         kernel(*arrays, *scalars)
         return
-    cut = [rows * k // parts for k in range(parts + 1)]
-    pool = _workers(parts)
-    pending = [pool.submit(kernel, *(a[cut[k]:cut[k + 1]] for a in arrays), *scalars)
-               for k in range(1, parts)]
-    try:
-        kernel(*(a[:cut[1]] for a in arrays), *scalars)
-    finally:
-        for job in pending:
-            job.result()
+    run_ranges(lambda lo, hi: kernel(*(a[lo:hi] for a in arrays), *scalars), ranges)
 
 
 def cuts(count: int, work: int) -> list:
-    """range(count) as [(lo, hi), ...] for ``run_ranges``: one part per core where ``work``
-    elements are worth it (as ``run`` decides), else one."""
+    """range(count) as [(lo, hi), ...]: one part per core (MAX_PARTS at most) where ``work``
+    elements are worth it (SPLIT_MIN or more), else one."""
     parts = min(cores(), MAX_PARTS, count, work // (SPLIT_MIN // 2) or 1)
     if work < SPLIT_MIN or parts < 2:
         return [(0, count)]
