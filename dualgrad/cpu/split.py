@@ -1,5 +1,8 @@
-"""Big kernels on every core: the arrays cut into one slice per core, each slice run by the
-same compiled kernel (which releases the GIL), one on the calling thread.
+"""Big kernels on every core: the arrays cut into a few slices per core (PIECES), each run by
+the same compiled kernel (which releases the GIL); the calling thread and the pool's take
+the slices in turn, so a thread whose core is shared does fewer. (One fixed slice a core
+waited on the slowest: after a product, BLAS's workers spin on the cores for a while, and
+the GPT and CNN steps took 3-4% longer so.)
 
 Only kernels whose parts are computed alone are split (flat elementwise ones, and the
 images of a batch), so the results are the same bits however the arrays are cut. Below
@@ -15,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 SPLIT_MIN = 1 << 20               # elements
 MAX_PARTS = 8
+PIECES = 4                        # ranges a core's part is cut into, taken in turn
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0                     # a forked child has the pool but not its threads
@@ -52,23 +56,39 @@ def run(kernel, arrays, *scalars, work: int | None = None) -> None:
 
 
 def cuts(count: int, work: int) -> list:
-    """range(count) as [(lo, hi), ...]: one part per core (MAX_PARTS at most) where ``work``
-    elements are worth it (SPLIT_MIN or more), else one."""
+    """range(count) as [(lo, hi), ...]: PIECES a core (MAX_PARTS cores at most) where
+    ``work`` elements are worth it (SPLIT_MIN or more), else one."""
     parts = min(cores(), MAX_PARTS, count, work // (SPLIT_MIN // 2) or 1)
     if work < SPLIT_MIN or parts < 2:
         return [(0, count)]
+    parts = min(count, parts * PIECES)
     return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
 
 
 def run_ranges(fn, ranges) -> None:
-    """fn(lo, hi) for each (lo, hi) of ``ranges``, the first on the calling thread and the
-    others on the pool's (``fn`` releases the GIL: a compiled kernel)."""
+    """fn(lo, hi) once for each (lo, hi) of ``ranges``: the calling thread and the pool's
+    take them in turn, each the next one left when it is done, so a thread whose core is
+    shared (with BLAS's spinning workers after a product, or another process) does fewer
+    (``fn`` releases the GIL: a compiled kernel)."""
     ranges = list(ranges)
-    pool = _workers(len(ranges)) if len(ranges) > 1 else None
-    pending = [pool.submit(fn, lo, hi) for lo, hi in ranges[1:]] if pool else []
+    if len(ranges) < 2:
+        for lo, hi in ranges:
+            fn(lo, hi)
+        return
+    left, lock = iter(ranges), threading.Lock()
+
+    def take():
+        while True:
+            with lock:
+                item = next(left, None)
+            if item is None:
+                return
+            fn(*item)
+    helpers = min(cores(), MAX_PARTS, len(ranges)) - 1
+    pool = _workers(helpers + 1)
+    pending = [pool.submit(take) for _ in range(helpers)]
     try:
-        if ranges:
-            fn(*ranges[0])
+        take()
     finally:
         for job in pending:
             job.result()
