@@ -1,5 +1,5 @@
 """Convolutions as products of the weight and each image's windows, a band of images at a
-time (their windows unfolded into a buffer of a few MiB, then BLAS): the twins of
+time (their windows unfolded into a buffer of 1 MiB, read by BLAS from cache): the twins of
 ``dualgrad/gpu/kernels/conv.py``, which read the windows where they lie. The geometry is
 ``unfold``'s; the padding may be negative (the input gradient's windows start inside
 the image)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import split
-from .jit import kernel, scalar
+from .jit import kernel
 
 
 @kernel
@@ -79,14 +79,6 @@ def _fold(cols, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
                             xx = ox * sw - pw + j * dw
                             if 0 <= xx < w:
                                 out[b, c, y, xx] += cols[b, row, oy * ow + ox]
-
-
-@scalar
-def _inside(ow, sw, start, w):
-    """The window columns ox in [lo, hi) whose x column ox * sw + start lies in [0, w)."""
-    lo = min(ow, max(0, -(start // sw)))                 # ceil(-start / sw)
-    hi = max(lo, min(ow, -((start - w) // sw)))          # ceil((w - start) / sw)
-    return lo, hi
 
 
 @kernel
