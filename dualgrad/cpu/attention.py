@@ -115,7 +115,7 @@ def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
     after another (a 128 x 32 by 32 x 128 product is one thread's work), so two parts take
     about half the time of one batched call. A slice's operands are gathered into
     contiguous blocks that stay in cache, its scores formed, weighted and dropped."""
-    n, h, rows, d = q.shape
+    n, h, rows = q.shape[:3]
     cols = k.shape[2]
 
     def part(lo, hi):
@@ -132,13 +132,14 @@ def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
 
 def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> None:
     """dq, dk, dv (views as q, k, v) of ``_forward`` given g = dL/do (as o)."""
-    n, h, rows, d = q.shape
+    n, h, rows = q.shape[:3]
     cols = k.shape[2]
 
     def part(lo, hi):
         for at in _slices(lo, hi, h * rows * cols):
             qs, ks, gs = _rows(q[at]), _rows(k[at]), _rows(g[at])
-            p = np.matmul(qs, np.swapaxes(ks, -1, -2).copy())
+            # (k transposed from its rows, already gathered and in cache)
+            p = np.matmul(qs, np.ascontiguousarray(np.swapaxes(ks, -1, -2)))
             _recomputed(p, lse[at].reshape(p.shape[:2]), scale, causal)
             dv[at] = np.matmul(np.swapaxes(p, -1, -2), gs).reshape(dv[at].shape)
             delta = np.einsum("bld,bld->bl", gs, _rows(o[at]))

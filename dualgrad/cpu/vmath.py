@@ -28,8 +28,9 @@ LN2_HI (exact for |e| <= 1075) and LN2_LO. m - 1 is exact, so log m is within ab
 log2 takes e + log(m) log2(e), exact at powers of two. log1p(x) is log(u) x / (u - 1) with
 u = 1 + x (Goldberg's form: the rounding of u cancels out), x itself where u rounds to 1.
 
-Numba's disk cache keys a kernel on its own file, not on the helpers it inlines: after
-editing this file, delete the cache's ``numba/`` directory (``jit.py`` says where it is).
+Numba's disk cache keys a kernel on its own file, not on the helpers it inlines; the cache
+directory is named by a hash of this package's sources (``jit.sources_tag``), so an edit here
+gets kernels compiled anew.
 """
 from __future__ import annotations
 
@@ -332,9 +333,9 @@ def vasinh(x):
 def vacosh(x):
     """acosh(x), float64 in and out (NaN below 1)."""
     t = x - 1.0
-    near = vlog1p(t + math.sqrt(t * (t + 2.0)))      # (t (t + 2) >= 0 below -1 too:)
+    near = vlog1p(t + math.sqrt(t * (t + 2.0)))
     y = vlog(x) + LN2_HI + LN2_LO if x > HUGE else near
-    return math.nan if x < 1.0 else y
+    return math.nan if x < 1.0 else y      # (t (t + 2) is positive below -1 too)
 
 
 # exp2, log10 and the hyperbolic functions, from the functions above.
