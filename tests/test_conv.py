@@ -259,8 +259,8 @@ WINDOWS = [  # (kernel, dilation, padding, stride): paddings below 0 start insid
 
 @pytest.mark.parametrize("kernel, dilation, padding, stride", WINDOWS)
 def test_cpu_windows_match_their_definition(kernel, dilation, padding, stride):
-    """The cpu's unfold (a padded copy of each plane, then rows copied without tests) and
-    max-pool indices against the definition, element by element: window (oy, ox) element
+    """The cpu's unfold (a padded copy of each plane, then rows copied without tests), in
+    both layouts, and max-pool indices against the definition, element by element: window (oy, ox) element
     (i, j) reads x[o * stride - padding + i * dilation] on each axis, ``value`` outside."""
     from dualgrad.cpu import unfold as cpu_unfold
     x = normal(2, 3, 9, 11)
@@ -280,6 +280,11 @@ def test_cpu_windows_match_their_definition(kernel, dilation, padding, stride):
             best[:, :, oy, ox] = np.where(take, y * 11 + q, at)
     got = cpu_unfold.unfold(x, kernel, dilation, padding, stride, size, -7.0)
     np.testing.assert_array_equal(got, want.reshape(got.shape))
+    # a band's layout: the images' columns side by side, zeros outside
+    band = cpu_unfold.unfold_band(x, kernel, dilation, padding, stride, size,
+                                  np.full(got.size + 5, np.nan, np.float32))
+    zeros = np.where(want == -7.0, 0.0, want).reshape(got.shape)
+    np.testing.assert_array_equal(band, zeros.transpose(1, 0, 2).reshape(band.shape))
     np.testing.assert_array_equal(
         cpu_unfold.max_pool(x, kernel, dilation, padding, stride, size),
         best.reshape(2, 3, -1))

@@ -130,6 +130,26 @@ def test_ranges_run_once_each(monkeypatch):
     assert sorted((lo, hi) for lo, hi, _ in seen) == ranges
 
 
+def test_a_part_may_cut_its_own_work(monkeypatch):
+    """run_ranges called inside a part (a convolution's band making a big product) runs
+    that part's ranges on its own thread: every pool thread may be busy with a part."""
+    monkeypatch.setattr(split, "cores", lambda: 2)
+    seen, lock = [], threading.Lock()
+
+    def inner(lo, hi):
+        with lock:
+            seen.append((lo, hi))
+
+    def outer(lo, hi):
+        split.run_ranges(inner, [(10 * lo + k, 10 * lo + k + 1) for k in range(3)])
+    runner = threading.Thread(target=split.run_ranges, args=(outer, [(k, k + 1) for k in range(4)]),
+                              daemon=True)
+    runner.start()
+    runner.join(timeout=20)
+    assert not runner.is_alive(), "a part waiting on the pool never returned"
+    assert sorted(seen) == [(10 * o + k, 10 * o + k + 1) for o in range(4) for k in range(3)]
+
+
 def test_a_slow_thread_takes_fewer_ranges(monkeypatch):
     """Ranges are taken in turn: a thread that is slowed (its core shared) does fewer, the
     others more, instead of everyone waiting on its fixed share."""

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from . import split
+from . import blas, split
 from .jit import fma_kernel, scalar
 from .vmath import vexp
 
@@ -127,7 +127,8 @@ def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
             out = np.matmul(s, _rows(v[at])) / total[..., None]
             o[at] = out.reshape(o[at].shape)
             lse[at] = weights_lse.reshape(lse[at].shape)
-    split.run_ranges(part, split.cuts(n, n * h * rows * cols))
+    with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
+        split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
 
 def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> None:
@@ -147,7 +148,8 @@ def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> Non
             _score_grads(p, ds, delta, scale)
             dq[at] = np.matmul(ds, ks).reshape(dq[at].shape)
             dk[at] = np.matmul(np.swapaxes(ds, -1, -2), qs).reshape(dk[at].shape)
-    split.run_ranges(part, split.cuts(n, n * h * rows * cols))
+    with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
+        split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
 
 def attention(q, k, v, causal: bool, scale: float) -> tuple:

@@ -1,19 +1,57 @@
-"""Convolutions as products of the weight and each image's windows, a band of images at a
-time (their windows unfolded into a buffer of 1 MiB, read by BLAS from cache): the twins of
-``dualgrad/gpu/kernels/conv.py``, which read the windows where they lie. The geometry is
-``unfold``'s; the padding may be negative (the input gradient's windows start inside
-the image)."""
+"""Convolutions as products of the weight and the windows of a band of images (their
+windows unfolded side by side into a buffer of 1 MiB, read by BLAS from cache, one product
+a band): the twins of ``dualgrad/gpu/kernels/conv.py``, which read the windows where they
+lie. The geometry is ``unfold``'s; the padding may be negative (the input gradient's
+windows start inside the image).
+
+One product a band, not one an image: a 64 x 288 by 288 x 196 product (a 3x3 convolution
+of 32 channels into 64 over 14 x 14) ran at 150 GFLOP/s on two cores, four images' columns
+side by side at 205; the price is a copy of the output (or of the gradient) between the
+band's (channels, images, pixels) order and the images' own. The bands run on every core
+at once, each unfolded and multiplied by one thread (BLAS held to one, ``blas.py``).
+"""
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
-from . import matmul, unfold
+from . import blas, matmul, split, unfold
 
 BAND_ELEMENTS = 1 << 18        # the unfolded windows of a band of images, at most (or one)
 
+_scratch = threading.local()
 
-def _band(cols_per_image: int) -> int:
-    return max(1, BAND_ELEMENTS // max(1, cols_per_image))
+
+def _buffer(name: str, size: int, dtype) -> np.ndarray:
+    """This thread's scratch array ``name`` of ``size`` elements or more (kept: a band's
+    buffers are the same size every call)."""
+    have = getattr(_scratch, name, None)
+    if have is None or have.size < size or have.dtype != dtype:
+        have = np.empty(size, dtype)
+        setattr(_scratch, name, have)
+    return have[:size]
+
+
+def _band(rows: int, o: int, length: int) -> int:
+    """Images a band: its windows (rows x length an image) and its product (o x length)
+    each BAND_ELEMENTS at most (or one image)."""
+    return max(1, BAND_ELEMENTS // max(1, rows * length, o * length))
+
+
+def _bands(count: int, band: int) -> list:
+    return [(b, min(count, b + band)) for b in range(0, count, band)]
+
+
+def _run(fn, ranges, on_every_core: bool) -> None:
+    """fn over the ranges: on every core, or (where a band's work is too short to pay for
+    the threads' turns at the interpreter's lock: 1 -> 32 channels took twice as long so)
+    in order on this one."""
+    if on_every_core:
+        split.run_ranges(fn, ranges)
+    else:
+        for lo, hi in ranges:
+            fn(lo, hi)
 
 
 def conv2d(x: np.ndarray, weight: np.ndarray, dilation, padding, stride, out_size,
@@ -22,27 +60,67 @@ def conv2d(x: np.ndarray, weight: np.ndarray, dilation, padding, stride, out_siz
     n_b = x.shape[0]
     length = out_size[0] * out_size[1]
     x, w = matmul.rounded(low, x, weight.reshape(o, -1))
-    out = np.empty((n_b, o) + tuple(out_size), x.dtype)
-    band = _band(w.shape[1] * length)
-    for b in range(0, n_b, band):
-        cols = unfold.unfold(x[b:b + band], kernel, dilation, padding, stride, out_size, 0.0)
-        matmul.matmul(w, cols, out=out[b:b + band])
-    return out
+    rows = w.shape[1]
+    out = np.empty((n_b, o, length), x.dtype)
+
+    def band(lo, hi):
+        if rows < o:
+            # Few rows: the product writes more than it reads, and a copy of its output
+            # would cost as much as it (1 -> 32 channels: 0.6 ms a batch of 64 so, 1.2
+            # side by side): a product an image, into the output.
+            cols = unfold.unfold(x[lo:hi], kernel, dilation, padding, stride, out_size, 0.0)
+            matmul.matmul(w, cols, out=out[lo:hi])
+            return
+        cols = unfold.unfold_band(x[lo:hi], kernel, dilation, padding, stride, out_size,
+                                  _buffer("cols", (hi - lo) * rows * length, x.dtype))
+        p = matmul.matmul(w, cols, out=_buffer("product", o * cols.shape[1], x.dtype))
+        out[lo:hi] = p.reshape(o, hi - lo, length).transpose(1, 0, 2)
+    with blas.one_thread():
+        _run(band, _bands(n_b, _band(rows, o, length)), rows >= o)
+    return out.reshape((n_b, o) + tuple(out_size))
 
 
 def conv2d_weight(x: np.ndarray, g: np.ndarray, kernel, dilation, padding, stride,
                   low=None) -> np.ndarray:
+    """The weight's gradient: the bands' products summed. The bands are dealt into at most
+    MAX_PARTS groups of consecutive bands, each summed on one thread in order, and the
+    groups' sums added in order: the bits do not depend on which thread took which."""
     n_b, c = x.shape[:2]
     o, out_size = g.shape[1], g.shape[2:]
     rows = c * kernel[0] * kernel[1]
-    x, g = matmul.rounded(low, x, g.reshape(n_b, o, -1))
-    out = np.zeros((o, rows), x.dtype)
-    band = _band(rows * g.shape[2])
-    with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate)
-        for b in range(0, n_b, band):
-            cols = unfold.unfold(x[b:b + band], kernel, dilation, padding, stride, out_size,
-                                 0.0)
-            for i in range(cols.shape[0]):   # an image's product at a time: BLAS reads the
-                out += g[b + i] @ cols[i].T  # transposed columns in place (tensordot's
-                                             # copies took 2-3 times as long)
+    length = g.shape[2] * g.shape[3]
+    x, g = matmul.rounded(low, x, g.reshape(n_b, o, length))
+    bands = _bands(n_b, _band(rows, o, length))
+    groups = min(len(bands), split.MAX_PARTS)
+    edges = [len(bands) * k // groups for k in range(groups + 1)]
+    sums = np.zeros((groups, o, rows), x.dtype)
+
+    def group(first, last):
+        with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate)
+            sum_bands(first, last)
+
+    def sum_bands(first, last):
+        for k in range(first, last):
+            total = sums[k]
+            for lo, hi in bands[edges[k]:edges[k + 1]]:
+                if rows < o:        # (as in conv2d: an image's product at a time, no copy)
+                    windows = unfold.unfold(x[lo:hi], kernel, dilation, padding, stride,
+                                            out_size, 0.0)
+                    for i in range(hi - lo):      # (BLAS reads the transpose in place)
+                        total += g[lo + i] @ windows[i].T
+                    continue
+                windows = unfold.unfold_band(x[lo:hi], kernel, dilation, padding, stride,
+                                             out_size,
+                                             _buffer("cols", (hi - lo) * rows * length,
+                                                     x.dtype))
+                gb = _buffer("grads", o * (hi - lo) * length, x.dtype).reshape(
+                    o, hi - lo, length)
+                gb[...] = g[lo:hi].transpose(1, 0, 2)
+                total += matmul.matmul(gb.reshape(o, -1), windows, trans_b=True)
+    with blas.one_thread():
+        _run(group, [(k, k + 1) for k in range(groups)], rows >= o)
+    out = sums[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k in range(1, groups):
+            out += sums[k]
     return out.reshape((o, c) + tuple(kernel))

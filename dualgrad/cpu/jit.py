@@ -2,11 +2,10 @@
 model, so x / 0 gives inf or NaN (as IEEE arithmetic and the GPU do) instead of raising
 ZeroDivisionError.
 
-Kernels run on the calling thread. NumPy's BLAS already spreads each matrix product over the
-cores, Numba worker threads next to BLAS's oversubscribed them (docs/performance.md), and
-the kernels between the products are memory-bound or small. Only an elementwise op over a
-million elements or more is cut into slices that run on every core (``split.py``); kernels
-release the GIL for that.
+Kernels run on the calling thread; Numba's own worker threads are not used (beside BLAS's
+they oversubscribed the cores, docs/performance.md). Big kernels are cut into slices that
+run on every core through ``split.py``'s pool, the one pool this backend runs on (products
+too: ``blas.py``); kernels release the GIL for that.
 
 Compiling takes seconds and happens once per install: Numba keeps the machine code in
 dualgrad's cache directory (``numba/<sources>/`` under ``DUALGRAD_CACHE_DIR``, beside the

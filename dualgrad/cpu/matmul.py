@@ -1,7 +1,8 @@
 """Matrix products through NumPy's BLAS (sgemm for float32, dgemm for float64).
 
-The reference product is BLAS's: float32 accumulation in the library's blocked order. Its
-agreement with the GPU kernel is bounded by a tolerance that grows with the inner dimension.
+The reference product is BLAS's: float32 accumulation in the library's blocked order (big
+products cut across the cores, ``blas.py``, with the same bits). Its agreement with the GPU
+kernel is bounded by a tolerance that grows with the inner dimension.
 Transposed operands are passed to BLAS as transposed views, never copied.
 """
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import PLAIN, Epilogue
-from . import reduce, unary
+from . import blas, reduce, unary
 
 
 def rounded(low, *arrays) -> tuple:
@@ -47,13 +48,10 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
         b = np.swapaxes(b, -1, -2)
         if b.ndim == 3 or a.ndim == 3:
             b = np.ascontiguousarray(b)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    c = np.empty(shape, np.result_type(a, b)) if out is None else out.reshape(shape)
     with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate, as IEEE's)
-        if out is None:
-            c = np.ascontiguousarray(np.matmul(a, b))
-        else:
-            shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2],
-                                                                       b.shape[-1])
-            c = np.matmul(a, b, out=out.reshape(shape))
+        blas.product(a, b, c)
     if epilogue.bias is not None:
         c += epilogue.bias
     if epilogue.relu:

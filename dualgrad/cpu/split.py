@@ -1,14 +1,15 @@
 """Big kernels on every core: the arrays cut into a few slices per core (PIECES), each run by
 the same compiled kernel (which releases the GIL); the calling thread and the pool's take
-the slices in turn, so a thread whose core is shared does fewer. (One fixed slice a core
-waited on the slowest: after a product, BLAS's workers spin on the cores for a while, and
-the GPT and CNN steps took 3-4% longer so.)
+the slices in turn, so a thread whose core is shared (by another process, or slowed by
+its memory) does fewer. (One fixed slice a core waited on the slowest: the GPT and CNN
+steps took 3-4% longer so.) This pool is the only one the backend runs on: big products
+are cut across it too, with BLAS held to one thread (``blas.py``).
 
 Only kernels whose parts are computed alone are split (flat elementwise ones, and the
 images of a batch), so the results are the same bits however the arrays are cut. Below
-SPLIT_MIN elements, handing a slice to another thread (tens of microseconds) costs more
-than it saves; the activations of a small model's step stay on the calling thread, out of
-the way of BLAS's threads (see jit.py).
+SPLIT_MIN elements, handing a slice to another thread (tens of microseconds, and turns at
+the interpreter's lock) costs more than it saves; the activations of a small model's step
+stay on the calling thread.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PIECES = 4                        # ranges a core's part is cut into, taken in t
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0                     # a forked child has the pool but not its threads
 _pool_lock = threading.Lock()
+_inside = threading.local()       # .part: this thread is running a part of run_ranges
 
 
 def cores() -> int:
@@ -68,22 +70,28 @@ def cuts(count: int, work: int) -> list:
 def run_ranges(fn, ranges) -> None:
     """fn(lo, hi) once for each (lo, hi) of ``ranges``: the calling thread and the pool's
     take them in turn, each the next one left when it is done, so a thread whose core is
-    shared (with BLAS's spinning workers after a product, or another process) does fewer
-    (``fn`` releases the GIL: a compiled kernel)."""
+    shared does fewer (``fn`` releases the GIL: a compiled kernel, a BLAS call). Called
+    inside a part, it runs that part's ranges on the part's own thread."""
     ranges = list(ranges)
-    if len(ranges) < 2:
+    if len(ranges) < 2 or getattr(_inside, "part", False):
+        # (a part that cuts its own work runs it itself: the pool's threads are taken, and
+        # waiting on them from one of them would never end)
         for lo, hi in ranges:
             fn(lo, hi)
         return
     left, lock = iter(ranges), threading.Lock()
 
     def take():
-        while True:
-            with lock:
-                item = next(left, None)
-            if item is None:
-                return
-            fn(*item)
+        _inside.part = True
+        try:
+            while True:
+                with lock:
+                    item = next(left, None)
+                if item is None:
+                    return
+                fn(*item)
+        finally:
+            _inside.part = False
     helpers = min(cores(), MAX_PARTS, len(ranges)) - 1
     pool = _workers(helpers + 1)
     pending = [pool.submit(take) for _ in range(helpers)]

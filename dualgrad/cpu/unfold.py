@@ -19,8 +19,9 @@ from .jit import kernel
 
 
 @kernel
-def _unfold(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow, value):
-    # Each plane is first copied into the region its windows read, ``value`` around it
+def _unfold(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow, value, by_rows):
+    # ``out`` is (B, rows, L), or (rows, B, L) where ``by_rows`` (a band of images' columns
+    # side by side, one product's operand). Each plane is first copied into the region its windows read, ``value`` around it
     # (or cut, where a padding is negative): the columns are then copied row by row with
     # no bounds test (about 1.4 times as fast as testing each element).
     n_b, n_c, h, w = x.shape
@@ -46,7 +47,8 @@ def _unfold(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow, value):
             # indices at each element, and keep the copies from vectorising)
             for i in range(kh):
                 for j in range(kw):
-                    row = out[b, (c * kh + i) * kw + j]
+                    k = (c * kh + i) * kw + j
+                    row = out[k, b] if by_rows else out[b, k]
                     if sw == 1:
                         for oy in range(oh):
                             dst = row[oy * ow:(oy + 1) * ow]
@@ -114,8 +116,22 @@ def unfold(x: np.ndarray, kernel, dilation, padding, stride, out_size,
     out = np.empty((x.shape[0], x.shape[1] * kh * kw, oh * ow), x.dtype)
     if out.size:
         split.run(_unfold, (x, out), kh, kw, *dilation, *padding, *stride, oh, ow,
-                  x.dtype.type(value))
+                  x.dtype.type(value), False)
     return out
+
+
+def unfold_band(x: np.ndarray, kernel, dilation, padding, stride, out_size,
+                out: np.ndarray) -> np.ndarray:
+    """``unfold`` of x with zeros outside, laid out as (C * kh * kw, B, oh * ow) in ``out``
+    (its first elements, C-contiguous): the images' columns side by side, so that one
+    product takes the whole band. Returned as (C * kh * kw, B * oh * ow)."""
+    (kh, kw), (oh, ow) = kernel, out_size
+    cols = out[:x.shape[1] * kh * kw * x.shape[0] * oh * ow].reshape(
+        x.shape[1] * kh * kw, x.shape[0], oh * ow)
+    if cols.size:
+        _unfold(x, cols, kh, kw, *dilation, *padding, *stride, oh, ow, x.dtype.type(0),
+                True)
+    return cols.reshape(cols.shape[0], -1)
 
 
 def fold(cols: np.ndarray, size, kernel, dilation, padding, stride,
