@@ -40,12 +40,12 @@ def spy_parts(monkeypatch):
     """Records (the parts' ranges, BLAS's thread counts seen inside a part)."""
     seen, lock, run = [], threading.Lock(), split.run_ranges
 
-    def recording(fn, ranges):
+    def recording(fn, ranges, **kwargs):
         def part(lo, hi):
             with lock:
                 seen.append(((lo, hi), tuple(blas_threads())))
             fn(lo, hi)
-        run(part, ranges)
+        run(part, ranges, **kwargs)
     monkeypatch.setattr(split, "run_ranges", recording)
     return seen
 
@@ -57,6 +57,7 @@ CASES = {   # a and b (shapes; "T" a transposed view), how the product is cut
     "rows of a transposed a": ((40, 96, "T"), (40, 24), "rows"),
     "the batch": ((6, 16, 40), (6, 40, 24), "batch"),
     "the batch of a shared a": ((16, 40), (6, 40, 24), "batch"),
+    "a batch's rows against one b": ((6, 16, 40), (40, 24), "rows of all"),
 }
 
 
@@ -74,6 +75,7 @@ def test_cut_products_give_the_bits_of_the_uncut_one(monkeypatch, case, cores):
     want = np.matmul(a, b)
     monkeypatch.setattr(blas, "CUT_MIN", 1)
     monkeypatch.setattr(split, "cores", lambda: cores)
+    monkeypatch.setattr(split, "busy", lambda: True)
     seen = spy_parts(monkeypatch)
     before = blas_threads()
     got = matmul.matmul(a, b)
@@ -81,18 +83,49 @@ def test_cut_products_give_the_bits_of_the_uncut_one(monkeypatch, case, cores):
     assert len(seen) == cores
     assert all(threads and set(threads) == {1} for _, threads in seen)
     assert blas_threads() == before
-    length = {"rows": want.shape[-2], "columns": want.shape[-1], "batch": want.shape[0]}[axis]
+    length = {"rows": want.shape[-2], "columns": want.shape[-1], "batch": want.shape[0],
+              "rows of all": want.shape[0] * want.shape[1]}[axis]
     assert sorted(r for r, _ in seen) == blas._parts(length, cores)
 
 
-def test_small_products_run_whole_on_one_blas_thread(monkeypatch):
-    seen, inside, matmul_ = spy_parts(monkeypatch), [], np.matmul
+def spy_matmul(monkeypatch) -> list:
+    """BLAS's thread counts seen by each np.matmul call."""
+    inside, matmul_ = [], np.matmul
 
     def spy(*args, **kwargs):
         inside.append(tuple(blas_threads()))
         return matmul_(*args, **kwargs)
     monkeypatch.setattr(np, "matmul", spy)
+    return inside
+
+
+def test_small_products_run_whole_on_one_blas_thread(monkeypatch):
+    monkeypatch.setattr(split, "busy", lambda: True)
+    seen, inside = spy_parts(monkeypatch), spy_matmul(monkeypatch)
     a, b = operand((8, 8)), operand((8, 8))
     assert 8 ** 3 < blas.CUT_MIN
     np.testing.assert_array_equal(matmul.matmul(a, b), a @ b)
     assert seen == [] and len(inside) == 1 and set(inside[0]) == {1}
+
+
+def test_products_keep_blass_threads_while_the_pool_is_idle(monkeypatch):
+    monkeypatch.setattr(blas, "CUT_MIN", 1)
+    monkeypatch.setattr(split, "busy", lambda: False)
+    before = blas_threads()
+    seen, inside = spy_parts(monkeypatch), spy_matmul(monkeypatch)
+    a, b = operand((96, 40)), operand((40, 24))
+    np.testing.assert_array_equal(matmul.matmul(a, b), a @ b)
+    assert seen == [] and inside == [tuple(before)]
+
+
+def test_the_pool_is_busy_after_a_kernel_on_every_core_not_after_a_product(monkeypatch):
+    monkeypatch.setattr(split, "cores", lambda: 2)
+    monkeypatch.setattr(split, "_last_on_every_core", -float("inf"))
+    split.run_ranges(lambda lo, hi: None, [(0, 1), (1, 2)], product=True)
+    assert not split.busy()
+    split.run_ranges(lambda lo, hi: None, [(0, 1)])          # (one range: this thread)
+    assert not split.busy()
+    split.run_ranges(lambda lo, hi: None, [(0, 1), (1, 2)])
+    assert split.busy()
+    monkeypatch.setattr(split, "BUSY_SECONDS", 0.0)
+    assert not split.busy()

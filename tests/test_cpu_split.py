@@ -142,8 +142,8 @@ def test_a_part_may_cut_its_own_work(monkeypatch):
 
     def outer(lo, hi):
         split.run_ranges(inner, [(10 * lo + k, 10 * lo + k + 1) for k in range(3)])
-    runner = threading.Thread(target=split.run_ranges, args=(outer, [(k, k + 1) for k in range(4)]),
-                              daemon=True)
+    runner = threading.Thread(target=split.run_ranges,
+                              args=(outer, [(k, k + 1) for k in range(4)]), daemon=True)
     runner.start()
     runner.join(timeout=20)
     assert not runner.is_alive(), "a part waiting on the pool never returned"

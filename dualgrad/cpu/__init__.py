@@ -12,8 +12,9 @@ import numpy as np
 from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
-from . import (argreduce, attention, binary, conv, embedding, gather, intops, layernorm,
-               logic, matmul, optim, reduce, scan, softmax, sort, strided, unary, unfold)
+from . import (argreduce, attention, binary, conv, embedding, gather, heap, intops,
+               layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided, unary,
+               unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -54,6 +55,9 @@ LANDED = _Landed()
 class CpuBackend(Backend):
     name = "cpu"
     host_storage = True
+
+    def __init__(self):
+        heap.keep_freed_memory()          # (a step's arrays reuse the last step's pages)
 
     # -- storage ----------------------------------------------------------------------------
     def supports(self, dtype) -> bool:

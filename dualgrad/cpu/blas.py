@@ -1,25 +1,27 @@
-"""Matrix products on the cpu's cores: NumPy's BLAS held to one thread for this package's
-calls, big products cut across this package's own threads.
+"""Matrix products on the cpu's cores: on BLAS's own threads while nothing else runs on
+every core, else on this package's pool with NumPy's BLAS held to one thread.
 
-Why: after a product on its own threads, OpenBLAS's workers keep spinning on the cores for
-about a tenth of a second, waiting for the next one. The kernels between the products
-(gelu, the attention's softmax, layer norms, a convolution's windows) run on those same
-cores and took up to twice as long beside them: a GPT step spent half its time so, and one
-product on BLAS's threads among held ones slowed those as much. So every product here is
-a one-thread BLAS call, and the cores are shared out by ``split``'s pool alone, as
-PyTorch's kernels share one pool: products of CUT_MIN multiply-adds or more are cut into
-one part a core (by rows of the bigger operand, or by columns, so that no part packs all
-of the bigger one; or by the batch), each taking 1.05-1.15 times as long as BLAS's own
-threading; smaller ones run whole on the calling thread (cut, they took longer than so),
-up to 1.7 times as long as on BLAS's threads, where the kernels around them cut their own
-work (a convolution's bands of images, the attention's batch).
+After a product on its own threads, OpenBLAS's workers keep spinning on the cores for
+about a tenth of a second, waiting for the next one. A kernel that runs on every core
+(gelu over a GPT's activations, attention's parts, a convolution's bands) and runs beside
+them took up to twice as long: a GPT step spent half its time so. So while such kernels
+run (``split.busy``: one ran within two seconds), every product is a one-thread BLAS call
+and the cores are shared out by ``split``'s pool alone, as PyTorch's kernels share one
+pool: a product of CUT_MIN multiply-adds or more is cut into one part a core (by rows of
+the bigger operand, or by columns, so that no part packs all of the bigger one; or by the
+batch; a batch's rows against one matrix first made one product), each taking 1.05-1.15
+times as long as BLAS's own threading; smaller ones run whole on the calling thread (cut,
+they took longer than whole: waking a thread costs more than half of a 0.2 ms product).
+One product on BLAS's threads among them would wake its workers again. A model whose
+kernels all run on the calling thread (a small MLP) keeps BLAS's threads: their spinning
+slows nothing there, and one thread runs a 0.1-1 ms product 1.6-2 times as slowly.
 
 Cutting a product by rows or columns leaves each element's sum as it was (BLAS blocks the
 inner dimension alike in every part), so the results are the bits of the uncut call.
 
 BLAS's thread count is process-wide: held at one while one of these products (or a kernel
 that makes its own on every core, ``one_thread``) runs, and restored after it. Where
-threadpoolctl finds no BLAS library to hold, products run whole on BLAS's threads.
+threadpoolctl finds no BLAS library to hold, products run on BLAS's threads.
 """
 from __future__ import annotations
 
@@ -85,9 +87,16 @@ def _parts(count: int, parts: int) -> list:
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """np.matmul(a, b, out=out) for 2-D or batched 3-D operands (out of the product's
-    shape), with BLAS on one thread; cut across the cores where it is big."""
-    if not can_hold():
-        return np.matmul(a, b, out=out)
+    shape): on BLAS's threads, or, while the pool is ``busy``, with BLAS on one thread and
+    cut across the cores where it is big."""
+    if not can_hold() or not split.busy():
+        return np.matmul(a, b, out=out)       # (BLAS's threads: nothing else to slow)
+    if a.ndim == 3 and b.ndim == 2 and a.strides[0] == a.shape[1] * a.strides[1]:
+        # A batch's rows against one matrix (a linear layer over (B, T, E)) are one product:
+        # NumPy's batched call makes one per matrix, 128 x 256 by 256 x 1024 each at 130
+        # GFLOP/s on two cores where 4096 rows at once ran at 175-250.
+        product(a.reshape(-1, a.shape[2]), b, out.reshape(-1, out.shape[2]))
+        return out
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = out.size // max(1, m * n)
@@ -111,7 +120,7 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         ranges = []
     with one_thread():
         if ranges:
-            split.run_ranges(part, ranges)
+            split.run_ranges(part, ranges, product=True)
         else:
             np.matmul(a, b, out=out)
     return out

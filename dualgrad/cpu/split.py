@@ -15,16 +15,25 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 SPLIT_MIN = 1 << 20               # elements
 MAX_PARTS = 8
 PIECES = 4                        # ranges a core's part is cut into, taken in turn
+BUSY_SECONDS = 2.0                # how long after a kernel on every core ``busy`` says so
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0                     # a forked child has the pool but not its threads
 _pool_lock = threading.Lock()
 _inside = threading.local()       # .part: this thread is running a part of run_ranges
+_last_on_every_core = -float("inf")
+
+
+def busy() -> bool:
+    """Whether a kernel ran on every core within BUSY_SECONDS (products' own cuts aside):
+    the work is big enough for the cores to be shared out by this pool alone (blas.py)."""
+    return time.monotonic() - _last_on_every_core < BUSY_SECONDS
 
 
 def cores() -> int:
@@ -67,11 +76,13 @@ def cuts(count: int, work: int) -> list:
     return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
 
 
-def run_ranges(fn, ranges) -> None:
+def run_ranges(fn, ranges, product: bool = False) -> None:
     """fn(lo, hi) once for each (lo, hi) of ``ranges``: the calling thread and the pool's
     take them in turn, each the next one left when it is done, so a thread whose core is
     shared does fewer (``fn`` releases the GIL: a compiled kernel, a BLAS call). Called
-    inside a part, it runs that part's ranges on the part's own thread."""
+    inside a part, it runs that part's ranges on the part's own thread. ``product``: the
+    parts of a matrix product (which do not make the pool ``busy``)."""
+    global _last_on_every_core
     ranges = list(ranges)
     if len(ranges) < 2 or getattr(_inside, "part", False):
         # (a part that cuts its own work runs it itself: the pool's threads are taken, and
@@ -79,6 +90,8 @@ def run_ranges(fn, ranges) -> None:
         for lo, hi in ranges:
             fn(lo, hi)
         return
+    if not product:
+        _last_on_every_core = time.monotonic()
     left, lock = iter(ranges), threading.Lock()
 
     def take():

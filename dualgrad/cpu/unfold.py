@@ -21,9 +21,10 @@ from .jit import kernel
 @kernel
 def _unfold(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow, value, by_rows):
     # ``out`` is (B, rows, L), or (rows, B, L) where ``by_rows`` (a band of images' columns
-    # side by side, one product's operand). Each plane is first copied into the region its windows read, ``value`` around it
-    # (or cut, where a padding is negative): the columns are then copied row by row with
-    # no bounds test (about 1.4 times as fast as testing each element).
+    # side by side, one product's operand). Each plane is first copied into the region its
+    # windows read, ``value`` around it (or cut, where a padding is negative): the columns
+    # are then copied row by row with no bounds test (about 1.4 times as fast as testing
+    # each element).
     n_b, n_c, h, w = x.shape
     hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
     pad = np.empty((hp, wp), x.dtype)
