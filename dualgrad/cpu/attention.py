@@ -8,7 +8,8 @@ dropped once used (no L x S matrix outlives a call); the softmax between the pro
 one compiled pass over each row (float64 exponentials, the causal mask's zeros written, not
 computed), where NumPy took eight single-threaded passes. Parts of the batch run on every
 core at once, products and softmax together, and self-attention's heads are read from the
-projection and written to the output where they lie. The shader streams the keys through
+projection and written to the output where they lie (compiled gathers and scatters: NumPy's
+copy of a swapped view took a quarter of the forward's time). The shader streams the keys through
 an online softmax instead. Both compute the same function within the tolerance table's
 bounds.
 """
@@ -19,7 +20,7 @@ import math
 import numpy as np
 
 from . import blas, split
-from .jit import fma_kernel, scalar
+from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp
 
 SLICE = 1 << 18          # score elements formed at once by a core (1 MiB: they stay in cache)
@@ -32,22 +33,41 @@ def _slices(lo: int, hi: int, per: int):
         yield slice(start, min(hi, start + step))
 
 
-def _rows(x):
-    """(M, H, L, D) -> (M * H, L, D), contiguous (a copy where x is a view)."""
-    return np.ascontiguousarray(x).reshape((-1,) + x.shape[2:])
-
-
-def _transposed(x):
-    """x's last two axes swapped, in memory so, as (M * H, D, L): NumPy's batched product of
-    a second operand that is a swapped view took 1.7-1.9 times as long as the copy and the
-    product on a contiguous one (batches of 128 x 32 by 32 x 128, 2 cores)."""
-    return _rows(np.swapaxes(x, -1, -2))
-
-
 @scalar
 def _keys(i, cols, causal):
     """The keys row i sees."""
     return min(i + 1, cols) if causal else cols
+
+
+@scalar
+def _row_max(row, keys, scale):
+    """The largest of scale * row[:keys], NaNs passed over (they reach the output through
+    their exponentials), in eight running maxima: a select each, which vectorises."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = -np.inf
+    top = keys - keys % 8
+    for j in range(0, top, 8):
+        x0, x1 = row[j] * scale, row[j + 1] * scale
+        x2, x3 = row[j + 2] * scale, row[j + 3] * scale
+        x4, x5 = row[j + 4] * scale, row[j + 5] * scale
+        x6, x7 = row[j + 6] * scale, row[j + 7] * scale
+        m0 = x0 if x0 > m0 else m0
+        m1 = x1 if x1 > m1 else m1
+        m2 = x2 if x2 > m2 else m2
+        m3 = x3 if x3 > m3 else m3
+        m4 = x4 if x4 > m4 else m4
+        m5 = x5 if x5 > m5 else m5
+        m6 = x6 if x6 > m6 else m6
+        m7 = x7 if x7 > m7 else m7
+    for j in range(top, keys):
+        x = row[j] * scale
+        m0 = x if x > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
 
 
 @fma_kernel
@@ -59,13 +79,12 @@ def _weights(s, lse, total, scale, causal):
     for b in range(batch):
         for i in range(rows):
             keys = _keys(i, cols, causal)
-            m = -np.inf
-            for j in range(keys):
-                m = max(m, s[b, i, j] * scale)
-            if m != m or keys == 0:
-                m = -np.inf
-            for j in range(keys):
-                e[j] = vexp(s[b, i, j] * scale - m)
+            row = s[b, i]
+            m = _row_max(row, keys, scale)
+            for j in range(keys):             # (float64 kept for the sum; one pass)
+                x = vexp(row[j] * scale - m)
+                e[j] = x
+                row[j] = x
             a0 = a1 = a2 = a3 = 0.0       # (four running sums: the adds need not wait)
             for j in range(0, keys - 3, 4):
                 a0 += e[j]
@@ -75,10 +94,8 @@ def _weights(s, lse, total, scale, causal):
             for j in range(keys - keys % 4, keys):
                 a0 += e[j]
             acc = (a0 + a1) + (a2 + a3)
-            for j in range(keys):
-                s[b, i, j] = e[j]
             for j in range(keys, cols):
-                s[b, i, j] = 0.0
+                row[j] = 0.0
             total[b, i] = acc
             lse[b, i] = m + math.log(acc)
 
@@ -108,6 +125,70 @@ def _score_grads(p, dp, delta, scale):
                 dp[b, i, j] = p[b, i, j] * (dp[b, i, j] - d) * scale
 
 
+@kernel
+def _gather(x, rows, transposed):
+    """x (M, H, L, D), a view of any strides, into rows (M * H, L, D) or, where
+    ``transposed``, (M * H, D, L): one pass, where NumPy's copy of a swapped view took
+    a quarter of the forward's time."""
+    m, h, length, d = x.shape
+    for a in range(m):
+        for b in range(h):
+            i = a * h + b
+            for r in range(length):
+                if transposed:
+                    for e in range(d):
+                        rows[i, e, r] = x[a, b, r, e]
+                else:
+                    for e in range(d):
+                        rows[i, r, e] = x[a, b, r, e]
+
+
+@kernel
+def _scatter_out(out, total, weights_lse, o, lse):
+    """o (M, H, L, D), a view of any strides, to out (M * H, L, D) over each row's total;
+    lse to weights_lse: the division and the copy in one pass."""
+    m, h, length, d = o.shape
+    for a in range(m):
+        for b in range(h):
+            i = a * h + b
+            for r in range(length):
+                t = total[i, r]
+                lse[a, b, r] = weights_lse[i, r]
+                for e in range(d):
+                    o[a, b, r, e] = np.float64(out[i, r, e]) / t
+
+
+@kernel
+def _scatter(rows, x):
+    """rows (M * H, L, D) into x (M, H, L, D), a view of any strides."""
+    m, h, length, d = x.shape
+    for a in range(m):
+        for b in range(h):
+            for r in range(length):
+                for e in range(d):
+                    x[a, b, r, e] = rows[a * h + b, r, e]
+
+
+@kernel
+def _row_dots(g, o, delta):
+    """delta (M * H, L) to each row's g . o, in float64 (g and o (M, H, L, D) views)."""
+    m, h, length, d = g.shape
+    for a in range(m):
+        for b in range(h):
+            for r in range(length):
+                t = 0.0
+                for e in range(d):
+                    t += np.float64(g[a, b, r, e]) * np.float64(o[a, b, r, e])
+                delta[a * h + b, r] = t
+
+
+def _gathered(x, transposed: bool = False):
+    m, h, length, d = x.shape
+    out = np.empty((m * h, d, length) if transposed else (m * h, length, d), x.dtype)
+    _gather(x, out, transposed)
+    return out
+
+
 def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
     """o and lse of q (N, H, L, D), k and v (N, H, S, D): views of any strides (o (N, H, L,
     D) and lse (N, H, L) too), so a projection's heads are read and written where they lie.
@@ -120,13 +201,11 @@ def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
 
     def part(lo, hi):
         for at in _slices(lo, hi, h * rows * cols):
-            s = np.matmul(_rows(q[at]), _transposed(k[at]))
+            s = np.matmul(_gathered(q[at]), _gathered(k[at], transposed=True))
             weights_lse = np.empty(s.shape[:2], lse.dtype)
             total = np.empty(s.shape[:2])
             _weights(s, weights_lse, total, scale, causal)
-            out = np.matmul(s, _rows(v[at])) / total[..., None]
-            o[at] = out.reshape(o[at].shape)
-            lse[at] = weights_lse.reshape(lse[at].shape)
+            _scatter_out(np.matmul(s, _gathered(v[at])), total, weights_lse, o[at], lse[at])
     with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
         split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
@@ -138,16 +217,16 @@ def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> Non
 
     def part(lo, hi):
         for at in _slices(lo, hi, h * rows * cols):
-            qs, ks, gs = _rows(q[at]), _rows(k[at]), _rows(g[at])
-            # (k transposed from its rows, already gathered and in cache)
-            p = np.matmul(qs, np.ascontiguousarray(np.swapaxes(ks, -1, -2)))
+            qs, ks, gs = _gathered(q[at]), _gathered(k[at]), _gathered(g[at])
+            p = np.matmul(qs, _gathered(k[at], transposed=True))
             _recomputed(p, lse[at].reshape(p.shape[:2]), scale, causal)
-            dv[at] = np.matmul(np.swapaxes(p, -1, -2), gs).reshape(dv[at].shape)
-            delta = np.einsum("bld,bld->bl", gs, _rows(o[at]))
-            ds = np.matmul(gs, _transposed(v[at]))
+            _scatter(np.matmul(np.swapaxes(p, -1, -2), gs), dv[at])
+            delta = np.empty(p.shape[:2], g.dtype)
+            _row_dots(g[at], o[at], delta)
+            ds = np.matmul(gs, _gathered(v[at], transposed=True))
             _score_grads(p, ds, delta, scale)
-            dq[at] = np.matmul(ds, ks).reshape(dq[at].shape)
-            dk[at] = np.matmul(np.swapaxes(ds, -1, -2), qs).reshape(dk[at].shape)
+            _scatter(np.matmul(ds, ks), dq[at])
+            _scatter(np.matmul(np.swapaxes(ds, -1, -2), qs), dk[at])
     with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
         split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
