@@ -40,34 +40,23 @@ def _keys(i, cols, causal):
 
 
 @scalar
-def _row_max(row, keys, scale):
+def _row_max(row, keys, scale, lanes):
     """The largest of scale * row[:keys], NaNs passed over (they reach the output through
-    their exponentials), in eight running maxima: a select each, which vectorises."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = -np.inf
+    their exponentials), in eight running maxima (``lanes``): a select each, which
+    vectorises."""
+    lanes[:] = -np.inf
     top = keys - keys % 8
     for j in range(0, top, 8):
-        x0, x1 = row[j] * scale, row[j + 1] * scale
-        x2, x3 = row[j + 2] * scale, row[j + 3] * scale
-        x4, x5 = row[j + 4] * scale, row[j + 5] * scale
-        x6, x7 = row[j + 6] * scale, row[j + 7] * scale
-        m0 = x0 if x0 > m0 else m0
-        m1 = x1 if x1 > m1 else m1
-        m2 = x2 if x2 > m2 else m2
-        m3 = x3 if x3 > m3 else m3
-        m4 = x4 if x4 > m4 else m4
-        m5 = x5 if x5 > m5 else m5
-        m6 = x6 if x6 > m6 else m6
-        m7 = x7 if x7 > m7 else m7
+        for lane in range(8):
+            x = row[j + lane] * scale
+            lanes[lane] = x if x > lanes[lane] else lanes[lane]
+    m = -np.inf
+    for lane in range(8):
+        m = lanes[lane] if lanes[lane] > m else m
     for j in range(top, keys):
         x = row[j] * scale
-        m0 = x if x > m0 else m0
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
+        m = x if x > m else m
+    return m
 
 
 @fma_kernel
@@ -75,12 +64,12 @@ def _weights(s, lse, total, scale, causal):
     """Each row of the scores s = q k^T (in place) to exp(scale s - m), m the row's largest
     scaled score (0 past the keys the row sees); the sum to total, m + log(sum) to lse."""
     batch, rows, cols = s.shape
-    e = np.empty(cols)
+    e, lanes = np.empty(cols), np.empty(8)
     for b in range(batch):
         for i in range(rows):
             keys = _keys(i, cols, causal)
             row = s[b, i]
-            m = _row_max(row, keys, scale)
+            m = _row_max(row, keys, scale, lanes)
             for j in range(keys):             # (float64 kept for the sum; one pass)
                 x = vexp(row[j] * scale - m)
                 e[j] = x
