@@ -6,11 +6,14 @@ run a first step.
     python3 bench/bench_cpu.py --mlp 16:8 --elements 4096 --repeats 2 --rounds 1   # smoke
 
 Ratios are ours / peer in time (below 1: we are faster). PyTorch is a benchmark-only peer:
-without it the training-step rows print "n/a". It runs on as many threads as we do.
+without it the training-step rows print "n/a". It runs on as many threads as we do. In one
+process each side's idle threads slow the other (docs/performance.md); `bench/apart.py`
+times the two in processes of their own instead.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -27,6 +30,7 @@ from dualgrad.api import device  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
+import timing  # noqa: E402
 from timing import classifier_step, interleaved, report, torch_or_none  # noqa: E402
 from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
 
@@ -314,10 +318,15 @@ def main(argv=None) -> int:
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
+    parser.add_argument("--side", choices=("both", "ours", "peer"), default="both",
+                        help="time both sides in alternation (default), or one alone "
+                             "(bench/apart.py runs each in processes of its own)")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
     args = parser.parse_args(argv)
+    timing.SIDE = args.side
 
     print(f"{os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.2f}")
-    torch = None if args.no_peer else torch_or_none()
+    torch = None if args.no_peer or args.side == "ours" else torch_or_none()
     if torch is not None:
         torch.set_num_threads(args.threads)
     peer = f"PyTorch {torch.__version__} CPU, {args.threads} threads" if torch else "n/a"
@@ -335,9 +344,11 @@ def main(argv=None) -> int:
             report(bench(args, torch), f"{title}: ours vs {peer}")
     if "elementwise" in args.sections:
         report(bench_elementwise(args), f"Big arrays: ours vs NumPy {np.__version__}")
-    if "startup" in args.sections:
+    if "startup" in args.sections and args.side != "peer":
         bench_startup(args)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(timing.ROWS, indent=1))
     return 0
 
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 import statistics
 import time
 
+# Which side this process times: "both" (in alternation), "ours" or "peer" alone (the
+# other's time is then None; bench/apart.py runs the sides in processes of their own).
+SIDE = "both"
+ROWS: list = []                   # every row ``report`` printed, for a --json dump
+
 
 def median_time(fn, repeats: int, sync=None) -> float:
     """The median wall time of ``fn()`` over ``repeats`` calls, in seconds. ``sync`` (if
@@ -28,10 +33,12 @@ def interleaved(ours, peer, repeats: int, rounds: int = 5, sync_ours=None, sync_
     ``repeats`` calls each; ``peer`` may be None (no peer installed): its time is then None."""
     mine, theirs = [], []
     for _ in range(rounds):
-        mine.append(median_time(ours, repeats, sync_ours))
-        if peer is not None:
+        if SIDE != "peer":
+            mine.append(median_time(ours, repeats, sync_ours))
+        if peer is not None and SIDE != "ours":
             theirs.append(median_time(peer, repeats, sync_peer))
-    return statistics.median(mine), (statistics.median(theirs) if theirs else None)
+    return (statistics.median(mine) if mine else None,
+            statistics.median(theirs) if theirs else None)
 
 
 def torch_or_none():
@@ -48,9 +55,12 @@ def report(rows, title: str) -> None:
     print(title)
     print(f"  {'case':<40} {'ours':>11} {'peer':>11} {'ratio':>7}  target")
     for name, ours, peer, target in rows:
+        ROWS.append({"section": title, "case": name, "ours": ours, "peer": peer,
+                     "target": target})
+        ours_text = f"{ours * 1e3:9.3f}ms" if ours else "       n/a"
         peer_text = f"{peer * 1e3:9.3f}ms" if peer else "       n/a"
-        ratio = f"{ours / peer:7.3f}" if peer else "    n/a"
-        print(f"  {name:<40} {ours * 1e3:9.3f}ms {peer_text:>11} {ratio}  {target or ''}")
+        ratio = f"{ours / peer:7.3f}" if peer and ours else "    n/a"
+        print(f"  {name:<40} {ours_text:>11} {peer_text:>11} {ratio}  {target or ''}")
 
 
 def on_batch(dg, train_step, batch: tuple, replayed: bool, name: str):

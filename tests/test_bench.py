@@ -49,3 +49,23 @@ def test_bench_distributed_prints_its_tables_at_tiny_sizes():
     step = re.search(r"ours +alone +([\d.]+) ms +2 processes +([\d.]+) ms +efficiency "
                      r"([\d.]+)", out)
     assert step and all(float(v) > 0 for v in step.groups()), out
+
+
+def test_apart_times_each_side_in_its_own_processes():
+    """bench/apart.py: ours and the peer each timed by processes of their own, the rows
+    combined: every case once, ours timed, and a ratio where there is a peer (NumPy's
+    big-array rows always have one)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "apart.py"), "--pairs", "2", "--",
+         "--mlp", "16:8", "--elements", "4096", "--repeats", "2", "--rounds", "1",
+         "--sections", "train,elementwise"],
+        capture_output=True, text=True, env=child_env(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    step = [line for line in lines if line.startswith("Adam step MLP H=16 batch=8")]
+    assert len(step) == 1 and re.search(r"[\d.]+ ms \([\d.]+-[\d.]+\)", step[0]), lines
+    adds = [line for line in lines if line.startswith("add (4096 el.)")]
+    assert len(adds) == 1
+    ours, peer, ratio = re.findall(r"([\d.]+) ms \(", adds[0]) + \
+        [adds[0].split(")")[-1].split()[0]]
+    assert float(ours) > 0 and float(peer) > 0 and float(ratio) > 0
