@@ -143,6 +143,16 @@ def test_conv2d_matches_the_reference(device, shape, kwargs, pads):
     close(y, want, math.sqrt(np.prod(shape[1:])))
 
 
+def test_an_empty_batch_gives_zero_weight_gradients(device):
+    w = dg.ag_param(normal(4, 3, 3, 3))
+    x = dg.ag_tensor(np.zeros((0, 3, 5, 5), np.float32))
+    with dg.with_grad_tape():
+        y = dg.conv2d(x, w, padding=1)
+        dg.sum(y).backward()
+    assert y.shape == (0, 4, 5, 5)
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((4, 3, 3, 3), np.float32))
+
+
 def test_conv1d_is_conv2d_of_one_row(device):
     x, w, b = normal(3, 4, 20), normal(6, 2, 4), normal(6)
     y = dg.conv1d(dg.ag_tensor(x), dg.ag_tensor(w), dg.ag_tensor(b), stride=2, padding=3,

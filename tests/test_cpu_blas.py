@@ -85,7 +85,7 @@ def test_cut_products_give_the_bits_of_the_uncut_one(monkeypatch, case, cores):
     assert blas_threads() == before
     length = {"rows": want.shape[-2], "columns": want.shape[-1], "batch": want.shape[0],
               "rows of all": want.shape[0] * want.shape[1]}[axis]
-    assert sorted(r for r, _ in seen) == blas._parts(length, cores)
+    assert sorted(r for r, _ in seen) == split.even(length, cores)
 
 
 def spy_matmul(monkeypatch) -> list:

@@ -8,10 +8,10 @@ dropped once used (no L x S matrix outlives a call); the softmax between the pro
 one compiled pass over each row (float64 exponentials, the causal mask's zeros written, not
 computed), where NumPy took eight single-threaded passes. Parts of the batch run on every
 core at once, products and softmax together, and self-attention's heads are read from the
-projection and written to the output where they lie (compiled gathers and scatters: NumPy's
-copy of a swapped view took a quarter of the forward's time). The shader streams the keys through
-an online softmax instead. Both compute the same function within the tolerance table's
-bounds.
+projection and written to the output where they lie (compiled gathers and scatters:
+NumPy's copy of a swapped view took a quarter of the forward's time). The shader streams
+the keys through an online softmax instead. Both compute the same function within the
+tolerance table's bounds.
 """
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def _gather(x, rows, transposed):
 
 @kernel
 def _scatter_out(out, total, weights_lse, o, lse):
-    """o (M, H, L, D), a view of any strides, to out (M * H, L, D) over each row's total;
-    lse to weights_lse: the division and the copy in one pass."""
+    """out (M * H, L, D) over each row's total into o (M, H, L, D), a view of any strides,
+    and weights_lse into lse: the division and the copy in one pass."""
     m, h, length, d = o.shape
     for a in range(m):
         for b in range(h):

@@ -81,22 +81,18 @@ def one_thread():
                 _saved = []
 
 
-def _parts(count: int, parts: int) -> list:
-    return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
-
-
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """np.matmul(a, b, out=out) for 2-D or batched 3-D operands (out of the product's
     shape): on BLAS's threads, or, while the pool is ``busy``, with BLAS on one thread and
     cut across the cores where it is big."""
-    if not can_hold() or not split.busy():
-        return np.matmul(a, b, out=out)       # (BLAS's threads: nothing else to slow)
     if a.ndim == 3 and b.ndim == 2 and a.strides[0] == a.shape[1] * a.strides[1]:
         # A batch's rows against one matrix (a linear layer over (B, T, E)) are one product:
         # NumPy's batched call makes one per matrix, 128 x 256 by 256 x 1024 each at 130
         # GFLOP/s on two cores where 4096 rows at once ran at 175-250.
         product(a.reshape(-1, a.shape[2]), b, out.reshape(-1, out.shape[2]))
         return out
+    if not can_hold() or not split.busy():
+        return np.matmul(a, b, out=out)       # (BLAS's threads: nothing else to slow)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = out.size // max(1, m * n)
@@ -107,15 +103,15 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         def part(lo, hi):
             np.matmul(a[lo:hi] if a.ndim == 3 else a, b[lo:hi] if b.ndim == 3 else b,
                       out=out[lo:hi])
-        ranges = _parts(batch, parts)
+        ranges = split.even(batch, parts)
     elif a.size >= b.size and m >= parts:      # (each part packs all of the other operand)
         def part(lo, hi):
             np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
-        ranges = _parts(m, parts)
+        ranges = split.even(m, parts)
     elif n >= parts:
         def part(lo, hi):
             np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
-        ranges = _parts(n, parts)
+        ranges = split.even(n, parts)
     else:
         ranges = []
     with one_thread():

@@ -91,36 +91,31 @@ def conv2d_weight(x: np.ndarray, g: np.ndarray, kernel, dilation, padding, strid
     length = g.shape[2] * g.shape[3]
     x, g = matmul.rounded(low, x, g.reshape(n_b, o, length))
     bands = _bands(n_b, _band(rows, o, length))
-    groups = min(len(bands), split.MAX_PARTS)
-    edges = [len(bands) * k // groups for k in range(groups + 1)]
-    sums = np.zeros((groups, o, rows), x.dtype)
+    groups = split.even(len(bands), min(len(bands), split.MAX_PARTS) or 1)
+    sums = np.zeros((len(groups), o, rows), x.dtype)
 
-    def group(first, last):
+    def group(k, _):
         with np.errstate(invalid="ignore", over="ignore"):   # (inf and NaN propagate)
-            sum_bands(first, last)
+            for lo, hi in bands[slice(*groups[k])]:
+                add_band(sums[k], lo, hi)
 
-    def sum_bands(first, last):
-        for k in range(first, last):
-            total = sums[k]
-            for lo, hi in bands[edges[k]:edges[k + 1]]:
-                if rows < o:        # (as in conv2d: an image's product at a time, no copy)
-                    windows = unfold.unfold(x[lo:hi], kernel, dilation, padding, stride,
-                                            out_size, 0.0)
-                    for i in range(hi - lo):      # (BLAS reads the transpose in place)
-                        total += g[lo + i] @ windows[i].T
-                    continue
-                windows = unfold.unfold_band(x[lo:hi], kernel, dilation, padding, stride,
-                                             out_size,
-                                             _buffer("cols", (hi - lo) * rows * length,
-                                                     x.dtype))
-                gb = _buffer("grads", o * (hi - lo) * length, x.dtype).reshape(
-                    o, hi - lo, length)
-                gb[...] = g[lo:hi].transpose(1, 0, 2)
-                total += matmul.matmul(gb.reshape(o, -1), windows, trans_b=True)
+    def add_band(total, lo, hi):
+        if rows < o:                # (as in conv2d: an image's product at a time, no copy)
+            windows = unfold.unfold(x[lo:hi], kernel, dilation, padding, stride, out_size,
+                                    0.0)
+            for i in range(hi - lo):              # (BLAS reads the transpose in place)
+                total += g[lo + i] @ windows[i].T
+            return
+        windows = unfold.unfold_band(x[lo:hi], kernel, dilation, padding, stride, out_size,
+                                     _buffer("cols", (hi - lo) * rows * length, x.dtype))
+        gb = _buffer("grads", o * (hi - lo) * length, x.dtype).reshape(o, hi - lo, length)
+        gb[...] = g[lo:hi].transpose(1, 0, 2)
+        total += matmul.matmul(gb.reshape(o, -1), windows, trans_b=True)
+
     with blas.one_thread():
-        _run(group, [(k, k + 1) for k in range(groups)], rows >= o)
+        _run(group, [(k, k + 1) for k in range(len(groups))], rows >= o)
     out = sums[0]
     with np.errstate(invalid="ignore", over="ignore"):
-        for k in range(1, groups):
+        for k in range(1, len(groups)):
             out += sums[k]
     return out.reshape((o, c) + tuple(kernel))

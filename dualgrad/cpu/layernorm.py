@@ -126,13 +126,13 @@ def layer_norm_backward(x, gamma, mean, rstd, g):
     rows = x.size // n if n else 0
     dx = np.empty_like(x)
     groups = min(rows, GROUPS) if x.size >= split.SPLIT_MIN else 1
-    dgamma64, dbeta64 = np.zeros((max(groups, 1), n)), np.zeros((max(groups, 1), n))
+    dgamma64, dbeta64 = np.zeros((groups, n)), np.zeros((groups, n))
     if x.size:
         x2, g2, dx2 = x.reshape(rows, n), g.reshape(rows, n), dx.reshape(rows, n)
-        edges = [rows * k // groups for k in range(groups + 1)]
+        ranges = split.even(rows, groups)
 
         def group(k, _):
-            at = slice(edges[k], edges[k + 1])
+            at = slice(*ranges[k])
             _backward(x2[at], gamma, mean[at], rstd[at], g2[at], dx2[at], dgamma64[k],
                       dbeta64[k])
         split.run_ranges(group, [(k, k + 1) for k in range(groups)])

@@ -72,7 +72,11 @@ def cuts(count: int, work: int) -> list:
     parts = min(cores(), MAX_PARTS, count, work // (SPLIT_MIN // 2) or 1)
     if work < SPLIT_MIN or parts < 2:
         return [(0, count)]
-    parts = min(count, parts * PIECES)
+    return even(count, min(count, parts * PIECES))
+
+
+def even(count: int, parts: int) -> list:
+    """range(count) as ``parts`` consecutive ranges [(lo, hi), ...] of near-equal length."""
     return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
 
 
