@@ -129,3 +129,15 @@ def test_the_pool_is_busy_after_a_kernel_on_every_core_not_after_a_product(monke
     assert split.busy()
     monkeypatch.setattr(split, "BUSY_SECONDS", 0.0)
     assert not split.busy()
+
+
+@pytest.mark.parametrize("busy", [False, True])
+@pytest.mark.parametrize("a_shape, b_shape", [((0, 3, 4), (4, 5)), ((2, 3, 0), (0, 5)),
+                                              ((2, 3, 4), (4, 0)), ((0, 4), (4, 5))])
+def test_empty_products(monkeypatch, busy, a_shape, b_shape):
+    monkeypatch.setattr(blas, "CUT_MIN", 1)
+    monkeypatch.setattr(split, "busy", lambda: busy)
+    a, b = operand(a_shape), operand(b_shape)
+    got = matmul.matmul(a, b)
+    np.testing.assert_array_equal(got, np.matmul(a, b))
+    assert got.shape == np.matmul(a, b).shape

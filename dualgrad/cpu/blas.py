@@ -85,6 +85,8 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """np.matmul(a, b, out=out) for 2-D or batched 3-D operands (out of the product's
     shape): on BLAS's threads, or, while the pool is ``busy``, with BLAS on one thread and
     cut across the cores where it is big."""
+    if a.size == 0 or out.size == 0:         # (nothing to cut; k = 0 gives zeros)
+        return np.matmul(a, b, out=out)
     if a.ndim == 3 and b.ndim == 2 and a.strides[0] == a.shape[1] * a.strides[1]:
         # A batch's rows against one matrix (a linear layer over (B, T, E)) are one product:
         # NumPy's batched call makes one per matrix, 128 x 256 by 256 x 1024 each at 130
