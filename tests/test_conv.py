@@ -300,6 +300,24 @@ def test_cpu_windows_match_their_definition(kernel, dilation, padding, stride):
         best.reshape(2, 3, -1))
 
 
+@pytest.mark.parametrize("kernel, dilation, stride", [
+    ((2, 2), (1, 1), (2, 2)), ((3, 2), (2, 1), (1, 3)), ((1, 1), (1, 1), (1, 1))])
+def test_cpu_max_pool_of_inner_windows_matches_the_general_kernel(kernel, dilation, stride):
+    """Windows wholly inside (no padding) take the kernel that compares many windows' rows
+    at once, in groups of planes; the indices are those of the window-by-window kernel,
+    NaNs (the last taken), ties (the first) and -inf included, across groups' edges."""
+    from dualgrad.cpu import unfold as cpu_unfold
+    x = RNG.integers(-3, 4, (5, 17, 12, 14)).astype(np.float32)
+    x[RNG.random(x.shape) < 0.05] = np.nan
+    x[RNG.random(x.shape) < 0.05] = -np.inf
+    size = [(n - d * (k - 1) - 1) // s + 1
+            for n, k, d, s in zip(x.shape[2:], kernel, dilation, stride)]
+    want = np.empty(x.shape[:2] + (size[0] * size[1],), np.int32)
+    cpu_unfold._max_pool(x, want, *kernel, *dilation, 0, 0, *stride, *size)
+    np.testing.assert_array_equal(
+        cpu_unfold.max_pool(x, kernel, dilation, (0, 0), stride, size), want)
+
+
 # -- gradients -------------------------------------------------------------------------------
 
 def distinct(*shape):
