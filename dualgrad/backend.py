@@ -369,6 +369,15 @@ class Backend(abc.ABC):
         accumulated in float32 as ``matmul``; ``low`` as ``conv2d``'s (g rounded too)."""
 
     @abc.abstractmethod
+    def conv2d_input(self, g, weight, size: tuple, dilation: tuple, padding: tuple,
+                     stride: tuple, low=None):
+        """The gradient of ``conv2d`` with respect to its images, (B, C, *size), from the
+        output's g (B, O, oh, ow) and ``weight`` (O, C, kh, kw) over ``unfold``'s geometry
+        (``padding`` >= 0): each pixel the sum of g times the weight elements of every
+        window that reads it, its O kh kw terms accumulated in float32 in any order (as
+        ``matmul``'s, within gamma(O kh kw) of the exact sum); ``low`` as ``conv2d``'s."""
+
+    @abc.abstractmethod
     def max_pool(self, x, kernel: tuple, dilation: tuple, padding: tuple, stride: tuple,
                  out_size: tuple):
         """For each window of ``unfold``'s geometry over images x (B, C, H, W), the int32

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
-from dualgrad.api import conv as conv_api
 from dualgrad import nn
 from conftest import train_step
 
@@ -414,18 +413,50 @@ def test_convolutions_past_a_grids_workgroups(gpu, x_shape, w_shape):
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernel, dilation, padding, stride", [
+    ((3, 3), (1, 1), (1, 1), (1, 1)), ((1, 2), (2, 3), (2, 1), (2, 3)),
+    ((3, 2), (1, 2), (0, 3), (3, 1))])
+@pytest.mark.parametrize("band_elements", [None, 1])
+@pytest.mark.parametrize("c, o", [(3, 7), (7, 3)])
+def test_cpu_input_gradient_matches_its_definition(monkeypatch, kernel, dilation, padding,
+                                                   stride, band_elements, c, o):
+    """The cpu's conv2d_input (the weight's transpose times a band's gradients, folded into
+    the images; with stride 1 and fewer outputs than inputs, the convolution of g with the
+    weight flipped) against the float64 sum of each pixel's terms, within gamma(O kh kw)
+    of their magnitudes; in one band and an image a band."""
+    from dualgrad.cpu import conv as cpu_conv
+    from dualgrad.cpu import unfold as cpu_unfold
+    if band_elements is not None:
+        monkeypatch.setattr(cpu_conv, "BAND_ELEMENTS", band_elements)
+    b, size = 5, (9, 11)
+    out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, k, d, p, s in zip(size, kernel, dilation, padding, stride))
+    w, g = normal(o, c, *kernel), normal(b, o, *out)
+    got = cpu_conv.conv2d_input(g, w, size, dilation, padding, stride)
+
+    def folded(w, g):
+        cols = np.einsum("or,bol->brl", w.reshape(o, -1).astype(np.float64),
+                         g.reshape(b, o, -1).astype(np.float64))
+        return cpu_unfold.fold(cols, size, kernel, dilation, padding, stride, out)
+    terms = o * kernel[0] * kernel[1]
+    bound = terms * 2.0 ** -24 / (1 - terms * 2.0 ** -24) * folded(np.abs(w), np.abs(g))
+    assert got.shape == (b, c) + size and got.dtype == np.float32
+    assert np.all(np.abs(got - folded(w, g)) <= bound)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("band", [1, 2, 3])
-def test_a_strided_input_gradient_in_bands_of_images(device, monkeypatch, band):
-    """Past BAND_COLUMNS column elements a strided convolution's input gradient is made a
-    band of images at a time: the same values as all at once."""
+def test_a_strided_input_gradient_on_the_gpu_in_bands_of_images(gpu, monkeypatch, band):
+    """Past BAND_COLUMNS column elements the gpu makes a strided convolution's input
+    gradient a band of images at a time: the same values as all at once."""
+    from dualgrad.gpu.kernels import conv as gpu_conv
     x, w = normal(5, 3, 9, 8), normal(4, 3, 3, 2)
-    backend = dg.api.device.active()
     folds = []
-    fold = backend.fold
-    monkeypatch.setattr(backend, "fold", lambda *a: folds.append(1) or fold(*a))
+    fold = gpu_conv.unfold.fold
+    monkeypatch.setattr(gpu_conv.unfold, "fold", lambda *a: folds.append(1) or fold(*a))
     grads = []
-    for limit in (conv_api.BAND_COLUMNS, band * (3 * 3 * 2) * (5 * 4)):   # (images' columns)
-        monkeypatch.setattr(conv_api, "BAND_COLUMNS", limit)
+    for limit in (gpu_conv.BAND_COLUMNS, band * (3 * 3 * 2) * (5 * 4)):  # (images' columns)
+        monkeypatch.setattr(gpu_conv, "BAND_COLUMNS", limit)
         t = dg.ag_tensor(x, requires_grad=True)
         with dg.with_grad_tape():
             y = dg.conv2d(t, dg.ag_tensor(w), stride=2, padding=1, dilation=(1, 2))

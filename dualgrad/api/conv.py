@@ -3,11 +3,9 @@ and layouts (NCHW images, weights (out, in / groups, kh, kw)).
 
 A convolution of one group is the backend's ``conv2d``: the weight as a matrix times each
 image's windows, read where they lie (on the gpu no unfolded copy of the images is made);
-its weight gradient is ``conv2d_weight`` and its input gradient, with stride 1, ``conv2d``
-of the output gradient with the weight flipped and transposed, else the weight's transpose
-times the gradient, summed back into the image (``fold``). Grouped convolutions are their
-windows as columns (``unfold``) times the weight, one batched product per image and
-group. A transposed convolution is the adjoint: the weight's transpose times the input,
+its weight gradient is ``conv2d_weight`` and its input gradient ``conv2d_input``. Grouped
+convolutions are their windows as columns (``unfold``) times the weight, one batched
+product per image and group. A transposed convolution is the adjoint: the weight's transpose times the input,
 the columns summed back into the image (``fold``).
 """
 from __future__ import annotations
@@ -122,11 +120,6 @@ def _conv(fn, input, weight, bias, stride, padding, dilation, groups, spatial) -
     return _finish(y, bias, unbatched, out)
 
 
-# The most column elements a strided convolution's input gradient makes at once (256 MiB):
-# past it, a band of images at a time.
-BAND_COLUMNS = 1 << 26
-
-
 def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
     """The convolution of images x (N, C, H, W) with weight (O, C, kh, kw) over windows
     ``w`` (one group): the backend's ``conv2d``, and its gradients."""
@@ -136,41 +129,12 @@ def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
     hy = backend.conv2d(hx, hw, w.dilation, w.padding, w.stride, w.out, low)
 
     def backward(g, needs):
-        gx = _input_gradient(backend, g, hw, w, low) if needs[0] else None
+        gx = (backend.conv2d_input(g, hw, w.size, w.dilation, w.padding, w.stride, low)
+              if needs[0] else None)
         gw = (backend.conv2d_weight(hx, g, w.kernel, w.dilation, w.padding, w.stride, low)
               if needs[1] else None)
         return gx, gw
     return _make(hy, (x, weight), backward, backend)
-
-
-def _input_gradient(backend, g, hw, w: Windows, low):
-    """The gradient (N, C, H, W) of a convolution's input from its output's g. With stride
-    1, a convolution of g with the weight flipped and transposed (C, O, kh, kw): input
-    pixel y reads g at y - (d (k - 1) - p) + i d, the padding d (k - 1) - p (negative
-    where p is larger: the windows start inside g). Otherwise the weight's transpose times
-    g, its columns summed into the image (``fold``)."""
-    o, c, kh, kw = hw.shape
-    if w.stride == (1, 1):
-        flipped = backend.strided(hw, (c, o, kh, kw), (kh * kw, c * kh * kw, -kw, -1),
-                                  kh * kw - 1)
-        padding = tuple(d * (k - 1) - p for d, k, p in zip(w.dilation, w.kernel, w.padding))
-        return backend.conv2d(g, flipped, w.dilation, padding, (1, 1), w.size, low)
-    n, length, rows = g.shape[0], w.out[0] * w.out[1], c * kh * kw
-    weight = backend.reshape(hw, (o, rows))
-    band = max(1, BAND_COLUMNS // max(1, rows * length))
-    if band >= n:
-        cols = backend.matmul(weight, backend.reshape(g, (n, o, length)), True, False, low=low)
-        return backend.fold(cols, w.size, *w.args)
-    # A band of images at a time: their columns, summed into their part of the gradient.
-    image, out = c * w.size[0] * w.size[1], None
-    for b in range(0, n, band):
-        count = min(band, n - b)
-        g_band = backend.strided(g, (count, o, length), (o * length, length, 1), b * o * length)
-        piece = backend.fold(backend.matmul(weight, g_band, True, False, low=low), w.size,
-                             *w.args)
-        out = backend.strided_backward(backend.reshape(piece, (count * image,)), n * image,
-                                       (1,), b * image, out=out)
-    return backend.reshape(out, (n, c) + tuple(w.size))
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A002

@@ -213,6 +213,9 @@ class CpuBackend(Backend):
     def conv2d_weight(self, x, g, kernel, dilation, padding, stride, low=None):
         return conv.conv2d_weight(x, g, kernel, dilation, padding, stride, low)
 
+    def conv2d_input(self, g, weight, size, dilation, padding, stride, low=None):
+        return conv.conv2d_input(g, weight, size, dilation, padding, stride, low)
+
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(x, kernel, dilation, padding, stride, out_size)
 

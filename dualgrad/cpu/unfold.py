@@ -84,6 +84,45 @@ def _fold(cols, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
                                 out[b, c, y, xx] += cols[b, row, oy * ow + ox]
 
 
+@kernel
+def _fold_band(cols, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
+    # ``fold`` of a band's columns (C * kh * kw, B, oh * ow) into ``out`` (B, C, H, W):
+    # each plane's elements summed, row by row, into a zeroed plane of every position its
+    # windows cover (no bounds test: a test per element made ``_fold`` several times
+    # slower), then the image cut out of it. Each pixel sums in (i, j) order, as _fold.
+    n_b, n_c, h, w = out.shape
+    hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    pad = np.empty((hp, wp), out.dtype)
+    ylo, yhi = max(0, -ph), max(0, min(h, hp - ph))  # image rows inside the plane
+    qlo, qhi = max(0, -pw), max(0, min(w, wp - pw))  # and columns
+    qhi = max(qlo, qhi)
+    for b in range(n_b):
+        for c in range(n_c):
+            pad[:] = 0
+            for i in range(kh):
+                for j in range(kw):
+                    row = cols[(c * kh + i) * kw + j, b]
+                    for oy in range(oh):
+                        dst = pad[oy * sh + i * dh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                        src = row[oy * ow:(oy + 1) * ow]
+                        for ox in range(ow):
+                            dst[ox] += src[ox]
+            image = out[b, c]
+            for y in range(h):
+                line = image[y]
+                if y < ylo or y >= yhi:
+                    line[:] = 0
+                    continue
+                src = pad[y + ph, qlo + pw:qhi + pw]
+                for q in range(qlo):
+                    line[q] = 0
+                dst = line[qlo:qhi]
+                for q in range(qhi - qlo):
+                    dst[q] = src[q]
+                for q in range(qhi, w):
+                    line[q] = 0
+
+
 POOL_RUN = 1024                 # windows ``_max_pool_inside`` compares at once (or a plane's)
 
 
@@ -188,6 +227,15 @@ def unfold_band(x: np.ndarray, kernel, dilation, padding, stride, out_size,
         _unfold(x, cols, kh, kw, *dilation, *padding, *stride, oh, ow, x.dtype.type(0),
                 True)
     return cols.reshape(cols.shape[0], -1)
+
+
+def fold_band(cols: np.ndarray, out: np.ndarray, kernel, dilation, padding, stride,
+              out_size) -> np.ndarray:
+    """``fold`` of columns laid out as ``unfold_band``'s, (C * kh * kw, B, oh * ow), into
+    the images ``out`` (B, C, H, W), which it overwrites; the same sums."""
+    if out.size:
+        _fold_band(cols, out, *kernel, *dilation, *padding, *stride, *out_size)
+    return out
 
 
 def fold(cols: np.ndarray, size, kernel, dilation, padding, stride,

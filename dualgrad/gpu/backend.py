@@ -212,6 +212,10 @@ class GpuBackend(Backend):
     def conv2d_weight(self, x, g, kernel, dilation, padding, stride, low=None):
         return conv.conv2d_weight(self.device, x, g, kernel, dilation, padding, stride, low)
 
+    def conv2d_input(self, g, weight, size, dilation, padding, stride, low=None):
+        return conv.conv2d_input(self.device, g, weight, size, dilation, padding, stride,
+                                 low)
+
     def max_pool(self, x, kernel, dilation, padding, stride, out_size):
         return unfold.max_pool(self.device, x, kernel, dilation, padding, stride, out_size)
 

@@ -862,6 +862,28 @@ def _conv2d(data, pair):
                        length=g3.shape[0] * g3.shape[2])]
 
 
+@check("conv2d_input")
+def _conv2d_input(data, pair):
+    """conv2d_input against the sum of each pixel's O kh kw terms (g times the weight
+    elements of the windows that read it): the bound of a product over them."""
+    x, size, (kernel, dilation, padding, stride, out) = _windows(data, pair)
+    b, c = x.shape[:2]
+    if data.draw(st.booleans(), label="many channels"):
+        c = data.draw(st.integers(8, 40), label="channels")
+    o = data.draw(st.one_of(st.integers(1, 9), st.integers(60, 140)), label="out channels")
+    weight = data.draw(dgst.arrays((o, c) + kernel), label="weight")
+    g = data.draw(dgst.arrays((b, o) + out), label="g")
+    low = data.draw(st.sampled_from([None, None, "bfloat16", "float16"]), label="low")
+    low = None if low is None else np.dtype(low)
+    cx, gx = pair.twin("conv2d_input", g, weight, size, dilation, padding, stride, low)
+    g, weight = rounded(low, g, weight)
+    terms = np.matmul(np.abs(weight.reshape(o, -1).astype(np.float64)).T,
+                      np.abs(g.reshape(b, o, -1).astype(np.float64)))
+    scale = pair.ref.fold(terms, size, kernel, dilation, padding, stride, out)
+    return [pair.agree("conv2d", gx, cx, scale=scale,
+                       length=o * kernel[0] * kernel[1])]
+
+
 def _window_bound(pair, x, weight, geometry) -> tuple:
     """(|windows| (B, C kh kw, L), S = |W| @ |windows|) of a convolution of x with weight
     over ``geometry`` (kernel, dilation, padding, stride, out), in float64."""

@@ -457,7 +457,10 @@ TOLERANCES: dict = {
                                  "cores take K >= 256 only: 3.4 gamma(K) S between them",
                                  gamma=3.4),
     "conv2d": Tolerance("a product over each output's K terms (conv2d: the C kh kw window "
-                        "elements; conv2d_weight: the B oh ow images and windows): the cpu "
+                        "elements; conv2d_weight: the B oh ow images and windows; "
+                        "conv2d_input: each pixel's O kh kw terms, which the cpu sums as a "
+                        "product over O, then its windows' in (i, j) order, and the gpu, with "
+                        "stride 1, as conv2d of the flipped weight): the cpu "
                         "adds them in float32 by BLAS over unfolded windows (a band of images "
                         "at a time), the gpu by the fma kernel reading the windows in place "
                         "(split K's slices added in float32) or, conv2d on bfloat16 tensor "

@@ -2,12 +2,15 @@
 images (matmul.glsl's WINDOWS): no unfolded copy of the images in device memory; the
 twins of ``dualgrad/cpu/conv.py``. ``conv2d`` is the weight (o, c * kh * kw) times each
 image's windows; ``conv2d_weight`` sums over images and windows, as one product whose K
-runs over both, split across the GPU like any deep product."""
+runs over both, split across the GPU like any deep product; ``conv2d_input`` with stride 1
+is ``conv2d`` of the gradient with the weight flipped (its windows read in place too),
+else the weight's transpose times the gradient, summed back into the images (``fold``)."""
 from __future__ import annotations
 
 import functools
 
 from ...errors import DeviceError
+from ...shapes import contiguous_strides
 from .. import plans
 from ..dispatch import MAX_GROUPS, packed_uints, packer
 from . import matmul, strided, unfold
@@ -173,3 +176,37 @@ def conv2d_weight(dev, x, g, kernel, dilation, padding, stride, low=None):
     strided.permute_into(dev, product_t, (1, 0), dev.reshape(out, (o, rows)))
     return out
 
+
+
+# The most column elements a strided convolution's input gradient makes at once (256 MiB):
+# past it, a band of images at a time.
+BAND_COLUMNS = 1 << 26
+
+
+def conv2d_input(dev, g, weight, size, dilation, padding, stride, low=None):
+    o, c, kh, kw = weight.shape
+    n_b, _, oh, ow = g.shape
+    if stride == (1, 1):
+        # input pixel y reads g at y - (d (k - 1) - p) + i d: the padding d (k - 1) - p
+        # (negative where p is larger: the windows start inside g)
+        flipped = strided.strided(dev, weight, (c, o, kh, kw),
+                                  (kh * kw, c * kh * kw, -kw, -1), kh * kw - 1)
+        flipped_padding = tuple(d * (k - 1) - p
+                                for d, k, p in zip(dilation, (kh, kw), padding))
+        return conv2d(dev, g, flipped, dilation, flipped_padding, (1, 1), size, low)
+    length, rows = oh * ow, c * kh * kw
+    w = dev.reshape(weight, (o, rows))
+    args = ((kh, kw), dilation, padding, stride, (oh, ow))
+    band = max(1, BAND_COLUMNS // max(1, rows * length))
+    if band >= n_b:
+        cols = matmul.matmul(dev, w, dev.reshape(g, (n_b, o, length)), True, False, low=low)
+        return unfold.fold(dev, cols, size, *args)
+    out = dev.empty((n_b, c) + tuple(size), g.dtype)
+    for b in range(0, n_b, band):              # a band of images' columns at a time
+        count = min(band, n_b - b)
+        cols = matmul.matmul(dev, w, matmul.band(g, b, count, (count, o, length)), True,
+                             False, low=low)
+        piece = unfold.fold(dev, cols, size, *args)
+        strided.strided_into(dev, piece, contiguous_strides(piece.shape), 0,
+                             matmul.band(out, b, count))
+    return out
