@@ -115,6 +115,17 @@ def test_an_infinite_scale_keeps_the_ulp_bound():
     assert not agreement("unary_backward:div_scalar", ref + F(1e-5), ref, scale=scale).ok
 
 
+def test_a_sum_past_float32s_range_agrees_whatever_its_order_gives():
+    # terms whose magnitudes sum past FLT_MAX: inf, NaN (inf less inf) or a finite sum, by
+    # the order of addition (and whether a fused multiply-add rounds the product first)
+    ref = np.array([np.nan, np.inf, 1.0], F)
+    got = np.array([np.inf, -np.inf, -np.inf], F)
+    assert agreement("conv2d", got, ref, scale=np.full(3, 5e38), length=18).ok
+    assert agreement("conv2d", got, ref, scale=np.full(3, np.inf), length=18).ok
+    assert not agreement("conv2d", got, ref, scale=np.full(3, 3e38), length=18).ok
+    assert not agreement("conv2d", got[:1], ref[:1], scale=np.array([3e38]), length=18).ok
+
+
 def test_every_entry_describes_its_bound():
     assert TOLERANCES["binary:add"].describe() == "exact"
     assert TOLERANCES["unary:exp"].describe() == "3 ULP + 2*|x| ULP"
