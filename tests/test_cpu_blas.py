@@ -121,7 +121,7 @@ def test_products_keep_blass_threads_while_the_pool_is_idle(monkeypatch):
 def test_the_pool_is_busy_after_a_kernel_on_every_core_not_after_a_product(monkeypatch):
     monkeypatch.setattr(split, "cores", lambda: 2)
     monkeypatch.setattr(split, "_last_on_every_core", -float("inf"))
-    split.run_ranges(lambda lo, hi: None, [(0, 1), (1, 2)], product=True)
+    split.run_ranges(lambda lo, hi: None, [(0, 1), (1, 2)], busy=False)
     assert not split.busy()
     split.run_ranges(lambda lo, hi: None, [(0, 1)])          # (one range: this thread)
     assert not split.busy()

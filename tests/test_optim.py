@@ -1014,3 +1014,59 @@ def test_training_reduces_loss(device, kind):
         opt.zero_grad()
     assert all(math.isfinite(v) for v in losses)
     assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("split_min", [None, 64])
+def test_cpu_updates_of_many_tensors_are_each_ones_update(monkeypatch, rng, split_min):
+    """The cpu's optim_steps shares parameters too small to be cut on their own across the
+    cores (consecutive ones a part) and cuts the big ones: each tensor gets the bits of its
+    own update, its state too; empty tensors are left alone."""
+    from dualgrad.api.optimizers import adam_hyper
+    from dualgrad.cpu import CpuBackend
+    from dualgrad.cpu import split as cpu_split
+    if split_min is not None:
+        monkeypatch.setattr(cpu_split, "SPLIT_MIN", split_min)
+    monkeypatch.setattr(cpu_split, "cores", lambda: 2)
+    be = CpuBackend()
+    hyper = dict(adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, True), amsgrad=True)
+    sizes = [3000, 1, 0, 1024, 40, 5000, 7, 7, 300000]
+    arrays = [[rng.standard_normal(n).astype(np.float32) for _ in range(2)] +
+              [np.abs(rng.standard_normal(n)).astype(np.float32) for _ in range(3)]
+              for n in sizes]
+    one = [[a.copy() for a in group] for group in arrays]
+    for w, g, *state in one:
+        be.optim_step("adam", w, g, tuple(state), hyper)
+    many = [[a.copy() for a in group] for group in arrays]
+    be.optim_steps("adam", [(w, g, tuple(state)) for w, g, *state in many], hyper)
+    for a, b in zip(one, many):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
+    assert not all(np.array_equal(x, y) for x, y in zip(arrays[0], many[0]))
+
+
+def test_cpu_updates_shared_out_leave_blas_threads_free(monkeypatch, rng):
+    """Parameters shared out among the cores do not make the pool busy (a small model keeps
+    BLAS's threads for its products); one big enough to be cut as a flat op does."""
+    from dualgrad.api.optimizers import adam_hyper
+    from dualgrad.cpu import CpuBackend, optim
+    from dualgrad.cpu import split as cpu_split
+    monkeypatch.setattr(cpu_split, "cores", lambda: 2)
+    monkeypatch.setattr(cpu_split, "_last_on_every_core", -float("inf"))
+    hyper = adam_hyper(1e-2, (0.9, 0.999), 1e-8, 0.01, 3, True)
+
+    def params(n, count):
+        return [(rng.standard_normal(n).astype(np.float32),
+                 rng.standard_normal(n).astype(np.float32),
+                 (np.zeros(n, np.float32), np.zeros(n, np.float32), None))
+                for _ in range(count)]
+    parts = []
+    monkeypatch.setattr(cpu_split, "run_ranges", lambda fn, ranges, busy=True:
+                        parts.append(busy) or [fn(*r) for r in ranges])
+    small = cpu_split.SPLIT_MIN // optim.WORK - 1
+    CpuBackend().optim_steps("adam", params(small, 3), hyper)
+    assert parts and not any(parts)                   # shared out, and not busy
+    monkeypatch.undo()
+    monkeypatch.setattr(cpu_split, "cores", lambda: 2)
+    monkeypatch.setattr(cpu_split, "_last_on_every_core", -float("inf"))
+    CpuBackend().optim_steps("adam", params(cpu_split.SPLIT_MIN, 1), hyper)
+    assert cpu_split.busy()

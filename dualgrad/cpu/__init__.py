@@ -238,5 +238,4 @@ class CpuBackend(Backend):
         optim.optim_step(rule, w, g, state, hyper)
 
     def optim_steps(self, rule, params, hyper) -> None:
-        for w, g, state in params:
-            optim.optim_step(rule, w, g, state, hyper)
+        optim.optim_steps(rule, params, hyper)

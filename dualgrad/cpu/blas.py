@@ -118,7 +118,7 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         ranges = []
     with one_thread():
         if ranges:
-            split.run_ranges(part, ranges, product=True)
+            split.run_ranges(part, ranges, busy=False)
         else:
             np.matmul(a, b, out=out)
     return out

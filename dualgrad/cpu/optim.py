@@ -128,6 +128,12 @@ def _radam(w, g, s0, s1, s2, sign, flags, one_minus_beta1, beta2, one_minus_beta
             w[i] = p - step_size * m
 
 
+# An element's update costs about what WORK elements of a flat elementwise op do (``split``'s
+# measure): its weight, gradient and state read and written, a square root and a division
+# in float64. (Adam over 0.8M elements: 1.5 ms on one core.)
+WORK = 4
+
+
 def rounded(hyper: dict, names, dtype) -> list:
     """The named hyperparameters rounded to `dtype`, as both backends' kernels receive them."""
     return np.array([hyper[name] for name in names], dtype).tolist()
@@ -152,7 +158,39 @@ def optim_step(rule: str, w, g, state: tuple, hyper: dict) -> None:
     flags = optim_flags(hyper)
     sign = -1.0 if flags & MAXIMIZE else 1.0
     split.run(_RULES[rule], (w.reshape(-1), g.reshape(-1), *s), sign, flags,
-              *rounded(hyper, OPTIM_HYPER[rule], w.dtype))
+              *rounded(hyper, OPTIM_HYPER[rule], w.dtype), work=WORK * w.size,
+              busy=w.size >= split.SPLIT_MIN)
+
+
+def optim_steps(rule: str, params, hyper: dict) -> None:
+    """optim_step of every (w, g, state) in ``params``. Parameters too small to be cut
+    across the cores on their own are shared out instead, consecutive ones to a part of
+    about equal elements: each update is its own, so the results are those of one after
+    another. Only an update as big as a flat op that is cut makes the pool ``busy``: a
+    small model whose other kernels run on one thread keeps BLAS's threads for its
+    products (2.3 ms a step of the MLP 784-256-256-10, 2.9 with them held)."""
+    params = list(params)
+    small = [p for p in params if WORK * p[0].size < split.SPLIT_MIN]
+    for p in params:
+        if WORK * p[0].size >= split.SPLIT_MIN:
+            optim_step(rule, *p, hyper)
+    total = WORK * sum(p[0].size for p in small)
+    parts = min(split.cores(), split.MAX_PARTS) * split.PIECES
+    if total < split.SPLIT_MIN or parts < 2 or len(small) < 2:
+        for p in small:
+            optim_step(rule, *p, hyper)
+        return
+    cuts, done = [0], 0                 # part k ends where k / parts of the elements are
+    for i, p in enumerate(small):
+        done += WORK * p[0].size
+        if done * parts >= total * len(cuts) and i + 1 < len(small):
+            cuts.append(i + 1)
+    cuts.append(len(small))
+
+    def part(lo, hi):
+        for k in range(cuts[lo], cuts[hi]):
+            optim_step(rule, *small[k], hyper)
+    split.run_ranges(part, [(k, k + 1) for k in range(len(cuts) - 1)], busy=False)
 
 
 _RULES = {"sgd": _sgd, "rmsprop": _rmsprop, "adagrad": _adagrad, "adamax": _adamax,

@@ -54,16 +54,17 @@ def _workers(parts: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def run(kernel, arrays, *scalars, work: int | None = None) -> None:
+def run(kernel, arrays, *scalars, work: int | None = None, busy: bool = True) -> None:
     """kernel(*slices of ``arrays``, *scalars) over every part of ``arrays`` cut along their
     first axis, which they share (flat arrays: elements; images: the batch); one call when
     they are small (``work`` elements, by default the first array's), the axis short, or
-    there is one core."""
+    there is one core. ``busy``: as run_ranges'."""
     ranges = cuts(arrays[0].shape[0], arrays[0].size if work is None else work)
     if len(ranges) < 2:
         kernel(*arrays, *scalars)
         return
-    run_ranges(lambda lo, hi: kernel(*(a[lo:hi] for a in arrays), *scalars), ranges)
+    run_ranges(lambda lo, hi: kernel(*(a[lo:hi] for a in arrays), *scalars), ranges,
+               busy=busy)
 
 
 def cuts(count: int, work: int) -> list:
@@ -80,12 +81,13 @@ def even(count: int, parts: int) -> list:
     return [(count * k // parts, count * (k + 1) // parts) for k in range(parts)]
 
 
-def run_ranges(fn, ranges, product: bool = False) -> None:
+def run_ranges(fn, ranges, busy: bool = True) -> None:
     """fn(lo, hi) once for each (lo, hi) of ``ranges``: the calling thread and the pool's
     take them in turn, each the next one left when it is done, so a thread whose core is
     shared does fewer (``fn`` releases the GIL: a compiled kernel, a BLAS call). Called
-    inside a part, it runs that part's ranges on the part's own thread. ``product``: the
-    parts of a matrix product (which do not make the pool ``busy``)."""
+    inside a part, it runs that part's ranges on the part's own thread. ``busy=False``:
+    work that does not make the pool ``busy`` (a matrix product's own parts; an
+    optimizer's update, which follows the step's products)."""
     global _last_on_every_core
     ranges = list(ranges)
     if len(ranges) < 2 or getattr(_inside, "part", False):
@@ -94,7 +96,7 @@ def run_ranges(fn, ranges, product: bool = False) -> None:
         for lo, hi in ranges:
             fn(lo, hi)
         return
-    if not product:
+    if busy:
         _last_on_every_core = time.monotonic()
     left, lock = iter(ranges), threading.Lock()
 
