@@ -172,14 +172,15 @@ def optim_steps(rule: str, params, hyper: dict) -> None:
     params = list(params)
     small = [p for p in params if WORK * p[0].size < split.SPLIT_MIN]
     for p in params:
-        if WORK * p[0].size >= split.SPLIT_MIN:
+        if WORK * p[0].size >= split.SPLIT_MIN:      # (cut on its own, on every core)
             optim_step(rule, *p, hyper)
     total = WORK * sum(p[0].size for p in small)
-    parts = min(split.cores(), split.MAX_PARTS) * split.PIECES
-    if total < split.SPLIT_MIN or parts < 2 or len(small) < 2:
+    cores = min(split.cores(), split.MAX_PARTS)
+    if total < split.SPLIT_MIN or cores < 2 or len(small) < 2:
         for p in small:
             optim_step(rule, *p, hyper)
         return
+    parts = cores * split.PIECES
     cuts, done = [0], 0                 # part k ends where k / parts of the elements are
     for i, p in enumerate(small):
         done += WORK * p[0].size

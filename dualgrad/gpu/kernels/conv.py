@@ -177,7 +177,6 @@ def conv2d_weight(dev, x, g, kernel, dilation, padding, stride, low=None):
     return out
 
 
-
 # The most column elements a strided convolution's input gradient makes at once (256 MiB):
 # past it, a band of images at a time.
 BAND_COLUMNS = 1 << 26
@@ -186,7 +185,7 @@ BAND_COLUMNS = 1 << 26
 def conv2d_input(dev, g, weight, size, dilation, padding, stride, low=None):
     o, c, kh, kw = weight.shape
     n_b, _, oh, ow = g.shape
-    if stride == (1, 1):
+    if tuple(stride) == (1, 1):
         # input pixel y reads g at y - (d (k - 1) - p) + i d: the padding d (k - 1) - p
         # (negative where p is larger: the windows start inside g)
         flipped = strided.strided(dev, weight, (c, o, kh, kw),
