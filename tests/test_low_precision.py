@@ -1,6 +1,7 @@
 """float16 and bfloat16 tensors: made, converted and read back on both backends, rounded
-as NumPy and ml_dtypes round; refused by the ops, which take float32 (the differential
-check "convert16" holds the two backends' conversions together bit for bit)."""
+as NumPy and ml_dtypes round (the differential check "convert16" holds the two backends'
+conversions together bit for bit); the ops on them compute in float32 and round once, and
+their gradients are 16-bit (the checks "<family>@<type>" hold the backends together)."""
 import copy
 import pickle
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from conftest import assert_layer_step_replays
 
 LOW = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
 NAMES = {"float16": LOW[0], "bfloat16": LOW[1]}
@@ -67,37 +69,175 @@ def test_every_length_converts_including_odd_ones(device, n):
         assert _same(t.float().numpy(), x.astype(low).astype(np.float32))
 
 
-def test_the_ops_refuse_16_bit_tensors_and_say_what_to_do(device):
-    b = dg.ag_tensor(np.ones((2, 3), np.float32)).bfloat16()
-    f = dg.ag_tensor(np.ones((2, 3), np.float32))
-    for call in (lambda: b + f, lambda: dg.exp(b), lambda: b @ f.T, lambda: b.sum(),
-                 lambda: b.reshape(3, 2), lambda: b[0], lambda: b == f,
-                 lambda: dg.concat([b, b]), lambda: dg.softmax(b, dim=1)):
-        with pytest.raises(dg.ArgumentTypeError, match=r"bfloat16 tensor.*\.float\(\)"):
-            call()
+def _low(x, low):
+    """Values of 16-bit type ``low``, as float32."""
+    return np.asarray(x, np.float32).astype(low).astype(np.float32)
 
 
-def test_conversions_other_than_from_and_to_float32_are_refused(device):
-    i = dg.ag_tensor(np.arange(3), dtype="int32")
-    with pytest.raises(dg.ArgumentTypeError, match="convert through float32"):
-        i.to("bfloat16")
-    with pytest.raises(dg.ArgumentTypeError, match="convert through float32"):
-        dg.ag_tensor(np.ones(2, np.float32)).half().to("int32")
-    with pytest.raises(dg.ArgumentTypeError, match="convert through float32"):
-        dg.ag_tensor(np.ones(2, np.float32)).half().to("bfloat16")
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_arithmetic_on_16_bit_tensors_is_correctly_rounded(device, low):
+    """+ - * of two 16-bit values in float32, rounded once more, is the exact result rounded
+    (float32 has more than twice their significand bits, plus two)."""
+    rng = np.random.default_rng(1)
+    x, y = (_low(rng.uniform(-300, 300, 4099), low) for _ in range(2))
+    a, b = dg.ag_tensor(x, dtype=low), dg.ag_tensor(y, dtype=low)
+    exact = {"add": x.astype(np.float64) + y, "sub": x.astype(np.float64) - y,
+             "mul": x.astype(np.float64) * y}
+    for name, got in (("add", a + b), ("sub", a - b), ("mul", a * b)):
+        assert got.dtype == low
+        with np.errstate(over="ignore"):             # (past float16's range: inf)
+            want = exact[name].astype(low) if low == np.float16 else \
+                exact[name].astype(np.float32).astype(low)   # (ml_dtypes rounds float32s)
+        assert _same(got.numpy(), want), name
 
 
-def test_no_gradient_flows_into_16_bit_tensors(device):
-    w = dg.ag_param(np.ones(3, np.float32))
+# Every public op on float tensors, called on leaves: (x, m, img, w, q) of shapes
+# (2, 3, 4), (4, 5), (2, 3, 8, 8), (4, 3, 3, 3), (2, 2, 5, 8).
+def _ints(*values):
+    return dg.ag_tensor(np.array(values), dtype="int32")
+
+
+OPS = {
+    "add": lambda x, m, img, w, q: x + x.flip(0), "radd": lambda x, m, img, w, q: 2.0 + x,
+    "sub": lambda x, m, img, w, q: x - 1, "mul": lambda x, m, img, w, q: x * x,
+    "div": lambda x, m, img, w, q: x / 3, "pow": lambda x, m, img, w, q: dg.abs(x) ** 1.5,
+    "neg": lambda x, m, img, w, q: -x, "matmul": lambda x, m, img, w, q: x @ m,
+    "exp": lambda x, m, img, w, q: dg.exp(x), "gelu": lambda x, m, img, w, q: dg.gelu(x),
+    "leaky_relu": lambda x, m, img, w, q: dg.leaky_relu(x, 0.1),
+    "clamp": lambda x, m, img, w, q: dg.clamp(x, -0.5, 0.5),
+    "maximum": lambda x, m, img, w, q: dg.maximum(x, x.flip(2)),
+    "lerp": lambda x, m, img, w, q: dg.lerp(x, x.flip(1), 0.3),
+    "atan2": lambda x, m, img, w, q: dg.atan2(x, x.flip(0)),
+    "fmod": lambda x, m, img, w, q: dg.fmod(x, 0.3),
+    "floor_divide": lambda x, m, img, w, q: x // 0.3,
+    "remainder": lambda x, m, img, w, q: x % 0.3,
+    "hardtanh": lambda x, m, img, w, q: dg.hardtanh(x),
+    "sum": lambda x, m, img, w, q: x.sum(), "mean": lambda x, m, img, w, q: x.mean(1),
+    "max": lambda x, m, img, w, q: x.max(), "min": lambda x, m, img, w, q: dg.min(x, 2),
+    "var": lambda x, m, img, w, q: dg.var(x), "std": lambda x, m, img, w, q: dg.std(x, 1),
+    "logsumexp": lambda x, m, img, w, q: dg.logsumexp(x, 1),
+    "norm": lambda x, m, img, w, q: dg.norm(x), "cumsum": lambda x, m, img, w, q: dg.cumsum(x, 1),
+    "prod": lambda x, m, img, w, q: dg.prod(x, 2),
+    "reshape": lambda x, m, img, w, q: x.reshape(6, 4),
+    "transpose": lambda x, m, img, w, q: dg.transpose(x),
+    "softmax": lambda x, m, img, w, q: dg.softmax(x, dim=-1),
+    "log_softmax": lambda x, m, img, w, q: dg.log_softmax(x, dim=-1),
+    "linear": lambda x, m, img, w, q: dg.linear(x, m.T, m[0]),
+    "layer_norm": lambda x, m, img, w, q: dg.layer_norm(x, m[:, 0], m[:, 1]),
+    "embedding": lambda x, m, img, w, q: dg.embedding(m, _ints(0, 2, 1)),
+    "dropout": lambda x, m, img, w, q: dg.dropout(x, 0.5, 1, 2),
+    "gather": lambda x, m, img, w, q: dg.gather(x, 2, _ints(0, 3, 1).reshape(1, 3, 1)),
+    "scatter_add": lambda x, m, img, w, q: dg.scatter_add(x, 2, _ints(0, 3, 1).reshape(
+        1, 3, 1), x[:1, :, :1]),
+    "index_select": lambda x, m, img, w, q: dg.index_select(x, 1, _ints(2, 0)),
+    "getitem": lambda x, m, img, w, q: x[0, 1:, ::2], "mask": lambda x, m, img, w, q: x[x > 0],
+    "squeeze": lambda x, m, img, w, q: x[None].squeeze(0),
+    "flatten": lambda x, m, img, w, q: x.flatten(),
+    "expand": lambda x, m, img, w, q: x[:, :1].expand(2, 3, 4),
+    "concat": lambda x, m, img, w, q: dg.concat([x, x]),
+    "stack": lambda x, m, img, w, q: dg.stack([x, x]),
+    "split": lambda x, m, img, w, q: dg.split(x, 3, dim=2)[1],
+    "roll": lambda x, m, img, w, q: dg.roll(x, 1, 0),
+    "repeat": lambda x, m, img, w, q: x.repeat(2, 1, 1),
+    "pad": lambda x, m, img, w, q: dg.pad(x, (1, 2)),
+    "where": lambda x, m, img, w, q: dg.where(x > 0, x, x.flip(0)),
+    "masked_fill": lambda x, m, img, w, q: x.masked_fill(x > 0, 1.0),
+    "tril": lambda x, m, img, w, q: dg.tril(x),
+    "sort": lambda x, m, img, w, q: dg.sort(x, 2)[0],
+    "topk": lambda x, m, img, w, q: dg.topk(x, 2)[0],
+    "mse_loss": lambda x, m, img, w, q: dg.mse_loss(x, x.flip(0)),
+    "l1_loss": lambda x, m, img, w, q: dg.l1_loss(x, x.flip(0)),
+    "huber_loss": lambda x, m, img, w, q: dg.huber_loss(x, x.flip(0)),
+    "smooth_l1_loss": lambda x, m, img, w, q: dg.smooth_l1_loss(x, x.flip(0)),
+    "bce_with_logits": lambda x, m, img, w, q: dg.binary_cross_entropy_with_logits(
+        x, dg.abs(x.flip(0)) / 4),
+    "nll_loss": lambda x, m, img, w, q: dg.nll_loss(m, _ints(0, 1, 2, 3)),
+    "cross_entropy": lambda x, m, img, w, q: dg.softmax_cross_entropy(m, _ints(0, 1, 2, 3)),
+    "kl_div": lambda x, m, img, w, q: dg.kl_div(x, dg.abs(x.flip(1))),
+    "cosine_similarity": lambda x, m, img, w, q: dg.cosine_similarity(x, x.flip(0)),
+    "conv1d": lambda x, m, img, w, q: dg.conv1d(img[:, :, 0], w[:, :, 0]),
+    "conv2d": lambda x, m, img, w, q: dg.conv2d(img, w, padding=1),
+    "conv_transpose2d": lambda x, m, img, w, q: dg.conv_transpose2d(img, dg.transpose(w, (1, 0, 2, 3))),
+    "max_pool2d": lambda x, m, img, w, q: dg.max_pool2d(img, 2),
+    "avg_pool2d": lambda x, m, img, w, q: dg.avg_pool2d(img, 2),
+    "adaptive_avg_pool2d": lambda x, m, img, w, q: dg.adaptive_avg_pool2d(img, 1),
+    "unfold": lambda x, m, img, w, q: dg.unfold(img, 3),
+    "batch_norm": lambda x, m, img, w, q: dg.batch_norm(img, None, None, training=True),
+    "group_norm": lambda x, m, img, w, q: dg.group_norm(img, 3),
+    "rms_norm": lambda x, m, img, w, q: dg.rms_norm(x, (4,)),
+    "attention": lambda x, m, img, w, q: dg.scaled_dot_product_attention(q, q, q,
+                                                                         is_causal=True),
+}
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_every_op_on_16_bit_tensors_rounds_its_float32_result_once(device, low):
+    """An op built of others too: rounded at its end, not at its parts'."""
+    rng = np.random.default_rng(2)
+    shapes = [(2, 3, 4), (4, 5), (2, 3, 8, 8), (4, 3, 3, 3), (2, 2, 5, 8)]
+    values = [_low(rng.standard_normal(shape), low) for shape in shapes]
+    for name, op in OPS.items():
+        got = op(*[dg.ag_tensor(v, dtype=low) for v in values])
+        wide = op(*[dg.ag_tensor(v) for v in values])
+        assert got.dtype == low and got.shape == wide.shape, name
+        with np.errstate(over="ignore"):
+            assert _same(got.numpy(), wide.numpy().astype(low)), name
+
+
+def test_results_take_pytorchs_promotion(device):
+    x = np.array([1.5, -2.25, 3.0], np.float32)
+    b, h, f = (dg.ag_tensor(x, dtype=d) for d in ("bfloat16", "float16", "float32"))
+    assert (b + 2.0).dtype == LOW[1] and (2 * h).dtype == LOW[0]      # numbers keep it
+    assert (b + f).dtype == np.float32 and (f * h).dtype == np.float32
+    assert (b + h).dtype == np.float32                                 # two 16-bit kinds
+    assert (b > 0).dtype == np.bool_ and dg.argmax(h).dtype == np.int32
+    values, indices = dg.topk(b, 2)
+    assert values.dtype == LOW[1] and indices.dtype == np.int32
+    assert [p.dtype for p in dg.split(h, 1)] == [LOW[0]] * 3
+    assert dg.where(b > 0, b, 0.0).dtype == LOW[1]
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_gradients_of_16_bit_tensors_are_16_bit_and_add_up(device, low):
+    x = np.array([[0.5, -1.25, 3.0], [2.0, -0.75, 1.5]], np.float32)
+    t = dg.ag_tensor(x, dtype=low, requires_grad=True)
     with dg.with_grad_tape():
-        with pytest.raises(dg.InvalidValueError, match="no_grad"):
-            w.to("bfloat16")
-    with dg.no_grad():
-        assert w.to("bfloat16").dtype == LOW[1]
-    with pytest.raises(dg.InvalidValueError, match="requires_grad"):
-        dg.ag_tensor(np.ones(2), requires_grad=True, dtype="float16")
-    with pytest.raises(dg.ArgumentTypeError, match="float32 or float64"):
-        dg.ag_param(np.ones(2), dtype="bfloat16")
+        loss = (t * t).sum() + (3 * t).mean(0).sum()    # t meets two ops: its gradients add
+        assert loss.dtype == low
+        loss.backward()                                 # (the seed made in 16 bits)
+    assert t.grad.dtype == low
+    assert _same(t.grad.numpy(), (2 * x + 1.5).astype(low))
+    with dg.with_grad_tape():
+        dg.exp(t).sum().backward()                      # accumulates into .grad
+    want = (2 * x + 1.5).astype(low).astype(np.float32) + np.exp(x).astype(low)
+    assert _same(t.grad.numpy(), want.astype(low))
+
+
+def test_the_gradient_flows_through_conversions(device):
+    w = dg.ag_param(np.array([0.5, -2.0, 3.0], np.float32))
+    with dg.with_grad_tape():
+        loss = (w.bfloat16() * 3).half().float().sum()
+        loss.backward()
+    assert w.grad.dtype == np.float32 and np.array_equal(w.grad.numpy(), [3.0, 3.0, 3.0])
+
+
+def test_the_16_bit_types_convert_from_and_to_the_others_through_float32(device):
+    i = dg.ag_tensor(np.array([3, 257, 16777217, -40000]), dtype="int32")
+    # (int32 rounds to float32 first, as PyTorch converts: 16777217 -> 16777216)
+    assert _same(i.to("bfloat16").numpy(),
+                 np.array([3, 257, 16777217, -40000]).astype(np.float32).astype(LOW[1]))
+    h = dg.ag_tensor(np.array([1.5, -2.7, 70000.0, 0.1], np.float32)).half()
+    # (70000 is past float16's range: inf, which saturates)
+    assert np.array_equal(h.to("int32").numpy(), [1, -2, 2 ** 31 - 1, 0])
+    assert _same(h.to("bfloat16").numpy(),
+                 h.numpy().astype(np.float32).astype(LOW[1]))
+    assert np.array_equal(h.bool().numpy(), [True, True, True, True])
+
+
+@pytest.mark.gpu
+def test_a_captured_step_with_16_bit_activations_replays_as_eager_steps(gpu):
+    assert_layer_step_replays(
+        lambda h: (dg.gelu(h.bfloat16()) @ h.bfloat16().T).mean(), 6, seed=5)
 
 
 def test_a_16_bit_tensor_prints_copies_pickles_and_moves(device):

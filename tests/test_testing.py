@@ -126,6 +126,23 @@ def test_a_sum_past_float32s_range_agrees_whatever_its_order_gives():
     assert not agreement("conv2d", got[:1], ref[:1], scale=np.array([3e38]), length=18).ok
 
 
+def test_a_16_bit_result_may_be_one_unit_of_its_type_apart_and_no_more():
+    x = np.zeros(3)
+    ref = np.array([1.0, 1.0, 0.99609375], F)            # bfloat16 values, and a neighbour
+    assert agreement("unary:exp@bfloat16", np.array([1.0078125, 0.99609375, 1.0], F), ref,
+                     x=x).ok
+    assert not agreement("unary:exp", np.array([1.0078125], F), ref[:1], x=x[:1]).ok
+    assert not agreement("unary:exp@bfloat16", np.array([1.015625], F), ref[:1], x=x[:1]).ok
+    # an exact entry stays exact: the same float32 value rounds alike on both
+    assert not agreement("binary:add@float16", np.array([1.0009765625], F),
+                         np.array([1.0], F)).ok
+    # past float16's largest value (65504) a result rounds to inf on one side only
+    big = np.array([65504.0], F)
+    assert agreement("unary:exp@float16", np.array([np.inf], F), big, x=x[:1]).ok
+    assert not agreement("unary:exp@float16", np.array([np.inf], F), big / 2, x=x[:1]).ok
+    assert TOLERANCES["unary:exp@float16"].describe().endswith("1 ULP of float16")
+
+
 def test_every_entry_describes_its_bound():
     assert TOLERANCES["binary:add"].describe() == "exact"
     assert TOLERANCES["unary:exp"].describe() == "3 ULP + 2*|x| ULP"

@@ -63,7 +63,9 @@ def test_verify_prints_progress_and_a_table_and_writes_json(gpu, tmp_path, capsy
         "mlp_classifier", "regression", "sequence_classifier",
         "mlp_classifier under bfloat16 autocast", "mlp_classifier under float16 autocast"}
     assert report["entries"]["binary:add"]["bound"] == "exact"
-    assert all(e["ok"] and e["cases"] >= 3 for e in report["entries"].values())
+    # (the 16-bit checks draw one op of their family per example: its entries share them)
+    assert all(e["ok"] and e["cases"] >= (1 if "@" in key else 3)
+               for key, e in report["entries"].items())
     assert device.ag_device() == "gpu"                   # the selection is restored
 
 

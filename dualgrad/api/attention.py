@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ShapeError, bad_shape
 from . import autocast, capture, checks, device, ops, random
 from .logic import tril, where
+from .low_precision import computes_in_float32
 from .ops import (_autocast_type, _constant, _gradient_rounded, _make, _rounded, _same_dtype,
                   _tensor, matmul, reshape, softmax, transpose)
 from .residency import handle
@@ -149,6 +150,7 @@ def attention_scores(fn: str, q: Tensor, k: Tensor, attn_mask, is_causal: bool,
     return scores
 
 
+@computes_in_float32
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None) -> Tensor:
     """softmax(query @ key^T * scale + mask) @ value, as

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import InvalidValueError, bad_shape, bad_value
 from . import checks, device
 from .indexing import expand
+from .low_precision import computes_in_float32
 from .ops import _autocast_type, _make, _same_dtype, _tensor, matmul, reshape, transpose
 from .residency import handle
 from .tensor import Tensor
@@ -137,6 +138,7 @@ def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
     return _make(hy, (x, weight), backward, backend)
 
 
+@computes_in_float32
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A002
            groups: int = 1) -> Tensor:
     """1-D convolution (cross-correlation) of ``input`` (N, C, L) or (C, L) with ``weight``
@@ -145,6 +147,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A
     return _conv("conv1d", input, weight, bias, stride, padding, dilation, groups, 1)
 
 
+@computes_in_float32
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A002
            groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation) of ``input`` (N, C, H, W) or (C, H, W) with
@@ -153,6 +156,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1,  # noqa: A
     return _conv("conv2d", input, weight, bias, stride, padding, dilation, groups, 2)
 
 
+@computes_in_float32
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A002
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """The transposed 2-D convolution (the gradient of ``conv2d`` with respect to its

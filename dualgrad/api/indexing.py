@@ -17,9 +17,10 @@ import numpy as np
 from ..errors import DualgradError, bad_shape, bad_type, bad_value
 from ..shapes import MAX_RANK
 from . import checks, device
+from .low_precision import computes_in_float32, refuse_low_precision
 from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
 from .residency import adopt, handle
-from .tensor import Tensor, is_float, refuse_low_precision
+from .tensor import Tensor, is_float
 
 
 class IndexOutOfRange(DualgradError, IndexError):
@@ -107,6 +108,7 @@ def _basic(x: Tensor, key: list):
     return shape, strides, offset, lands
 
 
+@computes_in_float32
 def getitem(x: Tensor, key) -> Tensor:
     """``x[key]`` with NumPy's and PyTorch's rules for ints, slices, ``None``, ``...``,
     integer arrays (several broadcast together) and a boolean mask."""
@@ -240,6 +242,7 @@ def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Selections and views
 
+@computes_in_float32
 def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
     """The slices of ``x`` at positions ``index`` (integer array, any shape, negative
     counting from the end) along ``dim``: the result has index's shape in place of that
@@ -283,6 +286,7 @@ def _axis(fn: str, name: str, dim, rank: int) -> int:
     return dim % rank
 
 
+@computes_in_float32
 def squeeze(x, dim=None) -> Tensor:
     """x without axes of size 1 (``dim``: only those named, an int or a tuple; a named axis
     whose size is not 1 stays, as in PyTorch)."""
@@ -295,6 +299,7 @@ def squeeze(x, dim=None) -> Tensor:
     return reshape(x, tuple(n for d, n in enumerate(x.shape) if not (d in dims and n == 1)))
 
 
+@computes_in_float32
 def unsqueeze(x, dim: int) -> Tensor:
     """x with a new axis of size 1 at ``dim`` (in [-ndim - 1, ndim])."""
     x = _tensor("unsqueeze", "x", x, any_dtype=True)
@@ -302,6 +307,7 @@ def unsqueeze(x, dim: int) -> Tensor:
     return reshape(x, x.shape[:dim] + (1,) + x.shape[dim:])
 
 
+@computes_in_float32
 def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """x with the axes from ``start_dim`` to ``end_dim`` (inclusive) merged into one."""
     x = _tensor("flatten", "x", x, any_dtype=True)
@@ -316,6 +322,7 @@ def flatten(x, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, x.shape[:start] + (merged,) + x.shape[end + 1:])
 
 
+@computes_in_float32
 def broadcast_to(x, shape) -> Tensor:
     """x repeated along its axes of size 1 (and new leading axes) to ``shape``, as NumPy's
     broadcasting; the gradient sums over the repeats."""
@@ -337,6 +344,7 @@ def broadcast_to(x, shape) -> Tensor:
     return _strided("broadcast_to", x, shape, strides, 0, injective=False)
 
 
+@computes_in_float32
 def expand(x, *sizes) -> Tensor:
     """PyTorch's ``expand``: broadcast_to, where -1 keeps an axis's size."""
     x = _tensor("expand", "x", x, any_dtype=True)
@@ -350,6 +358,7 @@ def expand(x, *sizes) -> Tensor:
     return broadcast_to(x, shape)
 
 
+@computes_in_float32
 def flip(x, dims) -> Tensor:
     """x with the order of its elements reversed along ``dims`` (an int or a tuple)."""
     x = _tensor("flip", "x", x, any_dtype=True)
@@ -364,6 +373,7 @@ def flip(x, dims) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Joining and splitting
 
+@computes_in_float32
 def concat(tensors, dim: int = 0) -> Tensor:
     """The tensors joined along ``dim`` (their other sizes equal), as ``torch.cat``: each
     is written into its part of the result, and its gradient read back from there."""
@@ -407,6 +417,7 @@ def concat(tensors, dim: int = 0) -> Tensor:
     return _make(out, tuple(items), backward, backend, dtype=first.dtype)
 
 
+@computes_in_float32
 def stack(tensors, dim: int = 0) -> Tensor:
     """The tensors (all of one shape) stacked along a new axis ``dim``, as ``torch.stack``."""
     try:
@@ -424,6 +435,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
     return concat([unsqueeze(t, dim) for t in items], dim)
 
 
+@computes_in_float32
 def split(x, split_size_or_sections, dim: int = 0) -> tuple:
     """x cut along ``dim`` into parts of ``split_size_or_sections`` elements (an int: the
     last part may be shorter) or of the listed sizes (summing to the axis), as
@@ -450,6 +462,7 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple:
     return tuple(parts)
 
 
+@computes_in_float32
 def chunk(x, chunks: int, dim: int = 0) -> tuple:
     """x cut into ``chunks`` parts along ``dim`` of ceil(n / chunks) elements each (the last
     shorter; fewer parts where they run out), as ``torch.chunk``."""
@@ -461,6 +474,7 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple:
     return split(x, builtins.max(-(-n // chunks), 1), dim)
 
 
+@computes_in_float32
 def roll(x, shifts, dims=None) -> Tensor:
     """x with its elements moved ``shifts`` places along ``dims`` (ints or tuples of equal
     length), those pushed past the end coming back at the start, as ``torch.roll``;
@@ -486,6 +500,7 @@ def roll(x, shifts, dims=None) -> Tensor:
     return out
 
 
+@computes_in_float32
 def repeat(x, *sizes) -> Tensor:
     """x tiled ``sizes[d]`` times along each axis d, as ``torch.Tensor.repeat`` (more sizes
     than axes add leading axes of size 1 first): copies joined along each repeated axis."""
@@ -510,6 +525,7 @@ def repeat(x, *sizes) -> Tensor:
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+@computes_in_float32
 def pad(x, pad, mode: str = "constant", value: float = 0.0) -> Tensor:  # noqa: A002
     """x padded as ``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs from
     the last axis backwards; ``mode`` "constant" (``value``; negative pads crop),

@@ -14,10 +14,11 @@ import numpy as np
 from ..errors import ArgumentTypeError, InvalidValueError, ShapeError, bad_type
 from ..shapes import MAX_RANK
 from . import checks, device, ops, tape
+from .low_precision import computes_in_float32, converted, refuse_low_precision
 from .ops import _axes, _broadcast, _constant, _dim_or_axis, _make, _sum_to
 from .residency import adopt, handle
 from .tensor import (BOOL, DEFAULT_DTYPE, INT32, LOW_PRECISION, Tensor, ag_tensor,
-                     host_array, is_float, refuse_low_precision)
+                     host_array, is_float, is_floating)
 from .tensor import resolve_dtype
 
 _RANK = {BOOL: 0, INT32: 1}            # floats rank 2
@@ -63,14 +64,9 @@ def _to(backend, t: Tensor, dtype) -> Tensor:
     """``t`` as ``dtype``: itself, or a converted copy (gradients flow between floats)."""
     if t.dtype == dtype:
         return t
-    h = backend.cast(handle(backend, t), dtype)
-    if is_float(t.dtype) and is_float(dtype):
-        source = t.dtype
-
-        def backward(g, needs):
-            return (backend.cast(g, source),)
-        return _make(h, (t,), backward, backend, dtype=dtype)
-    return adopt(backend, Tensor(t.shape, dtype), h)
+    if is_floating(t.dtype) and is_floating(dtype):
+        return converted(backend, t, dtype)
+    return adopt(backend, Tensor(t.shape, dtype), backend.cast(handle(backend, t), dtype))
 
 
 def _promoted(fn: str, a: Tensor, b: Tensor) -> tuple:
@@ -98,32 +94,38 @@ def _compare(op: str, a, b) -> Tensor:
     return _result(backend, backend.logic(op, handle(backend, a), handle(backend, b)))
 
 
+@computes_in_float32
 def eq(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """input == other elementwise, with broadcasting: a boolean tensor (NaN equals
     nothing)."""
     return _compare("eq", input, other)
 
 
+@computes_in_float32
 def ne(input, other) -> Tensor:  # noqa: A002
     """input != other elementwise, with broadcasting: a boolean tensor (true at NaN)."""
     return _compare("ne", input, other)
 
 
+@computes_in_float32
 def lt(input, other) -> Tensor:  # noqa: A002
     """input < other elementwise, with broadcasting: a boolean tensor."""
     return _compare("lt", input, other)
 
 
+@computes_in_float32
 def le(input, other) -> Tensor:  # noqa: A002
     """input <= other elementwise, with broadcasting: a boolean tensor."""
     return _compare("le", input, other)
 
 
+@computes_in_float32
 def gt(input, other) -> Tensor:  # noqa: A002
     """input > other elementwise, with broadcasting: a boolean tensor."""
     return _compare("gt", input, other)
 
 
+@computes_in_float32
 def ge(input, other) -> Tensor:  # noqa: A002
     """input >= other elementwise, with broadcasting: a boolean tensor."""
     return _compare("ge", input, other)
@@ -139,16 +141,19 @@ def _test(op: str, x) -> Tensor:
     return _result(backend, backend.logic("eq" if op == "isfinite" else "ne", h, h))
 
 
+@computes_in_float32
 def isnan(input) -> Tensor:  # noqa: A002
     """Whether each element is NaN: a boolean tensor."""
     return _test("isnan", input)
 
 
+@computes_in_float32
 def isinf(input) -> Tensor:  # noqa: A002
     """Whether each element is +-inf: a boolean tensor."""
     return _test("isinf", input)
 
 
+@computes_in_float32
 def isfinite(input) -> Tensor:  # noqa: A002
     """Whether each element is neither NaN nor infinite: a boolean tensor."""
     return _test("isfinite", input)
@@ -167,21 +172,25 @@ def _logical(op: str, a, b) -> Tensor:
     return _result(backend, backend.logic(op, handle(backend, a), handle(backend, b)))
 
 
+@computes_in_float32
 def logical_and(input, other) -> Tensor:  # noqa: A002
     """Both nonzero, elementwise with broadcasting: a boolean tensor (``&`` of bools)."""
     return _logical("logical_and", input, other)
 
 
+@computes_in_float32
 def logical_or(input, other) -> Tensor:  # noqa: A002
     """Either nonzero, elementwise with broadcasting: a boolean tensor (``|`` of bools)."""
     return _logical("logical_or", input, other)
 
 
+@computes_in_float32
 def logical_xor(input, other) -> Tensor:  # noqa: A002
     """Exactly one nonzero, elementwise with broadcasting: a boolean tensor (``^``)."""
     return _logical("logical_xor", input, other)
 
 
+@computes_in_float32
 def logical_not(input) -> Tensor:  # noqa: A002
     """Whether each element is zero: a boolean tensor (``~`` of a bool tensor)."""
     x = _as_bool("logical_not", "input", input)
@@ -189,6 +198,7 @@ def logical_not(input) -> Tensor:  # noqa: A002
     return _result(backend, backend.logic("logical_not", handle(backend, x)))
 
 
+@computes_in_float32
 def where(condition, input, other) -> Tensor:  # noqa: A002
     """``input`` where ``condition`` (a boolean tensor or array) holds, else ``other``,
     broadcasting the three, as ``torch.where``; either value may be a number. The
@@ -225,6 +235,7 @@ def _shape_of_three(fn: str, *shapes) -> tuple:
     return shape
 
 
+@computes_in_float32
 def masked_fill(input, mask, value) -> Tensor:  # noqa: A002
     """``input`` with ``value`` (a number or a 0-d tensor) where ``mask`` (a boolean
     tensor broadcastable to it) holds, as ``torch.Tensor.masked_fill``; the gradient of
@@ -255,6 +266,7 @@ def _count(fn: str, x, axis, keepdims, which: str) -> Tensor:
     return _result(backend, backend.logic("gt" if which == "any" else "eq", counts, zero))
 
 
+@computes_in_float32
 def any(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     """Whether any element (along ``dim``: an int, a tuple or None for all) is nonzero: a
     boolean tensor; of no elements, False."""
@@ -262,6 +274,7 @@ def any(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     return _count("any", input, dim, keepdim, "any")
 
 
+@computes_in_float32
 def all(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, A002
     """Whether every element (along ``dim``) is nonzero: a boolean tensor; of no elements,
     True."""
@@ -297,18 +310,21 @@ def _argreduce(op: str, input, dim, keepdim) -> Tensor:
     return _result(backend, backend.reshape(h, shape), INT32)
 
 
+@computes_in_float32
 def argmax(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A002
     """The index of the first maximum along ``dim`` (None: of the flattened tensor), as an
     int32 tensor; a NaN counts as the maximum, as in PyTorch."""
     return _argreduce("argmax", input, dim, keepdim)
 
 
+@computes_in_float32
 def argmin(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A002
     """The index of the first minimum along ``dim`` (None: of the flattened tensor), as an
     int32 tensor; a NaN counts as the minimum, as in PyTorch."""
     return _argreduce("argmin", input, dim, keepdim)
 
 
+@computes_in_float32
 def one_hot(tensor, num_classes: int = -1) -> Tensor:
     """``tensor``'s class indices (int32 tensor or integer array) as one-hot rows: an
     int32 tensor of shape tensor.shape + (num_classes,), as
@@ -367,12 +383,14 @@ def _triangle(fn: str, input, diagonal: int, upper: bool) -> Tensor:
     return where(keep, x, False if x.dtype == BOOL else 0)
 
 
+@computes_in_float32
 def tril(input, diagonal: int = 0) -> Tensor:  # noqa: A002
     """The lower triangle of the last two axes (column - row <= ``diagonal``), zeros above,
     as ``torch.tril`` (NaN and inf above the diagonal become 0 too)."""
     return _triangle("tril", input, diagonal, False)
 
 
+@computes_in_float32
 def triu(input, diagonal: int = 0) -> Tensor:  # noqa: A002
     """The upper triangle of the last two axes (column - row >= ``diagonal``), zeros below,
     as ``torch.triu``."""
@@ -407,6 +425,7 @@ def integer_unary(op: str, x: Tensor) -> Tensor:
     return _result(backend, backend.integer(f"int_{op}", handle(backend, x)), INT32)
 
 
+@computes_in_float32
 def floor_divide(input, other) -> Tensor:  # noqa: A002
     """input // other rounded toward -inf (Python's and PyTorch's rule), with broadcasting.
     Of integers an int32 tensor (a zero divisor gives 0, where PyTorch raises); of floats
@@ -415,6 +434,7 @@ def floor_divide(input, other) -> Tensor:  # noqa: A002
     return ops._binary("floor_divide", "floor_divide", input, other)
 
 
+@computes_in_float32
 def remainder(input, other) -> Tensor:  # noqa: A002
     """input % other with the sign of ``other`` (Python's and PyTorch's rule), with
     broadcasting. Of integers an int32 tensor (a zero divisor gives 0, where PyTorch
@@ -427,25 +447,17 @@ def to(input, dtype) -> Tensor:  # noqa: A002
     """``input`` converted to ``dtype`` (float32, float64 on the cpu, int32, bool, float16,
     bfloat16): a float to int32 truncates toward zero (saturating past int32's range, NaN
     giving 0); to bool, nonzero is True; to float16 or bfloat16 a float32 rounds to nearest
-    even (past the largest finite value to inf), and back it is exact. Between float32 and
-    float64 the gradient flows; the 16-bit floats take none (convert outside the tape, or
-    under ``dg.no_grad()``)."""
-    # (a 16-bit tensor, which every op refuses, is this one's to take)
+    even (past the largest finite value to inf), and back it is exact; the 16-bit types
+    convert from and to the others through float32 (as PyTorch's do, an int32 or a float64
+    rounding twice). The gradient flows between float types."""
     x = input if isinstance(input, Tensor) else _operand("to", "input", input)
     dtype = resolve_dtype("to", dtype)
     backend = device.active()
     if not backend.supports(dtype):
         raise ArgumentTypeError(f"to: the {backend.name} backend has no {dtype} tensors")
-    low = x.dtype if x.dtype in LOW_PRECISION else dtype if dtype in LOW_PRECISION else None
-    if low is not None and x.dtype != dtype:
-        other = dtype if x.dtype == low else x.dtype
-        if other != DEFAULT_DTYPE:
-            raise ArgumentTypeError(f"to: {low} tensors convert from and to float32; this "
-                                    f"is {x.dtype} to {dtype} (convert through float32)")
-        if x.requires_grad and tape.recording():
-            raise InvalidValueError(f"to: gradients do not flow through {low} tensors; "
-                                    "convert under dg.no_grad() (or a tensor that does not "
-                                    "require grad)")
+    if (x.dtype in LOW_PRECISION or dtype in LOW_PRECISION) and \
+            DEFAULT_DTYPE not in (x.dtype, dtype) and x.dtype != dtype:
+        x = _to(backend, x, DEFAULT_DTYPE)
     return _to(backend, x, dtype)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_value
 from . import checks, device, ops, tape
+from .low_precision import computes_in_float32
 from .ops import _constant, _make, _tensor, gather_rows
 from .residency import adopt, handle
 from .tensor import Tensor
@@ -60,6 +61,7 @@ def _weight(fn: str, name: str, weight, like: Tensor, shape=None) -> Tensor | No
 # ---------------------------------------------------------------------------------------------
 # Regression
 
+@computes_in_float32
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002
     """(input - target)**2, reduced: the mean over all elements by default."""
     input, target = _same_shape("mse_loss", input, target)
@@ -68,6 +70,7 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002
     return _reduced(ops.mul(diff, diff), reduction)
 
 
+@computes_in_float32
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002
     """|input - target|, reduced; its gradient at 0 is 0."""
     input, target = _same_shape("l1_loss", input, target)
@@ -82,6 +85,7 @@ def _huber_parts(input, target, bound: float) -> tuple:
     return m, ops.sub(a, m)
 
 
+@computes_in_float32
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
     """0.5 d**2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0
     is the L1 loss."""
@@ -94,6 +98,7 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
     return _reduced(ops.add(ops.mul(ops.mul(m, m), 0.5 / beta), rest), reduction)
 
 
+@computes_in_float32
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:  # noqa: A002
     """0.5 d**2 where |d| <= delta, else delta (|d| - 0.5 delta) (d = input - target)."""
     input, target = _same_shape("huber_loss", input, target)
@@ -106,6 +111,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
 # ---------------------------------------------------------------------------------------------
 # Binary targets
 
+@computes_in_float32
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") -> Tensor:  # noqa: A002
     """-(y log p + (1 - y) log(1 - p)) for probabilities p = ``input`` and targets y, each
     log clamped at -100 as PyTorch's; ``weight`` rescales each element (broadcast)."""
@@ -119,6 +125,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
     return _reduced(loss if w is None else ops.mul(loss, w), reduction)
 
 
+@computes_in_float32
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",  # noqa: A002
                                      pos_weight=None) -> Tensor:
     """binary_cross_entropy(sigmoid(input), target) computed from the logits without
@@ -170,6 +177,7 @@ def _rows_classes(fn: str, name: str, x: Tensor) -> None:
                         "2-D (batch, classes) with at least one row and one class")
 
 
+@computes_in_float32
 def nll_loss(input, target, weight=None, ignore_index: int = -100,  # noqa: A002
              reduction: str = "mean") -> Tensor:
     """-w[t] input[i, t] for log-probabilities ``input`` (batch, classes) and class indices
@@ -187,6 +195,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,  # noqa: A002
     return _reduced(nll, reduction)
 
 
+@computes_in_float32
 def softmax_cross_entropy(logits, targets, weight=None, ignore_index: int = -100,
                           label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     """Cross-entropy of softmax(logits) against ``targets``, as PyTorch's ``cross_entropy``:
@@ -290,6 +299,7 @@ def _fused_cross_entropy(logits: Tensor, targets) -> Tensor:
 _TINY = float(np.finfo(np.float32).tiny)
 
 
+@computes_in_float32
 def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:  # noqa: A002
     """target (log target - input) for log-probabilities ``input``, as PyTorch's kl_div
     (0 where target is 0); ``log_target``: the target is given as log-probabilities.
@@ -309,6 +319,7 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     return _reduced(loss, reduction)
 
 
+@computes_in_float32
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """x1 . x2 / max(|x1| |x2|, eps) along ``dim`` (x1 and x2 broadcast), as PyTorch's:
     sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2))."""

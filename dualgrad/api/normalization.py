@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape, bad_type
 from . import checks, device
+from .low_precision import computes_in_float32
 from .ops import _same_dtype, _tensor, mean, reshape, rsqrt
 from .residency import handle
 from .tensor import Tensor
@@ -79,6 +80,7 @@ def _running(fn: str, name: str, t, channels: int, x: Tensor):
     return t
 
 
+@computes_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalises each channel (axis 1) of ``input`` (N, C, ...) over the batch and the
@@ -118,6 +120,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
     return _affine(y, weight, bias, c)
 
 
+@computes_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None,  # noqa: A002
                eps: float = 1e-5) -> Tensor:
     """Normalises each group of ``num_groups`` consecutive channels of ``input``
@@ -138,6 +141,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None,  # noqa: A002
     return _affine(reshape(y, x.shape), weight, bias, x.shape[1])
 
 
+@computes_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:  # noqa: A002
     """x / sqrt(mean(x^2) + eps) over the trailing axes of ``normalized_shape``, times
     ``weight`` (of that shape), as ``torch.nn.functional.rms_norm``; ``eps`` None: the

@@ -29,9 +29,9 @@ from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
 from ..shapes import MAX_RANK, broadcast_strides
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
+from .low_precision import computes_in_float32, refuse_low_precision
 from .residency import adopt, handle
-from .tensor import (DEFAULT_DTYPE, Tensor, ag_tensor, host_array, is_float,
-                     refuse_low_precision)
+from .tensor import DEFAULT_DTYPE, Tensor, ag_tensor, host_array, is_float
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def _public_unary(op: KernelOp):
         return _unary(op.name, op.name, x)
     public.__name__ = public.__qualname__ = op.name
     public.__doc__ = op.doc
-    return public
+    return computes_in_float32(public)
 
 
 # neg exp log sqrt abs relu gelu sigmoid tanh ... : every unary op public as it is.
@@ -177,6 +177,7 @@ for _op in UNARY:
         globals()[_op.name] = _public_unary(_op)
 
 
+@computes_in_float32
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """min(max(x, min), max), elementwise (either bound may be None): x limited to [min,
     max], or max everywhere when min > max, as PyTorch's clamp; NaN passes through. The
@@ -191,6 +192,7 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
     return _unary("clamp", "clamp", x, lo, hi)
 
 
+@computes_in_float32
 def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x limited to [min_val, max_val], elementwise, as PyTorch's hardtanh: NaN passes
     through, and the gradient flows only strictly inside the bounds (``clamp``'s flows at
@@ -209,6 +211,7 @@ def hardtanh_bounds(fn: str, min_val, max_val) -> tuple:
     return lo, hi
 
 
+@computes_in_float32
 def gelu(x, approximate: str = "none") -> Tensor:
     """x * Phi(x), elementwise, Phi the standard normal CDF, as PyTorch's GELU: exact (by
     erf) by default; ``approximate="tanh"`` gives 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
@@ -225,17 +228,20 @@ def gelu_op(fn: str, approximate) -> str:
     return kernels[approximate]
 
 
+@computes_in_float32
 def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
     """x where x > 0, else negative_slope * x, elementwise (PyTorch's leaky_relu)."""
     slope = checks.number("leaky_relu", "negative_slope", negative_slope)
     return _unary("leaky_relu", "leaky_relu", x, slope)
 
 
+@computes_in_float32
 def elu(x, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha * (e**x - 1), elementwise (PyTorch's elu)."""
     return _unary("elu", "elu", x, checks.number("elu", "alpha", alpha))
 
 
+@computes_in_float32
 def celu(x, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha * (e**(x / alpha) - 1), elementwise (PyTorch's celu);
     alpha must not be 0."""
@@ -250,6 +256,7 @@ def celu_alpha(fn: str, alpha) -> float:
     return value
 
 
+@computes_in_float32
 def relu6(x) -> Tensor:
     """min(max(x, 0), 6), elementwise (``hardtanh(x, 0, 6)``, as PyTorch's relu6)."""
     return _unary("hardtanh", "relu6", x, 0.0, 6.0)
@@ -307,50 +314,59 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
     return _make(hy, (a, b), backward, backend)
 
 
+@computes_in_float32
 def add(a, b) -> Tensor:
     """a + b with NumPy broadcasting; either may be a number."""
     return _binary("add", "add", a, b)
 
 
+@computes_in_float32
 def sub(a, b) -> Tensor:
     """a - b with NumPy broadcasting; either may be a number."""
     return _binary("sub", "sub", a, b)
 
 
+@computes_in_float32
 def mul(a, b) -> Tensor:
     """a * b with NumPy broadcasting; either may be a number."""
     return _binary("mul", "mul", a, b)
 
 
+@computes_in_float32
 def div(a, b) -> Tensor:
     """a / b with NumPy broadcasting; either may be a number."""
     return _binary("div", "div", a, b)
 
 
+@computes_in_float32
 def pow(a, b) -> Tensor:  # noqa: A001 - the public name mirrors NumPy's
     """a ** b with NumPy broadcasting; either may be a number. Follows C's pow: a negative
     base with a non-integer exponent gives NaN."""
     return _binary("pow", "pow", a, b)
 
 
+@computes_in_float32
 def atan2(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """The angle of the point (other, input) in [-pi, pi], elementwise with broadcasting, as
     ``torch.atan2`` (C's values at zeros and infinities; either may be a number)."""
     return _binary("atan2", "atan2", input, other)
 
 
+@computes_in_float32
 def maximum(a, b) -> Tensor:
     """Elementwise maximum; NaN from either side wins; at ties each side gets half the
     gradient (as PyTorch), a number for one side too."""
     return _min_or_max("maximum", a, b)
 
 
+@computes_in_float32
 def minimum(a, b) -> Tensor:
     """Elementwise minimum; NaN from either side wins; at ties each side gets half the
     gradient (as PyTorch), a number for one side too."""
     return _min_or_max("minimum", a, b)
 
 
+@computes_in_float32
 def lerp(input, end, weight) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """input + weight (end - input), as ``torch.lerp`` (broadcasting; ``weight`` a number or
     a tensor). For a number past 0.5 it is end - (1 - weight) (end - input), PyTorch's form,
@@ -365,6 +381,7 @@ def lerp(input, end, weight) -> Tensor:  # noqa: A002 - PyTorch's argument names
     return add(start, mul(_tensor("lerp", "weight", weight, start), diff))
 
 
+@computes_in_float32
 def fmod(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """input - trunc(input / other) * other, as C's fmod and ``torch.fmod`` (the sign of
     ``input``; NaN where other is 0 or input infinite), exact; either may be a number. Its
@@ -425,6 +442,7 @@ def _dim_or_axis(fn: str, axis, dim, keepdims, keepdim) -> tuple:
     return axis, False if keepdims is None else keepdims
 
 
+@computes_in_float32
 def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (None: all axes; an int or a tuple of ints); ``dim`` and
     ``keepdim`` are accepted as PyTorch spells them."""
@@ -432,6 +450,7 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
     return _reduce("sum", x, axis, keepdims)
 
 
+@computes_in_float32
 def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """Mean over ``axis`` (None: all axes); the mean of no elements is NaN. ``dim`` and
     ``keepdim`` are accepted as PyTorch spells them."""
@@ -439,6 +458,7 @@ def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     return _reduce("mean", x, axis, keepdims)
 
 
+@computes_in_float32
 def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Maximum over ``axis`` (None: all axes), as ``torch.amax`` (values only, no indices):
     NaN propagates, and tied maxima share the gradient evenly. ``dim`` and ``keepdim`` are
@@ -447,6 +467,7 @@ def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
     return _reduce("max", x, axis, keepdims)
 
 
+@computes_in_float32
 def reshape(x, *shape) -> Tensor:
     """The same elements with another shape; one dimension may be -1 (inferred)."""
     x = _tensor("reshape", "x", x, any_dtype=True)
@@ -480,6 +501,7 @@ def reshape(x, *shape) -> Tensor:
     return _make(hy, (x,), backward, backend, dtype=x.dtype)
 
 
+@computes_in_float32
 def transpose(x, axes=None) -> Tensor:
     """The tensor with its axes permuted (default: reversed, so a matrix is transposed)."""
     x = _tensor("transpose", "x", x, any_dtype=True)
@@ -552,6 +574,7 @@ def _autocast_type(*tensors):
     return low
 
 
+@computes_in_float32
 def matmul(a, b) -> Tensor:
     """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
     shared across the batch). Full float32 arithmetic on both backends; under
@@ -608,6 +631,7 @@ def _relu_mask(t: Tensor):
     return owed.mask if owed.__class__ is ThroughRelu else None
 
 
+@computes_in_float32
 def linear(x, weight, bias=None, activation=None) -> Tensor:
     """x @ weight.T + bias, with weight of shape (out, in) as in PyTorch; x is 2-D or 3-D.
     The transposed weight is read in place, never copied. ``activation="relu"``: relu of
@@ -686,12 +710,14 @@ def _last_axis_op(fn: str, kernel: str, x, axis) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
+@computes_in_float32
 def softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along ``axis`` (``dim`` in PyTorch's spelling; default -1)."""
     axis, _ = _dim_or_axis("softmax", axis, dim, None, None)
     return _last_axis_op("softmax", "softmax", x, -1 if axis is None else axis)
 
 
+@computes_in_float32
 def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """x - logsumexp(x) along ``axis`` (``dim`` in PyTorch's spelling; default -1)."""
     axis, _ = _dim_or_axis("log_softmax", axis, dim, None, None)
@@ -781,6 +807,7 @@ def _moved_back(t: Tensor, order: list) -> Tensor:
     return transpose(t, tuple(int(i) for i in np.argsort(order)))
 
 
+@computes_in_float32
 def gather(x, dim: int, index) -> Tensor:
     """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
     matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array (or int32 tensor)
@@ -793,6 +820,7 @@ def gather(x, dim: int, index) -> Tensor:
     return _moved_back(reshape(out, moved), order)
 
 
+@computes_in_float32
 def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch's names
     """``input`` with ``src`` added at ``index`` along ``dim``, as ``torch.scatter_add``: for
     dim 1 of a matrix, out[i, index[i, j]] += src[i, j]. ``index`` (an integer array or
@@ -830,6 +858,7 @@ def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch'
 # ---------------------------------------------------------------------------------------------
 # Layer kernels
 
+@computes_in_float32
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
     x = _tensor("layer_norm", "x", x, weight)
@@ -852,6 +881,7 @@ def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     return _make(hy, (x, weight, bias), backward, backend)
 
 
+@computes_in_float32
 def embedding(table, indices) -> Tensor:
     """Rows of ``table`` (num, dim) looked up by integer ``indices`` (any shape up to 3-D):
     the result has shape indices.shape + (dim,)."""
@@ -894,6 +924,7 @@ def recomputing() -> bool:
     return _draws.replay is not None
 
 
+@computes_in_float32
 def dropout(x, p: float, seed: int, step: int) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p). The mask is a
     function of (seed, step, element index) alone (Philox), so both backends draw the same

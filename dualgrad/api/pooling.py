@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import bad_value
 from . import checks, device
 from .logic import _constant_range
+from .low_precision import computes_in_float32
 from .ops import _filled, _tensor, gather_rows, matmul, reshape, sum as sum_
 from .residency import adopt, handle
 from .tensor import INT32, Tensor
@@ -35,6 +36,7 @@ def _pool_geometry(fn: str, x: Tensor, kernel_size, stride, padding, dilation,
     return windows(fn, x.shape[2:], k, d, p, s, ceil_mode=ceil_mode)
 
 
+@computes_in_float32
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
                ceil_mode: bool = False, return_indices: bool = False):
     """The largest element of each window of ``input`` (N, C, H, W) or (C, H, W), as
@@ -75,6 +77,7 @@ def _window_counts(backend, x: Tensor, w: Windows, count_include_pad: bool):
     return backend.reduce("sum", cols, (1,), keepdims=True)
 
 
+@computes_in_float32
 def avg_pool2d(input, kernel_size, stride=None, padding=0,  # noqa: A002
                ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override=None) -> Tensor:
@@ -119,6 +122,7 @@ def _window_matrix(backend, size: int, out: int, dtype):
     return backend.cast(inside, dtype), counts
 
 
+@computes_in_float32
 def adaptive_avg_pool2d(input, output_size) -> Tensor:  # noqa: A002
     """Averages over ``output_size`` (an int, or a pair whose None keeps that axis)
     windows along each axis of ``input`` (N, C, H, W) or (C, H, W), as

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, device, ops
+from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _make, _tensor
 from .residency import adopt, handle
 from .tensor import Tensor
@@ -22,6 +23,7 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 _FLT_MIN = float(np.finfo(np.float32).tiny)
 
 
+@computes_in_float32
 def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x), so NaN
     propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
@@ -37,6 +39,7 @@ def _count(x: Tensor, axes: tuple) -> int:
     return int(np.prod([x.shape[a] for a in axes])) if axes else 1
 
 
+@computes_in_float32
 def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
         keepdim=None) -> Tensor:
     """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
@@ -52,10 +55,12 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     return ops.div(total, builtins.max(_count(x, axes) - correction, 0.0))
 
 
+@computes_in_float32
 def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
         keepdim=None) -> Tensor:
     """Standard deviation: sqrt(var(x, ..., correction)), as ``torch.std``."""
     axis, keepdims = _dim_or_axis("std", axis, dim, keepdims, keepdim)
+    x = _tensor("std", "x", x)         # (before var: a 16-bit x rounds once, at the end)
     return ops.sqrt(var(x, axis, keepdims, correction=correction))
 
 
@@ -68,6 +73,7 @@ def _constant_max(x: Tensor, axes: tuple) -> Tensor:
     return adopt(backend, Tensor(tuple(h.shape), x.dtype), h)
 
 
+@computes_in_float32
 def logsumexp(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """log(sum(exp(x))) over ``axis``, computed as m + log(sum(exp(x - m))) with m the
     maximum (so nothing overflows); its gradient is softmax(x) along the axes. -inf where
@@ -84,6 +90,7 @@ def logsumexp(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
                                                        if i not in axes))
 
 
+@computes_in_float32
 def norm(x, p=2, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """The vector p-norm over ``axis`` (None: all elements), as
     ``torch.linalg.vector_norm``: p = 2 (default), 1, inf, -inf, 0 (the count of nonzero
@@ -125,6 +132,7 @@ def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
+@computes_in_float32
 def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """Product over ``axis`` (None: all axes; an int or a tuple of ints), as ``torch.prod``;
     the product of nothing is 1. The gradient is PyTorch's: g * prod / x where no element
@@ -155,6 +163,7 @@ def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     return _make(hy, (x,), backward, backend)
 
 
+@computes_in_float32
 def cumsum(x, dim: int) -> Tensor:
     """The cumulative sums of x along ``dim``, as ``torch.cumsum`` (a 0-d tensor: itself);
     its gradient the sums of g from the end."""

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import bad_value
 from . import checks, device
 from .logic import _operand
+from .low_precision import computes_in_float32
 from .ops import NO_SKIP, _make, _moved_back, reshape, transpose
 from .residency import adopt, handle
 from .tensor import INT32, Tensor, is_float
@@ -70,6 +71,7 @@ def _sorted(fn: str, input, dim, descending: bool, k=None) -> tuple:
             _moved_back(reshape(indices, moved), order))
 
 
+@computes_in_float32
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):  # noqa: A002
     """``(values, indices)`` of ``input`` sorted along ``dim``, as ``torch.sort``: the
     indices an int32 tensor. Always stable (``stable`` is accepted for PyTorch's sake);
@@ -78,6 +80,7 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False): 
     return SortResult(*_sorted("sort", input, dim, descending))
 
 
+@computes_in_float32
 def argsort(input, dim: int = -1, descending: bool = False,  # noqa: A002
             stable: bool = False) -> Tensor:
     """The int32 indices that sort ``input`` along ``dim``, as ``torch.argsort`` (stable,
@@ -86,6 +89,7 @@ def argsort(input, dim: int = -1, descending: bool = False,  # noqa: A002
     return _sorted("argsort", input, dim, descending)[1]
 
 
+@computes_in_float32
 def topk(input, k: int, dim: int = -1, largest: bool = True,  # noqa: A002
          sorted: bool = True):  # noqa: A002
     """``(values, indices)`` of the ``k`` largest (``largest=False``: smallest) elements

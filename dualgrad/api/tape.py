@@ -30,7 +30,7 @@ from ..backend import EVAL, TAPE
 from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type
 from . import checks, device, scopes
 from .residency import adopt, handle, keep_host_values
-from .tensor import HookHandle, Tensor, host_array
+from .tensor import DEFAULT_DTYPE, LOW_PRECISION, HookHandle, Tensor, host_array
 
 _local = threading.local()
 
@@ -212,13 +212,28 @@ def _seed_grad(t: Tensor, grad, backend):
         if t.size != 1:
             raise bad_shape("backward", "tensor", t.shape,
                             "a one-element tensor (or pass 'grad' of the tensor's shape)")
-        seed = backend.empty(t.shape, t.dtype)      # made on the device: no upload
-        backend.fill(seed, 1.0)
-        return seed
+        wide = DEFAULT_DTYPE if t.dtype in LOW_PRECISION else t.dtype
+        seed = backend.empty(t.shape, wide)         # made on the device: no upload
+        backend.fill(seed, 1.0)               # (fills 32-bit words: a 16-bit one converts)
+        return seed if wide == t.dtype else backend.cast(seed, t.dtype)
     value = host_array("backward", "grad", grad, t.dtype)
     if value.shape != t.shape:
         raise bad_shape("backward", "grad", value.shape, f"the tensor's shape {t.shape}")
     return backend.upload(value)
+
+
+def added(backend, a, b, out=None):
+    """The sum of two gradients of one tensor (into ``out``, where given). 16-bit ones are
+    added in float32 and rounded back, as PyTorch adds them (no kernel adds 16-bit
+    values)."""
+    if a.dtype not in LOW_PRECISION:
+        return backend.binary("add", a, b, out=out)
+    total = backend.cast(backend.binary("add", backend.cast(a, DEFAULT_DTYPE),
+                                        backend.cast(b, DEFAULT_DTYPE)), a.dtype)
+    if out is None:
+        return total
+    backend.copy(out, total)
+    return out
 
 
 class Into:
@@ -259,7 +274,7 @@ def accumulate_leaf(t: Tensor, g, backend, store=None) -> None:
                         kept=t._scope is None)
     else:
         h = handle(backend, t._grad)
-        backend.binary("add", h, g, out=h)
+        added(backend, h, g, out=h)
         t._grad.written()
 
 
@@ -386,7 +401,7 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
             if inp.__class__ is not Node:
                 accumulate_leaf(inp, gi, backend, into(need))
             elif key in grads:          # (settled stays so only if this one is too)
-                grads[key] = backend.binary("add", grads[key], gi)
+                grads[key] = added(backend, grads[key], gi)
                 if not came_settled:
                     settled.discard(key)
             else:

@@ -29,23 +29,19 @@ BOOL, INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 # Integer tensors are int32 on both backends (PyTorch's default is int64): the device's
 # kernels index in 32 bits, and no tensor has 2^31 elements.
 FLOAT16, BFLOAT16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
-# The 16-bit floats hold values (storage, conversion to and from float32); the ops take
-# float32 (or float64) tensors.
+# The ops compute on 16-bit floats in float32 and round their results (low_precision.py).
 LOW_PRECISION = (FLOAT16, BFLOAT16)
 _DTYPES = _FLOAT_DTYPES + (INT32, BOOL) + LOW_PRECISION
 
 
-def refuse_low_precision(fn: str, name: str, t: "Tensor") -> None:
-    """Raise where an op is given a float16 or bfloat16 tensor, which only holds values.
-    (Every op asks, so it asks cheaply: they are the only tensors of 2-byte elements.)"""
-    if t.dtype.itemsize == 2:
-        raise ArgumentTypeError(f"{fn}: argument '{name}' is a {t.dtype} tensor; float16 and "
-                                "bfloat16 tensors hold values, the ops take float32 ones "
-                                "(convert it with .float())")
-
-
 def is_float(dtype) -> bool:
+    """float32 or float64: the types the kernels compute in."""
     return dtype in _FLOAT_DTYPES
+
+
+def is_floating(dtype) -> bool:
+    """Any float type, the 16-bit ones too: the types that take gradients."""
+    return dtype in _FLOAT_DTYPES or dtype in LOW_PRECISION
 
 
 def host_view(t: "Tensor", value: np.ndarray) -> np.ndarray:
@@ -293,8 +289,8 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
 
     Input is converted to float32 unless another ``dtype`` is asked for: "float64" (the cpu
     backend only), "int32" or bool (integer and boolean tensors take no gradient),
-    "float16" or "bfloat16" (rounded to nearest even from float32; such a tensor holds
-    values, converts with ``.float()``, and takes no gradient). The
+    "float16" or "bfloat16" (rounded to nearest even from float32; the ops compute on
+    such a tensor in float32 and round their results to it). The
     tensor is a leaf; with ``requires_grad=True``
     autograd accumulates its gradient in ``.grad``. Its value, and its gradient's, outlive
     every tape on both backends (on gpu it is uploaded into the current pass pool, and
@@ -303,10 +299,9 @@ def ag_tensor(array, requires_grad: bool = False, dtype=None) -> Tensor:
     """
     requires_grad = checks.flag("ag_tensor", "requires_grad", requires_grad)
     dtype = resolve_dtype("ag_tensor", dtype)
-    if requires_grad and not is_float(dtype):
+    if requires_grad and not is_floating(dtype):
         raise bad_value("ag_tensor", "requires_grad", True,
-                        f"False for a {dtype} tensor (float32 and float64 tensors take "
-                        "gradients)")
+                        f"False for a {dtype} tensor (float tensors take gradients)")
     value = host_array("ag_tensor", "array", array, dtype)
     _check_rank("ag_tensor", value)
     backend = device.active()

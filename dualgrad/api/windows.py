@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ShapeError, bad_shape, bad_type
 from . import checks, device
+from .low_precision import computes_in_float32
 from .ops import _make, _tensor, reshape
 from .residency import handle
 from .tensor import Tensor
@@ -106,6 +107,7 @@ def batched(fn: str, name: str, x: Tensor, spatial: int) -> tuple:
     return x, False
 
 
+@computes_in_float32
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:  # noqa: A002
     """The sliding windows of ``input`` (N, C, H, W) or (C, H, W) as columns
     (N, C * kh * kw, L), as ``torch.nn.functional.unfold``: L windows, each a column of
@@ -120,6 +122,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:  # no
     return reshape(cols, cols.shape[1:]) if unbatched else cols
 
 
+@computes_in_float32
 def fold(input, output_size, kernel_size, dilation=1, padding=0,  # noqa: A002
          stride=1) -> Tensor:
     """The inverse layout of ``unfold``, as ``torch.nn.functional.fold``: columns

@@ -22,7 +22,7 @@ from ..backend import Epilogue
 from ..cpu.matmul import rounded
 from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
 from . import strategies as dgst
-from .tolerances import TOLERANCES, Agreement, agreement
+from .tolerances import LOW_TYPES, TOLERANCES, Agreement, agreement
 
 F32 = np.float32
 
@@ -85,14 +85,17 @@ class Check:
     Hypothesis's ``data.draw`` and returns the agreements of every compared result."""
     name: str
     run: Callable
+    # Whether it draws one of several ops per example, so that its entries share the
+    # examples (each op's entry sees some of them, not all).
+    samples: bool = False
 
 
 CHECKS: list = []
 
 
-def check(name: str):
+def check(name: str, samples: bool = False):
     def register(fn):
-        CHECKS.append(Check(name, fn))
+        CHECKS.append(Check(name, fn, samples))
         return fn
     return register
 
@@ -1214,6 +1217,67 @@ def _optim_check(rule: str, many: bool):
 for _rule in _OPTIMIZERS:
     check(f"optim_step:{_rule}")(_optim_check(_rule, False))
     check(f"optim_steps:{_rule}")(_optim_check(_rule, True))
+
+
+# -- float16 and bfloat16 ------------------------------------------------------------------------
+class Rounded(Pair):
+    """``pair`` as the ops on 16-bit tensors use the primitives (api/low_precision.py):
+    float32 inputs are rounded to ``low`` and stored so, widened to float32 on each
+    backend, and float32 results rounded to ``low`` there (convert16's conversions); they
+    are compared under their ``"<entry>@<low>"`` entries."""
+
+    def __init__(self, pair: Pair, low: str):
+        self.ref, self.dut, self.flushes = pair.ref, pair.dut, pair.flushes
+        self.low, self.dtype = low, LOW_TYPES[low]
+
+    def twin(self, name: str, *args, **kwargs):
+        results = []
+        for backend in (self.ref, self.dut):
+            out = getattr(backend, name)(*[self._widened(backend, a) for a in args],
+                                         **kwargs)
+            # (as float32 arrays, which hold 16-bit values exactly, for the checks' sums)
+            results.append(_as_float32(_fetch(backend, self._narrowed(backend, out))))
+        return results
+
+    def agree(self, key: str, got, ref, **context) -> Agreement:
+        return super().agree(f"{key}@{self.low}", got, ref, **context)
+
+    def _widened(self, backend, a):
+        if isinstance(a, np.ndarray) and a.dtype == F32:
+            with np.errstate(over="ignore"):           # (inf past the type's range)
+                return backend.cast(backend.upload(a.astype(self.dtype)), np.dtype(F32))
+        return _prepare(backend, a)
+
+    def _narrowed(self, backend, out):
+        if isinstance(out, tuple):
+            return tuple(self._narrowed(backend, o) for o in out)
+        return backend.cast(out, self.dtype) if out.dtype == F32 else out
+
+
+def _as_float32(value):
+    if isinstance(value, tuple):
+        return tuple(_as_float32(v) for v in value)
+    return value.astype(F32) if value.dtype in LOW_TYPES.values() else value
+
+
+def _rounded_check(low: str, checks: list):
+    def run(data, pair):
+        chk = checks[0] if len(checks) == 1 else \
+            data.draw(st.sampled_from(checks), label="op")
+        return chk.run(data, Rounded(pair, low))
+    return run
+
+
+# The primitives behind the ops on 16-bit tensors, each family a check per type (the
+# elementwise ops and reductions drawing one op per example).
+_ROUNDED_CHECKS = {family: [c for c in CHECKS if c.name.split(":")[0] == family]
+                   for family in ("unary", "binary", "reduce", "softmax", "log_softmax",
+                                  "matmul")}
+for _low in LOW_TYPES:
+    for _family, _checks in _ROUNDED_CHECKS.items():
+        if _family == "matmul":
+            _checks = [c for c in _checks if c.name == "matmul"]
+        check(f"{_family}@{_low}", samples=len(_checks) > 1)(_rounded_check(_low, _checks))
 
 
 # -- running ----------------------------------------------------------------------------------------

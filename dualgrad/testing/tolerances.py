@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..kernel_ops import INTEGER, LOGIC
@@ -61,6 +62,9 @@ class Tolerance:
     # (signed zeros, subnormals, huge values, inf, NaN) are among them.
     domain: tuple = (-4.0, 4.0)
     specials: bool = True
+    # The 16-bit type ("bfloat16" or "float16") both backends round the result to, where
+    # they do: one unit of it more, and its overflow threshold in place of float32's.
+    rounded_to: str = ""
 
     def describe(self) -> str:
         """The bound in a few symbols, e.g. ``"3 ULP + 2|x| ULP + gamma(n)*S"``."""
@@ -72,6 +76,7 @@ class Tolerance:
                  f"{self.atol:.2g}" if self.atol else "",
                  f"{self.gamma:g}*gamma(n)*S" if self.gamma else "",
                  f"{self.rel:.2g}*S" if self.rel else ""]
+        terms.append(f"1 ULP of {self.rounded_to}" if self.rounded_to else "")
         return " + ".join(t for t in terms if t)
 
 
@@ -569,7 +574,45 @@ TOLERANCES: dict = {
 }
 
 
+# Ops on float16 and bfloat16 tensors compute in float32 and round the result
+# (api/low_precision.py): "<entry>@bfloat16" bounds such a result by the float32 entry's bound
+# plus one unit of the 16-bit type at the larger of the two results (each rounding moves a
+# value by at most half a unit at its rounded value, so r(a) and r(b) are within
+# |a - b| + that unit); an exact entry stays exact, as the same float32 value rounds the
+# same way on both (convert16).
+LOW_TYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
+_ROUNDED_FAMILIES = ("unary", "unary_backward", "binary", "binary_backward", "reduce",
+                     "reduce_backward")
+_ROUNDED_ENTRIES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
+                    "matmul")                    # (matmul alone: not its epilogues)
+
+
+def _rounded_entry(tol: Tolerance, low: str) -> Tolerance:
+    if tol.exact:
+        return dataclasses.replace(tol, reason=tol.reason + f"; rounded alike to {low}")
+    return dataclasses.replace(tol, rounded_to=low, reason=(
+        f"{tol.reason}; then rounded to {low} on both: each rounding moves a result by "
+        "at most half a unit of it, at the larger of the two one unit in all"))
+
+
+TOLERANCES.update({f"{key}@{low}": _rounded_entry(tol, low)
+                   for key, tol in list(TOLERANCES.items())
+                   if key in _ROUNDED_ENTRIES or key.split(":")[0] in _ROUNDED_FAMILIES
+                   for low in LOW_TYPES})
+
+
 _BELOW_MAX = np.nextafter(np.finfo(np.float32).max, np.float32(0))
+
+
+def ulp_of_type(x: np.ndarray, low: str) -> np.ndarray:
+    """The spacing of 16-bit type ``low`` at |x| (as ``ulp_of``: its subnormal spacing at 0,
+    the spacing below its largest finite value past it)."""
+    info = ml_dtypes.finfo(LOW_TYPES[low])
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    x = np.where(np.isfinite(x), np.minimum(x, float(info.max)), 0.0)
+    exponent = np.floor(np.log2(np.maximum(x, float(info.smallest_normal))))
+    # (at the largest finite value the spacing below it, which its own exponent gives)
+    return np.exp2(exponent - info.nmant)
 
 
 def ulp_of(x: np.ndarray) -> np.ndarray:
@@ -659,13 +702,20 @@ def _agreement(key, got, ref, x, scale, length, flushes_subnormals) -> Agreement
         # At the overflow threshold a result within the bound may round to inf on one side
         # and stay finite on the other: such a pair is measured from the threshold (FLT_MAX
         # and half an ULP, where rounding to inf begins), in ULPs of FLT_MAX.
-        big = np.float64(np.finfo(np.float32).max)
+        low = tol.rounded_to
+        big = np.float64(ml_dtypes.finfo(LOW_TYPES[low]).max if low else
+                         np.finfo(np.float32).max)
+        step = ulp_of_type(big, low) if low else ulp_of(np.float32(big))
         edge = (np.isinf(got) != np.isinf(ref)) & ~np.isnan(got) & ~np.isnan(ref) & \
             (np.signbit(got) == np.signbit(ref))
         near = np.minimum(np.abs(got.astype(np.float64)), np.abs(ref.astype(np.float64)))
-        diff = np.where(edge, big + 0.5 * ulp_of(np.float32(big)) - near, diff)
+        diff = np.where(edge, big + 0.5 * step - near, diff)
         ref_b = np.where(edge, np.copysign(big, ref), ref)
         allowed = tol.ulps * ulp_of(ref_b) + tol.atol
+        if low:          # (at the larger of the two: see _rounded_entry)
+            larger = np.maximum(np.abs(ref_b.astype(np.float64)),
+                                np.where(np.isfinite(got), np.abs(got.astype(np.float64)), 0))
+            allowed = allowed + ulp_of_type(larger, low)
         if tol.ulps_per_x and x is not None:
             growth = ARGS[tol.arg](np.asarray(x, np.float64))
             allowed = allowed + tol.ulps_per_x * growth * ulp_of(ref_b)

@@ -1,0 +1,100 @@
+"""Ops on float16 and bfloat16 tensors: each computes in float32 and rounds its result.
+
+An op given a 16-bit tensor widens it to float32 (exactly), runs its float32 kernels and,
+where every float tensor it was given is of that one 16-bit type, rounds its float results
+back to it (to nearest even); beside a float32 tensor, or with both 16-bit types, the
+result stays float32 (PyTorch's promotion). That is what PyTorch's kernels do for these
+types (they compute in float, the "opmath" type, and round once), so the values match
+PyTorch's wherever its float32 ones match ours; on both backends the widening and
+rounding are the same bits, and the differential checks bound a 16-bit result by the
+float32 op's bound plus one unit in the last place of the 16-bit type.
+
+Gradients flow through both conversions: a 16-bit tensor's gradient is 16-bit (rounded
+where it crosses back, as PyTorch's is), and gradients meeting at a 16-bit tensor are
+added in float32 and rounded (``tape.added``).
+
+The ops find out cheaply: ``refuse_low_precision`` (every op's argument check) raises
+``LowPrecisionInput`` on a 16-bit tensor, and ``computes_in_float32`` (around each public
+op) catches it and runs the op again on widened copies. An argument check comes before
+any state changes, so the first attempt leaves nothing behind. Ops that write into a
+tensor (``Tensor.masked_fill_``-like forms, the optimizers) are not wrapped: on a 16-bit
+tensor they raise the check's error, which tells the user to convert.
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import ArgumentTypeError
+from . import device, tape
+from .residency import adopt, handle
+from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, is_float
+
+
+class LowPrecisionInput(ArgumentTypeError):
+    """An op was given a float16 or bfloat16 tensor (caught by ``computes_in_float32``;
+    where an op is not wrapped, the user's error)."""
+
+
+def refuse_low_precision(fn: str, name: str, t: Tensor) -> None:
+    """Raise ``LowPrecisionInput`` where an op is given a float16 or bfloat16 tensor.
+    (Every op asks, so it asks cheaply: they are the only tensors of 2-byte elements.)"""
+    if t.dtype.itemsize == 2:
+        raise LowPrecisionInput(f"{fn}: argument '{name}' is a {t.dtype} tensor, which "
+                                f"{fn} does not take (convert it with .float())")
+
+
+def converted(backend, t: Tensor, dtype) -> Tensor:
+    """``t`` converted to the float type ``dtype``, recorded: its gradient converts back."""
+    source = t.dtype
+
+    def backward(g, needs):
+        return (backend.cast(g, source),)
+    out = adopt(backend, Tensor(t.shape, dtype), backend.cast(handle(backend, t), dtype))
+    return tape.record(out, (t,), backward, backend)
+
+
+def computes_in_float32(fn):
+    """``fn`` (a public op) made to take float16 and bfloat16 tensors as the module's
+    docstring says. (An op built of others checks its own arguments before it calls
+    them, so that it, the outermost, rounds once at its end.)"""
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except LowPrecisionInput:
+            pass             # (retried outside the handler: its errors do not chain to this)
+        return _in_float32(fn, args, kwargs)
+    return op
+
+
+def _in_float32(fn, args: tuple, kwargs: dict):
+    backend = device.active()
+    kinds = set()                 # the float types given
+
+    def widened(v):
+        if isinstance(v, Tensor):
+            if v.dtype in LOW_PRECISION:
+                kinds.add(v.dtype)
+                return converted(backend, v, DEFAULT_DTYPE)
+            if is_float(v.dtype):
+                kinds.add(v.dtype)
+            return v
+        if type(v) in (list, tuple):            # (concat, stack: tensors in a sequence)
+            return type(v)(widened(item) for item in v)
+        return v
+    out = fn(*[widened(a) for a in args], **{k: widened(v) for k, v in kwargs.items()})
+    low = next(iter(kinds)) if len(kinds) == 1 else None
+    return _narrowed(backend, out, low) if low in LOW_PRECISION else out
+
+
+def _narrowed(backend, out, low):
+    """``out``'s float32 tensors (in tuples, named ones too, and lists) rounded to ``low``;
+    the rest (indices, masks) as they are."""
+    if isinstance(out, Tensor):
+        return converted(backend, out, low) if out.dtype == DEFAULT_DTYPE else out
+    if isinstance(out, tuple):
+        items = [_narrowed(backend, item, low) for item in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    if isinstance(out, list):
+        return [_narrowed(backend, item, low) for item in out]
+    return out
