@@ -163,21 +163,27 @@ class Backend(abc.ABC):
     # -- kernels ----------------------------------------------------------------------------
     @abc.abstractmethod
     def unary(self, op: str, x, a: float = 0.0, b: float = 0.0, out=None):
-        """Elementwise op(x); a, b are the op's scalar parameters (clamp bounds, scalars)."""
+        """Elementwise op(x); a, b are the op's scalar parameters (clamp bounds, scalars).
+        x may be float16 or bfloat16 storage: the result is of its type, each element
+        widened to float32, computed on in float32 and rounded to nearest even."""
 
     @abc.abstractmethod
     def unary_backward(self, op: str, x, y, g, a: float = 0.0, b: float = 0.0, out=None):
         """dL/dx of y = op(x), given g = dL/dy; into ``out`` (storage of g's size, which
-        may be g's own, returned) where given."""
+        may be g's own, returned) where given. x, y and g all float16 or all bfloat16:
+        as ``unary``'s, the result of their type."""
 
     @abc.abstractmethod
     def binary(self, op: str, a, b, out=None):
         """a op b with NumPy broadcasting (up to MAX_RANK dimensions; the kernels take 4-D
-        pieces, ``shapes.pieces``); ``out`` may alias ``a``."""
+        pieces, ``shapes.pieces``); ``out`` may alias ``a``. a and b may be float16 or
+        bfloat16 storage of one type and one shape: the result is of their type, as
+        ``unary``'s."""
 
     @abc.abstractmethod
     def binary_backward(self, op: str, a, b, g):
-        """(dL/da, dL/db), both in the broadcast shape."""
+        """(dL/da, dL/db), both in the broadcast shape; of a, b and g of one 16-bit type
+        and one shape, of that type."""
 
     # The reduction kernels index 4 dimensions; a wider tensor's reduction is read as a
     # 4-dimensional one (the helpers below), both backends the same way.

@@ -2,7 +2,9 @@
 // Elementwise x op y with NumPy broadcasting up to 4-D, and its backward (both operands'
 // gradients in the broadcast shape); the twin of dualgrad/cpu/binary.py
 // (binary_scalar, binary_grad_scalar). Strides are in elements, 0 along broadcast axes;
-// FLAT = 1 when both operands have the output's shape (no index arithmetic).
+// FLAT = 1 when both operands have the output's shape (no index arithmetic). LOW 1
+// (float16) or 2 (bfloat16), FLAT only: every buffer holds that 16-bit type, two elements
+// to a word, widened to float32 and each result rounded to nearest even.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -14,6 +16,7 @@ layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint BACKWARD = 0;
 layout(constant_id = 2) const uint FLAT = 0;
+layout(constant_id = 3) const uint LOW = 0;
 
 layout(push_constant) uniform Push {
     Floats x; Floats y; Floats g; Floats out0; Floats out1;
@@ -87,7 +90,30 @@ void same_shapes() {
     if (i < p.n) apply(i, i, i);
 }
 
+#include "pairs16.glsl"
+
+// FLAT with LOW: a word (two elements) a thread; an odd n's last word has a high half past
+// the end, which the storage owns (computed on, written as whatever it gives).
+void same_shapes16() {
+    uint stride = gl_NumWorkGroups.x * WG, words = (p.n + 1u) / 2u;
+    for (uint w = gl_GlobalInvocationID.x; w < words; w += stride) {
+        vec2 x = widened(uint(Ints(p.x).v[w])), y = widened(uint(Ints(p.y).v[w]));
+        if (BACKWARD == 0) {
+            Ints(p.out0).v[w] = int(narrowed(vec2(forward(x.x, y.x), forward(x.y, y.y))));
+        } else {
+            vec2 g = widened(uint(Ints(p.g).v[w]));
+            vec2 lo = backward(x.x, y.x, g.x), hi = backward(x.y, y.y, g.y);
+            Ints(p.out0).v[w] = int(narrowed(vec2(lo.x, hi.x)));
+            Ints(p.out1).v[w] = int(narrowed(vec2(lo.y, hi.y)));
+        }
+    }
+}
+
 void main() {
+    if (LOW != 0u) {
+        same_shapes16();
+        return;
+    }
     if (FLAT != 0) {
         same_shapes();
         return;

@@ -1,7 +1,9 @@
 #version 460
 // Elementwise y = op(x) and its backward dx = op'(x, y) * g; the twin of
 // dualgrad/cpu/unary.py (its forward and backward rules). OP is a specialization
-// constant, BACKWARD selects the gradient kernel.
+// constant, BACKWARD selects the gradient kernel. LOW 1 (float16) or 2 (bfloat16): every
+// buffer holds that 16-bit type, two elements to a 32-bit word; each is widened to float32
+// (exactly), computed on in float32 and the result rounded to nearest even.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -10,6 +12,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint BACKWARD = 0;
+layout(constant_id = 2) const uint LOW = 0;
 
 layout(push_constant) uniform Push {
     Floats x; Floats y; Floats g; Floats out_;
@@ -264,9 +267,31 @@ void apply(uint i) {
         p.out_.v[i] = backward(p.x.v[i], p.y.v[i], p.g.v[i], p.a, p.b);
 }
 
+#include "pairs16.glsl"
+
+// A word (two elements) a thread; an odd n's last word has a high half past the end,
+// which the storage owns (computed on, written as whatever it gives).
+void main16() {
+    uint stride = gl_NumWorkGroups.x * WG, words = (p.n + 1u) / 2u;
+    for (uint w = gl_GlobalInvocationID.x; w < words; w += stride) {
+        vec2 x = widened(uint(Ints(p.x).v[w])), r;
+        if (BACKWARD == 0) {
+            r = vec2(forward(x.x, p.a, p.b), forward(x.y, p.a, p.b));
+        } else {
+            vec2 y = widened(uint(Ints(p.y).v[w])), g = widened(uint(Ints(p.g).v[w]));
+            r = vec2(backward(x.x, y.x, g.x, p.a, p.b), backward(x.y, y.y, g.y, p.a, p.b));
+        }
+        Ints(p.out_).v[w] = int(narrowed(r));
+    }
+}
+
 // Four elements a thread through 16-byte loads and stores (one float a thread leaves the
 // memory system idle between requests), then the n % 4 left over one by one.
 void main() {
+    if (LOW != 0u) {
+        main16();
+        return;
+    }
     uint stride = gl_NumWorkGroups.x * WG, quads = p.n / 4;
     for (uint q = gl_GlobalInvocationID.x; q < quads; q += stride) {
         vec4 x = Quads(p.x).v[q], r;

@@ -11,14 +11,16 @@ float32 op's bound plus one unit in the last place of the 16-bit type.
 
 Gradients flow through both conversions: a 16-bit tensor's gradient is 16-bit (rounded
 where it crosses back, as PyTorch's is), and gradients meeting at a 16-bit tensor are
-added in float32 and rounded (``tape.added``).
+added in float32 and rounded (the binary kernels take 16-bit operands of one shape).
 
-The ops find out cheaply: ``refuse_low_precision`` (every op's argument check) raises
-``LowPrecisionInput`` on a 16-bit tensor, and ``computes_in_float32`` (around each public
-op) catches it and runs the op again on widened copies. An argument check comes before
-any state changes, so the first attempt leaves nothing behind. Ops that write into a
-tensor (``Tensor.masked_fill_``-like forms, the optimizers) are not wrapped: on a 16-bit
-tensor they raise the check's error, which tells the user to convert.
+The unary ops (``exp``, ``gelu``, ...; ``x * 2.0``) and the binary ones of two tensors
+of one type and one shape run their kernels on the 16-bit storage itself
+(``Backend.unary``, ``Backend.binary``), so no float32 copy is made or kept. The rest find out
+cheaply: ``refuse_low_precision`` (every op's argument check) raises ``LowPrecisionInput``
+on a 16-bit tensor, and ``computes_in_float32`` (around each public op) catches it and runs
+the op again on widened copies. An argument check comes before any state changes, so the
+first attempt leaves nothing behind. (The optimizers take none: parameters are float32
+or float64, and ``ag_param`` refuses the 16-bit types.)
 """
 from __future__ import annotations
 

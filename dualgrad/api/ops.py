@@ -31,17 +31,21 @@ from . import autocast, capture, checks, device, tape
 from .checks import is_number
 from .low_precision import computes_in_float32, refuse_low_precision
 from .residency import adopt, handle
-from .tensor import DEFAULT_DTYPE, Tensor, ag_tensor, host_array, is_float
+from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, ag_tensor, host_array, is_float
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
-def _tensor(fn: str, name: str, x, like=None, any_dtype: bool = False) -> Tensor:
+def _tensor(fn: str, name: str, x, like=None, any_dtype: bool = False,
+            low_precision: bool = False) -> Tensor:
     """A Tensor argument; a NumPy array or nested list becomes a constant tensor (of the
     dtype of ``like`` when that is a float Tensor, else float32). Integer and boolean
-    tensors are refused unless ``any_dtype`` (an op that only moves elements)."""
+    tensors are refused unless ``any_dtype`` (an op that only moves elements); float16 and
+    bfloat16 ones (see low_precision.py) unless ``low_precision`` (kernels that take them)."""
     if isinstance(x, Tensor):
+        if low_precision and x.dtype in LOW_PRECISION:
+            return x
         refuse_low_precision(fn, name, x)
         if not any_dtype and not is_float(x.dtype):
             raise ArgumentTypeError(f"{fn}: argument '{name}' is a {x.dtype} tensor; expected "
@@ -143,7 +147,7 @@ def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
     if op in ("neg", "abs") and _non_float(x):
         from . import logic                    # (integer ops build on this module)
         return logic.integer_unary(op, x)
-    x = _tensor(fn, "x", x)
+    x = _tensor(fn, "x", x, low_precision=True)      # (the kernels take 16-bit storage)
     backend = device.active()
     hx = handle(backend, x)
     hy = backend.unary(op, hx, a, b)
@@ -167,7 +171,7 @@ def _public_unary(op: KernelOp):
         return _unary(op.name, op.name, x)
     public.__name__ = public.__qualname__ = op.name
     public.__doc__ = op.doc
-    return computes_in_float32(public)
+    return public              # (its kernel takes 16-bit storage: see low_precision.py)
 
 
 # neg exp log sqrt abs relu gelu sigmoid tanh ... : every unary op public as it is.
@@ -292,8 +296,11 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         other = _tensor(fn, names[is_number(a)], b if is_number(a) else a)
         number = _constant((), float(a if is_number(a) else b), other.dtype)
         a, b = (number, other) if is_number(a) else (other, number)
-    a = _tensor(fn, names[0], a, b)
-    b = _tensor(fn, names[1], b, a)
+    # The kernels take operands of one 16-bit type and one shape (the rest: low_precision.py)
+    low = isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype and \
+        a.shape == b.shape
+    a = _tensor(fn, names[0], a, b, low_precision=low)
+    b = _tensor(fn, names[1], b, a, low_precision=low)
     _same_dtype(fn, a, b)
     _broadcast(fn, a.shape, b.shape)
     backend = device.active()

@@ -222,20 +222,6 @@ def _seed_grad(t: Tensor, grad, backend):
     return backend.upload(value)
 
 
-def added(backend, a, b, out=None):
-    """The sum of two gradients of one tensor (into ``out``, where given). 16-bit ones are
-    added in float32 and rounded back, as PyTorch adds them (no kernel adds 16-bit
-    values)."""
-    if a.dtype not in LOW_PRECISION:
-        return backend.binary("add", a, b, out=out)
-    total = backend.cast(backend.binary("add", backend.cast(a, DEFAULT_DTYPE),
-                                        backend.cast(b, DEFAULT_DTYPE)), a.dtype)
-    if out is None:
-        return total
-    backend.copy(out, total)
-    return out
-
-
 class Into:
     """In a backward rule's ``needs``, in place of True: storage in the leaf's own pool for
     its first gradient. A rule that can write the gradient there does (``into``), and the
@@ -274,7 +260,7 @@ def accumulate_leaf(t: Tensor, g, backend, store=None) -> None:
                         kept=t._scope is None)
     else:
         h = handle(backend, t._grad)
-        added(backend, h, g, out=h)
+        backend.binary("add", h, g, out=h)     # (16-bit ones too: rounded once)
         t._grad.written()
 
 
@@ -401,7 +387,7 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
             if inp.__class__ is not Node:
                 accumulate_leaf(inp, gi, backend, into(need))
             elif key in grads:          # (settled stays so only if this one is too)
-                grads[key] = added(backend, grads[key], gi)
+                grads[key] = backend.binary("add", grads[key], gi)
                 if not came_settled:
                     settled.discard(key)
             else:

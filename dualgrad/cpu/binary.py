@@ -19,6 +19,7 @@ from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import split
 from .jit import fma_kernel, kernel, scalar
+from .unary import LOW, narrowed
 from .vmath import vatan2
 
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE = BINARY.codes(
@@ -240,7 +241,11 @@ def _walk(x_shape, y_shape, shape):
 
 
 def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
-    """x op y with NumPy broadcasting."""
+    """x op y with NumPy broadcasting; of float16 or bfloat16 operands of one shape, the
+    float32 results rounded to their type (binary.comp's LOW forms)."""
+    if x.dtype in LOW:
+        return narrowed(binary(op, x.astype(np.float32), y.astype(np.float32)), x.dtype,
+                        out)
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
     flat, strided = _BINARY[BINARY.code[op]]
@@ -257,7 +262,11 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
 
 
 def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
-    """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down)."""
+    """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down);
+    of 16-bit operands and gradient, rounded to their type as ``binary``'s."""
+    if g.dtype in LOW:
+        wide = binary_backward(op, *(v.astype(np.float32) for v in (x, y, g)))
+        return tuple(narrowed(v, g.dtype, None) for v in wide)
     gx, gy = np.empty_like(g), np.empty_like(g)
     if g.size:
         xf, yf, gf, gxf, gyf = (a.reshape(-1) for a in (x, y, g, gx, gy))

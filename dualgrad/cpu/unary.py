@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from numba import types
 from numba.extending import overload
@@ -754,8 +755,25 @@ GRAD_KERNELS = [_unary_grad_kernel(op.code) for op in UNARY]
 
 # -- entry points ---------------------------------------------------------------------------
 
+# float16 and bfloat16 storage: widened to float32, computed on as float32 and the results
+# rounded to nearest even (unary.comp's LOW kernels do the same in registers).
+LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def narrowed(y: np.ndarray, dtype, out):
+    """float32 results ``y`` rounded to the 16-bit ``dtype`` (into ``out``, where given)."""
+    with np.errstate(over="ignore"):              # (inf past float16's range)
+        if out is None:
+            return y.astype(dtype)
+        out[...] = y
+        return out
+
+
 def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
-    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them."""
+    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them
+    (to float32 for a 16-bit x)."""
+    if x.dtype in LOW:
+        return narrowed(unary(op, x.astype(np.float32), a, b), x.dtype, out)
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
     if op == "tanh" and x.dtype == out.dtype == np.float32:
@@ -768,6 +786,9 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
 def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
                    out=None) -> np.ndarray:
     """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
+    if g.dtype in LOW:
+        wide = [v.astype(np.float32) for v in (x, y, g)]
+        return narrowed(unary_backward(op, *wide, a, b), g.dtype, out)
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
     split.run(GRAD_KERNELS[UNARY.code[op]],

@@ -7,10 +7,15 @@ import functools
 import math
 import struct
 
+import ml_dtypes
+import numpy as np
+
 from ..errors import TensorTooLarge
 
 WG = 256
 MAX_GROUPS = 65535
+# The shaders' codes of the 16-bit float types (matmul.glsl's ROUND16, unary.comp's LOW).
+ROUND16 = {np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 # The kernels index a tensor's elements with 32-bit integers, which SPIR-V's access chains
 # read as signed (and a grid-stride loop must not wrap), so a tensor holds at most this many.
 MAX_ELEMENTS = 2 ** 31 - 1

@@ -1220,11 +1220,22 @@ for _rule in _OPTIMIZERS:
 
 
 # -- float16 and bfloat16 ------------------------------------------------------------------------
+# The primitives that take float16 and bfloat16 storage themselves (the rest are given it
+# widened to float32 by conversions, as the ops on 16-bit tensors do), the binary ones
+# where their arrays have one shape.
+def _takes_16_bits(name: str, args: tuple) -> bool:
+    if name in ("unary", "unary_backward"):
+        return True
+    shapes = {a.shape for a in args if isinstance(a, np.ndarray)}
+    return name in ("binary", "binary_backward") and len(shapes) == 1
+
+
 class Rounded(Pair):
     """``pair`` as the ops on 16-bit tensors use the primitives (api/low_precision.py):
-    float32 inputs are rounded to ``low`` and stored so, widened to float32 on each
-    backend, and float32 results rounded to ``low`` there (convert16's conversions); they
-    are compared under their ``"<entry>@<low>"`` entries."""
+    float32 inputs are rounded to ``low`` and stored so, then given as they are to the
+    primitives that take 16-bit storage, else widened to float32 on each backend and the
+    float32 results rounded to ``low`` there (convert16's conversions); they are compared
+    under their ``"<entry>@<low>"`` entries."""
 
     def __init__(self, pair: Pair, low: str):
         self.ref, self.dut, self.flushes = pair.ref, pair.dut, pair.flushes
@@ -1232,8 +1243,9 @@ class Rounded(Pair):
 
     def twin(self, name: str, *args, **kwargs):
         results = []
+        native = _takes_16_bits(name, args)
         for backend in (self.ref, self.dut):
-            out = getattr(backend, name)(*[self._widened(backend, a) for a in args],
+            out = getattr(backend, name)(*[self._widened(backend, a, native) for a in args],
                                          **kwargs)
             # (as float32 arrays, which hold 16-bit values exactly, for the checks' sums)
             results.append(_as_float32(_fetch(backend, self._narrowed(backend, out))))
@@ -1242,10 +1254,11 @@ class Rounded(Pair):
     def agree(self, key: str, got, ref, **context) -> Agreement:
         return super().agree(f"{key}@{self.low}", got, ref, **context)
 
-    def _widened(self, backend, a):
+    def _widened(self, backend, a, native: bool):
         if isinstance(a, np.ndarray) and a.dtype == F32:
             with np.errstate(over="ignore"):           # (inf past the type's range)
-                return backend.cast(backend.upload(a.astype(self.dtype)), np.dtype(F32))
+                stored = backend.upload(a.astype(self.dtype))
+            return stored if native else backend.cast(stored, np.dtype(F32))
         return _prepare(backend, a)
 
     def _narrowed(self, backend, out):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...kernel_ops import BINARY, UNARY
 from ...shapes import broadcast_strides, contiguous_strides, pieces
-from ..dispatch import check_size, grid, packed_uints, packer, quad_grid
+from ..dispatch import ROUND16, check_size, grid, packed_uints, packer, quad_grid
 
 _UNARY_PUSH = packer(4, 1, 2)     # x, y, g, out; n; a, b
 _ADDRESSES5 = packer(5)
@@ -39,25 +39,40 @@ def at(h, offset: int) -> int:
     return h.address + offset * h.dtype.itemsize
 
 
+def _unary_grid(h):
+    """A quad a thread, or for 16-bit storage a word (two elements)."""
+    low = ROUND16.get(h.dtype, 0)
+    return low, grid((h.size + 1) // 2) if low else quad_grid(h.size)
+
+
 def unary(dev, op, x, a=0.0, b=0.0, out=None):
-    out = dev.empty(x.shape) if out is None else out
+    out = dev.empty(x.shape, x.dtype) if out is None else out
     if x.size:
-        dev.launch("unary", (_UNARY_CODE[op], 0),
+        low, groups = _unary_grid(x)
+        dev.launch("unary", (_UNARY_CODE[op], 0, low),
                    _UNARY_PUSH.pack(x.address, 0, 0, out.address, x.size, a, b),
-                   quad_grid(x.size), [x], [out])
+                   groups, [x], [out])
     return out
 
 
 def unary_backward(dev, op, x, y, g, a=0.0, b=0.0, out=None):
-    out = dev.empty(g.shape) if out is None else out
+    out = dev.empty(g.shape, g.dtype) if out is None else out
     if g.size:
-        dev.launch("unary", (_UNARY_CODE[op], 1),
+        low, groups = _unary_grid(g)
+        dev.launch("unary", (_UNARY_CODE[op], 1, low),
                    _UNARY_PUSH.pack(x.address, y.address, g.address, out.address, g.size, a,
-                                    b), quad_grid(g.size), [x, y, g], [out])
+                                    b), groups, [x, y, g], [out])
     return out
 
 
 def binary(dev, op, a, b, out=None):
+    if a.dtype in ROUND16:
+        out = dev.empty(a.shape, a.dtype) if out is None else out
+        if out.size:
+            dev.launch("binary", (_BINARY_CODE[op], 0, 1, ROUND16[a.dtype]),
+                       _ADDRESSES5.pack(a.address, b.address, 0, out.address, 0) +
+                       _flat_tail(out.size), grid((out.size + 1) // 2), [a, b], [out])
+        return out
     shape, parts, flat = broadcast_layout((a.shape, b.shape), None)
     out = dev.empty(shape) if out is None else out
     if out.size:
@@ -68,7 +83,20 @@ def binary(dev, op, a, b, out=None):
     return out
 
 
+def _flat_tail(n: int) -> bytes:
+    """The uints binary.comp takes after its addresses, for n elements of one shape."""
+    return packed_uints((n, 1, 1, 1, n) + (0,) * 8)
+
+
 def binary_backward(dev, op, a, b, g):
+    if g.dtype in ROUND16:
+        ga, gb = dev.empty(g.shape, g.dtype), dev.empty(g.shape, g.dtype)
+        if g.size:
+            dev.launch("binary", (_BINARY_CODE[op], 1, 1, ROUND16[g.dtype]),
+                       _ADDRESSES5.pack(a.address, b.address, g.address, ga.address,
+                                        gb.address) + _flat_tail(g.size),
+                       grid((g.size + 1) // 2), [a, b, g], [ga, gb])
+        return ga, gb
     ga, gb = dev.empty(g.shape), dev.empty(g.shape)
     if g.size:
         _, parts, flat = broadcast_layout((a.shape, b.shape), g.shape)

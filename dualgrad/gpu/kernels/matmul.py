@@ -15,13 +15,12 @@ import numpy as np
 from ...backend import PLAIN, Epilogue
 from ...errors import DeviceError
 from .. import plans
-from ..dispatch import MAX_GROUPS, WG, packed_uints, packer
+from ..dispatch import MAX_GROUPS, ROUND16, WG, packed_uints, packer
 from ..memory import DeviceArray
 from ..workspace import COUNTER, COUNTERS
 from . import elementwise, logic, reduce, strided
 
 F32, BFLOAT16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
-ROUND16 = {np.dtype(np.float16): 1, BFLOAT16: 2}     # matmul.glsl's codes
 
 EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
