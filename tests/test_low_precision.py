@@ -269,6 +269,10 @@ def test_results_take_pytorchs_promotion(device):
     assert values.dtype == LOW[1] and indices.dtype == np.int32
     assert [p.dtype for p in dg.split(h, 1)] == [LOW[0]] * 3
     assert dg.where(b > 0, b, 0.0).dtype == LOW[1]
+    if device == "cpu":                           # (the cpu's float64 tensors)
+        wide = b * dg.ag_tensor(x.astype(np.float64), dtype="float64")
+        assert wide.dtype == np.float64
+        assert np.array_equal(wide.numpy(), x.astype(np.float64) ** 2)
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
@@ -332,3 +336,70 @@ def test_a_16_bit_tensor_survives_leaving_the_device(gpu):
     assert _same(t.numpy(), x.astype(np.float16))
     dg.ag_device("gpu")                          # and moved back once used
     assert _same(t.float().numpy(), x.astype(np.float16).astype(np.float32))
+
+
+def test_buffers_keep_their_type_through_state_dict_and_checkpoints(device, tmp_path):
+    values = np.array([1.5, -2.5, 65504.0], np.float32)
+
+    def model(fill):
+        m = dg.nn.Linear(3, 2)
+        m.register_buffer("half", dg.ag_tensor(values * fill, dtype="float16"))
+        m.register_buffer("brain", dg.ag_tensor(values * fill, dtype="bfloat16"))
+        m.register_buffer("mask", dg.ag_tensor(values * fill > 0, dtype="bool"))
+        return m
+    saved = model(1.0)
+    state = saved.state_dict()
+    assert (state["half"].dtype, state["brain"].dtype, state["mask"].dtype) == \
+        (LOW[0], LOW[1], np.dtype(np.bool_))
+    dg.save_checkpoint(tmp_path / "m.ckpt", saved)
+    loaded = model(0.0)
+    dg.load_checkpoint(tmp_path / "m.ckpt", loaded)
+    for name in ("half", "brain", "mask"):
+        got, want = getattr(loaded, name), getattr(saved, name)
+        assert got.dtype == want.dtype and np.array_equal(got.numpy(), want.numpy()), name
+
+
+def test_a_model_converted_to_16_bits_runs_and_takes_gradients(device):
+    dg.manual_seed(0)
+    model = dg.nn.Sequential(dg.nn.Linear(4, 8), dg.nn.GELU(), dg.nn.Linear(8, 3))
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    want = model(dg.ag_tensor(x)).numpy()
+    params = model.parameters()
+    values = [p.numpy() for p in params]
+    assert model.bfloat16() is model
+    assert [p.dtype for p in model.parameters()] == [LOW[1]] * 4
+    assert all(p is q for p, q in zip(model.parameters(), params))     # the same objects
+    assert all(_same(p.numpy(), v.astype(LOW[1])) for p, v in zip(params, values))
+    out = model(dg.ag_tensor(x, dtype="bfloat16"))
+    assert out.dtype == LOW[1]
+    assert np.allclose(out.numpy().astype(np.float32), want, rtol=0.05, atol=0.05)
+    with dg.with_grad_tape():
+        model(dg.ag_tensor(x, dtype="bfloat16")).sum().backward()
+    assert all(p.grad.dtype == LOW[1] for p in params)
+    model.float()
+    assert all(p.dtype == np.float32 and p.grad is None for p in params)
+    assert all(_same(p.numpy(), v.astype(LOW[1])) for p, v in zip(params, values))
+
+
+def test_the_optimizers_refuse_16_bit_parameters_before_anything_changes(device):
+    model = dg.nn.Linear(3, 2)
+    opt = dg.optimizer_adam(model.parameters(), lr=0.1)
+    model.half()
+    with dg.with_grad_tape():
+        model(dg.ag_tensor(np.ones((2, 3)), dtype="float16")).sum().backward()
+    before = [p.numpy() for p in model.parameters()]
+    with pytest.raises(dg.ArgumentTypeError, match=r"float16 parameter.*autocast"):
+        opt.step()
+    assert all(_same(p.numpy(), b) for p, b in zip(model.parameters(), before))
+    assert not any(opt.state)                       # no state was made
+    with pytest.raises(dg.ArgumentTypeError, match="float16 parameter"):
+        dg.optimizer_sgd(model.parameters(), lr=0.1)
+    # gradient clipping takes 16-bit gradients: the norm in float32, each scaled and rounded
+    grads = [p.grad.numpy().astype(np.float32) for p in model.parameters()]
+    norm = float(dg.clip_grad_norm(model.parameters(), 0.5).item())
+    assert norm == pytest.approx(np.sqrt(sum((g.astype(np.float64) ** 2).sum()
+                                             for g in grads)), rel=1e-6)
+    for p, g in zip(model.parameters(), grads):
+        assert p.grad.dtype == LOW[0]
+        want = (g * np.float32(0.5 / (norm + 1e-6))).astype(LOW[0])
+        assert _within_a_unit(p.grad.numpy(), want, LOW[0])    # (a device's division)

@@ -23,6 +23,7 @@ from ..errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
                       CheckpointNotFoundError, bad_type)
 from .nn import Module
 from .optim import Optimizer
+from .tensor import BFLOAT16
 
 FORMAT = "dualgrad-checkpoint/1"
 
@@ -57,7 +58,10 @@ def save_checkpoint(path, model: Module, optimizer: Optimizer | None = None,
         raise ArgumentTypeError(f"save_checkpoint: argument 'extra' holds a value JSON cannot "
                                 f"hold ({exc}); expected numbers, strings, lists and dicts "
                                 "of them") from None
-    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
+    # (a bfloat16 buffer as float32, which holds its values exactly: NumPy has no bfloat16
+    # for safetensors to read back; loading rounds it to the buffer's type again, exactly)
+    tensors = {f"model/{k}": v.astype(np.float32) if v.dtype == BFLOAT16 else v
+               for k, v in model.state_dict().items()}
     meta = {"format": FORMAT,
             "model_extra": json.dumps(model.extra_state()),
             "generator": json.dumps(random.get_state()),

@@ -3,7 +3,7 @@
 An op given a 16-bit tensor widens it to float32 (exactly), runs its float32 kernels and,
 where every float tensor it was given is of that one 16-bit type, rounds its float results
 back to it (to nearest even); beside a float32 tensor, or with both 16-bit types, the
-result stays float32 (PyTorch's promotion). That is what PyTorch's kernels do for these
+result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). That is what PyTorch's kernels do for these
 types (they compute in float, the "opmath" type, and round once), so the values match
 PyTorch's wherever its float32 ones match ours; on both backends the widening and
 rounding are the same bits, and the differential checks bound a 16-bit result by the
@@ -26,10 +26,14 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from ..errors import ArgumentTypeError
 from . import device, tape
 from .residency import adopt, handle
-from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, is_float
+from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, is_floating
+
+FLOAT64 = np.dtype(np.float64)
 
 
 class LowPrecisionInput(ArgumentTypeError):
@@ -72,14 +76,16 @@ def computes_in_float32(fn):
 def _in_float32(fn, args: tuple, kwargs: dict):
     backend = device.active()
     kinds = set()                 # the float types given
+    _float_kinds(args, kinds)
+    _float_kinds(kwargs.values(), kinds)
+    # (beside a float64 tensor, as float64: PyTorch's promotion; exact either way)
+    wide = FLOAT64 if FLOAT64 in kinds else DEFAULT_DTYPE
 
     def widened(v):
         if isinstance(v, Tensor):
             if v.dtype in LOW_PRECISION:
-                kinds.add(v.dtype)
-                return converted(backend, v, DEFAULT_DTYPE)
-            if is_float(v.dtype):
-                kinds.add(v.dtype)
+                v = converted(backend, v, DEFAULT_DTYPE)
+                return v if wide == DEFAULT_DTYPE else converted(backend, v, wide)
             return v
         if type(v) in (list, tuple):            # (concat, stack: tensors in a sequence)
             return type(v)(widened(item) for item in v)
@@ -87,6 +93,15 @@ def _in_float32(fn, args: tuple, kwargs: dict):
     out = fn(*[widened(a) for a in args], **{k: widened(v) for k, v in kwargs.items()})
     low = next(iter(kinds)) if len(kinds) == 1 else None
     return _narrowed(backend, out, low) if low in LOW_PRECISION else out
+
+
+def _float_kinds(values, kinds: set) -> None:
+    for v in values:
+        if isinstance(v, Tensor):
+            if is_floating(v.dtype):
+                kinds.add(v.dtype)
+        elif type(v) in (list, tuple):
+            _float_kinds(v, kinds)
 
 
 def _narrowed(backend, out, low):

@@ -14,8 +14,9 @@ from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, 
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
 from .indexing import flatten
-from .residency import store_weight
-from .tensor import Parameter, Tensor, ag_buffer, ag_param, host_array
+from .residency import set_host_data, store_weight
+from .tensor import (Parameter, Tensor, ag_buffer, ag_param, host_array, is_floating,
+                     resolve_dtype)
 
 
 def _refuse_unregistered_collection(module, name, value) -> None:
@@ -98,16 +99,19 @@ class Module:
             count + sum(b.numel() for b in self.buffers())
 
     def register_buffer(self, name: str, value) -> None:
-        """Keep ``value`` (an array or Tensor, or None) as state that is not trained: a
-        running statistic. Like a parameter it lives on the device (persistent), is in
-        ``state_dict()`` and checkpoints, and is an attribute; it takes no gradient."""
+        """Keep ``value`` (a Tensor, of its dtype; an array, float32 or int32 for
+        integers; or None) as state that is not trained: a running statistic. Like a
+        parameter it lives on the device (persistent), is in ``state_dict()`` and
+        checkpoints, and is an attribute; it takes no gradient."""
         if not isinstance(name, str) or not name.isidentifier():
             raise bad_value(type(self).__name__, "name", name, "an identifier")
         if name in self._parameters or name in self._modules:
             raise bad_value(type(self).__name__, "name", name,
                             "a name not already a parameter or a module")
-        if value is not None:
-            value = ag_buffer(value.numpy() if isinstance(value, Tensor) else value)
+        if isinstance(value, Tensor):          # (of its own dtype, as PyTorch's)
+            value = ag_buffer(value.numpy(), value.dtype)
+        elif value is not None:
+            value = ag_buffer(value)
         self._buffers[name] = value
         object.__setattr__(self, name, value)
 
@@ -199,6 +203,41 @@ class Module:
             m.apply(fn)
         fn(self)
         return self
+
+    # -- dtypes -------------------------------------------------------------------------------
+    def to(self, dtype):
+        """Convert every float parameter and buffer to ``dtype`` (float32, float64 on the
+        cpu, float16, bfloat16) in place, as PyTorch's ``Module.to(dtype)``: the same
+        Parameter objects, their gradients dropped; integer and boolean buffers stay.
+        Returns the module. A float32 rounds to nearest even (as ``Tensor.to``); the
+        optimizers update float32 and float64 parameters only (a 16-bit model is for
+        running; train under ``dg.autocast``)."""
+        dtype = resolve_dtype("Module.to", dtype, floats_only=True)
+        if not device.active().supports(dtype):
+            raise ArgumentTypeError(f"Module.to: the {device.active().name} backend has no "
+                                    f"{dtype} tensors")
+        for t in self._state_tensors().values():
+            if is_floating(t.dtype) and t.dtype != dtype:
+                value = host_array("Module.to", "dtype", t.numpy(), dtype)
+                t.dtype, t.grad = dtype, None
+                set_host_data(t, value, "Module.to")   # (moved to the device at first use)
+        return self
+
+    def float(self):
+        """``to("float32")``."""
+        return self.to(np.float32)
+
+    def double(self):
+        """``to("float64")`` (the cpu backend)."""
+        return self.to(np.float64)
+
+    def half(self):
+        """``to("float16")``."""
+        return self.to(np.float16)
+
+    def bfloat16(self):
+        """``to("bfloat16")``."""
+        return self.to("bfloat16")
 
     # -- modes --------------------------------------------------------------------------------
     def train(self, mode: bool = True):

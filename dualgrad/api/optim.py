@@ -13,9 +13,9 @@ import numpy as np
 
 from . import capture, checks, device
 from .residency import adopt, handle
-from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
+from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, bad_value
 from ..kernel_ops import OPTIM_STATE
-from .tensor import Parameter, Tensor, host_array
+from .tensor import LOW_PRECISION, Parameter, Tensor, host_array
 
 def _group_params(fn: str, where: str, params, offset: int):
     """(names, parameters) of one group from a list of Parameters or a dict name ->
@@ -37,7 +37,17 @@ def _group_params(fn: str, where: str, params, offset: int):
         # gradient, so steps skip it until it is unfrozen.
         if not isinstance(p, Parameter) and not (isinstance(p, Tensor) and p.requires_grad):
             raise bad_type(fn, f"params[{name}]", p, "a Parameter (or a tensor requiring grad)")
+        _check_updatable(fn, f"params[{name}]", p)
     return names, items
+
+
+def _check_updatable(fn: str, name: str, p: Tensor) -> None:
+    """The fused updates are float32 (and float64 on the cpu) kernels: a 16-bit parameter
+    (a model converted with ``Module.to``) is refused, where PyTorch would update it."""
+    if p.dtype in LOW_PRECISION:
+        raise ArgumentTypeError(f"{fn}: argument '{name}' is a {p.dtype} parameter; the "
+                                "optimizers update float32 and float64 ones (train in 16 "
+                                "bits with float32 parameters under dg.autocast)")
 
 
 def _is_group_list(params) -> bool:
@@ -179,6 +189,7 @@ class Optimizer:
             grad = p._grad
             if grad is None:
                 continue
+            _check_updatable("step", f"params[{self.param_names[i]}]", p)
             if grad.shape != p.shape:
                 raise bad_shape("step", f"params[{self.param_names[i]}].grad",
                                 grad.shape, f"the parameter's shape {p.shape}")
@@ -376,10 +387,10 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     grads = [p.grad for p in params if p.grad is not None]
     total_sq = None
     for g in grads:
-        h = handle(backend, g)
+        h = _wide(backend, handle(backend, g))
         sq = backend.reduce("sum", backend.binary("mul", h, h), tuple(range(len(h.shape))))
         total_sq = sq if total_sq is None else backend.binary("add", total_sq, sq)
-    dtype = grads[0].dtype if grads else np.dtype(np.float32)
+    dtype = _wide_type(grads[0].dtype) if grads else np.dtype(np.float32)
     if total_sq is None:
         total_sq = backend.upload(np.zeros((), dtype))
     total = backend.unary("sqrt", total_sq)
@@ -387,9 +398,22 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     coef = backend.unary("clamp", coef, -math.inf, 1.0)
     for g in grads:
         h = handle(backend, g)
-        backend.binary("mul", h, coef, out=h)
+        if h.dtype in LOW_PRECISION:     # (scaled in float32, rounded once)
+            backend.copy(h, backend.cast(backend.binary("mul", _wide(backend, h), coef),
+                                         h.dtype))
+        else:
+            backend.binary("mul", h, coef, out=h)
         g.written()
     return adopt(backend, Tensor((), dtype), total)
+
+
+def _wide_type(dtype):
+    return np.dtype(np.float32) if dtype in LOW_PRECISION else dtype
+
+
+def _wide(backend, h):
+    """A gradient's storage as float32 where it is 16-bit (the norm is taken in float32)."""
+    return backend.cast(h, np.dtype(np.float32)) if h.dtype in LOW_PRECISION else h
 
 
 def clip_grad_value(params, clip_value: float) -> None:

@@ -246,16 +246,17 @@ def _grad_from(t: Tensor, value) -> Tensor:
 
 
 def resolve_dtype(fn: str, dtype, floats_only: bool = False) -> np.dtype:
-    """``dtype`` (None: float32) checked: float32, float64, int32 or bool."""
+    """``dtype`` (None: float32) checked: float32, float64, int32, bool, float16 or
+    bfloat16 (``floats_only``: the four float types)."""
     if dtype is None:
         return DEFAULT_DTYPE
-    wanted = "float32 or float64" if floats_only else \
+    wanted = "float32, float64, float16 or bfloat16" if floats_only else \
         "float32, float64, int32, bool, float16 or bfloat16"
     try:
         resolved = np.dtype(dtype)
     except TypeError:
         raise bad_type(fn, "dtype", dtype, wanted) from None
-    if resolved not in (_FLOAT_DTYPES if floats_only else _DTYPES):
+    if resolved not in (_FLOAT_DTYPES + LOW_PRECISION if floats_only else _DTYPES):
         hint = " (integer tensors are int32)" if resolved.kind in "iu" else ""
         raise ArgumentTypeError(f"{fn}: argument 'dtype' is {resolved}; expected "
                                 f"{wanted}{hint}")
@@ -322,8 +323,10 @@ def _persistent(fn: str, arg: str, array, dtype, cls) -> Tensor:
 
 
 def ag_param(array, dtype=None) -> Parameter:
-    """A trainable Parameter holding a copy of ``array``. On gpu it is uploaded once into
-    the persistent pool and its value lives only on the device."""
+    """A trainable Parameter holding a copy of ``array`` (float32 unless ``dtype`` says:
+    float64, or float16 or bfloat16, which the optimizers do not update: for a model run
+    in 16 bits). On gpu it is uploaded once into the persistent pool and its value lives
+    only on the device."""
     dtype = resolve_dtype("ag_param", dtype, floats_only=True)
     return _persistent("ag_param", "array", array, dtype, Parameter)
 
