@@ -1283,13 +1283,15 @@ def _rounded_check(low: str, checks: list):
 
 # The primitives behind the ops on 16-bit tensors, each family a check per type (the
 # elementwise ops and reductions drawing one op per example).
-_ROUNDED_CHECKS = {family: [c for c in CHECKS if c.name.split(":")[0] == family]
-                   for family in ("unary", "binary", "reduce", "softmax", "log_softmax",
-                                  "matmul")}
+# "layers": the checks of the layers' primitives that run on the pair's twins alone.
+_LAYERS = ("layer_norm", "embedding", "gather", "cumsum", "conv2d", "conv2d_input",
+           "max_pool", "attention", "unfold", "fold")
+ROUNDED_CHECKS = {family: [c for c in CHECKS if c.name.split(":")[0] == family]
+                  for family in ("unary", "binary", "reduce", "softmax", "log_softmax")}
+ROUNDED_CHECKS["matmul"] = [c for c in CHECKS if c.name == "matmul"]
+ROUNDED_CHECKS["layers"] = [c for c in CHECKS if c.name in _LAYERS]
 for _low in LOW_TYPES:
-    for _family, _checks in _ROUNDED_CHECKS.items():
-        if _family == "matmul":
-            _checks = [c for c in _checks if c.name == "matmul"]
+    for _family, _checks in ROUNDED_CHECKS.items():
         check(f"{_family}@{_low}", samples=len(_checks) > 1)(_rounded_check(_low, _checks))
 
 
