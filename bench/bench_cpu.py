@@ -149,6 +149,34 @@ def bench_unary(args, torch) -> list:
     return rows
 
 
+def bench_low(args, torch) -> list:
+    """Ops on bfloat16 tensors through the public API (ours: float32 inside, rounded once;
+    the elementwise ones in their own kernels, the rest by conversions) against PyTorch
+    CPU's bfloat16 ops; no target (the issue sets none for 16-bit ops on the cpu)."""
+    n = args.elements
+    rng = np.random.default_rng(11)
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    rows = x.reshape(-1, 4096)
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    ours = [dg.ag_tensor(v, dtype="bfloat16") for v in (x, y, rows, a, b)]
+    theirs = [torch.from_numpy(v).bfloat16() for v in (x, y, rows, a, b)] if torch else []
+    cases = [("exp", lambda t: dg.exp(t[0]), lambda t: t[0].exp()),
+             ("gelu", lambda t: dg.gelu(t[0]), lambda t: torch.nn.functional.gelu(t[0])),
+             ("x + y", lambda t: t[0] + t[1], None), ("x * 2", lambda t: t[0] * 2.0, None),
+             ("sum", lambda t: t[0].sum(), None),
+             ("softmax rows of 4096", lambda t: dg.softmax(t[2], dim=1),
+              lambda t: torch.softmax(t[2], 1)),
+             ("matmul 1024^3", lambda t: t[3] @ t[4], None)]
+    out = []
+    for name, ours_of, theirs_of in cases:
+        mine = (lambda f=ours_of: f(ours))
+        peer = (lambda f=theirs_of or ours_of: f(theirs))
+        mine()
+        out.append((f"bfloat16 {name}", *interleaved(mine, peer if torch else None,
+                                                     args.repeats, args.rounds), "-"))
+    return out
+
+
 def bench_binary(args, torch) -> list:
     """The binary ops past + - * / over ``args.elements`` float32 elements, the kernel alone,
     against PyTorch CPU's."""
@@ -313,7 +341,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpt", default="32,128,256,4,8",
                         help="batch,context,embedding,layers,heads of the gpt section's step")
     parser.add_argument("--sections",
-                        default="train,cnn,gpt,unary,binary,scan,prod,sort,optim,elementwise,"
+                        default="train,cnn,gpt,unary,binary,low,scan,prod,sort,optim,elementwise,"
                                 "startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
@@ -334,6 +362,7 @@ def main(argv=None) -> int:
                      ("unary", bench_unary, f"Unary ops, {args.elements} elements"),
                      ("scan", bench_scan, "Cumulative sums"),
                      ("binary", bench_binary, "Binary ops"),
+                     ("low", bench_low, f"bfloat16 ops, {args.elements} elements"),
                      ("prod", bench_prod, "Products"),
                      ("sort", bench_sort, "Sorting"),
                      ("optim", bench_optim, "Optimizer steps"),

@@ -403,3 +403,34 @@ def test_the_optimizers_refuse_16_bit_parameters_before_anything_changes(device)
         assert p.grad.dtype == LOW[0]
         want = (g * np.float32(0.5 / (norm + 1e-6))).astype(LOW[0])
         assert _within_a_unit(p.grad.numpy(), want, LOW[0])    # (a device's division)
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_the_cpus_conversions_are_numpys_and_ml_dtypes_bit_for_bit(low):
+    """cpu/convert16.py against NumPy's (float16) and ml_dtypes' (bfloat16) conversions:
+    every 16-bit pattern widened; narrowed, every finite 16-bit value, its float32
+    neighbours, the halfway points between neighbouring 16-bit values and beside them,
+    the edges and a million random bit patterns (NaNs as NaNs of the same sign: their
+    payloads may differ, as the device's do)."""
+    from dualgrad.cpu import convert16
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(low)
+    wide = convert16.widen(patterns)
+    want = patterns.astype(np.float32)
+    assert wide.dtype == np.float32 and _same(wide, want)
+    finite = want[np.isfinite(want)]
+    with np.errstate(over="ignore"):              # (the largest value's next is inf)
+        up = np.nextafter(finite.astype(low), np.array(np.inf, low)).astype(np.float64)
+        halfway = ((finite.astype(np.float64) + up) / 2).astype(np.float32)
+    rand = np.random.default_rng(0).integers(0, 1 << 32, 1 << 20, dtype=np.uint64)
+    values = np.concatenate([
+        finite, np.nextafter(finite, np.float32(np.inf)),
+        np.nextafter(finite, np.float32(-np.inf)), halfway,
+        np.nextafter(halfway, np.float32(np.inf)), np.nextafter(halfway, np.float32(-np.inf)),
+        rand.astype(np.uint32).view(np.float32),
+        np.array([np.nan, -np.nan, np.inf, -np.inf, 65519.99, 65520, -65520, 3.4e38, 1e-45,
+                  -0.0], np.float32)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = values.astype(low)
+    got = convert16.narrow(values, low)
+    assert got.dtype == low and _same(got, want)
+    assert np.array_equal(np.signbit(got.astype(np.float32)), np.signbit(want.astype(np.float32)))

@@ -19,6 +19,7 @@ from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import split
 from .jit import fma_kernel, kernel, scalar
+from .convert16 import widen
 from .unary import LOW, narrowed
 from .vmath import vatan2
 
@@ -244,8 +245,7 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     """x op y with NumPy broadcasting; of float16 or bfloat16 operands of one shape, the
     float32 results rounded to their type (binary.comp's LOW forms)."""
     if x.dtype in LOW:
-        return narrowed(binary(op, x.astype(np.float32), y.astype(np.float32)), x.dtype,
-                        out)
+        return narrowed(binary(op, widen(x), widen(y)), x.dtype, out)
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
     flat, strided = _BINARY[BINARY.code[op]]
@@ -265,7 +265,7 @@ def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
     """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down);
     of 16-bit operands and gradient, rounded to their type as ``binary``'s."""
     if g.dtype in LOW:
-        wide = binary_backward(op, *(v.astype(np.float32) for v in (x, y, g)))
+        wide = binary_backward(op, *(widen(v) for v in (x, y, g)))
         return tuple(narrowed(v, g.dtype, None) for v in wide)
     gx, gy = np.empty_like(g), np.empty_like(g)
     if g.size:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import convert16
+
 INT32 = np.dtype(np.int32)
 _BINARY = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
@@ -28,9 +30,13 @@ def where(cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def cast(x: np.ndarray, dtype) -> np.ndarray:
     """x as ``dtype`` (bools as int32 0 or 1): a float to int32 truncates toward zero,
     saturating past int32's range, NaN becoming 0; to bool, nonzero (NaN too) is 1; a
-    float32 to float16 or bfloat16 rounds to nearest even (NumPy's and ml_dtypes'
-    conversions), and back exactly."""
+    float32 to float16 or bfloat16 rounds to nearest even (convert16.py: NumPy's and
+    ml_dtypes' roundings), and back exactly."""
     dtype = np.dtype(dtype)
+    if dtype in convert16.NARROW and x.dtype == np.float32:
+        return convert16.narrow(x, dtype)
+    if x.dtype in convert16.NARROW and dtype == np.float32:
+        return convert16.widen(x)
     if dtype == np.bool_:
         with np.errstate(invalid="ignore"):
             return np.asarray(x != 0, dtype=INT32)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import PLAIN, Epilogue
-from . import blas, reduce, unary
+from . import blas, convert16, reduce, unary
 
 
 def rounded(low, *arrays) -> tuple:
@@ -20,7 +20,8 @@ def rounded(low, *arrays) -> tuple:
     if low is None:
         return arrays
     with np.errstate(over="ignore"):
-        return tuple(x.astype(low).astype(x.dtype) for x in arrays)
+        return tuple(convert16.widen(convert16.narrow(x, low)) if x.dtype == np.float32
+                     else x.astype(low).astype(x.dtype) for x in arrays)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,

@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import overload
 
 from ..kernel_ops import UNARY
-from . import split
+from . import convert16, split
 from .jit import fma_kernel, scalar
 from .vmath import (vacos, vacosh, vasin, vasinh, vatan, vatanh, vcos, vcosh, verf, verfc,
                     vexp, vexp2, vexpm1, vlog, vlog10, vlog1p, vlog2, vphi, vsin, vsinh, vtan,
@@ -762,18 +762,14 @@ LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 def narrowed(y: np.ndarray, dtype, out):
     """float32 results ``y`` rounded to the 16-bit ``dtype`` (into ``out``, where given)."""
-    with np.errstate(over="ignore"):              # (inf past float16's range)
-        if out is None:
-            return y.astype(dtype)
-        out[...] = y
-        return out
+    return convert16.narrow(y, dtype, out)
 
 
 def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them
     (to float32 for a 16-bit x)."""
     if x.dtype in LOW:
-        return narrowed(unary(op, x.astype(np.float32), a, b), x.dtype, out)
+        return narrowed(unary(op, convert16.widen(x), a, b), x.dtype, out)
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
     if op == "tanh" and x.dtype == out.dtype == np.float32:
@@ -787,7 +783,7 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
                    out=None) -> np.ndarray:
     """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
     if g.dtype in LOW:
-        wide = [v.astype(np.float32) for v in (x, y, g)]
+        wide = [convert16.widen(v) for v in (x, y, g)]
         return narrowed(unary_backward(op, *wide, a, b), g.dtype, out)
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
