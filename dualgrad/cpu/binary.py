@@ -17,7 +17,7 @@ import numpy as np
 
 from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
-from . import split
+from . import convert16, split
 from .jit import fma_kernel, kernel, scalar
 from .convert16 import widen
 from .unary import LOW, narrowed
@@ -232,6 +232,26 @@ _BINARY = [_binary_kernels(op.code) for op in BINARY]
 _BINARY_GRAD = [_binary_grad_kernel(op.code) for op in BINARY]
 
 
+def _binary16_kernel(op, kind):
+    """x op y of two 16-bit arrays of one shape (their bits, as uint16), in one pass: the
+    same bits as widening them, the flat float32 kernel and rounding."""
+    def binary16(x, y, out):
+        for i in range(out.size):
+            a = np.float64(convert16.from16(x[i], kind))
+            b = np.float64(convert16.from16(y[i], kind))
+            if op == FMOD or op == REMAINDER or op == FLOOR_DIVIDE:
+                v = _quotient_fast(op, a, b)
+                if v != v:
+                    v = binary_scalar(op, a, b)
+            else:
+                v = binary_scalar(op, a, b)
+            out[i] = convert16.to16(np.float32(v), kind)
+    return (fma_kernel if op == ATAN2 else kernel)(binary16)    # (as the float32 kernels)
+
+
+_BINARY16: dict = {}                    # (op code, kind) -> kernel, made at first use
+
+
 # ---------------------------------------------------------------------------------------------
 # Entry points.
 
@@ -245,7 +265,13 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     """x op y with NumPy broadcasting; of float16 or bfloat16 operands of one shape, the
     float32 results rounded to their type (binary.comp's LOW forms)."""
     if x.dtype in LOW:
-        return narrowed(binary(op, widen(x), widen(y)), x.dtype, out)
+        key = (BINARY.code[op], convert16.KIND[x.dtype])
+        if key not in _BINARY16:
+            _BINARY16[key] = _binary16_kernel(*key)
+        out = np.empty_like(x) if out is None else out
+        split.run(_BINARY16[key], tuple(np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+                                        for a in (x, y, out)))
+        return out
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
     flat, strided = _BINARY[BINARY.code[op]]

@@ -31,15 +31,17 @@ def _widen_bf16(src, dst):
         dst[i] = np.uint32(src[i]) << np.uint32(16)
 
 
+@scalar
+def _to_bf16(u):
+    quiet = (u >> np.uint32(16)) | np.uint32(0x40)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    return quiet if (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000) else rounded
+
+
 @kernel
 def _narrow_bf16(src, dst):
     for i in range(src.size):
-        u = src[i]
-        quiet = (u >> np.uint32(16)) | np.uint32(0x40)
-        rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) \
-            >> np.uint32(16)
-        nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-        dst[i] = np.uint16(quiet if nan else rounded)
+        dst[i] = np.uint16(_to_bf16(src[i]))
 
 
 @scalar
@@ -79,6 +81,25 @@ def _to_half(u):
 def _narrow_f16(src, dst):
     for i in range(src.size):
         dst[i] = np.uint16(_to_half(src[i]))
+
+
+# The kernels that compute on 16-bit storage in place (cpu/unary.py, cpu/binary.py) take
+# these per element; ``kind`` is gpu/dispatch.py's ROUND16 code, a constant of the kernel.
+KIND = {FLOAT16: 1, BFLOAT16: 2}
+
+
+@scalar
+def from16(bits, kind):
+    """The float32 value of a 16-bit element's bits."""
+    u = np.uint32(bits)
+    return _value(np.uint32(_from_half(u) if kind == 1 else u << np.uint32(16)))
+
+
+@scalar
+def to16(v, kind):
+    """A float32 value rounded to the 16-bit type: its bits."""
+    u = np.uint32(_bits(np.float32(v)))
+    return np.uint16(_to_half(u) if kind == 1 else _to_bf16(u))
 
 
 WIDEN = {FLOAT16: _widen_f16, BFLOAT16: _widen_bf16}

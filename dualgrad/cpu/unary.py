@@ -753,10 +753,49 @@ KERNELS = [_unary_kernel(op.code) for op in UNARY]
 GRAD_KERNELS = [_unary_grad_kernel(op.code) for op in UNARY]
 
 
+def _unary16_kernel(op, kind):
+    """The forward on 16-bit storage (the bits, as uint16): each element widened, the
+    float32 kernel's value (its rule's float64 result rounded to float32), rounded to the
+    16-bit type: one pass, the same bits as widening, the float32 kernel and rounding."""
+    def unary16_kernel(x, out, a, b):
+        for i in range(x.size):
+            v = np.float64(convert16.from16(x[i], kind))
+            y = forward(op, v, a, b)
+            if (op == _TRIG[0] or op == _TRIG[1] or op == _TRIG[2]) and y != y:
+                y = _libm_trig(op, v)
+            out[i] = convert16.to16(np.float32(y), kind)
+    return fma_kernel(unary16_kernel)
+
+
+def _unary16_grad_kernel(op, kind):
+    def unary16_grad_kernel(x, y, g, out, a, b):
+        for i in range(g.size):
+            d = backward(op, np.float64(convert16.from16(x[i], kind)),
+                         np.float64(convert16.from16(y[i], kind)),
+                         np.float64(convert16.from16(g[i], kind)), a, b)
+            out[i] = convert16.to16(np.float32(d), kind)
+    return fma_kernel(unary16_grad_kernel)
+
+
+_KERNELS16: dict = {}                  # (forward?, op code, kind) -> kernel, made at first use
+
+
+def _kernel16(forward_: bool, op: str, dtype):
+    key = (forward_, UNARY.code[op], convert16.KIND[dtype])
+    if key not in _KERNELS16:
+        _KERNELS16[key] = (_unary16_kernel if forward_ else _unary16_grad_kernel)(*key[1:])
+    return _KERNELS16[key]
+
+
+def _bits16(*arrays):
+    return tuple(np.ascontiguousarray(a).reshape(-1).view(np.uint16) for a in arrays)
+
+
 # -- entry points ---------------------------------------------------------------------------
 
-# float16 and bfloat16 storage: widened to float32, computed on as float32 and the results
-# rounded to nearest even (unary.comp's LOW kernels do the same in registers).
+# float16 and bfloat16 storage: each element widened to float32, computed on as the float32
+# kernels compute and the result rounded to nearest even, in one pass (unary.comp's LOW
+# kernels do the same in registers).
 LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
@@ -769,7 +808,10 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
     """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them
     (to float32 for a 16-bit x)."""
     if x.dtype in LOW:
-        return narrowed(unary(op, convert16.widen(x), a, b), x.dtype, out)
+        out = np.empty_like(x) if out is None else out
+        a, b = float(np.float32(a)), float(np.float32(b))
+        split.run(_kernel16(True, op, x.dtype), _bits16(x, out), a, b)
+        return out
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
     if op == "tanh" and x.dtype == out.dtype == np.float32:
@@ -783,8 +825,10 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
                    out=None) -> np.ndarray:
     """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
     if g.dtype in LOW:
-        wide = [convert16.widen(v) for v in (x, y, g)]
-        return narrowed(unary_backward(op, *wide, a, b), g.dtype, out)
+        out = np.empty_like(g) if out is None else out
+        a, b = float(np.float32(a)), float(np.float32(b))
+        split.run(_kernel16(False, op, g.dtype), _bits16(x, y, g, out), a, b)
+        return out
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
     split.run(GRAD_KERNELS[UNARY.code[op]],
