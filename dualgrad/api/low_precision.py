@@ -13,9 +13,10 @@ Gradients flow through both conversions: a 16-bit tensor's gradient is 16-bit (r
 where it crosses back, as PyTorch's is), and gradients meeting at a 16-bit tensor are
 added in float32 and rounded (the binary kernels take 16-bit operands of one shape).
 
-The unary ops (``exp``, ``gelu``, ...; ``x * 2.0``) and the binary ones of two tensors
-of one type and one shape run their kernels on the 16-bit storage itself
-(``Backend.unary``, ``Backend.binary``), so no float32 copy is made or kept. The rest find out
+The unary ops (``exp``, ``gelu``, ``clamp``, ...; ``x * 2.0``: not wrapped) and the
+binary ones of two tensors of one type and one shape run their kernels on the 16-bit
+storage itself (``Backend.unary``, ``Backend.binary``), so no float32 copy is made or
+kept. The rest find out
 cheaply: ``refuse_low_precision`` (every op's argument check) raises ``LowPrecisionInput``
 on a 16-bit tensor, and ``computes_in_float32`` (around each public op) catches it and runs
 the op again on widened copies. An argument check comes before any state changes, so the

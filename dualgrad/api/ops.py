@@ -181,7 +181,6 @@ for _op in UNARY:
         globals()[_op.name] = _public_unary(_op)
 
 
-@computes_in_float32
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """min(max(x, min), max), elementwise (either bound may be None): x limited to [min,
     max], or max everywhere when min > max, as PyTorch's clamp; NaN passes through. The
@@ -196,7 +195,6 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
     return _unary("clamp", "clamp", x, lo, hi)
 
 
-@computes_in_float32
 def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x limited to [min_val, max_val], elementwise, as PyTorch's hardtanh: NaN passes
     through, and the gradient flows only strictly inside the bounds (``clamp``'s flows at
@@ -215,7 +213,6 @@ def hardtanh_bounds(fn: str, min_val, max_val) -> tuple:
     return lo, hi
 
 
-@computes_in_float32
 def gelu(x, approximate: str = "none") -> Tensor:
     """x * Phi(x), elementwise, Phi the standard normal CDF, as PyTorch's GELU: exact (by
     erf) by default; ``approximate="tanh"`` gives 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
@@ -232,20 +229,17 @@ def gelu_op(fn: str, approximate) -> str:
     return kernels[approximate]
 
 
-@computes_in_float32
 def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
     """x where x > 0, else negative_slope * x, elementwise (PyTorch's leaky_relu)."""
     slope = checks.number("leaky_relu", "negative_slope", negative_slope)
     return _unary("leaky_relu", "leaky_relu", x, slope)
 
 
-@computes_in_float32
 def elu(x, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha * (e**x - 1), elementwise (PyTorch's elu)."""
     return _unary("elu", "elu", x, checks.number("elu", "alpha", alpha))
 
 
-@computes_in_float32
 def celu(x, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha * (e**(x / alpha) - 1), elementwise (PyTorch's celu);
     alpha must not be 0."""
@@ -260,7 +254,6 @@ def celu_alpha(fn: str, alpha) -> float:
     return value
 
 
-@computes_in_float32
 def relu6(x) -> Tensor:
     """min(max(x, 0), 6), elementwise (``hardtanh(x, 0, 6)``, as PyTorch's relu6)."""
     return _unary("hardtanh", "relu6", x, 0.0, 6.0)
