@@ -84,7 +84,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def fill(self, h, value: float) -> None:
-        """Set every element to ``value``, in place."""
+        """Set every element to ``value``, in place (on float16 or bfloat16 storage,
+        ``value`` rounded to float32, then to its type, as every conversion to them)."""
 
     @abc.abstractmethod
     def copy(self, dst, src) -> None:

@@ -222,6 +222,21 @@ def test_unary_kernels_take_16_bit_storage_of_every_length(device, low, n):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+@pytest.mark.parametrize("n", [1, 2, 3, 1025])
+def test_fill_sets_16_bit_storage_to_the_value_rounded_from_float32(device, low, n):
+    """Two values to a device's word, an odd length's last one too; a 16-bit loss's
+    gradient seed is such a fill."""
+    from dualgrad.api.device import active
+    backend = active()
+    for value in (1.0, 1 / 3, -2.0 ** -20, 70000.0):
+        h = backend.empty((n,), low)
+        backend.fill(h, value)
+        with np.errstate(over="ignore"):
+            want = np.full(n, np.float32(value)).astype(low)
+        assert _same(backend.download(h), want), value
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 @pytest.mark.parametrize("n", [0, 1, 3, 1025])
 def test_binary_kernels_take_16_bit_operands_of_one_shape(device, low, n):
     from dualgrad.api.device import active

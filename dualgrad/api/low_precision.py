@@ -3,11 +3,12 @@
 An op given a 16-bit tensor widens it to float32 (exactly), runs its float32 kernels and,
 where every float tensor it was given is of that one 16-bit type, rounds its float results
 back to it (to nearest even); beside a float32 tensor, or with both 16-bit types, the
-result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). That is what PyTorch's kernels do for these
-types (they compute in float, the "opmath" type, and round once), so the values match
-PyTorch's wherever its float32 ones match ours; on both backends the widening and
-rounding are the same bits, and the differential checks bound a 16-bit result by the
-float32 op's bound plus one unit in the last place of the 16-bit type.
+result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). That is what
+PyTorch's kernels do for these types (they compute in float, the "opmath" type, and round
+once), so the values match PyTorch's wherever its float32 ones match ours; on both
+backends the widening and rounding are the same bits, and the differential checks bound a
+16-bit result by the float32 op's bound plus one unit in the last place of the 16-bit
+type.
 
 Gradients flow through both conversions: a 16-bit tensor's gradient is 16-bit (rounded
 where it crosses back, as PyTorch's is), and gradients meeting at a 16-bit tensor are
@@ -16,12 +17,11 @@ added in float32 and rounded (the binary kernels take 16-bit operands of one sha
 The unary ops (``exp``, ``gelu``, ``clamp``, ...; ``x * 2.0``: not wrapped) and the
 binary ones of two tensors of one type and one shape run their kernels on the 16-bit
 storage itself (``Backend.unary``, ``Backend.binary``), so no float32 copy is made or
-kept. The rest find out
-cheaply: ``refuse_low_precision`` (every op's argument check) raises ``LowPrecisionInput``
-on a 16-bit tensor, and ``computes_in_float32`` (around each public op) catches it and runs
-the op again on widened copies. An argument check comes before any state changes, so the
-first attempt leaves nothing behind. (The optimizers take none: parameters are float32
-or float64, and ``ag_param`` refuses the 16-bit types.)
+kept. The rest find out cheaply: ``refuse_low_precision`` (every op's argument check)
+raises ``LowPrecisionInput`` on a 16-bit tensor, and ``computes_in_float32`` (around each
+public op) catches it and runs the op again on widened copies. An argument check comes
+before any state changes, so the first attempt leaves nothing behind. (The optimizers
+refuse 16-bit parameters themselves: their updates are float32 and float64 kernels.)
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from ..backend import EVAL, TAPE
 from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type
 from . import checks, device, scopes
 from .residency import adopt, handle, keep_host_values
-from .tensor import DEFAULT_DTYPE, LOW_PRECISION, HookHandle, Tensor, host_array
+from .tensor import HookHandle, Tensor, host_array
 
 _local = threading.local()
 
@@ -212,10 +212,9 @@ def _seed_grad(t: Tensor, grad, backend):
         if t.size != 1:
             raise bad_shape("backward", "tensor", t.shape,
                             "a one-element tensor (or pass 'grad' of the tensor's shape)")
-        wide = DEFAULT_DTYPE if t.dtype in LOW_PRECISION else t.dtype
-        seed = backend.empty(t.shape, wide)         # made on the device: no upload
-        backend.fill(seed, 1.0)               # (fills 32-bit words: a 16-bit one converts)
-        return seed if wide == t.dtype else backend.cast(seed, t.dtype)
+        seed = backend.empty(t.shape, t.dtype)      # made on the device: no upload
+        backend.fill(seed, 1.0)
+        return seed
     value = host_array("backward", "grad", grad, t.dtype)
     if value.shape != t.shape:
         raise bad_shape("backward", "grad", value.shape, f"the tensor's shape {t.shape}")
@@ -260,7 +259,7 @@ def accumulate_leaf(t: Tensor, g, backend, store=None) -> None:
                         kept=t._scope is None)
     else:
         h = handle(backend, t._grad)
-        backend.binary("add", h, g, out=h)     # (16-bit ones too: rounded once)
+        backend.binary("add", h, g, out=h)
         t._grad.written()
 
 

@@ -12,9 +12,9 @@ import numpy as np
 from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
-from . import (argreduce, attention, binary, conv, embedding, gather, heap, intops,
-               layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided, unary,
-               unfold)
+from . import (argreduce, attention, binary, conv, convert16, embedding, gather, heap,
+               intops, layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided,
+               unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -83,7 +83,8 @@ class CpuBackend(Backend):
         return np.asarray(array, dtype=np.int64, order="C")
 
     def fill(self, h, value) -> None:
-        h.fill(value)
+        with np.errstate(over="ignore"):            # (past float16's range: inf)
+            h.fill(np.float32(value) if h.dtype in convert16.KIND else value)
 
     def copy(self, dst, src) -> None:
         dst.reshape(-1)[...] = src.reshape(-1)

@@ -11,6 +11,7 @@ as one written per op.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,8 +20,6 @@ from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import convert16, split
 from .jit import fma_kernel, kernel, scalar
-from .convert16 import widen
-from .unary import LOW, narrowed
 from .vmath import vatan2
 
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM, ATAN2, FMOD, REMAINDER, FLOOR_DIVIDE = BINARY.codes(
@@ -232,6 +231,7 @@ _BINARY = [_binary_kernels(op.code) for op in BINARY]
 _BINARY_GRAD = [_binary_grad_kernel(op.code) for op in BINARY]
 
 
+@functools.cache                       # (made at first use: an op and type at a time)
 def _binary16_kernel(op, kind):
     """x op y of two 16-bit arrays of one shape (their bits, as uint16), in one pass: the
     same bits as widening them, the flat float32 kernel and rounding."""
@@ -249,9 +249,6 @@ def _binary16_kernel(op, kind):
     return (fma_kernel if op == ATAN2 else kernel)(binary16)    # (as the float32 kernels)
 
 
-_BINARY16: dict = {}                    # (op code, kind) -> kernel, made at first use
-
-
 # ---------------------------------------------------------------------------------------------
 # Entry points.
 
@@ -264,13 +261,10 @@ def _walk(x_shape, y_shape, shape):
 def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     """x op y with NumPy broadcasting; of float16 or bfloat16 operands of one shape, the
     float32 results rounded to their type (binary.comp's LOW forms)."""
-    if x.dtype in LOW:
-        key = (BINARY.code[op], convert16.KIND[x.dtype])
-        if key not in _BINARY16:
-            _BINARY16[key] = _binary16_kernel(*key)
+    if x.dtype in convert16.KIND:
         out = np.empty_like(x) if out is None else out
-        split.run(_BINARY16[key], tuple(np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-                                        for a in (x, y, out)))
+        split.run(_binary16_kernel(BINARY.code[op], convert16.KIND[x.dtype]),
+                  convert16.bits(x, y, out))
         return out
     shape = np.broadcast_shapes(x.shape, y.shape)
     out = np.empty(shape, np.result_type(x, y)) if out is None else out
@@ -290,9 +284,9 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
 def binary_backward(op: str, x: np.ndarray, y: np.ndarray, g: np.ndarray):
     """(dL/dx, dL/dy) of x op y, both in the broadcast shape (the caller sums them down);
     of 16-bit operands and gradient, rounded to their type as ``binary``'s."""
-    if g.dtype in LOW:
-        wide = binary_backward(op, *(widen(v) for v in (x, y, g)))
-        return tuple(narrowed(v, g.dtype, None) for v in wide)
+    if g.dtype in convert16.KIND:
+        wide = binary_backward(op, *(convert16.widen(v) for v in (x, y, g)))
+        return tuple(convert16.narrow(v, g.dtype) for v in wide)
     gx, gy = np.empty_like(g), np.empty_like(g)
     if g.size:
         xf, yf, gf, gxf, gyf = (a.reshape(-1) for a in (x, y, g, gx, gy))

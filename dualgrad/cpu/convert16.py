@@ -102,6 +102,11 @@ def to16(v, kind):
     return np.uint16(_to_half(u) if kind == 1 else _to_bf16(u))
 
 
+def bits(*arrays) -> tuple:
+    """16-bit arrays as flat uint16 views of their storage, as those kernels take them."""
+    return tuple(np.ascontiguousarray(a).reshape(-1).view(np.uint16) for a in arrays)
+
+
 WIDEN = {FLOAT16: _widen_f16, BFLOAT16: _widen_bf16}
 NARROW = {FLOAT16: _narrow_f16, BFLOAT16: _narrow_bf16}
 

@@ -19,9 +19,9 @@ registry has both, checked at import).
 """
 from __future__ import annotations
 
+import functools
 import math
 
-import ml_dtypes
 import numpy as np
 from numba import types
 from numba.extending import overload
@@ -753,6 +753,7 @@ KERNELS = [_unary_kernel(op.code) for op in UNARY]
 GRAD_KERNELS = [_unary_grad_kernel(op.code) for op in UNARY]
 
 
+@functools.cache                       # (made at first use: an op and type at a time)
 def _unary16_kernel(op, kind):
     """The forward on 16-bit storage (the bits, as uint16): each element widened, the
     float32 kernel's value (its rule's float64 result rounded to float32), rounded to the
@@ -767,6 +768,7 @@ def _unary16_kernel(op, kind):
     return fma_kernel(unary16_kernel)
 
 
+@functools.cache
 def _unary16_grad_kernel(op, kind):
     def unary16_grad_kernel(x, y, g, out, a, b):
         for i in range(g.size):
@@ -777,40 +779,18 @@ def _unary16_grad_kernel(op, kind):
     return fma_kernel(unary16_grad_kernel)
 
 
-_KERNELS16: dict = {}                  # (forward?, op code, kind) -> kernel, made at first use
-
-
-def _kernel16(forward_: bool, op: str, dtype):
-    key = (forward_, UNARY.code[op], convert16.KIND[dtype])
-    if key not in _KERNELS16:
-        _KERNELS16[key] = (_unary16_kernel if forward_ else _unary16_grad_kernel)(*key[1:])
-    return _KERNELS16[key]
-
-
-def _bits16(*arrays):
-    return tuple(np.ascontiguousarray(a).reshape(-1).view(np.uint16) for a in arrays)
-
-
 # -- entry points ---------------------------------------------------------------------------
 
-# float16 and bfloat16 storage: each element widened to float32, computed on as the float32
-# kernels compute and the result rounded to nearest even, in one pass (unary.comp's LOW
-# kernels do the same in registers).
-LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-
-
-def narrowed(y: np.ndarray, dtype, out):
-    """float32 results ``y`` rounded to the 16-bit ``dtype`` (into ``out``, where given)."""
-    return convert16.narrow(y, dtype, out)
-
-
 def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> np.ndarray:
-    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them
-    (to float32 for a 16-bit x)."""
-    if x.dtype in LOW:
+    """y = op(x). The scalar parameters are first rounded to x's dtype, as the GPU gets them.
+    Of float16 or bfloat16 storage: each element widened to float32, computed on as the
+    float32 kernels compute, the result rounded to nearest even, in one pass (unary.comp's
+    LOW kernels in registers); the parameters rounded to float32."""
+    if x.dtype in convert16.KIND:
         out = np.empty_like(x) if out is None else out
         a, b = float(np.float32(a)), float(np.float32(b))
-        split.run(_kernel16(True, op, x.dtype), _bits16(x, out), a, b)
+        split.run(_unary16_kernel(UNARY.code[op], convert16.KIND[x.dtype]),
+                  convert16.bits(x, out), a, b)
         return out
     out = np.empty_like(x) if out is None else out
     a, b = float(x.dtype.type(a)), float(x.dtype.type(b))
@@ -824,10 +804,11 @@ def unary(op: str, x: np.ndarray, a: float = 0.0, b: float = 0.0, out=None) -> n
 def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
                    out=None) -> np.ndarray:
     """dL/dx of y = op(x), given dL/dy = g; into ``out`` where given (g itself may be)."""
-    if g.dtype in LOW:
+    if g.dtype in convert16.KIND:           # (x, y and g of one 16-bit type: as unary's)
         out = np.empty_like(g) if out is None else out
         a, b = float(np.float32(a)), float(np.float32(b))
-        split.run(_kernel16(False, op, g.dtype), _bits16(x, y, g, out), a, b)
+        split.run(_unary16_grad_kernel(UNARY.code[op], convert16.KIND[g.dtype]),
+                  convert16.bits(x, y, g, out), a, b)
         return out
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))

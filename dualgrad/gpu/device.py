@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backend import EVAL, SCRATCH, TAPE
 from ..errors import DeviceUnavailable
-from .dispatch import MAX_ELEMENTS, check_size
+from .dispatch import MAX_ELEMENTS, ROUND16, check_size
 from .host_buffer import HostBuffer
 from .memory import (ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env,
                      storage_array, storage_dtype)
@@ -305,12 +305,19 @@ class Device:
 
     def fill(self, h, value) -> None:
         if h.size:
-            word = (struct.unpack("<I", struct.pack("<i", int(value)))[0]
-                    if h.dtype.kind == "i" else struct.unpack("<I", struct.pack("<f", value))[0])
+            size = h.nbytes
+            if h.dtype in ROUND16:       # two 16-bit values a word (the storage owns a pad)
+                with np.errstate(over="ignore"):    # (past float16's range: inf)
+                    half = int(np.float32(value).astype(h.dtype).view(np.uint16))
+                word, size = half | half << 16, (size + 3) // 4 * 4
+            elif h.dtype.kind == "i":
+                word = struct.unpack("<I", struct.pack("<i", int(value)))[0]
+            else:
+                word = struct.unpack("<I", struct.pack("<f", value))[0]
             with self.lock:
                 if self.capture is not None:
                     self.capture.touch((h,))
-                self.rec.fill(h.alloc.block.buffer, h.alloc.offset, h.nbytes, word, [h.span])
+                self.rec.fill(h.alloc.block.buffer, h.alloc.offset, size, word, [h.span])
 
     def fill_bytes(self, h, data: bytes) -> None:
         """Write ``data`` (a multiple of 4 bytes, at most 65536) into ``h`` from the command

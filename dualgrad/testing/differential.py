@@ -1281,9 +1281,9 @@ def _rounded_check(low: str, checks: list):
     return run
 
 
-# The primitives behind the ops on 16-bit tensors, each family a check per type (the
-# elementwise ops and reductions drawing one op per example).
-# "layers": the checks of the layers' primitives that run on the pair's twins alone.
+# The primitives behind the ops on 16-bit tensors, each family a check per type (a family
+# of several drawing one of them per example). "layers": the checks of the layers'
+# primitives that run on the pair's twins alone.
 _LAYERS = ("layer_norm", "embedding", "gather", "cumsum", "conv2d", "conv2d_input",
            "max_pool", "attention", "unfold", "fold")
 ROUNDED_CHECKS = {family: [c for c in CHECKS if c.name.split(":")[0] == family]
