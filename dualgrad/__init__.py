@@ -4,6 +4,11 @@
 compute shaders with parameters and optimizer state resident in device memory. Select one
 with ``ag_device()``; the same training code runs on both.
 """
+# NumPy imports numpy.ma on first touch, and Numba's argument typing touches it. Two of our
+# threads touching it first at once can recurse in that lazy import (the module is marked
+# loaded a moment before it is set on numpy): importing it here, before any thread, avoids it.
+import numpy.ma  # noqa: F401
+
 from .api.capture import CapturedStep, capture_step
 from .api.device import (ag_device, devices, reset_peak_memory_stats, reset_transfer_stats,
                          tape_mem, transfer_stats)
