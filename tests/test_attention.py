@@ -198,7 +198,12 @@ def test_self_attention_in_place_matches_the_composition(device, batch_first, au
         found.append([out.numpy(), t.grad.numpy(), mha.in_proj_weight.grad.numpy()])
         mha.zero_grad()
     for fused, composed in zip(*found):
-        np.testing.assert_allclose(fused, composed, rtol=2e-4, atol=2e-5)
+        if autocast is None:
+            np.testing.assert_allclose(fused, composed, rtol=2e-4, atol=2e-5)
+        else:   # the fused kernel's backward reads its bfloat16 output, as PyTorch's does,
+            # where the composition's has float32 values: the gradients about a bfloat16
+            # unit (2^-8) apart as a whole (an element of a sum of many: more)
+            assert np.linalg.norm(fused - composed) <= 2 ** -8 * np.linalg.norm(composed)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -1,5 +1,6 @@
-"""dg.autocast: products take their inputs rounded to bfloat16 or float16 and accumulate in
-float32, forward and backward, on both backends; everything else is as without it."""
+"""dg.autocast: products take their inputs rounded to bfloat16 or float16, accumulate in
+float32 and round their results to that type, forward and backward, on both backends;
+everything else computes as without it (in float32, on the 16-bit results)."""
 import threading
 
 import numpy as np
@@ -31,22 +32,25 @@ def test_a_product_is_of_rounded_inputs_and_meets_a_rounded_gradient(device, rng
     ar, br = _round(a.numpy(), low), _round(b.numpy(), low)
     with dg.no_grad():
         plain = (dg.ag_tensor(ar) @ dg.ag_tensor(br)).numpy()
-    np.testing.assert_array_equal(y.numpy(), plain)            # the same kernel and inputs
-    assert not np.array_equal(y.numpy(), a.numpy() @ b.numpy())
-    g = _round(2 * plain, low)                                 # the gradient, rounded
+    assert y.dtype == low
+    np.testing.assert_array_equal(y.numpy(), plain.astype(low))    # rounded once
+    assert not np.array_equal(y.numpy(), (a.numpy() @ b.numpy()).astype(low))
+    g = 2 * y.numpy().astype(np.float32)       # the gradient of y * y (exact in 16 bits)
     with dg.no_grad():
         np.testing.assert_array_equal(a.grad.numpy(),
                                       (dg.ag_tensor(g) @ dg.ag_tensor(br.T.copy())).numpy())
         np.testing.assert_array_equal(b.grad.numpy(),
                                       (dg.ag_tensor(ar.T.copy()) @ dg.ag_tensor(g)).numpy())
-    assert a.grad.dtype == np.float32 and y.dtype == np.float32
+    assert a.grad.dtype == np.float32          # (of float32 parameters: not rounded)
 
 
 def _both(fn, *arrays, low="bfloat16"):
-    """fn of the arrays under autocast, and fn of them rounded without it (by hand)."""
+    """fn of the arrays under autocast, and fn of them rounded without it (by hand), its
+    result rounded."""
     with dg.autocast(low):
-        under = fn(*[dg.ag_tensor(x) for x in arrays]).numpy()
-    return under, fn(*[dg.ag_tensor(_round(x, low)) for x in arrays]).numpy()
+        under = fn(*[dg.ag_tensor(x) for x in arrays])
+    assert under.dtype == low
+    return under.numpy(), fn(*[dg.ag_tensor(_round(x, low)) for x in arrays]).numpy().astype(low)
 
 
 def test_linear_convolution_and_attention_round_their_inputs(device, rng):
@@ -84,6 +88,26 @@ def test_other_ops_compute_in_float32_as_without_it(device, rng):
         with dg.autocast():
             under = fn(x).numpy()
         np.testing.assert_array_equal(under, fn(x).numpy())
+
+
+def test_pytorchs_float32_ops_give_float32_from_16_bit_tensors(device, rng):
+    """Under autocast (only), PyTorch's float32 list computes and stays in float32; the
+    other ops on a 16-bit tensor round their result to its type."""
+    x = dg.ag_tensor(rng.standard_normal((4, 6)).astype(np.float32), dtype="bfloat16")
+    wide = dg.ag_tensor(x.numpy().astype(np.float32))
+    gamma = dg.ag_tensor(np.linspace(0.5, 2, 6), dtype="bfloat16")
+    kept = {"exp": dg.exp, "square": lambda t: t ** 2, "softmax": lambda t: dg.softmax(t, -1),
+            "sum": dg.sum, "layer_norm": lambda t: dg.layer_norm(t, gamma, gamma),
+            "loss": lambda t: dg.softmax_cross_entropy(t, np.arange(4))}
+    for name, fn in kept.items():
+        with dg.autocast():
+            got = fn(x)
+        assert got.dtype == np.float32, name
+        np.testing.assert_array_equal(got.numpy(), fn(wide).numpy(), err_msg=name)
+        assert fn(x).dtype == x.dtype, name                    # (outside the block)
+    for fn in (dg.relu, dg.gelu, dg.mean, lambda t: t + t, lambda t: t * 2.0):
+        with dg.autocast():
+            assert fn(x).dtype == x.dtype
 
 
 def test_blocks_nest_turn_off_and_decorate(device, rng):
@@ -134,6 +158,23 @@ def test_parameters_and_their_state_stay_float32_and_steps_replay(device, rng):
                if isinstance(t, dg.Tensor))
     if device == "gpu":
         assert step.replays == 2, step.reason
+
+
+@pytest.mark.gpu
+def test_the_activations_kept_under_autocast_are_16_bit(gpu, rng):
+    """A product's result is rounded to 16 bits and the next product keeps it so (widened
+    only as its kernel reads it): linear, gelu, linear over 1024 rows of 512 keep their
+    4 + 4 + 1 MiB of bfloat16 results (float32 ones would be twice that)."""
+    x = dg.ag_tensor(rng.standard_normal((1024, 512)).astype(np.float32))
+    w1, w2 = _params(rng, (2048, 512), (512, 2048))
+    with dg.with_grad_tape(), dg.autocast():
+        before = dg.tape_mem()["buffer_bytes"]
+        y = dg.linear(dg.gelu(dg.linear(x, w1)), w2)
+        kept = dg.tape_mem()["buffer_bytes"] - before
+        assert y.dtype == "bfloat16"
+        assert 9 * 2 ** 20 <= kept < 9 * 2 ** 20 + 2 ** 16, kept
+        y.float().sum().backward()
+    assert w1.grad.dtype == w2.grad.dtype == np.float32
 
 
 # Both backends round at the same points (exactly: the "convert16" differential check); what

@@ -61,7 +61,7 @@ def test_verify_prints_progress_and_a_table_and_writes_json(gpu, tmp_path, capsy
     assert report["ok"] and report["examples_per_check"] == 3
     assert set(report["lockstep"]) == {
         "mlp_classifier", "regression", "sequence_classifier",
-        "mlp_classifier under bfloat16 autocast", "mlp_classifier under float16 autocast"}
+        "regression under bfloat16 autocast", "regression under float16 autocast"}
     assert report["entries"]["binary:add"]["bound"] == "exact"
     # (the 16-bit checks draw one op of their family per example: its entries share them)
     assert all(e["ok"] and e["cases"] >= (1 if "@" in key else 3)

@@ -16,9 +16,10 @@ import numpy as np
 from ..errors import ShapeError, bad_shape
 from . import autocast, capture, checks, device, ops, random
 from .logic import tril, where
-from .low_precision import computes_in_float32
-from .ops import (_autocast_type, _constant, _gradient_rounded, _make, _rounded, _same_dtype,
-                  _tensor, matmul, reshape, softmax, transpose)
+from .low_precision import computes_in_float32, converted
+from .ops import (_constant, _grad_for, _low_result, _make, _product_operands, _same_dtype,
+                  _tensor, _wide,
+                  matmul, product_type, reshape, softmax, transpose)
 from .residency import handle
 from .tensor import BOOL, Tensor, ag_tensor
 
@@ -45,15 +46,26 @@ MAX_BATCH = 65535       # and the most batches (heads) in one call
 
 
 def low_precision_inputs(core, q: Tensor, k: Tensor, v: Tensor):
-    """``core(q, k, v)`` -> (out, ...): under ``autocast``, of q, k and v rounded to its
-    type, the inside in float32 (the fused kernel and the composition compute the same
-    way), and out's gradient rounded on its way back; else as it is."""
-    low = _autocast_type(q, k, v)
+    """``core(q, k, v)`` -> (out, ...), made in a 16-bit type where ops.product_type gives
+    one (under ``autocast``, q, k and v converted to its type first): the fused kernel
+    reads them in it, the composition widens them (``widened``), both compute inside in
+    float32, and out is rounded to the type once; else as it is."""
+    low = product_type((q, k, v))
     if low is None:
         return core(q, k, v)
+    backend = device.active()
     with autocast.suspended():
-        out, *rest = core(*(_rounded(t, low) for t in (q, k, v)))
-        return (_gradient_rounded(out, low), *rest)
+        out, *rest = core(*(t if t.dtype == low else converted(backend, t, low)
+                            for t in (q, k, v)))
+    return (_low_result(out, low) if out.dtype != low else out, *rest)
+
+
+def widened(*tensors: Tensor) -> tuple:
+    """16-bit tensors converted to float32 (recorded), the rest as they are: what the
+    composed attention computes with."""
+    backend = device.active()
+    return tuple(converted(backend, t, np.dtype(np.float32)) if t.dtype.itemsize == 2
+                 else t for t in tensors)
 
 
 def kernels_take(batch: int, keys: int, e: int) -> bool:
@@ -73,35 +85,48 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     backend = device.active()
     hq, hk, hv = (backend.reshape(handle(backend, t), (batch, t.shape[-2], e))
                   for t in (q, k, v))
-    ho, hlse = backend.attention(hq, hk, hv, bool(causal), float(scale))
+    ho, hlse = backend.attention(*(_wide(backend, h) for h in (hq, hk, hv)), bool(causal),
+                                 float(scale))
+    ho = _stored_as(backend, ho, q.dtype)
+    inputs = (reshape(q, (batch, length, e)), reshape(k, (batch, s, e)),
+              reshape(v, (batch, s, e)))
 
     def backward(g, needs):
-        return backend.attention_backward(hq, hk, hv, ho, hlse, g, bool(causal),
-                                          float(scale))
-    out = _make(ho, (reshape(q, (batch, length, e)), reshape(k, (batch, s, e)),
-                     reshape(v, (batch, s, e))), backward, backend)
-    return reshape(out, lead + (length, e))
+        grads = backend.attention_backward(*(_wide(backend, h) for h in (hq, hk, hv, ho)),
+                                           hlse, _wide(backend, g), bool(causal),
+                                           float(scale))
+        return tuple(_grad_for(backend, h, t) for h, t in zip(grads, inputs))
+    return reshape(_make(ho, inputs, backward, backend), lead + (length, e))
+
+
+def _stored_as(backend, h, dtype):
+    """An attention kernel's float32 output ``h`` as a result of inputs of ``dtype``: of a
+    16-bit type, rounded to it (kept so for the backward too, as PyTorch's is)."""
+    return backend.cast(h, dtype) if dtype.itemsize == 2 else h
 
 
 def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
     """Self-attention by the ``attention_packed`` kernel pair: q, k, v = qkv[:, :, 0],
     [:, :, 1], [:, :, 2] for qkv (N, L, 3, heads, D), a projection reshaped, read in place
     (no copy, no transpose into heads); the output (N, L, heads, D) and qkv's gradient
-    come as they lie. Under ``autocast`` qkv is rounded as one. The caller checks that
+    come as they lie. Under ``autocast`` (or of a 16-bit qkv) it is made in the 16-bit type
+    (ops.product_type): qkv converted to it, the output rounded to it. The caller checks that
     the kernels take the shapes (``kernels_take``)."""
     n, length, _, heads, e = qkv.shape
-    low = _autocast_type(qkv)
-    if low is not None:
-        with autocast.suspended():
-            out = fused_packed_attention(_rounded(qkv, low), causal, scale)
-        return _gradient_rounded(out, low)
     backend = device.active()
+    low = product_type((qkv,))
+    if low is not None and qkv.dtype != low:
+        qkv = converted(backend, qkv, low)
     hqkv = handle(backend, qkv)
-    ho, hlse = backend.attention_packed(hqkv, heads, bool(causal), float(scale))
+    ho, hlse = backend.attention_packed(_wide(backend, hqkv), heads, bool(causal),
+                                        float(scale))
+    ho = _stored_as(backend, ho, qkv.dtype)
 
     def backward(g, needs):
-        return (backend.attention_packed_backward(hqkv, ho, hlse, g, heads, bool(causal),
-                                                  float(scale)),)
+        grad = backend.attention_packed_backward(_wide(backend, hqkv), _wide(backend, ho),
+                                                 hlse, _wide(backend, g), heads,
+                                                 bool(causal), float(scale))
+        return (_grad_for(backend, grad, qkv),)
     return _make(ho, (qkv,), backward, backend)
 
 
@@ -160,14 +185,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     tril(ones(L, S)); ``scale`` by default 1 / sqrt(E); ``dropout_p``: dropout on the
     attention weights (always applied, as PyTorch's). A row that every mask hides is NaN.
     Without a mask (or with is_causal), without dropout and with E = Ev <= 128, no L x S
-    matrix is kept (a fused kernel). Under ``autocast`` it takes query, key and value
-    rounded to the autocast type and computes inside in float32."""
+    matrix is kept (a fused kernel). Under ``autocast`` it takes query, key and value in
+    the autocast type (converted where float32), computes inside in float32 and rounds its
+    result to that type, as it does for 16-bit tensors of one type."""
     fn = "scaled_dot_product_attention"
-    q = _tensor(fn, "query", query)
-    k = _tensor(fn, "key", key, q)
-    v = _tensor(fn, "value", value, q)
+    (q, k, v), _ = _product_operands(fn, (("query", query), ("key", key), ("value", value)))
     for name, t in (("key", k), ("value", v)):
-        _same_dtype(fn, q, t)
         if t.ndim != q.ndim or t.shape[:-2] != q.shape[:-2]:
             raise bad_shape(fn, name, t.shape, f"the query's leading axes {q.shape[:-2]} "
                                                "and two more")
@@ -194,6 +217,7 @@ def _attend(fn, q, k, v, attn_mask, p, is_causal, scale):
         out = fused_attention(q, k, v, is_causal, scale_)
         if out is not None:
             return out
+    q, k, v = widened(q, k, v)
     weights = softmax(attention_scores(fn, q, k, attn_mask, is_causal, scale), -1)
     weights = fresh_dropout(weights, p)
     lead, length, s = q.shape[:-2], q.shape[-2], k.shape[-2]

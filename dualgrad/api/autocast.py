@@ -1,19 +1,20 @@
 """Mixed precision: ``with dg.autocast(dtype="bfloat16"):``.
 
 Inside the block, the products (``matmul``, ``linear`` and what is built on them: the
-convolutions, attention) take their float32 inputs rounded to ``dtype`` (bfloat16 or
-float16, to nearest even) and accumulate in float32; in their backward pass the incoming
-gradient is rounded the same way before it meets those inputs. Everything else computes in
-float32 as outside the block: elementwise ops, reductions, softmax, normalisation, losses.
-Parameters and optimizer state stay float32 (the master weights), and gradients reach them
-in float32.
+convolutions, attention) are made in ``dtype`` (bfloat16 or float16), as PyTorch's
+autocast makes them: float32 inputs rounded to it (to nearest even), 16-bit ones as they
+are, float32 accumulation, and the result rounded to it once (``ops.product_type``,
+``ops._low_result``). So the activations after a product are 16-bit; the ops on them
+compute in float32 and round (low_precision.py), and reductions, softmax, normalisation
+and losses give float32 as outside the block. Parameters and optimizer state stay float32
+(the master weights); a float32 input's gradient is float32, not rounded (PyTorch's are,
+through its casts: a deliberate difference that leaves a rounding out).
 
-The products round in the backends' ``matmul(..., low=)`` (the cpu its operands, a device
-with bfloat16 tensor cores as it splits them, others by conversion kernels), attention's
-inputs by conversions of their own: the same bits on both backends, so the cpu reference
-rounds exactly where the device rounds and the differential suite keeps its meaning. A deliberate difference from PyTorch's autocast:
-a product's result stays float32 (PyTorch's is bfloat16 or float16, so the elementwise ops
-after it round again); it is the result of low-precision inputs with float32 accumulation.
+The products round float32 operands in the backends' ``matmul(..., low=)`` (the cpu its
+operands, a device with bfloat16 tensor cores as it splits them, others by conversion
+kernels) and their results by conversion kernels: the same bits on both backends, so the
+cpu reference rounds exactly where the device rounds and the differential suite keeps
+its meaning.
 """
 from __future__ import annotations
 
@@ -27,6 +28,18 @@ from .tensor import BFLOAT16, FLOAT16
 
 _local = threading.local()
 _TYPES = {"bfloat16": BFLOAT16, "float16": FLOAT16}
+
+# PyTorch's autocast float32 ops that dualgrad has (kernel ops by their kernel's name: x **
+# 2 is pow_scalar, 2 / x rdiv_scalar): under autocast, given 16-bit tensors, they compute in
+# float32 and their result stays float32 (PyTorch casts their inputs to float32). The rest
+# give a 16-bit result where all their float tensors are of one 16-bit type.
+FLOAT32_OPS = frozenset({
+    "exp", "expm1", "log", "log10", "log1p", "log2", "reciprocal", "rsqrt", "sinh", "cosh",
+    "tan", "acos", "asin", "softplus", "pow", "pow_scalar", "rpow_scalar", "rdiv_scalar",
+    "sum", "prod", "cumsum", "norm", "logsumexp", "softmax", "log_softmax", "layer_norm",
+    "group_norm", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "softmax_cross_entropy",
+    "kl_div", "cosine_similarity"})
 
 
 def active():
@@ -78,6 +91,12 @@ class suspended:  # noqa: N801 - used as a function
     def __exit__(self, kind, exc, tb) -> bool:
         _local.dtype = self._before
         return False
+
+
+def keeps_float32(op: str) -> bool:
+    """Whether ``op`` (a public op's or a kernel op's name) gives float32 now, whatever the
+    float type of its inputs: one of FLOAT32_OPS under autocast."""
+    return getattr(_local, "dtype", None) is not None and op in FLOAT32_OPS
 
 
 def is_autocast_enabled() -> bool:

@@ -14,7 +14,8 @@ from ..errors import InvalidValueError, bad_shape, bad_value
 from . import checks, device
 from .indexing import expand
 from .low_precision import computes_in_float32
-from .ops import _autocast_type, _make, _same_dtype, _tensor, matmul, reshape, transpose
+from .ops import (_grad_for, _low_result, _make, _product_operands, _wide, product, reshape,
+                  transpose)
 from .residency import handle
 from .tensor import Tensor
 from .windows import Windows, batched, fold_windows, pair, unfold_windows, windows
@@ -28,13 +29,14 @@ def _grouped_weight(w: Tensor, groups: int, batch: int) -> Tensor:
                    (batch * groups, rows, cols))
 
 
-def _grouped_product(w: Tensor, x: Tensor, groups: int) -> Tensor:
-    """w (groups, r, k) @ x (N, groups * k, L) per image and group: (N, groups * r, L)."""
+def _grouped_product(w: Tensor, x: Tensor, groups: int, low) -> Tensor:
+    """w (groups, r, k) @ x (N, groups * k, L) per image and group: (N, groups * r, L),
+    made in ``low`` where given (see ops.product)."""
     n, _, length = x.shape
     g, rows, inner = w.shape
     if g == 1:
-        return matmul(reshape(w, (rows, inner)), x)
-    y = matmul(_grouped_weight(w, g, n), reshape(x, (n * g, inner, length)))
+        return product(reshape(w, (rows, inner)), x, low)
+    y = product(_grouped_weight(w, g, n), reshape(x, (n * g, inner, length)), low)
     return reshape(y, (n, g * rows, length))
 
 
@@ -64,10 +66,10 @@ def _conv_padding(fn: str, padding, kernel, dilation, stride, spatial: int) -> t
 
 def _checked_conv(fn: str, input, weight, bias, groups: int, spatial: int,
                   transposed: bool) -> tuple:
-    """(x batched, weight, bias, unbatched) after the shape checks every convolution makes."""
-    x = _tensor(fn, "input", input, weight)
-    weight = _tensor(fn, "weight", weight, x)
-    _same_dtype(fn, x, weight)
+    """(x batched, weight, bias, unbatched, groups, low) after the checks every convolution
+    makes; ``low``, the 16-bit type its products are made in, or None (ops.product)."""
+    (x, weight, bias), low = _product_operands(fn, (("input", input), ("weight", weight),
+                                                    ("bias", bias)))
     x, unbatched = batched(fn, "input", x, spatial)
     groups = checks.integer(fn, "groups", groups, 1)
     c = x.shape[1]
@@ -84,12 +86,9 @@ def _checked_conv(fn: str, input, weight, bias, groups: int, spatial: int,
                 f"{c} input channels")
     if not ok or c % groups:
         raise bad_shape(fn, "weight", weight.shape, what)
-    if bias is not None:
-        bias = _tensor(fn, "bias", bias, x)
-        _same_dtype(fn, x, bias)
-        if bias.shape != (out,):
-            raise bad_shape(fn, "bias", bias.shape, f"({out},), one per output channel")
-    return x, weight, bias, unbatched, groups
+    if bias is not None and bias.shape != (out,):
+        raise bad_shape(fn, "bias", bias.shape, f"({out},), one per output channel")
+    return x, weight, bias, unbatched, groups, low
 
 
 def _finish(y: Tensor, bias, unbatched: bool, shape: tuple) -> Tensor:
@@ -100,40 +99,46 @@ def _finish(y: Tensor, bias, unbatched: bool, shape: tuple) -> Tensor:
 
 
 def _conv(fn, input, weight, bias, stride, padding, dilation, groups, spatial) -> Tensor:
-    x, weight, bias, unbatched, groups = _checked_conv(fn, input, weight, bias, groups,
-                                                       spatial, False)
+    x, weight, bias, unbatched, groups, low = _checked_conv(fn, input, weight, bias, groups,
+                                                            spatial, False)
     # 1-D: an image of one row
     lift = (lambda name, v, lo: (1,) + pair(fn, name, v, lo, 1)) if spatial == 1 else \
         (lambda name, v, lo: pair(fn, name, v, lo))
     s, d = lift("stride", stride, 1), lift("dilation", dilation, 1)
     kernel = tuple(weight.shape[2:]) if spatial == 2 else (1, weight.shape[2])
-    low, high = _conv_padding(fn, padding, kernel, d, s, spatial)
+    before, after = _conv_padding(fn, padding, kernel, d, s, spatial)
     n, c = x.shape[:2]
     image = reshape(x, (n, c, 1, x.shape[2])) if spatial == 1 else x
-    w = windows(fn, image.shape[2:], kernel, d, low, s, high)
+    w = windows(fn, image.shape[2:], kernel, d, before, s, after)
     o = weight.shape[0]
     out = (n, o) + (w.out if spatial == 2 else w.out[1:])
     if groups == 1:
-        y = _windows_product(image, reshape(weight, (o, c) + kernel), w)
+        y = _windows_product(image, reshape(weight, (o, c) + kernel), w, low)
     else:
         cols = unfold_windows(image, w)
-        y = _grouped_product(reshape(weight, (groups, o // groups, -1)), cols, groups)
-    return _finish(y, bias, unbatched, out)
+        y = _grouped_product(reshape(weight, (groups, o // groups, -1)), cols, groups, low)
+    return _low_result(_finish(y, bias, unbatched, out), low)
 
 
-def _windows_product(x: Tensor, weight: Tensor, w: Windows) -> Tensor:
+def _windows_product(x: Tensor, weight: Tensor, w: Windows, low) -> Tensor:
     """The convolution of images x (N, C, H, W) with weight (O, C, kh, kw) over windows
-    ``w`` (one group): the backend's ``conv2d``, and its gradients."""
-    low = _autocast_type(x, weight)        # (its products round their operands, g too)
+    ``w`` (one group): the backend's ``conv2d``, and its gradients; made in ``low`` where
+    given, not rounded (see ops.product)."""
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
-    hy = backend.conv2d(hx, hw, w.dilation, w.padding, w.stride, w.out, low)
+    hy = backend.conv2d(_wide(backend, hx), _wide(backend, hw), w.dilation, w.padding,
+                        w.stride, w.out, low)
 
     def backward(g, needs):
-        gx = (backend.conv2d_input(g, hw, w.size, w.dilation, w.padding, w.stride, low)
-              if needs[0] else None)
-        gw = (backend.conv2d_weight(hx, g, w.kernel, w.dilation, w.padding, w.stride, low)
-              if needs[1] else None)
+        gx = gw = None
+        if needs[0]:
+            gx = _grad_for(backend, backend.conv2d_input(g, _wide(backend, hw), w.size,
+                                                         w.dilation, w.padding, w.stride,
+                                                         low), x)
+        if needs[1]:
+            gw = _grad_for(backend, backend.conv2d_weight(_wide(backend, hx), g, w.kernel,
+                                                          w.dilation, w.padding, w.stride,
+                                                          low), weight)
         return gx, gw
     return _make(hy, (x, weight), backward, backend)
 
@@ -164,8 +169,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     as ``torch.nn.functional.conv_transpose2d``; the output is
     (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1 high."""
     fn = "conv_transpose2d"
-    x, weight, bias, unbatched, groups = _checked_conv(fn, input, weight, bias, groups, 2,
-                                                       True)
+    x, weight, bias, unbatched, groups, low = _checked_conv(fn, input, weight, bias, groups,
+                                                            2, True)
     s, p = pair(fn, "stride", stride, 1), pair(fn, "padding", padding, 0)
     d, extra = pair(fn, "dilation", dilation, 1), pair(fn, "output_padding", output_padding, 0)
     for e, si, di in zip(extra, s, d):
@@ -184,9 +189,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0,  # noqa: A00
     # w as (groups, (out/g) * kh * kw, C/g): each group's transpose
     wt = transpose(reshape(weight, (groups, c // groups, o_g * kernel[0] * kernel[1])),
                    (0, 2, 1))
-    cols = _grouped_product(wt, reshape(x, (n, c, h * wd)), groups)
+    cols = _grouped_product(wt, reshape(x, (n, c, h * wd)), groups, low)
     y = fold_windows(cols, w)
-    return _finish(y, bias, unbatched, (n, o_g * groups) + size)
+    return _low_result(_finish(y, bias, unbatched, (n, o_g * groups) + size), low)
 
 
 __all__ = ["conv1d", "conv2d", "conv_transpose2d"]

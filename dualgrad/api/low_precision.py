@@ -30,7 +30,7 @@ import functools
 import numpy as np
 
 from ..errors import ArgumentTypeError
-from . import device, tape
+from . import autocast, device, tape
 from .residency import adopt, handle
 from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, is_floating
 
@@ -93,7 +93,9 @@ def _in_float32(fn, args: tuple, kwargs: dict):
         return v
     out = fn(*[widened(a) for a in args], **{k: widened(v) for k, v in kwargs.items()})
     low = next(iter(kinds)) if len(kinds) == 1 else None
-    return _narrowed(backend, out, low) if low in LOW_PRECISION else out
+    if low not in LOW_PRECISION or autocast.keeps_float32(fn.__name__):
+        return out
+    return _narrowed(backend, out, low)
 
 
 def _float_kinds(values, kinds: set) -> None:

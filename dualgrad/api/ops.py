@@ -29,7 +29,7 @@ from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
 from ..shapes import MAX_RANK, broadcast_strides
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
-from .low_precision import computes_in_float32, refuse_low_precision
+from .low_precision import computes_in_float32, converted, refuse_low_precision
 from .residency import adopt, handle
 from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, ag_tensor, host_array, is_float
 
@@ -149,6 +149,8 @@ def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
         return logic.integer_unary(op, x)
     x = _tensor(fn, "x", x, low_precision=True)      # (the kernels take 16-bit storage)
     backend = device.active()
+    if x.dtype.itemsize == 2 and autocast.keeps_float32(op):
+        x = converted(backend, x, DEFAULT_DTYPE)
     hx = handle(backend, x)
     hy = backend.unary(op, hx, a, b)
     # Only what the rule reads is kept; in place of what it does not read it is handed
@@ -291,7 +293,7 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         a, b = (number, other) if is_number(a) else (other, number)
     # The kernels take operands of one 16-bit type and one shape (the rest: low_precision.py)
     low = isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype and \
-        a.shape == b.shape
+        a.shape == b.shape and not autocast.keeps_float32(op)
     a = _tensor(fn, names[0], a, b, low_precision=low)
     b = _tensor(fn, names[1], b, a, low_precision=low)
     _same_dtype(fn, a, b)
@@ -545,66 +547,115 @@ def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> 
                          f"shape {b.shape}")
 
 
-def _rounded(x: Tensor, low) -> Tensor:
-    """``x``'s values rounded to the 16-bit type ``low`` (nearest even) and kept in x's
-    dtype: a conversion there and back. The gradient passes unchanged (a cast's)."""
-    backend = device.active()
-    h = backend.cast(backend.cast(handle(backend, x), low), x.dtype)
-    return _make(h, (x,), lambda g, needs: (g,), backend)
+def product_type(tensors):
+    """The 16-bit type a product of these float tensors is made in, or None: under
+    ``autocast``, its type where each is float32 or of that type; else their type where
+    all are of one 16-bit type."""
+    low = autocast.active()
+    if low is not None and all(t.dtype == DEFAULT_DTYPE or t.dtype == low for t in tensors):
+        return low
+    first = tensors[0].dtype
+    if first in LOW_PRECISION and all(t.dtype == first for t in tensors):
+        return first
+    return None
 
 
-def _gradient_rounded(y: Tensor, low) -> Tensor:
-    """``y`` itself (a view), whose gradient is rounded to ``low`` on its way back: a
-    product under autocast meets its inputs with a low-precision gradient too."""
+def _product_operands(fn: str, named: tuple) -> tuple:
+    """(tensors, low) of a product's float arguments ``named`` ((name, value), ..., the
+    first two its operands; None values skipped): ``low``, product_type's. Where it is
+    None, a 16-bit tensor raises ``LowPrecisionInput`` (computes_in_float32 widens it:
+    PyTorch's promotion) and the rest must share one dtype."""
+    first = named[0][1]
+    tensors = []
+    for i, (name, value) in enumerate(named):
+        like = named[1][1] if i == 0 else first
+        tensors.append(None if value is None else
+                       _tensor(fn, name, value, like if isinstance(like, Tensor) else None,
+                               low_precision=True))
+        if i == 0:
+            first = tensors[0]
+    given = [t for t in tensors if t is not None]
+    low = product_type(given)
+    if low is None:
+        for (name, _), t in zip(named, tensors):
+            if t is not None:
+                refuse_low_precision(fn, name, t)
+                _same_dtype(fn, given[0], t)
+    return tensors, low
+
+
+def _wide(backend, h):
+    """A product's operand storage as its kernels read it: a 16-bit one widened to float32
+    (exact; the product rounds it to its type again, which leaves it as it is)."""
+    return backend.cast(h, DEFAULT_DTYPE) if h.dtype.itemsize == 2 else h
+
+
+def _grad_for(backend, h, t: Tensor):
+    """A product's float32 gradient ``h`` for its input ``t``, in t's dtype (a 16-bit
+    input's gradient is 16-bit, rounded once)."""
+    return backend.cast(h, t.dtype) if t.dtype.itemsize == 2 else h
+
+
+def _into(need, t: Tensor):
+    """tape.into(need) where the product's float32 (or float64) gradient for ``t`` may be
+    written into t's gradient storage (not a 16-bit one)."""
+    return tape.into(need) if t.dtype.itemsize != 2 else None
+
+
+def _low_result(y: Tensor, low, owed=None) -> Tensor:
+    """A product's float32 result made in the 16-bit type ``low``, rounded to it once
+    (PyTorch's autocast: the activations after a product are 16-bit); ``owed``: the
+    transform the rounded result owes its gradient (a ReLU made with the product)."""
+    if low is None:
+        return y
     backend = device.active()
-    hy = handle(backend, y)
-    dtype = y.dtype
 
     def backward(g, needs):
-        return (backend.cast(backend.cast(g, low), dtype),)
-    return _make(backend.reshape(hy, hy.shape), (y,), backward, backend)
-
-
-def _autocast_type(*tensors):
-    """The 16-bit type a product rounds these inputs to now, or None (no autocast, or an
-    input that is not float32)."""
-    low = autocast.active()
-    if low is None or any(t is not None and t.dtype != DEFAULT_DTYPE for t in tensors):
-        return None
-    return low
+        return (backend.cast(g, DEFAULT_DTYPE),)
+    out = adopt(backend, Tensor(y.shape, low), backend.cast(handle(backend, y), low))
+    return tape.record(out, (y,), backward, backend,
+                       owed(handle(backend, out)) if owed is not None else None)
 
 
 @computes_in_float32
 def matmul(a, b) -> Tensor:
     """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
-    shared across the batch). Full float32 arithmetic on both backends; under
-    ``autocast``, of inputs rounded to its type."""
-    a = _tensor("matmul", "a", a, b)
-    b = _tensor("matmul", "b", b, a)
-    _same_dtype("matmul", a, b)
+    shared across the batch). Full float32 arithmetic on both backends. Operands of one
+    16-bit type, or float32 ones under ``autocast``, are multiplied as they are in that
+    type with float32 accumulation, and the product is rounded to it once."""
+    (a, b), low = _product_operands("matmul", (("a", a), ("b", b)))
     _check_matmul("matmul", a, b, -1, -2)
-    low = _autocast_type(a, b)         # (the products round their operands, g too)
+    return _low_result(product(a, b, low), low)
+
+
+def product(a: Tensor, b: Tensor, low) -> Tensor:
+    """a @ b of checked operands, float32 (or float64) however they are stored: made in
+    the 16-bit type ``low`` where given (their values rounded to it, float32 accumulation),
+    not rounded (the caller's op rounds its result once)."""
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
-    hy = backend.matmul(ha, hb, low=low)
+    hy = backend.matmul(_wide(backend, ha), _wide(backend, hb), low=low)
 
     def backward(g, needs):
+        wa, wb = _wide(backend, ha), _wide(backend, hb)
         ga = gb = None
         if needs[0]:
             if a.ndim == 2 and len(g.shape) == 3:   # a shared by the batch: summed over it
-                ga = backend.reduce("sum", backend.matmul(g, hb, False, True, low=low), (0,),
-                                    out=tape.into(needs[0]))
+                ga = backend.reduce("sum", backend.matmul(g, wb, False, True, low=low), (0,),
+                                    out=_into(needs[0], a))
             else:
-                ga = backend.matmul(g, hb, False, True, out=tape.into(needs[0]), low=low)
+                ga = backend.matmul(g, wb, False, True, out=_into(needs[0], a), low=low)
+            ga = _grad_for(backend, ga, a)
         if needs[1]:
-            into = tape.into(needs[1])
+            into = _into(needs[1], b)
             if a.ndim == 3 and b.ndim == 2:     # b shared by the batch: one product
                 m = a.shape[0] * a.shape[1]
-                gb = backend.matmul(backend.reshape(ha, (m, a.shape[2])),
+                gb = backend.matmul(backend.reshape(wa, (m, a.shape[2])),
                                     backend.reshape(g, (m, g.shape[-1])), True, False,
                                     out=into, low=low)
             else:
-                gb = backend.matmul(ha, g, True, False, out=into, low=low)
+                gb = backend.matmul(wa, g, True, False, out=into, low=low)
+            gb = _grad_for(backend, gb, b)
         return ga, gb
     return _make(hy, (a, b), backward, backend)
 
@@ -627,8 +678,8 @@ class ThroughRelu:
 def _relu_mask(t: Tensor):
     """The storage a gradient for ``t`` may be masked by as a product stores it: t's own,
     where t is a linear layer's output made with its ReLU; else None."""
-    owed = tape.owed(t)
-    return owed.mask if owed.__class__ is ThroughRelu else None
+    owed = tape.owed(t)      # (a 16-bit mask the tape applies itself: the kernel's is float)
+    return owed.mask if owed.__class__ is ThroughRelu and t.dtype.itemsize != 2 else None
 
 
 @computes_in_float32
@@ -640,9 +691,8 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
     if activation not in (None, "relu"):
         raise bad_value("linear", "activation", activation, 'None or "relu"')
     relu = activation == "relu"
-    x = _tensor("linear", "x", x, weight)
-    weight = _tensor("linear", "weight", weight, x)
-    _same_dtype("linear", x, weight)
+    (x, weight, bias), low = _product_operands("linear", (("x", x), ("weight", weight),
+                                                          ("bias", bias)))
     if x.ndim not in (2, 3):
         raise bad_shape("linear", "x", x.shape, "2-D (batch, in) or 3-D (batch, seq, in)")
     if weight.ndim != 2 or weight.shape[1] != x.shape[-1]:
@@ -650,16 +700,15 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
                         f"(out, {x.shape[-1]}) to match x of shape {x.shape}")
     inputs = (x, weight)
     if bias is not None:
-        bias = _tensor("linear", "bias", bias, x)
-        _same_dtype("linear", x, bias)
         if bias.shape != (weight.shape[0],):
             raise bad_shape("linear", "bias", bias.shape, f"({weight.shape[0]},)")
         inputs += (bias,)
-    low = _autocast_type(x, weight)    # (the bias is added in float32, to the product)
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
     hb = handle(backend, bias) if bias is not None else None
-    hy = backend.matmul(hx, hw, False, True, epilogue=Epilogue(bias=hb, relu=relu), low=low)
+    hy = backend.matmul(_wide(backend, hx), _wide(backend, hw), False, True,
+                        epilogue=Epilogue(bias=None if hb is None else _wide(backend, hb),
+                                          relu=relu), low=low)   # (the bias: in float32)
 
     def backward(g, needs):         # (g: through the relu, which the tape takes care of)
         rows = x.size // x.shape[-1]
@@ -667,25 +716,30 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         gx = None
         if needs[0]:        # x made with a relu: its gradient through it, as it is stored
             mask = _relu_mask(x)
-            gx = backend.matmul(g, hw, epilogue=Epilogue(mask=mask) if mask is not None
-                                else PLAIN, low=low)
-            if mask is not None:
-                gx = tape.Settled(gx)
+            gx = backend.matmul(g, _wide(backend, hw), epilogue=Epilogue(mask=mask)
+                                if mask is not None else PLAIN, low=low)
+            gx = tape.Settled(gx) if mask is not None else _grad_for(backend, gx, x)
         gw = gb = None
         if bias is not None and needs[2]:   # the sums of g's columns: with gw where it is
-            gb = tape.into(needs[2])        # made, else alone
-            if not needs[1]:               # (of the gradient as its products see it)
-                g2r = g2 if low is None else backend.cast(backend.cast(g2, low), x.dtype)
-                gb = backend.reduce("sum", g2r, (0,), out=gb)
+            gb = _into(needs[2], bias)      # made, else alone
+            if not needs[1]:
+                gb = backend.reduce("sum", g2, (0,), out=gb)
             elif gb is None:
-                gb = backend.empty((weight.shape[0],), x.dtype)
+                gb = backend.empty((weight.shape[0],), g.dtype)
         if needs[1]:
-            gw = backend.matmul(g2, backend.reshape(hx, (rows, x.shape[-1])), True, False,
-                                out=tape.into(needs[1]),
+            gw = backend.matmul(g2, backend.reshape(_wide(backend, hx), (rows, x.shape[-1])),
+                                True, False, out=_into(needs[1], weight),
                                 epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN,
                                 low=low)
+            gw = _grad_for(backend, gw, weight)
+        if gb is not None:
+            gb = _grad_for(backend, gb, bias)
         return (gx, gw) if bias is None else (gx, gw, gb)
-    return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
+    if low is None:
+        return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
+    # the ReLU's mask: the rounded result's (the tape applies it to its 16-bit gradient)
+    return _low_result(_make(hy, inputs, backward, backend), low,
+                       ThroughRelu if relu else None)
 
 
 # ---------------------------------------------------------------------------------------------

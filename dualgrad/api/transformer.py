@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops, random
 from .attention import (attention_scores, fused_attention, fused_packed_attention,
-                        kernels_take, low_precision_inputs, mask_tensor)
+                        kernels_take, low_precision_inputs, mask_tensor, widened)
 from .indexing import split
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
@@ -111,6 +111,7 @@ class MultiheadAttention(Module):
                 out = fused_attention(q, k, v, is_causal, 1.0 / math.sqrt(self.head_dim))
                 if out is not None:
                     return out, None
+            q, k, v = widened(q, k, v)
             scores = attention_scores(fn, q, k, None, is_causal and attn_mask is None, None)
             scores = self._masked(scores, attn_mask, "attn_mask",
                                   ((length, s), (n * h, length, s)))
