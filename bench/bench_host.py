@@ -7,6 +7,8 @@ beside this one in the same process.
     python3 bench/bench_host.py --against 5a013ad   # and ratios against that revision
     python3 bench/bench_host.py --against /tmp/old  # or a copy of it (a directory holding
                                                     # its dualgrad/, where git is not)
+    python3 bench/bench_host.py --gpt 32,128,256,4,8 --autocast bfloat16 --only GPT
+                                                    # the GPT benchmark's eager step
 
 With ``--live`` it times the eager training step alone, submitted and waited for: each
 round queues its steps and waits for the device, so the figure is the step's whole time as
@@ -40,7 +42,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # Cases of many dispatches, run a tenth as often.
-HEAVY = ("Adam step() of 100 parameters of 512", "eager Adam step")
+HEAVY = ("Adam step() of 100 parameters of 512", "eager Adam step", "eager GPT")
 PHASES = ("tape", "batch", "forward", "loss", "backward", "step", "zero_grad", "wait")
 ADAM = ("beta1", "beta2", "one_minus_beta1", "one_minus_beta2", "eps", "l2", "decay",
         "step_size", "bc2_sqrt")
@@ -60,9 +62,12 @@ def extract(revision: str, into: str) -> None:
     (pathlib.Path(into) / "dualgrad").rename(pathlib.Path(into) / "dualgrad_ref")
 
 
-def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tuple:
+def cases(package: str, hidden: int, batch: int, live_steps: bool = False,
+          gpt: tuple = (), autocast: str | None = None) -> tuple:
     """({name: call}, round(call, calls) -> us a call) for the gpu backend of ``package``:
-    recorded only, or with ``live_steps`` submitted and waited for."""
+    recorded only, or with ``live_steps`` submitted and waited for; with ``gpt``
+    (batch, context, embedding, layers, heads), the GPT benchmark's eager AdamW step too,
+    under ``autocast`` where given."""
     dg = importlib.import_module(package)
     device = importlib.import_module(package + ".api.device")
     dg.ag_device("gpu")
@@ -140,6 +145,16 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False) -> tu
         HEAVY[0]: many_opt.step,
         f"{HEAVY[1]}, MLP 784-{hidden}-{hidden}-10, batch {batch}": step,
     }
+    if gpt:
+        from gpt_cases import gpt_data, gpt_train_step, ours_gpt_model
+        gpt_model = ours_gpt_model(dg, *gpt[1:])
+        gpt_step = gpt_train_step(dg, gpt_model, dg.optim.AdamW(gpt_model.parameters(),
+                                                                lr=1e-3))
+        if autocast:
+            gpt_step = dg.autocast(autocast)(gpt_step)
+        ids, targets = gpt_data(*gpt[:2])
+        calls[f"{HEAVY[2]} AdamW step {gpt}" + (f" {autocast} autocast" if autocast else "")
+              ] = lambda: gpt_step(ids, targets)
     for call in calls.values():         # pipelines made, pools grown, optimizer state made
         call()
         call()
@@ -214,7 +229,13 @@ def main(argv=None) -> int:
                    "before this tree's (by default this tree's is opened first)")
     p.add_argument("--phases", action="store_true", help="the training step's phases, each "
                    "timed (recorded only, or with --live run on the device)")
+    p.add_argument("--gpt", default="", help="batch,context,embedding,layers,heads: the GPT "
+                   "benchmark's eager step too (e.g. 32,128,256,4,8)")
+    p.add_argument("--autocast", choices=("bfloat16", "float16"), help="the GPT step under "
+                   "this autocast")
+    p.add_argument("--only", default="", help="the cases whose name contains this text")
     args = p.parse_args(argv)
+    gpt = tuple(int(v) for v in args.gpt.split(",")) if args.gpt else ()
     hidden, batch = (int(v) for v in args.train.split(":"))
     with tempfile.TemporaryDirectory() as tmp:
         packages = ["dualgrad"]
@@ -225,12 +246,12 @@ def main(argv=None) -> int:
         # The device made second may be the faster one (a software device shares the host):
         # --ref-first swaps which is made first, so processes can be run both ways.
         made = packages[::-1] if args.ref_first else packages
-        runs = {pkg: cases(pkg, hidden, batch, args.live) for pkg in made}
+        runs = {pkg: cases(pkg, hidden, batch, args.live, gpt, args.autocast) for pkg in made}
         if args.phases:
             return report_phases(runs, packages, args)
-        names = list(runs["dualgrad"][0])
+        names = [name for name in runs["dualgrad"][0] if args.only in name]
         if args.live:
-            names = [name for name in names if name.startswith(HEAVY[1])]
+            names = [name for name in names if name.startswith(HEAVY[1:])]
         times = {(pkg, name): [] for pkg in packages for name in names}
         for r in range(args.rounds):
             for pkg in (packages if r % 2 == 0 else packages[::-1]):

@@ -4,7 +4,7 @@ Inside the block, the products (``matmul``, ``linear`` and what is built on them
 convolutions, attention) are made in ``dtype`` (bfloat16 or float16), as PyTorch's
 autocast makes them: float32 inputs rounded to it (to nearest even), 16-bit ones as they
 are, float32 accumulation, and the result rounded to it once (``ops.product_type``,
-``ops._low_result``). So the activations after a product are 16-bit; the ops on them
+``ops._product_made``). So the activations after a product are 16-bit; the ops on them
 compute in float32 and round (low_precision.py), and reductions, softmax, normalisation
 and losses give float32 as outside the block. Parameters and optimizer state stay float32
 (the master weights); a float32 input's gradient is float32, not rounded (PyTorch's are,

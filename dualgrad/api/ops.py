@@ -472,7 +472,7 @@ def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
 @computes_in_float32
 def reshape(x, *shape) -> Tensor:
     """The same elements with another shape; one dimension may be -1 (inferred)."""
-    x = _tensor("reshape", "x", x, any_dtype=True)
+    x = _tensor("reshape", "x", x, any_dtype=True, low_precision=True)    # (a view)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     if not builtins.all(isinstance(n, (int, np.integer)) and not isinstance(n, bool)
@@ -602,10 +602,9 @@ def _into(need, t: Tensor):
     return tape.into(need) if t.dtype.itemsize != 2 else None
 
 
-def _low_result(y: Tensor, low, owed=None) -> Tensor:
+def _low_result(y: Tensor, low) -> Tensor:
     """A product's float32 result made in the 16-bit type ``low``, rounded to it once
-    (PyTorch's autocast: the activations after a product are 16-bit); ``owed``: the
-    transform the rounded result owes its gradient (a ReLU made with the product)."""
+    (PyTorch's autocast: the activations after a product are 16-bit), recorded."""
     if low is None:
         return y
     backend = device.active()
@@ -613,8 +612,20 @@ def _low_result(y: Tensor, low, owed=None) -> Tensor:
     def backward(g, needs):
         return (backend.cast(g, DEFAULT_DTYPE),)
     out = adopt(backend, Tensor(y.shape, low), backend.cast(handle(backend, y), low))
-    return tape.record(out, (y,), backward, backend,
-                       owed(handle(backend, out)) if owed is not None else None)
+    return tape.record(out, (y,), backward, backend)
+
+
+def _product_made(hy, inputs: tuple, backward, backend, low, owed=None) -> Tensor:
+    """_make of a product's float32 (or float64) result ``hy``: rounded to the 16-bit type
+    ``low`` where given (one record, not two: its rule is handed the 16-bit gradient
+    widened). ``owed``: a transform's class, made of the result's storage (ThroughRelu)."""
+    if low is not None:
+        hy = backend.cast(hy, low)
+        rule = backward
+
+        def backward(g, needs):
+            return rule(backend.cast(g, DEFAULT_DTYPE), needs)
+    return _make(hy, inputs, backward, backend, owed(hy) if owed is not None else None)
 
 
 @computes_in_float32
@@ -625,13 +636,13 @@ def matmul(a, b) -> Tensor:
     type with float32 accumulation, and the product is rounded to it once."""
     (a, b), low = _product_operands("matmul", (("a", a), ("b", b)))
     _check_matmul("matmul", a, b, -1, -2)
-    return _low_result(product(a, b, low), low)
+    return product(a, b, low, rounded=True)
 
 
-def product(a: Tensor, b: Tensor, low) -> Tensor:
-    """a @ b of checked operands, float32 (or float64) however they are stored: made in
-    the 16-bit type ``low`` where given (their values rounded to it, float32 accumulation),
-    not rounded (the caller's op rounds its result once)."""
+def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
+    """a @ b of checked operands, however they are stored: made in the 16-bit type ``low``
+    where given (their values rounded to it, float32 accumulation), the result float32
+    (the caller's op rounds its own result once) or, ``rounded``, rounded to ``low``."""
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.matmul(_wide(backend, ha), _wide(backend, hb), low=low)
@@ -657,7 +668,7 @@ def product(a: Tensor, b: Tensor, low) -> Tensor:
                 gb = backend.matmul(wa, g, True, False, out=into, low=low)
             gb = _grad_for(backend, gb, b)
         return ga, gb
-    return _make(hy, (a, b), backward, backend)
+    return _product_made(hy, (a, b), backward, backend, low if rounded else None)
 
 
 class ThroughRelu:
@@ -735,11 +746,8 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         if gb is not None:
             gb = _grad_for(backend, gb, bias)
         return (gx, gw) if bias is None else (gx, gw, gb)
-    if low is None:
-        return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
-    # the ReLU's mask: the rounded result's (the tape applies it to its 16-bit gradient)
-    return _low_result(_make(hy, inputs, backward, backend), low,
-                       ThroughRelu if relu else None)
+    # (the ReLU's mask: the result's storage; a 16-bit one the tape applies itself)
+    return _product_made(hy, inputs, backward, backend, low, ThroughRelu if relu else None)
 
 
 # ---------------------------------------------------------------------------------------------
