@@ -397,7 +397,9 @@ class Backend(abc.ABC):
         """(o, lse) of softmax(q k^T * scale) v for q (B, L, D), k and v (B, S, D), S >= 1,
         D <= 128: o (B, L, D) and each row's log-sum-exp of its scaled scores (B, L);
         ``causal``: key j takes part in row i where j <= i. No L x S matrix outlives the
-        call."""
+        call. q, k and v of one float16 or bfloat16 type give o of that type (computed in
+        float32, rounded once), lse float32; the backward's o and g are of it too, and
+        its gradients."""
 
     @abc.abstractmethod
     def attention_backward(self, q, k, v, o, lse, g, causal: bool, scale: float):

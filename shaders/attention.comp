@@ -22,6 +22,8 @@ layout(constant_id = 2) const uint CAUSAL = 0;
 // memory than the device has (lavapipe's 32 KiB).
 layout(constant_id = 3) const uint TILE = 32;
 const uint ROWS = 64;                              // a workgroup's rows: one a thread
+// 1 / 2: q, k, v, o, g and the gradients stored as float16 / bfloat16 (attention16.glsl)
+layout(constant_id = 4) const uint LOW = 0;
 
 layout(push_constant) uniform Push {
     Floats q; Floats k; Floats v; Floats o; Floats lse; Floats g; Floats delta;
@@ -30,6 +32,7 @@ layout(push_constant) uniform Push {
     uint H; uint q_outer; uint q_row; uint k_outer; uint k_row; uint o_outer; uint o_row;
 } p;
 #include "attention_rows.glsl"
+#include "attention16.glsl"
 
 shared float tile_a[TILE * HEAD];
 shared float tile_b[TILE * HEAD];
@@ -42,8 +45,8 @@ void load_tiles(Floats a, Rows ra, Floats b, Rows rb, uint first, uint n) {
     barrier();
     for (uint e = gl_LocalInvocationID.x; e < TILE * HEAD; e += ROWS) {
         uint r = first + e / HEAD;
-        tile_a[e] = r < n ? a.v[row_at(ra, r) + e % HEAD] : 0.0;
-        tile_b[e] = r < n ? b.v[row_at(rb, r) + e % HEAD] : 0.0;
+        tile_a[e] = r < n ? load_at(a, row_at(ra, r) + e % HEAD) : 0.0;
+        tile_b[e] = r < n ? load_at(b, row_at(rb, r) + e % HEAD) : 0.0;
     }
 }
 
@@ -58,9 +61,9 @@ void main() {
         uint qa = row_at(qr, row), oa = row_at(orr, row);
         float m = -f_inf(), l = 0.0, lse_i = 0.0, delta_i = 0.0;
         for (uint d = 0; d < HEAD; ++d) {
-            r0[d] = live ? p.q.v[qa + d] : 0.0;
-            r1[d] = live && MODE == 1u ? p.g.v[oa + d] : 0.0;
-            delta_i += live && MODE == 1u ? r1[d] * p.o.v[oa + d] : 0.0;
+            r0[d] = live ? load_at(p.q, qa + d) : 0.0;
+            r1[d] = live && MODE == 1u ? load_at(p.g, oa + d) : 0.0;
+            delta_i += live && MODE == 1u ? r1[d] * load_at(p.o, oa + d) : 0.0;
             acc0[d] = 0.0;
         }
         if (MODE == 1u && live) {
@@ -99,10 +102,17 @@ void main() {
         }
         if (!live) return;
         if (MODE == 0u) {
-            for (uint d = 0; d < HEAD; ++d) p.o.v[oa + d] = acc0[d] / l;
+            if (LOW == 0u) {
+                for (uint d = 0; d < HEAD; ++d) p.o.v[oa + d] = acc0[d] / l;
+            } else {
+                for (uint d = 0; d < HEAD; d += 2) store_pair(p.o, oa + d, acc0[d] / l,
+                                                              acc0[d + 1] / l);
+            }
             p.lse.v[batch * p.L + row] = m + log(l);
-        } else {
+        } else if (LOW == 0u) {
             for (uint d = 0; d < HEAD; ++d) p.dq.v[qa + d] = acc0[d];
+        } else {
+            for (uint d = 0; d < HEAD; d += 2) store_pair(p.dq, qa + d, acc0[d], acc0[d + 1]);
         }
         return;
     }
@@ -110,8 +120,8 @@ void main() {
     bool live = row < p.S;
     uint at = row_at(kr, row);
     for (uint d = 0; d < HEAD; ++d) {
-        r0[d] = live ? p.k.v[at + d] : 0.0;
-        r1[d] = live ? p.v.v[at + d] : 0.0;
+        r0[d] = live ? load_at(p.k, at + d) : 0.0;
+        r1[d] = live ? load_at(p.v, at + d) : 0.0;
         acc0[d] = 0.0;
         acc1[d] = 0.0;
     }
@@ -143,8 +153,15 @@ void main() {
         }
     }
     if (!live) return;
-    for (uint d = 0; d < HEAD; ++d) {
-        p.dk.v[at + d] = acc0[d];
-        p.dv.v[at + d] = acc1[d];
+    if (LOW == 0u) {
+        for (uint d = 0; d < HEAD; ++d) {
+            p.dk.v[at + d] = acc0[d];
+            p.dv.v[at + d] = acc1[d];
+        }
+    } else {
+        for (uint d = 0; d < HEAD; d += 2) {
+            store_pair(p.dk, at + d, acc0[d], acc0[d + 1]);
+            store_pair(p.dv, at + d, acc1[d], acc1[d + 1]);
+        }
     }
 }

@@ -13,6 +13,8 @@ layout(constant_id = 0) const uint HEAD = 64;
 layout(constant_id = 1) const uint CAUSAL = 0;
 layout(constant_id = 2) const uint THREADS = 128;
 layout(constant_id = 3) const uint ROWS = 64;     // 64, or 32 where shared memory is short
+// 1 / 2: q, k, v, o, g and the gradients stored as float16 / bfloat16 (attention16.glsl)
+layout(constant_id = 4) const uint LOW = 0;
 #include "attention_tiles.glsl"
 
 shared vec4 qs[ROWS * SROW];
@@ -82,7 +84,7 @@ void main() {
         float total = 0.0;
         for (uint t = 0; t < TX; ++t) total += red[(4u * ty + r) * TX + t];
         uint at = row_at(orr, row) / 4u;
-        for (uint e = 0; e < QUADS; ++e) Quads(p.o).v[at + tx + 8u * e] = acc[r][e] / total;
+        for (uint e = 0; e < QUADS; ++e) store_quad(p.o, at + tx + 8u * e, acc[r][e] / total);
         if (tx == 0u) p.lse.v[batch * p.L + row] = m[r] + log(total);
     }
 }

@@ -15,6 +15,8 @@ layout(constant_id = 0) const uint HEAD = 64;
 layout(constant_id = 1) const uint CAUSAL = 0;
 layout(constant_id = 2) const uint THREADS = 64;
 layout(constant_id = 3) const uint ROWS = 32;     // 32, or 16 where shared memory is short
+// 1 / 2: q, k, v, o, g and the gradients stored as float16 / bfloat16 (attention16.glsl)
+layout(constant_id = 4) const uint LOW = 0;
 #include "attention_tiles.glsl"
 
 shared vec4 xs[ROWS * SROW];           // the workgroup's keys
@@ -72,8 +74,8 @@ void keys(uint tx, uint ty, uint batch, uint key0) {
         if (j >= p.S) break;
         for (uint e = 0; e < QUADS; ++e) {
             uint at = row_at(kr, j) / 4u + tx + 8u * e;
-            Quads(p.dk).v[at] = gk[r][e];
-            Quads(p.dv).v[at] = gv[r][e];
+            store_quad(p.dk, at, gk[r][e]);
+            store_quad(p.dv, at, gv[r][e]);
         }
     }
 }

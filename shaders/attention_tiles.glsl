@@ -13,6 +13,7 @@ layout(push_constant) uniform Push {
     uint H; uint q_outer; uint q_row; uint k_outer; uint k_row; uint o_outer; uint o_row;
 } p;
 #include "attention_rows.glsl"
+#include "attention16.glsl"
 
 const uint TX = 8;                     // column groups
 const uint COLS = 32;                  // a score tile's columns: TX x 4
@@ -27,7 +28,7 @@ const uint TROW = (ROWS + 4) / 4;      // quads a row of a transposed score tile
     for (uint e_ = gl_LocalInvocationIndex; e_ < (n) * QROW; e_ += gl_WorkGroupSize.x) {   \
         uint r_ = e_ / QROW, c_ = e_ % QROW;                                                \
         dst[r_ * SROW + c_] = (first) + r_ < (count)                                        \
-            ? Quads(src).v[row_at(rows, (first) + r_) / 4 + c_] : vec4(0.0);                 \
+            ? load_quad(src, row_at(rows, (first) + r_) / 4 + c_) : vec4(0.0);               \
     }
 
 // s += a . b as a chain of fused multiply-adds (dot() adds its products apart, then to s).

@@ -222,6 +222,43 @@ def test_unary_kernels_take_16_bit_storage_of_every_length(device, low, n):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+@pytest.mark.parametrize("head", [3, 8, 64])
+def test_attention_kernels_take_16_bit_storage(device, low, head):
+    """q, k, v (and the backward's o and g) read in 16 bits, o and the gradients written
+    so, lse float32: the float32 kernels' results rounded, within a unit (heads of 64 take
+    the device's tiled kernels; odd ones go through float32 copies)."""
+    from dualgrad.api.device import active
+    backend = active()
+    rng = np.random.default_rng(head)
+    qkv = _low(rng.uniform(-2, 2, (2, 19, 3, 2, head)), low).astype(low)
+    g = _low(rng.uniform(-2, 2, (2, 19, 2, head)), low).astype(low)
+    wide = [backend.upload(a.astype(np.float32)) for a in (qkv, g)]
+    o, lse = backend.attention_packed(backend.upload(qkv), 2, True, 0.3)
+    o32, lse32 = backend.attention_packed(wide[0], 2, True, 0.3)
+    assert backend.download(lse).dtype == np.float32
+    got, want = backend.download(o), backend.download(o32).astype(low)
+    assert got.dtype == low and _within_a_unit(got, want, low)
+    grad = backend.attention_packed_backward(backend.upload(qkv), o, lse, backend.upload(g),
+                                             2, True, 0.3)
+    want = backend.attention_packed_backward(wide[0], backend.cast(o, np.float32), lse,
+                                             wide[1], 2, True, 0.3)
+    assert _within_a_unit(backend.download(grad), backend.download(want).astype(low), low)
+    q, k, v = (np.ascontiguousarray(qkv[:, :, i, 0]) for i in range(3))
+    o, lse = backend.attention(*(backend.upload(a) for a in (q, k, v)), False, 0.3)
+    o32, _ = backend.attention(*(backend.upload(a.astype(np.float32)) for a in (q, k, v)),
+                               False, 0.3)
+    assert _within_a_unit(backend.download(o), backend.download(o32).astype(low), low)
+    grads = backend.attention_backward(*(backend.upload(a) for a in (q, k, v)), o, lse,
+                                       backend.upload(g[:, :, 0].copy()), False, 0.3)
+    wants = backend.attention_backward(*(backend.upload(a.astype(np.float32))
+                                         for a in (q, k, v)), backend.cast(o, np.float32),
+                                       lse, backend.upload(g[:, :, 0].astype(np.float32)),
+                                       False, 0.3)
+    for a, b in zip(grads, wants):
+        assert _within_a_unit(backend.download(a), backend.download(b).astype(low), low)
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 @pytest.mark.parametrize("n", [1, 2, 3, 1025])
 def test_fill_sets_16_bit_storage_to_the_value_rounded_from_float32(device, low, n):
     """Two values to a device's word, an odd length's last one too; a 16-bit loss's

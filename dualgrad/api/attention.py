@@ -17,8 +17,7 @@ from ..errors import ShapeError, bad_shape
 from . import autocast, capture, checks, device, ops, random
 from .logic import tril, where
 from .low_precision import computes_in_float32, converted
-from .ops import (_constant, _grad_for, _low_result, _make, _product_operands, _same_dtype,
-                  _tensor, _wide,
+from .ops import (_constant, _low_result, _make, _product_operands, _same_dtype, _tensor,
                   matmul, product_type, reshape, softmax, transpose)
 from .residency import handle
 from .tensor import BOOL, Tensor, ag_tensor
@@ -85,24 +84,16 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     backend = device.active()
     hq, hk, hv = (backend.reshape(handle(backend, t), (batch, t.shape[-2], e))
                   for t in (q, k, v))
-    ho, hlse = backend.attention(*(_wide(backend, h) for h in (hq, hk, hv)), bool(causal),
-                                 float(scale))
-    ho = _stored_as(backend, ho, q.dtype)
-    inputs = (reshape(q, (batch, length, e)), reshape(k, (batch, s, e)),
-              reshape(v, (batch, s, e)))
+    # (16-bit q, k, v: o and the gradients 16-bit too, o kept so for the backward, as
+    # PyTorch's is)
+    ho, hlse = backend.attention(hq, hk, hv, bool(causal), float(scale))
 
     def backward(g, needs):
-        grads = backend.attention_backward(*(_wide(backend, h) for h in (hq, hk, hv, ho)),
-                                           hlse, _wide(backend, g), bool(causal),
-                                           float(scale))
-        return tuple(_grad_for(backend, h, t) for h, t in zip(grads, inputs))
-    return reshape(_make(ho, inputs, backward, backend), lead + (length, e))
-
-
-def _stored_as(backend, h, dtype):
-    """An attention kernel's float32 output ``h`` as a result of inputs of ``dtype``: of a
-    16-bit type, rounded to it (kept so for the backward too, as PyTorch's is)."""
-    return backend.cast(h, dtype) if dtype.itemsize == 2 else h
+        return backend.attention_backward(hq, hk, hv, ho, hlse, g, bool(causal),
+                                          float(scale))
+    out = _make(ho, (reshape(q, (batch, length, e)), reshape(k, (batch, s, e)),
+                     reshape(v, (batch, s, e))), backward, backend)
+    return reshape(out, lead + (length, e))
 
 
 def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
@@ -118,15 +109,11 @@ def fused_packed_attention(qkv: Tensor, causal: bool, scale: float) -> Tensor:
     if low is not None and qkv.dtype != low:
         qkv = converted(backend, qkv, low)
     hqkv = handle(backend, qkv)
-    ho, hlse = backend.attention_packed(_wide(backend, hqkv), heads, bool(causal),
-                                        float(scale))
-    ho = _stored_as(backend, ho, qkv.dtype)
+    ho, hlse = backend.attention_packed(hqkv, heads, bool(causal), float(scale))
 
     def backward(g, needs):
-        grad = backend.attention_packed_backward(_wide(backend, hqkv), _wide(backend, ho),
-                                                 hlse, _wide(backend, g), heads,
-                                                 bool(causal), float(scale))
-        return (_grad_for(backend, grad, qkv),)
+        return (backend.attention_packed_backward(hqkv, ho, hlse, g, heads, bool(causal),
+                                                  float(scale)),)
     return _make(ho, (qkv,), backward, backend)
 
 

@@ -11,15 +11,17 @@ core at once, products and softmax together, and self-attention's heads are read
 projection and written to the output where they lie (compiled gathers and scatters:
 NumPy's copy of a swapped view took a quarter of the forward's time). The shader streams
 the keys through an online softmax instead. Both compute the same function within the
-tolerance table's bounds.
+tolerance table's bounds. float16 and bfloat16 q, k, v (and o, g) are widened to float32 and
+the outputs of their type rounded once (lse stays float32), as the shaders' LOW forms do.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from . import blas, split
+from . import blas, convert16, split
 from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp
 
@@ -220,6 +222,27 @@ def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> Non
         split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
 
+def _of_16_bit(rounded: tuple):
+    """A kernel made to take float16 and bfloat16 storage: inputs of the first one's type
+    widened (exactly), the float32 kernel, the outputs at ``rounded`` (indices; None: the
+    one output) rounded to that type."""
+    def made(fn):
+        @functools.wraps(fn)
+        def run(*args):
+            low = args[0].dtype
+            if low not in convert16.KIND:
+                return fn(*args)
+            out = fn(*(convert16.widen(a) if isinstance(a, np.ndarray) and a.dtype == low
+                       else a for a in args))
+            if rounded is None:
+                return convert16.narrow(out, low)
+            return tuple(convert16.narrow(h, low) if i in rounded else h
+                         for i, h in enumerate(out))
+        return run
+    return made
+
+
+@_of_16_bit((0,))
 def attention(q, k, v, causal: bool, scale: float) -> tuple:
     batch, rows, _ = q.shape
     o = np.empty((batch, rows, v.shape[2]), q.dtype)
@@ -229,6 +252,7 @@ def attention(q, k, v, causal: bool, scale: float) -> tuple:
     return o, lse
 
 
+@_of_16_bit((0, 1, 2))
 def attention_backward(q, k, v, o, lse, g, causal: bool, scale: float) -> tuple:
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     _backward(*(x[:, None] for x in (q, k, v, o, lse, g, dq, dk, dv)), bool(causal),
@@ -241,6 +265,7 @@ def _heads(x):
     return x.transpose(0, 2, 1, 3)
 
 
+@_of_16_bit((0,))
 def attention_packed(qkv, heads: int, causal: bool, scale: float) -> tuple:
     """``attention`` of q, k, v = qkv[:, :, 0], 1, 2 (N, L, 3, H, D), read in place."""
     n, length = qkv.shape[:2]
@@ -251,6 +276,7 @@ def attention_packed(qkv, heads: int, causal: bool, scale: float) -> tuple:
     return o, lse
 
 
+@_of_16_bit(None)
 def attention_packed_backward(qkv, o, lse, g, heads: int, causal: bool, scale: float):
     n, length = qkv.shape[:2]
     grads = np.empty_like(qkv)

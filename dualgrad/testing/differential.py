@@ -1223,11 +1223,22 @@ for _rule in _OPTIMIZERS:
 # The primitives that take float16 and bfloat16 storage themselves (the rest are given it
 # widened to float32 by conversions, as the ops on 16-bit tensors do), the binary ones
 # where their arrays have one shape.
-def _takes_16_bits(name: str, args: tuple) -> bool:
-    if name in ("unary", "unary_backward"):
-        return True
-    shapes = {a.shape for a in args if isinstance(a, np.ndarray)}
-    return name in ("binary", "binary_backward") and len(shapes) == 1
+# The primitives that take 16-bit storage, and the arguments they take in float32 (the
+# log-sum-exp attention's backward takes).
+_NATIVE_16 = {"unary": set(), "unary_backward": set(), "attention": set(),
+              "attention_packed": set(), "attention_backward": {4},
+              "attention_packed_backward": {2}}
+
+
+def _takes_16_bits(name: str, args: tuple):
+    """The indices of the arrays among ``args`` that primitive ``name`` takes as 16-bit
+    storage (its other arrays as they are), or None where it takes none (every float32
+    array is then widened from its rounding)."""
+    arrays = {i for i, a in enumerate(args) if isinstance(a, np.ndarray)}
+    if name in _NATIVE_16:
+        return arrays - _NATIVE_16[name]
+    shapes = {args[i].shape for i in arrays}
+    return arrays if name in ("binary", "binary_backward") and len(shapes) == 1 else None
 
 
 class Rounded(Pair):
@@ -1245,8 +1256,9 @@ class Rounded(Pair):
         results = []
         native = _takes_16_bits(name, args)
         for backend in (self.ref, self.dut):
-            out = getattr(backend, name)(*[self._widened(backend, a, native) for a in args],
-                                         **kwargs)
+            out = getattr(backend, name)(*[self._given(backend, a, native is None or i in
+                                                       native, native is not None)
+                                           for i, a in enumerate(args)], **kwargs)
             # (as float32 arrays, which hold 16-bit values exactly, for the checks' sums)
             results.append(_as_float32(_fetch(backend, self._narrowed(backend, out))))
         return results
@@ -1254,11 +1266,13 @@ class Rounded(Pair):
     def agree(self, key: str, got, ref, **context) -> Agreement:
         return super().agree(f"{key}@{self.low}", got, ref, **context)
 
-    def _widened(self, backend, a, native: bool):
-        if isinstance(a, np.ndarray) and a.dtype == F32:
+    def _given(self, backend, a, rounded: bool, stored: bool):
+        """A float32 array as the primitive is given it: ``rounded`` to the 16-bit type,
+        then ``stored`` so or widened again; else as it is."""
+        if isinstance(a, np.ndarray) and a.dtype == F32 and rounded:
             with np.errstate(over="ignore"):           # (inf past the type's range)
-                stored = backend.upload(a.astype(self.dtype))
-            return stored if native else backend.cast(stored, np.dtype(F32))
+                kept = backend.upload(a.astype(self.dtype))
+            return kept if stored else backend.cast(kept, np.dtype(F32))
         return _prepare(backend, a)
 
     def _narrowed(self, backend, out):
@@ -1285,7 +1299,7 @@ def _rounded_check(low: str, checks: list):
 # of several drawing one of them per example). "layers": the checks of the layers'
 # primitives that run on the pair's twins alone.
 _LAYERS = ("layer_norm", "embedding", "gather", "cumsum", "conv2d", "conv2d_input",
-           "max_pool", "attention", "unfold", "fold")
+           "max_pool", "attention", "attention_packed", "unfold", "fold")
 ROUNDED_CHECKS = {family: [c for c in CHECKS if c.name.split(":")[0] == family]
                   for family in ("unary", "binary", "reduce", "softmax", "log_softmax")}
 ROUNDED_CHECKS["matmul"] = [c for c in CHECKS if c.name == "matmul"]

@@ -4,15 +4,21 @@ the forward and the keys' gradients take tiled shaders instead (attention_tiled.
 attention_tiled_grad.comp: a thread a 4 x 4 block of scores), the queries' gradient stays a
 thread a row, which measured faster. Every shader finds its rows by strides (``Layout``):
 contiguous (B, L, D) arrays, or self-attention's projection read in place
-(``attention_packed``)."""
+(``attention_packed``). float16 and bfloat16 q, k, v (and o, g) are read and their outputs
+written in 16 bits by the shaders' LOW form (attention16.glsl: rows of an even length;
+others through float32 copies), lse and delta staying float32."""
 from __future__ import annotations
 
 import struct
 from typing import NamedTuple
 
-from ..dispatch import packer
+import numpy as np
+
+from ..dispatch import ROUND16, packer
+from . import logic
 
 _ADDRESSES = packer(10)
+F32 = np.dtype(np.float32)
 ROWS = 64            # a workgroup's rows in attention.comp
 MAX_HEAD = 128       # the longest rows its registers and shared tiles are sized for
 # The tiles' gain, H200, causal, T = 128-2048: heads of 64, forward 1.7x and keys 1.5-1.8x
@@ -46,10 +52,11 @@ def _streamed_bytes(head: int):
     return lambda rows: 4 * rows * (2 * head + 2)
 
 
-def _stream_spec(dev, mode: int, head: int, causal: bool) -> tuple:
+def _stream_spec(dev, mode: int, head: int, causal: bool, low: int) -> tuple:
     """attention.comp's specialization: 32 streamed rows a step, or 16 where those would
-    not fit the device's shared memory."""
-    return (mode, head, int(causal), _tile_rows(dev, STREAMED_ROWS, _streamed_bytes(head)))
+    not fit the device's shared memory; ``low``, the 16-bit code (LOW) or 0."""
+    return (mode, head, int(causal), _tile_rows(dev, STREAMED_ROWS, _streamed_bytes(head)),
+            low)
 
 
 def _tile_rows(dev, options, size) -> int | None:
@@ -97,19 +104,20 @@ def _tiled(head: int, addresses, layout: Layout) -> bool:
         all(n % 4 == 0 for n in layout[1:])
 
 
-def _spec(head: int, causal: bool, rows: int) -> tuple:
-    return (head, int(causal), rows // 4 * 8, rows)
+def _spec(head: int, causal: bool, rows: int, low: int) -> tuple:
+    return (head, int(causal), rows // 4 * 8, rows, low)
 
 
 def _forward(dev, addresses, reads, o, lse, batch, rows, keys, head, causal, scale, layout):
     push = _push((*addresses, o.address, lse.address, 0, 0, 0, 0, 0), rows, keys, scale,
                  layout)
+    low = ROUND16.get(o.dtype, 0)
     tile = _tile_rows(dev, TILED_ROWS, _forward_bytes)
     if tile and _tiled(head, (*addresses, o.address), layout):
-        dev.launch("attention_tiled", _spec(head, causal, tile), push,
+        dev.launch("attention_tiled", _spec(head, causal, tile, low), push,
                    _groups(rows, batch, tile), reads, [o, lse])
     else:
-        dev.launch("attention", _stream_spec(dev, 0, head, causal), push,
+        dev.launch("attention", _stream_spec(dev, 0, head, causal, low), push,
                    _groups(rows, batch), reads, [o, lse])
 
 
@@ -121,21 +129,35 @@ def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, 
     push = _push((*addresses, o.address, lse.address, g.address, delta.address,
                   *(a for _, a in grads)), rows, keys, scale, layout)
     written = [h for h, _ in grads]
-    dev.launch("attention", _stream_spec(dev, 1, head, causal), push, _groups(rows, batch),
-               [*reads, o, lse, g], [written[0], delta])
+    low = ROUND16.get(o.dtype, 0)
+    dev.launch("attention", _stream_spec(dev, 1, head, causal, low), push,
+               _groups(rows, batch), [*reads, o, lse, g], [written[0], delta])
     tile = _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
     if tile and _tiled(head, (*addresses, g.address, *(a for _, a in grads)), layout):
-        dev.launch("attention_tiled_grad", _spec(head, causal, tile), push,
+        dev.launch("attention_tiled_grad", _spec(head, causal, tile, low), push,
                    _groups(keys, batch, tile), [*reads, lse, g, delta], written[1:])
     else:
-        dev.launch("attention", _stream_spec(dev, 2, head, causal), push, _groups(keys, batch),
-                   [*reads, lse, g, delta], written[1:])
+        dev.launch("attention", _stream_spec(dev, 2, head, causal, low), push,
+                   _groups(keys, batch), [*reads, lse, g, delta], written[1:])
+
+
+def _through_float32(forward, dev, arrays, *rest):
+    """(o, lse) of ``forward`` of 16-bit ``arrays`` (rows of an odd length, which the LOW
+    forms do not take) widened to float32, o rounded back."""
+    o, lse = forward(dev, *(logic.cast(dev, a, F32) for a in arrays), *rest)
+    return logic.cast(dev, o, arrays[0].dtype), lse
+
+
+def _odd_16(x) -> bool:
+    return x.dtype in ROUND16 and x.shape[-1] % 2 == 1
 
 
 def attention(dev, q, k, v, causal: bool, scale: float):
+    if _odd_16(q):
+        return _through_float32(attention, dev, (q, k, v), causal, scale)
     batch, rows, head = q.shape
     keys = k.shape[1]
-    o, lse = dev.empty(q.shape), dev.empty((batch, rows))
+    o, lse = dev.empty(q.shape, q.dtype), dev.empty((batch, rows))
     if q.size:
         _forward(dev, (q.address, k.address, v.address), [q, k, v], o, lse, batch, rows,
                  keys, head, causal, scale, contiguous(rows, keys, head))
@@ -143,9 +165,14 @@ def attention(dev, q, k, v, causal: bool, scale: float):
 
 
 def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float):
+    if _odd_16(q):
+        low = q.dtype
+        q, k, v, o, g = (logic.cast(dev, a, F32) for a in (q, k, v, o, g))
+        return tuple(logic.cast(dev, h, low) for h in
+                     attention_backward(dev, q, k, v, o, lse, g, causal, scale))
     batch, rows, head = q.shape
     keys = k.shape[1]
-    dq, dk, dv = dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape)
+    dq, dk, dv = (dev.empty(t.shape, t.dtype) for t in (q, k, v))
     if q.size and k.size:
         _backward(dev, (q.address, k.address, v.address),
                   [(h, h.address) for h in (dq, dk, dv)], [q, k, v], o, lse, g, batch, rows,
@@ -162,8 +189,10 @@ def _thirds(h, e: int) -> tuple:
 
 
 def attention_packed(dev, qkv, heads: int, causal: bool, scale: float):
+    if _odd_16(qkv):
+        return _through_float32(attention_packed, dev, (qkv,), heads, causal, scale)
     n, rows, _, _, head = qkv.shape
-    o, lse = dev.empty((n, rows, heads, head)), dev.empty((n * heads, rows))
+    o, lse = dev.empty((n, rows, heads, head), qkv.dtype), dev.empty((n * heads, rows))
     if o.size:
         _forward(dev, _thirds(qkv, heads * head), [qkv], o, lse, n * heads, rows, rows,
                  head, causal, scale, packed(rows, heads, head))
@@ -171,8 +200,13 @@ def attention_packed(dev, qkv, heads: int, causal: bool, scale: float):
 
 
 def attention_packed_backward(dev, qkv, o, lse, g, heads: int, causal: bool, scale: float):
+    if _odd_16(qkv):
+        low = qkv.dtype
+        qkv, o, g = (logic.cast(dev, a, F32) for a in (qkv, o, g))
+        return logic.cast(dev, attention_packed_backward(dev, qkv, o, lse, g, heads, causal,
+                                                         scale), low)
     n, rows, _, _, head = qkv.shape
-    grad = dev.empty(qkv.shape)
+    grad = dev.empty(qkv.shape, qkv.dtype)
     if grad.size:
         _backward(dev, _thirds(qkv, heads * head),
                   [(grad, a) for a in _thirds(grad, heads * head)], [qkv], o, lse, g,
