@@ -14,8 +14,8 @@ from ..errors import InvalidValueError, bad_shape, bad_value
 from . import checks, device
 from .indexing import expand
 from .low_precision import computes_in_float32
-from .ops import (_grad_for, _low_result, _make, _product_operands, _wide, product, reshape,
-                  transpose)
+from .ops import (_grad_for, _kept, _low_result, _make, _product_operands, _wide, product,
+                  reshape, transpose)
 from .residency import handle
 from .tensor import Tensor
 from .windows import Windows, batched, fold_windows, pair, unfold_windows, windows
@@ -128,17 +128,19 @@ def _windows_product(x: Tensor, weight: Tensor, w: Windows, low) -> Tensor:
     hx, hw = handle(backend, x), handle(backend, weight)
     hy = backend.conv2d(_wide(backend, hx), _wide(backend, hw), w.dilation, w.padding,
                         w.stride, w.out, low)
+    hx, hw = _kept(backend, x, hx, low), _kept(backend, weight, hw, low)
+    x_type, w_type = x.dtype, weight.dtype     # (not the tensors: see ops._grad_for)
 
     def backward(g, needs):
         gx = gw = None
         if needs[0]:
             gx = _grad_for(backend, backend.conv2d_input(g, _wide(backend, hw), w.size,
                                                          w.dilation, w.padding, w.stride,
-                                                         low), x)
+                                                         low), x_type)
         if needs[1]:
             gw = _grad_for(backend, backend.conv2d_weight(_wide(backend, hx), g, w.kernel,
                                                           w.dilation, w.padding, w.stride,
-                                                          low), weight)
+                                                          low), w_type)
         return gx, gw
     return _make(hy, (x, weight), backward, backend)
 

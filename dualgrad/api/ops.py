@@ -590,16 +590,28 @@ def _wide(backend, h):
     return backend.cast(h, DEFAULT_DTYPE) if h.dtype.itemsize == 2 else h
 
 
-def _grad_for(backend, h, t: Tensor):
-    """A product's float32 gradient ``h`` for its input ``t``, in t's dtype (a 16-bit
-    input's gradient is 16-bit, rounded once)."""
-    return backend.cast(h, t.dtype) if t.dtype.itemsize == 2 else h
+def _kept(backend, t: Tensor, h, low):
+    """What a product made in ``low`` keeps of its operand ``t`` (storage ``h``) for its
+    backward pass: a float32 activation (an op's result, on the tape) rounded to ``low``,
+    half its bytes, as PyTorch's autocast keeps the 16-bit copy it multiplies; anything
+    else (a parameter, a 16-bit tensor) as it is."""
+    if low is not None and t._node is not None and t.dtype == DEFAULT_DTYPE and \
+            tape.recording():
+        return backend.cast(h, low)
+    return h
 
 
-def _into(need, t: Tensor):
-    """tape.into(need) where the product's float32 (or float64) gradient for ``t`` may be
-    written into t's gradient storage (not a 16-bit one)."""
-    return tape.into(need) if t.dtype.itemsize != 2 else None
+def _grad_for(backend, h, dtype):
+    """A product's float32 gradient ``h`` for an input of ``dtype``, in that dtype (a
+    16-bit input's gradient is 16-bit, rounded once). (Rules keep their inputs' dtypes and
+    shapes, not the tensors: a tensor held by a rule would hold its storage too.)"""
+    return backend.cast(h, dtype) if dtype.itemsize == 2 else h
+
+
+def _into(need, dtype):
+    """tape.into(need) where the product's float32 (or float64) gradient for an input of
+    ``dtype`` may be written into its gradient storage (not a 16-bit one)."""
+    return tape.into(need) if dtype.itemsize != 2 else None
 
 
 def _low_result(y: Tensor, low) -> Tensor:
@@ -646,27 +658,29 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.matmul(_wide(backend, ha), _wide(backend, hb), low=low)
+    ka, kb = _kept(backend, a, ha, low), _kept(backend, b, hb, low)
+    a_shape, a_type, b_ndim, b_type = a.shape, a.dtype, b.ndim, b.dtype
 
     def backward(g, needs):
-        wa, wb = _wide(backend, ha), _wide(backend, hb)
         ga = gb = None
         if needs[0]:
-            if a.ndim == 2 and len(g.shape) == 3:   # a shared by the batch: summed over it
+            wb = _wide(backend, kb)
+            if len(a_shape) == 2 and len(g.shape) == 3:   # a shared by the batch: summed
                 ga = backend.reduce("sum", backend.matmul(g, wb, False, True, low=low), (0,),
-                                    out=_into(needs[0], a))
+                                    out=_into(needs[0], a_type))
             else:
-                ga = backend.matmul(g, wb, False, True, out=_into(needs[0], a), low=low)
-            ga = _grad_for(backend, ga, a)
+                ga = backend.matmul(g, wb, False, True, out=_into(needs[0], a_type), low=low)
+            ga = _grad_for(backend, ga, a_type)
         if needs[1]:
-            into = _into(needs[1], b)
-            if a.ndim == 3 and b.ndim == 2:     # b shared by the batch: one product
-                m = a.shape[0] * a.shape[1]
-                gb = backend.matmul(backend.reshape(wa, (m, a.shape[2])),
+            into, wa = _into(needs[1], b_type), _wide(backend, ka)
+            if len(a_shape) == 3 and b_ndim == 2:     # b shared by the batch: one product
+                m = a_shape[0] * a_shape[1]
+                gb = backend.matmul(backend.reshape(wa, (m, a_shape[2])),
                                     backend.reshape(g, (m, g.shape[-1])), True, False,
                                     out=into, low=low)
             else:
                 gb = backend.matmul(wa, g, True, False, out=into, low=low)
-            gb = _grad_for(backend, gb, b)
+            gb = _grad_for(backend, gb, b_type)
         return ga, gb
     return _product_made(hy, (a, b), backward, backend, low if rounded else None)
 
@@ -720,32 +734,35 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
     hy = backend.matmul(_wide(backend, hx), _wide(backend, hw), False, True,
                         epilogue=Epilogue(bias=None if hb is None else _wide(backend, hb),
                                           relu=relu), low=low)   # (the bias: in float32)
+    kx, kw = _kept(backend, x, hx, low), _kept(backend, weight, hw, low)
+    rows, width, outs = x.size // x.shape[-1], x.shape[-1], weight.shape[0]
+    x_type, w_type = x.dtype, weight.dtype
+    b_type = bias.dtype if bias is not None else None
+    mask = _relu_mask(x)    # x made with a relu: its gradient through it, as it is stored
 
     def backward(g, needs):         # (g: through the relu, which the tape takes care of)
-        rows = x.size // x.shape[-1]
-        g2 = backend.reshape(g, (rows, weight.shape[0]))
+        g2 = backend.reshape(g, (rows, outs))
         gx = None
-        if needs[0]:        # x made with a relu: its gradient through it, as it is stored
-            mask = _relu_mask(x)
-            gx = backend.matmul(g, _wide(backend, hw), epilogue=Epilogue(mask=mask)
+        if needs[0]:
+            gx = backend.matmul(g, _wide(backend, kw), epilogue=Epilogue(mask=mask)
                                 if mask is not None else PLAIN, low=low)
-            gx = tape.Settled(gx) if mask is not None else _grad_for(backend, gx, x)
+            gx = tape.Settled(gx) if mask is not None else _grad_for(backend, gx, x_type)
         gw = gb = None
-        if bias is not None and needs[2]:   # the sums of g's columns: with gw where it is
-            gb = _into(needs[2], bias)      # made, else alone
+        if b_type is not None and needs[2]:     # the sums of g's columns: with gw where it
+            gb = _into(needs[2], b_type)        # is made, else alone
             if not needs[1]:
                 gb = backend.reduce("sum", g2, (0,), out=gb)
             elif gb is None:
-                gb = backend.empty((weight.shape[0],), g.dtype)
+                gb = backend.empty((outs,), g.dtype)
         if needs[1]:
-            gw = backend.matmul(g2, backend.reshape(_wide(backend, hx), (rows, x.shape[-1])),
-                                True, False, out=_into(needs[1], weight),
+            gw = backend.matmul(g2, backend.reshape(_wide(backend, kx), (rows, width)),
+                                True, False, out=_into(needs[1], w_type),
                                 epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN,
                                 low=low)
-            gw = _grad_for(backend, gw, weight)
+            gw = _grad_for(backend, gw, w_type)
         if gb is not None:
-            gb = _grad_for(backend, gb, bias)
-        return (gx, gw) if bias is None else (gx, gw, gb)
+            gb = _grad_for(backend, gb, b_type)
+        return (gx, gw) if b_type is None else (gx, gw, gb)
     # (the ReLU's mask: the result's storage; a 16-bit one the tape applies itself)
     return _product_made(hy, inputs, backward, backend, low, ThroughRelu if relu else None)
 
