@@ -17,11 +17,15 @@ added in float32 and rounded (the binary kernels take 16-bit operands of one sha
 The unary ops (``exp``, ``gelu``, ``clamp``, ...; ``x * 2.0``: not wrapped) and the
 binary ones of two tensors of one type and one shape run their kernels on the 16-bit
 storage itself (``Backend.unary``, ``Backend.binary``), so no float32 copy is made or
-kept. The rest find out cheaply: ``refuse_low_precision`` (every op's argument check)
-raises ``LowPrecisionInput`` on a 16-bit tensor, and ``computes_in_float32`` (around each
-public op) catches it and runs the op again on widened copies. An argument check comes
-before any state changes, so the first attempt leaves nothing behind. (The optimizers
-refuse 16-bit parameters themselves: their updates are float32 and float64 kernels.)
+kept; so do the fused attention kernels, and the products (``matmul``, ``linear``, the
+convolutions) keep 16-bit operands of one type as they are, widened only as their kernels
+read them (ops.product_type). Under autocast, PyTorch's float32 ops give float32 results
+(``autocast.FLOAT32_OPS``). The rest find out cheaply: ``refuse_low_precision`` (every
+op's argument check) raises ``LowPrecisionInput`` on a 16-bit tensor, and
+``computes_in_float32`` (around each public op) catches it and runs the op again on
+widened copies. An argument check comes before any state changes, so the first attempt
+leaves nothing behind. (The optimizers refuse 16-bit parameters themselves: their updates
+are float32 and float64 kernels.)
 """
 from __future__ import annotations
 
