@@ -244,7 +244,8 @@ class Backend(abc.ABC):
         to C as it is stored. Into ``out`` (storage of the product's size, returned) where
         given. ``low`` (float16 or bfloat16): the product of a and b rounded to that type
         (nearest even, as ``cast`` rounds), accumulated in float32 (autocast's products;
-        the row sums are of the rounded op(a))."""
+        the row sums are of the rounded op(a)); a or b may then be storage of that type,
+        taken as it is. The product is float32."""
 
     @abc.abstractmethod
     def softmax(self, x):

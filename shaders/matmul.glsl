@@ -85,7 +85,10 @@ layout(constant_id = 14) const uint RELU_C = 0; // 1: then relu every output
 layout(constant_id = 15) const uint MASK_C = 0; // 1: then zero it where mask <= 0
 layout(constant_id = 16) const uint ROWSUM_A = 0;   // 1: and write op(A)'s row sums
 layout(constant_id = 17) const uint ROUND16 = 0;    // 1 / 2: operands rounded to float16 /
-                                                // bfloat16 as they are loaded (autocast)
+                                                // bfloat16 as they are loaded (autocast);
+// + 4: A stored in that type, + 8: B (two to a word, widened as they are loaded)
+const uint LOW16 = ROUND16 & 3u;
+const bool A16 = (ROUND16 & 4u) != 0u, B16 = (ROUND16 & 8u) != 0u;
 #include "windows.glsl"     // WINDOWS (constants 18-31): a convolution's windows
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
@@ -118,9 +121,30 @@ const uint LB = BK * BN / 4 / THREADS;
 shared vec4 As[2 * BK * BM / 4];
 shared vec4 Bs[2 * BK * BN / 4];
 
+// The 16-bit element ``h`` (LOW16's type) widened, exactly.
+float widen16(uint h) { return uintBitsToFloat(LOW16 == 1u ? from_half(h) : h << 16); }
+
+// Element i of 16-bit storage.
+float load16(Floats f, uint i) {
+    uint w = uint(Ints(f).v[i >> 1]);
+    return widen16((i & 1u) != 0u ? w >> 16 : w & 0xffffu);
+}
+
 // A quad at element offset `off` of `f` with elements `step` apart, of which the first
-// `valid` (0..4) are inside the matrix.
-vec4 quad(Floats f, uint off, uint step, uint valid, bool vec WHOLE_PARAM) {
+// `valid` (0..4) are inside the matrix; `narrow`: `f` holds 16-bit elements.
+vec4 quad(Floats f, uint off, uint step, uint valid, bool vec, bool narrow WHOLE_PARAM) {
+    if (narrow) {
+        if (vec) {              // (off a multiple of 4: two whole words)
+            if (!(IS_WHOLE || valid >= 4)) return vec4(0.0);
+            uint w0 = uint(Ints(f).v[off >> 1]), w1 = uint(Ints(f).v[(off >> 1) + 1u]);
+            return vec4(widen16(w0 & 0xffffu), widen16(w0 >> 16), widen16(w1 & 0xffffu),
+                        widen16(w1 >> 16));
+        }
+        vec4 q = vec4(0.0);
+        [[unroll]] for (uint c = 0; c < 4; ++c)
+            if (c < valid) q[c] = load16(f, off + c * step);
+        return q;
+    }
     if (vec) return IS_WHOLE || valid >= 4 ? Quads(f).v[off >> 2] : vec4(0.0);
     vec4 q = vec4(0.0);
     [[unroll]] for (uint c = 0; c < 4; ++c)
@@ -145,19 +169,20 @@ vec4 load_a(uint e, uint m0, uint k0, uint kend, uint base WHOLE_PARAM) {
     if (A_T == 0) {                             // quads along k, k fastest across threads
         uint m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
         return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sk,
-                    VALID(m < p.M ? valid4(k, kend) : 0u), A_VEC != 0 WHOLE_ARG);
+                    VALID(m < p.M ? valid4(k, kend) : 0u), A_VEC != 0, A16 WHOLE_ARG);
     }
     uint m = m0 + (e % (BM / 4)) * 4, k = k0 + e / (BM / 4);   // quads along m
     return quad(p.a, base + m * p.a_sm + k * p.a_sk, p.a_sm,
-                VALID(k < kend ? valid4(m, p.M) : 0u), A_VEC != 0 WHOLE_ARG);
+                VALID(k < kend ? valid4(m, p.M) : 0u), A_VEC != 0, A16 WHOLE_ARG);
 }
 
-// An operand's quad as the product takes it: rounded to ROUND16's type where it says one.
+// An operand's quad as the product takes it: rounded to ROUND16's type where it says one
+// (a 16-bit operand's values are that rounding already).
 vec4 rounded16(vec4 q) {
-    if (ROUND16 == 0u) return q;
+    if (LOW16 == 0u) return q;
     uvec4 u = floatBitsToUint(q);
     [[unroll]] for (uint c = 0; c < 4; ++c)
-        u[c] = ROUND16 == 1u ? from_half(to_half(u[c])) : to_bf16(u[c]) << 16;
+        u[c] = LOW16 == 1u ? from_half(to_half(u[c])) : to_bf16(u[c]) << 16;
     return uintBitsToFloat(u);
 }
 
@@ -182,7 +207,7 @@ vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base WHOLE_PARAM) {
         uint n = n0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;   // of one image where
         uint valid = VALID(n < p.N ? valid4(k, kend) : 0u);         // OL % 4 == 0 (B_VEC)
         if (B_VEC != 0) return quad(p.b, ((k / OL) * p.N + n) * OL + k % OL, 1u, valid,
-                                    true WHOLE_ARG);
+                                    true, false WHOLE_ARG);
         vec4 q = vec4(0.0);
         [[unroll]] for (uint c = 0; c < 4; ++c)
             if (c < valid) q[c] = p.b.v[(((k + c) / OL) * p.N + n) * OL + (k + c) % OL];
@@ -191,11 +216,11 @@ vec4 load_b(uint e, uint n0, uint k0, uint kend, uint base WHOLE_PARAM) {
     if (B_T == 0) {                             // quads along n
         uint n = n0 + (e % (BN / 4)) * 4, k = k0 + e / (BN / 4);
         return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sn,
-                    VALID(k < kend ? valid4(n, p.N) : 0u), B_VEC != 0 WHOLE_ARG);
+                    VALID(k < kend ? valid4(n, p.N) : 0u), B_VEC != 0, B16 WHOLE_ARG);
     }
     uint n = n0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;    // quads along k
     return quad(p.b, base + k * p.b_sk + n * p.b_sn, p.b_sk,
-                VALID(n < p.N ? valid4(k, kend) : 0u), B_VEC != 0 WHOLE_ARG);
+                VALID(n < p.N ? valid4(k, kend) : 0u), B_VEC != 0, B16 WHOLE_ARG);
 }
 
 void store_b(uint e, uint buf, vec4 q) {

@@ -585,8 +585,8 @@ def _product_operands(fn: str, named: tuple) -> tuple:
 
 
 def _wide(backend, h):
-    """A product's operand storage as its kernels read it: a 16-bit one widened to float32
-    (exact; the product rounds it to its type again, which leaves it as it is)."""
+    """Storage as float32 kernels read it: a 16-bit one widened (exact; a product made in
+    its type takes it as it is: ``Backend.matmul``)."""
     return backend.cast(h, DEFAULT_DTYPE) if h.dtype.itemsize == 2 else h
 
 
@@ -629,14 +629,11 @@ def _low_result(y: Tensor, low) -> Tensor:
 
 def _product_made(hy, inputs: tuple, backward, backend, low, owed=None) -> Tensor:
     """_make of a product's float32 (or float64) result ``hy``: rounded to the 16-bit type
-    ``low`` where given (one record, not two: its rule is handed the 16-bit gradient
-    widened). ``owed``: a transform's class, made of the result's storage (ThroughRelu)."""
+    ``low`` where given (one record, not two: its rule is handed the 16-bit gradient,
+    which the products take as it is). ``owed``: a transform's class, made of the result's
+    storage (ThroughRelu)."""
     if low is not None:
         hy = backend.cast(hy, low)
-        rule = backward
-
-        def backward(g, needs):
-            return rule(backend.cast(g, DEFAULT_DTYPE), needs)
     return _make(hy, inputs, backward, backend, owed(hy) if owed is not None else None)
 
 
@@ -657,14 +654,14 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
     (the caller's op rounds its own result once) or, ``rounded``, rounded to ``low``."""
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
-    hy = backend.matmul(_wide(backend, ha), _wide(backend, hb), low=low)
+    hy = backend.matmul(ha, hb, low=low)           # (16-bit storage as it is)
     ka, kb = _kept(backend, a, ha, low), _kept(backend, b, hb, low)
     a_shape, a_type, b_ndim, b_type = a.shape, a.dtype, b.ndim, b.dtype
 
     def backward(g, needs):
         ga = gb = None
         if needs[0]:
-            wb = _wide(backend, kb)
+            wb = kb
             if len(a_shape) == 2 and len(g.shape) == 3:   # a shared by the batch: summed
                 ga = backend.reduce("sum", backend.matmul(g, wb, False, True, low=low), (0,),
                                     out=_into(needs[0], a_type))
@@ -672,7 +669,7 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
                 ga = backend.matmul(g, wb, False, True, out=_into(needs[0], a_type), low=low)
             ga = _grad_for(backend, ga, a_type)
         if needs[1]:
-            into, wa = _into(needs[1], b_type), _wide(backend, ka)
+            into, wa = _into(needs[1], b_type), ka
             if len(a_shape) == 3 and b_ndim == 2:     # b shared by the batch: one product
                 m = a_shape[0] * a_shape[1]
                 gb = backend.matmul(backend.reshape(wa, (m, a_shape[2])),
@@ -731,7 +728,7 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
     hb = handle(backend, bias) if bias is not None else None
-    hy = backend.matmul(_wide(backend, hx), _wide(backend, hw), False, True,
+    hy = backend.matmul(hx, hw, False, True,
                         epilogue=Epilogue(bias=None if hb is None else _wide(backend, hb),
                                           relu=relu), low=low)   # (the bias: in float32)
     kx, kw = _kept(backend, x, hx, low), _kept(backend, weight, hw, low)
@@ -744,18 +741,19 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         g2 = backend.reshape(g, (rows, outs))
         gx = None
         if needs[0]:
-            gx = backend.matmul(g, _wide(backend, kw), epilogue=Epilogue(mask=mask)
+            gx = backend.matmul(g, kw, epilogue=Epilogue(mask=mask)
                                 if mask is not None else PLAIN, low=low)
             gx = tape.Settled(gx) if mask is not None else _grad_for(backend, gx, x_type)
         gw = gb = None
         if b_type is not None and needs[2]:     # the sums of g's columns: with gw where it
             gb = _into(needs[2], b_type)        # is made, else alone
             if not needs[1]:
-                gb = backend.reduce("sum", g2, (0,), out=gb)
-            elif gb is None:
-                gb = backend.empty((outs,), g.dtype)
+                gb = backend.reduce("sum", _wide(backend, g2), (0,), out=gb)
+            elif gb is None:                    # (the row sums: float32, or float64)
+                gb = backend.empty((outs,), DEFAULT_DTYPE if g.dtype.itemsize == 2
+                                   else g.dtype)
         if needs[1]:
-            gw = backend.matmul(g2, backend.reshape(_wide(backend, kx), (rows, width)),
+            gw = backend.matmul(g2, backend.reshape(kx, (rows, width)),
                                 True, False, out=_into(needs[1], w_type),
                                 epilogue=Epilogue(row_sums=gb) if gb is not None else PLAIN,
                                 low=low)

@@ -15,12 +15,13 @@ from . import blas, convert16, reduce, unary
 
 def rounded(low, *arrays) -> tuple:
     """The arrays rounded to the 16-bit type ``low`` (nearest even, as the conversions
-    round; past its range, inf) and back to their own dtype; as they are where it is
-    None."""
+    round; past its range, inf) and back to their own dtype, one of that type widened to
+    float32; as they are where it is None."""
     if low is None:
         return arrays
     with np.errstate(over="ignore"):
         return tuple(convert16.widen(convert16.narrow(x, low)) if x.dtype == np.float32
+                     else convert16.widen(x) if x.dtype == low
                      else x.astype(low).astype(x.dtype) for x in arrays)
 
 
@@ -33,7 +34,8 @@ def matmul(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = 
     The epilogue's steps are the other kernels' own: the bias added by numpy's addition
     (one rounding each), relu and the mask by unary's relu and unary_backward's, in place;
     the row sums by the reduction's sum. ``low``: a and b rounded to that 16-bit type
-    first (nearest even, as the conversions round), the product of those in float32."""
+    first (nearest even, as the conversions round), the product of those in float32; an
+    operand stored in that type is taken as it is."""
     a, b = rounded(low, a, b)
     if epilogue.row_sums is not None:       # (over the axis a is stored with: k's)
         epilogue.row_sums[...] = reduce.reduce("sum", a, (a.ndim - (2 if trans_a else 1),))

@@ -584,10 +584,13 @@ def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
 
 
 def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=None,
-                      low=None):
-    # Operands are stored transposed where asked, so op(a) @ op(b) is the same product.
+                      low=None, stored=(False, False)):
+    # Operands are stored transposed where asked, so op(a) @ op(b) is the same product;
+    # ``stored``: a, b stored in ``low``'s type (rounded so), as autocast's 16-bit operands.
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
+    with np.errstate(over="ignore"):
+        a_st, b_st = (x.astype(low) if keep else x for x, keep in zip((a_st, b_st), stored))
     cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
                        Epilogue(bias=bias, relu=relu, mask=mask), low)
     a, b = rounded(low, a, b)    # (the bound is over the operands the product multiplies)
@@ -647,9 +650,11 @@ def _matmul_tensor(data, pair):
 @check("matmul:autocast")
 def _matmul_autocast(data, pair):
     """The product of operands rounded to bfloat16 or float16 (autocast's), accumulated in
-    float32; both backends round the same way (convert16), so the product's bound holds."""
+    float32; both backends round the same way (convert16), so the product's bound holds.
+    Either operand may come stored in the type (an activation autocast made)."""
     low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
-    return [_matmul_agreement(pair, *_matmul_operands(data), low=low)]
+    stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
+    return [_matmul_agreement(pair, *_matmul_operands(data), low=low, stored=stored)]
 
 
 @check("matmul:autocast tensor cores")
@@ -663,9 +668,10 @@ def _matmul_autocast_tensor(data, pair):
     unsplittable = (1e-35, -2.0 ** 70, 2.0 ** 63)
     a = data.draw(dgst.arrays((m, k), specials=unsplittable, max_specials=2), label="a")
     b = data.draw(dgst.arrays((k, n), specials=unsplittable, max_specials=2), label="b")
+    stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
     with tensor_cores_forced(pair.dut):
         return [_matmul_agreement(pair, a, b, trans_a, trans_b,
-                                  low=np.dtype("bfloat16"))]
+                                  low=np.dtype("bfloat16"), stored=stored)]
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -182,8 +182,9 @@ def _batch_band(h: DeviceArray, first: int, count: int) -> DeviceArray:
 
 
 def rounded(dev, x, low):
-    """``x`` rounded to the 16-bit type ``low`` and back to float32 (convert16.comp twice)."""
-    return logic.cast(dev, logic.cast(dev, x, low), F32)
+    """``x`` rounded to the 16-bit type ``low`` and back to float32 (convert16.comp twice;
+    once for storage of that type)."""
+    return logic.cast(dev, x if x.dtype == low else logic.cast(dev, x, low), F32)
 
 
 def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None):
@@ -210,7 +211,9 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
     matrix, whole K), else the caller makes them. ``low``: the operands rounded to that
     16-bit type first (the fma kernel rounds them as it loads them; the tensor-core
-    kernel's split pass rounds to bfloat16: one piece; float16 there: rounded copies)."""
+    kernel's split pass rounds to bfloat16: one piece; float16 there: rounded copies). An
+    operand may be storage of type ``low``: the fma kernel reads it so (ROUND16's + 4 for
+    A, + 8 for B), the tensor-core kernel a float32 copy."""
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
@@ -220,8 +223,13 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
                       kind)
     if low is not None:
         if r.split is None:                  # the fma kernel rounds them as it loads them
+            stored = 4 * (a.dtype == low) + 8 * (b.dtype == low)
             r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
-                              plans.matmul_plan, kind, 3, ROUND16[low])
+                              plans.matmul_plan, kind, 3, ROUND16[low] + stored)
+        elif a.dtype == low or b.dtype == low:      # (the split pass reads float32)
+            a, b = (logic.cast(dev, x, F32) if x.dtype == low else x for x in (a, b))
+            return product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue,
+                                tensor_cores, low)
         elif low == BFLOAT16:                # the split pass rounds them: one piece
             r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
                               plans.matmul_plan, kind, 1)
