@@ -238,14 +238,15 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def matmul(self, a, b, trans_a: bool = False, trans_b: bool = False, out=None,
-               epilogue: Epilogue = PLAIN, low=None):
+               epilogue: Epilogue = PLAIN, low=None, result=None):
         """op(a) @ op(b), 2-D or batched 3-D; a 2-D operand is shared by the batch; op
         transposes the last two axes where its flag is set. ``epilogue`` says what happens
         to C as it is stored. Into ``out`` (storage of the product's size, returned) where
         given. ``low`` (float16 or bfloat16): the product of a and b rounded to that type
         (nearest even, as ``cast`` rounds), accumulated in float32 (autocast's products;
         the row sums are of the rounded op(a)); a or b may then be storage of that type,
-        taken as it is. The product is float32."""
+        taken as it is. The product is float32, or with ``result`` (``low``'s type)
+        stored in it, each output rounded once after the epilogue."""
 
     @abc.abstractmethod
     def softmax(self, x):

@@ -86,9 +86,11 @@ layout(constant_id = 15) const uint MASK_C = 0; // 1: then zero it where mask <=
 layout(constant_id = 16) const uint ROWSUM_A = 0;   // 1: and write op(A)'s row sums
 layout(constant_id = 17) const uint ROUND16 = 0;    // 1 / 2: operands rounded to float16 /
                                                 // bfloat16 as they are loaded (autocast);
-// + 4: A stored in that type, + 8: B (two to a word, widened as they are loaded)
+// + 4: A stored in that type, + 8: B (two to a word, widened as they are loaded); + 16: C
+// stored in it, each output rounded once as it is stored (C_VEC: two words a quad)
 const uint LOW16 = ROUND16 & 3u;
 const bool A16 = (ROUND16 & 4u) != 0u, B16 = (ROUND16 & 8u) != 0u;
+const bool C16 = (ROUND16 & 16u) != 0u;
 #include "windows.glsl"     // WINDOWS (constants 18-31): a convolution's windows
 
 // C and W: coherent, so partial products one workgroup stores reach the one that adds them.
@@ -245,6 +247,15 @@ void store(Out dst, uint off, uint n, vec4 v) {
         if (n + j < p.N) dst.v[off + j] = v[j];
 }
 
+// An output quad (off a multiple of 4) rounded into 16-bit storage: two words.
+void store16(Out dst, uint off, vec4 v) {
+    uvec4 u = floatBitsToUint(v);
+    uvec4 h = LOW16 == 1u ? uvec4(to_half(u.x), to_half(u.y), to_half(u.z), to_half(u.w))
+                          : uvec4(to_bf16(u.x), to_bf16(u.y), to_bf16(u.z), to_bf16(u.w));
+    Ints(dst).v[off >> 1] = int(h.x | (h.y << 16));
+    Ints(dst).v[(off >> 1) + 1u] = int(h.z | (h.w << 16));
+}
+
 vec4 fetch(Out src, uint off, uint n) {
     if (C_VEC != 0) return OutQuads(src).v[off >> 2];
     vec4 v = vec4(0.0);
@@ -324,7 +335,10 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0,
                 uint off = base + m * p.N + n;
                 if (MASK_C != 0 && final)
                     v = mix(vec4(0.0), v, greaterThan(mask_quad(off, n), vec4(0.0)));
-                store(dst, off, n, v);
+                if (C16 && final)
+                    store16(dst, off, v);
+                else
+                    store(dst, off, n, v);
             }
         }
 }

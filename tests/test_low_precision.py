@@ -222,6 +222,30 @@ def test_unary_kernels_take_16_bit_storage_of_every_length(device, low, n):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+@pytest.mark.parametrize("m, n, k", [(8, 12, 5), (33, 7, 9), (4, 8, 3000), (70, 64, 40)])
+def test_products_take_and_give_16_bit_storage(device, low, m, n, k):
+    """Backend.matmul made in a 16-bit type takes operands stored in it as they are and,
+    with ``result``, stores each output rounded once after its epilogue: the same bits as
+    the float32 product of the rounded operands, rounded (quads of 16-bit outputs where N
+    is a multiple of 4, a float32 product converted otherwise; a deep K splits)."""
+    from dualgrad.api.device import active
+    from dualgrad.backend import Epilogue
+    backend = active()
+    rng = np.random.default_rng(m + n + k)
+    a = _low(rng.standard_normal((m, k)), low).astype(low)
+    b = _low(rng.standard_normal((n, k)), low).astype(low)
+    bias = backend.upload(rng.standard_normal(n).astype(np.float32))
+    for relu in (False, True):
+        epilogue = Epilogue(bias=bias, relu=relu)
+        got = backend.matmul(backend.upload(a), backend.upload(b), False, True,
+                             epilogue=epilogue, low=low, result=low)
+        wide = backend.matmul(*(backend.upload(x.astype(np.float32)) for x in (a, b)),
+                              False, True, epilogue=epilogue, low=low)
+        assert got.dtype == low
+        assert _same(backend.download(got), backend.download(backend.cast(wide, low)))
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 @pytest.mark.parametrize("head", [3, 8, 64])
 def test_attention_kernels_take_16_bit_storage(device, low, head):
     """q, k, v (and the backward's o and g) read in 16 bits, o and the gradients written

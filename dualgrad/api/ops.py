@@ -627,13 +627,10 @@ def _low_result(y: Tensor, low) -> Tensor:
     return tape.record(out, (y,), backward, backend)
 
 
-def _product_made(hy, inputs: tuple, backward, backend, low, owed=None) -> Tensor:
-    """_make of a product's float32 (or float64) result ``hy``: rounded to the 16-bit type
-    ``low`` where given (one record, not two: its rule is handed the 16-bit gradient,
-    which the products take as it is). ``owed``: a transform's class, made of the result's
-    storage (ThroughRelu)."""
-    if low is not None:
-        hy = backend.cast(hy, low)
+def _product_made(hy, inputs: tuple, backward, backend, owed=None) -> Tensor:
+    """_make of a product's result ``hy``, float32 or (``Backend.matmul``'s ``result``)
+    16-bit: then its rule is handed the 16-bit gradient, which the products take as it
+    is. ``owed``: a transform's class, made of the result's storage (ThroughRelu)."""
     return _make(hy, inputs, backward, backend, owed(hy) if owed is not None else None)
 
 
@@ -654,7 +651,8 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
     (the caller's op rounds its own result once) or, ``rounded``, rounded to ``low``."""
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
-    hy = backend.matmul(ha, hb, low=low)           # (16-bit storage as it is)
+    hy = backend.matmul(ha, hb, low=low,           # (16-bit storage as it is)
+                        result=low if rounded else None)
     ka, kb = _kept(backend, a, ha, low), _kept(backend, b, hb, low)
     a_shape, a_type, b_ndim, b_type = a.shape, a.dtype, b.ndim, b.dtype
 
@@ -679,7 +677,7 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
                 gb = backend.matmul(wa, g, True, False, out=into, low=low)
             gb = _grad_for(backend, gb, b_type)
         return ga, gb
-    return _product_made(hy, (a, b), backward, backend, low if rounded else None)
+    return _product_made(hy, (a, b), backward, backend)
 
 
 class ThroughRelu:
@@ -730,7 +728,8 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
     hb = handle(backend, bias) if bias is not None else None
     hy = backend.matmul(hx, hw, False, True,
                         epilogue=Epilogue(bias=None if hb is None else _wide(backend, hb),
-                                          relu=relu), low=low)   # (the bias: in float32)
+                                          relu=relu), low=low,   # (the bias: in float32)
+                        result=low)
     kx, kw = _kept(backend, x, hx, low), _kept(backend, weight, hw, low)
     rows, width, outs = x.size // x.shape[-1], x.shape[-1], weight.shape[0]
     x_type, w_type = x.dtype, weight.dtype
@@ -762,7 +761,7 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
             gb = _grad_for(backend, gb, b_type)
         return (gx, gw) if b_type is None else (gx, gw, gb)
     # (the ReLU's mask: the result's storage; a 16-bit one the tape applies itself)
-    return _product_made(hy, inputs, backward, backend, low, ThroughRelu if relu else None)
+    return _product_made(hy, inputs, backward, backend, ThroughRelu if relu else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -142,8 +142,11 @@ class CpuBackend(Backend):
     def strided_backward(self, g, size, strides, offset, out=None):
         return strided.strided_backward(g, size, strides, offset, out)
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None):
-        return matmul.matmul(a, b, trans_a, trans_b, out, epilogue, low)
+    def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None,
+               result=None):
+        product = matmul.matmul(a, b, trans_a, trans_b, out if result is None else None,
+                                epilogue, low)
+        return product if result is None else convert16.narrow(product, result, out)
 
     def softmax(self, x):
         return softmax.softmax(x)

@@ -144,8 +144,9 @@ class GpuBackend(Backend):
     def strided_backward(self, g, size, strides, offset, out=None):
         return strided.strided_backward(self.device, g, size, strides, offset, out)
 
-    def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None):
-        return matmul.matmul(self.device, a, b, trans_a, trans_b, out, epilogue, low)
+    def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None,
+               result=None):
+        return matmul.matmul(self.device, a, b, trans_a, trans_b, out, epilogue, low, result)
 
     def softmax(self, x):
         return softmax.softmax(self.device, x)

@@ -55,9 +55,9 @@ def where(dev, cond, a, b):
     return out
 
 
-def cast(dev, x, dtype):
+def cast(dev, x, dtype, out=None):
     dtype = np.dtype(dtype)
-    out = dev.empty(x.shape, dtype)
+    out = dev.empty(x.shape, dtype) if out is None else out
     low = _LOW.get(dtype, _LOW.get(x.dtype))
     if low is not None:              # convert16.comp: float32 <-> a 16-bit float
         narrow = dtype in _LOW

@@ -187,7 +187,8 @@ def rounded(dev, x, low):
     return logic.cast(dev, x if x.dtype == low else logic.cast(dev, x, low), F32)
 
 
-def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None):
+def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None,
+           result=None):
     ra, ca = a.shape[-2:]
     rb, cb = b.shape[-2:]
     m, k = (ca, ra) if trans_a else (ra, ca)
@@ -195,7 +196,8 @@ def matmul(dev, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, lo
     batched = len(a.shape) == 3 or len(b.shape) == 3
     batch = a.shape[0] if len(a.shape) == 3 else (b.shape[0] if len(b.shape) == 3 else 1)
     if out is None:
-        out = dev.empty((batch, m, n) if batched else (m, n))
+        out = dev.empty((batch, m, n) if batched else (m, n), F32 if result is None
+                        else result)
     sums = epilogue.row_sums
     fused = out.size and product_into(dev, a, b, out, trans_a, trans_b, (m, n, k, batch),
                                       epilogue, low=low)
@@ -213,7 +215,8 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     16-bit type first (the fma kernel rounds them as it loads them; the tensor-core
     kernel's split pass rounds to bfloat16: one piece; float16 there: rounded copies). An
     operand may be storage of type ``low``: the fma kernel reads it so (ROUND16's + 4 for
-    A, + 8 for B), the tensor-core kernel a float32 copy."""
+    A, + 8 for B), the tensor-core kernel a float32 copy; so may ``out``, which the fma
+    kernel stores so (+ 16) where it stores quads, else a float32 product is rounded."""
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
@@ -221,9 +224,18 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     limits = dev.matmul_limits if tensor_cores else dev.fma_limits
     r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits, plans.matmul_plan,
                       kind)
+    if out.dtype != F32 and (out.dtype != low or r.split is not None or not r.spec[9] or
+                             max(r.groups) > MAX_GROUPS):
+        # a 16-bit C: the fma kernel stores it as quads (C_VEC) in one grid; else a
+        # float32 product, rounded
+        wide = dev.empty(out.shape)
+        sums = product_into(dev, a, b, wide, trans_a, trans_b, dims, epilogue, tensor_cores,
+                            low)
+        logic.cast(dev, wide, out.dtype, out=out)
+        return sums
     if low is not None:
         if r.split is None:                  # the fma kernel rounds them as it loads them
-            stored = 4 * (a.dtype == low) + 8 * (b.dtype == low)
+            stored = 4 * (a.dtype == low) + 8 * (b.dtype == low) + 16 * (out.dtype == low)
             r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
                               plans.matmul_plan, kind, 3, ROUND16[low] + stored)
         elif a.dtype == low or b.dtype == low:      # (the split pass reads float32)
