@@ -3,18 +3,19 @@
 Inside the block, the products (``matmul``, ``linear`` and what is built on them: the
 convolutions, attention) are made in ``dtype`` (bfloat16 or float16), as PyTorch's
 autocast makes them: float32 inputs rounded to it (to nearest even), 16-bit ones as they
-are, float32 accumulation, and the result rounded to it once (``ops.product_type``,
-``ops._product_made``). So the activations after a product are 16-bit; the ops on them
-compute in float32 and round (low_precision.py), and reductions, softmax, normalisation
-and losses give float32 as outside the block. Parameters and optimizer state stay float32
-(the master weights); a float32 input's gradient is float32, not rounded (PyTorch's are,
+are, float32 accumulation, and the result rounded to it once (``ops.product_type``). So
+the activations after a product are 16-bit; the ops on them compute in float32 and round
+(low_precision.py), but PyTorch's float32 ops (FLOAT32_OPS below: exp, sum, softmax, layer
+norm, the losses, ...) give float32. Parameters and optimizer state stay float32 (the
+master weights); a float32 input's gradient is float32, not rounded (PyTorch's are,
 through its casts: a deliberate difference that leaves a rounding out).
 
-The products round float32 operands in the backends' ``matmul(..., low=)`` (the cpu its
-operands, a device with bfloat16 tensor cores as it splits them, others by conversion
-kernels) and their results by conversion kernels: the same bits on both backends, so the
-cpu reference rounds exactly where the device rounds and the differential suite keeps
-its meaning.
+The products round in the backends' ``matmul(..., low=, result=)`` (the cpu by its
+conversions; a device's fma kernel as it loads its operands and stores its result, its
+tensor-core kernel as it splits them, or from rounded copies, with a conversion kernel
+after) and
+attention's kernels as they store: the same bits on both backends, so the cpu reference
+rounds exactly where the device rounds and the differential suite keeps its meaning.
 """
 from __future__ import annotations
 

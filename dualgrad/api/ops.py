@@ -615,23 +615,10 @@ def _into(need, dtype):
 
 
 def _low_result(y: Tensor, low) -> Tensor:
-    """A product's float32 result made in the 16-bit type ``low``, rounded to it once
-    (PyTorch's autocast: the activations after a product are 16-bit), recorded."""
-    if low is None:
-        return y
-    backend = device.active()
-
-    def backward(g, needs):
-        return (backend.cast(g, DEFAULT_DTYPE),)
-    out = adopt(backend, Tensor(y.shape, low), backend.cast(handle(backend, y), low))
-    return tape.record(out, (y,), backward, backend)
-
-
-def _product_made(hy, inputs: tuple, backward, backend, owed=None) -> Tensor:
-    """_make of a product's result ``hy``, float32 or (``Backend.matmul``'s ``result``)
-    16-bit: then its rule is handed the 16-bit gradient, which the products take as it
-    is. ``owed``: a transform's class, made of the result's storage (ThroughRelu)."""
-    return _make(hy, inputs, backward, backend, owed(hy) if owed is not None else None)
+    """An op's float32 result made of products in the 16-bit type ``low``, rounded to it
+    once (PyTorch's autocast: the activations after a product are 16-bit), recorded.
+    (matmul and linear store theirs rounded: ``Backend.matmul``'s ``result``.)"""
+    return y if low is None else converted(device.active(), y, low)
 
 
 @computes_in_float32
@@ -651,33 +638,32 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
     (the caller's op rounds its own result once) or, ``rounded``, rounded to ``low``."""
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
-    hy = backend.matmul(ha, hb, low=low,           # (16-bit storage as it is)
-                        result=low if rounded else None)
+    # (16-bit storage as it is; a 16-bit result hands the rule a 16-bit g, taken so too)
+    hy = backend.matmul(ha, hb, low=low, result=low if rounded else None)
     ka, kb = _kept(backend, a, ha, low), _kept(backend, b, hb, low)
     a_shape, a_type, b_ndim, b_type = a.shape, a.dtype, b.ndim, b.dtype
 
     def backward(g, needs):
         ga = gb = None
         if needs[0]:
-            wb = kb
             if len(a_shape) == 2 and len(g.shape) == 3:   # a shared by the batch: summed
-                ga = backend.reduce("sum", backend.matmul(g, wb, False, True, low=low), (0,),
+                ga = backend.reduce("sum", backend.matmul(g, kb, False, True, low=low), (0,),
                                     out=_into(needs[0], a_type))
             else:
-                ga = backend.matmul(g, wb, False, True, out=_into(needs[0], a_type), low=low)
+                ga = backend.matmul(g, kb, False, True, out=_into(needs[0], a_type), low=low)
             ga = _grad_for(backend, ga, a_type)
         if needs[1]:
-            into, wa = _into(needs[1], b_type), ka
+            into = _into(needs[1], b_type)
             if len(a_shape) == 3 and b_ndim == 2:     # b shared by the batch: one product
                 m = a_shape[0] * a_shape[1]
-                gb = backend.matmul(backend.reshape(wa, (m, a_shape[2])),
+                gb = backend.matmul(backend.reshape(ka, (m, a_shape[2])),
                                     backend.reshape(g, (m, g.shape[-1])), True, False,
                                     out=into, low=low)
             else:
-                gb = backend.matmul(wa, g, True, False, out=into, low=low)
+                gb = backend.matmul(ka, g, True, False, out=into, low=low)
             gb = _grad_for(backend, gb, b_type)
         return ga, gb
-    return _product_made(hy, (a, b), backward, backend)
+    return _make(hy, (a, b), backward, backend)
 
 
 class ThroughRelu:
@@ -761,7 +747,7 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
             gb = _grad_for(backend, gb, b_type)
         return (gx, gw) if b_type is None else (gx, gw, gb)
     # (the ReLU's mask: the result's storage; a 16-bit one the tape applies itself)
-    return _product_made(hy, inputs, backward, backend, ThroughRelu if relu else None)
+    return _make(hy, inputs, backward, backend, ThroughRelu(hy) if relu else None)
 
 
 # ---------------------------------------------------------------------------------------------

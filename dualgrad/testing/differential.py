@@ -584,22 +584,25 @@ def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
 
 
 def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=None,
-                      low=None, stored=(False, False)):
+                      low=None, stored=(False, False), result=False):
     # Operands are stored transposed where asked, so op(a) @ op(b) is the same product;
-    # ``stored``: a, b stored in ``low``'s type (rounded so), as autocast's 16-bit operands.
+    # ``stored``: a, b stored in ``low``'s type (rounded so), as autocast's 16-bit operands;
+    # ``result``: the product stored in it too (each output rounded once by each backend).
     a_st = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if trans_a else a
     b_st = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if trans_b else b
     with np.errstate(over="ignore"):
         a_st, b_st = (x.astype(low) if keep else x for x, keep in zip((a_st, b_st), stored))
-    cc, gc = pair.twin("matmul", a_st, b_st, trans_a, trans_b, None,
-                       Epilogue(bias=bias, relu=relu, mask=mask), low)
+    cc, gc = (c.astype(F32) for c in pair.twin(
+        "matmul", a_st, b_st, trans_a, trans_b, None, Epilogue(bias=bias, relu=relu,
+                                                               mask=mask), low,
+        low if result else None))
     a, b = rounded(low, a, b)    # (the bound is over the operands the product multiplies)
     scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
     if bias is None:
-        return pair.agree("matmul" if low is None else "matmul:autocast", gc, cc,
-                          scale=scale, length=a.shape[-1])
+        key = "matmul" if low is None else "matmul:autocast" + (f"@{low}" if result else "")
+        return pair.agree(key, gc, cc, scale=scale, length=a.shape[-1])
     return pair.agree("matmul:relu" if relu else "matmul:bias", gc, cc,
                       scale=scale + np.abs(bias.astype(np.float64)), length=a.shape[-1])
 
@@ -647,17 +650,20 @@ def _matmul_tensor(data, pair):
         return [_matmul_agreement(pair, a, b, trans_a, trans_b)]
 
 
-@check("matmul:autocast")
+@check("matmul:autocast", samples=True)
 def _matmul_autocast(data, pair):
     """The product of operands rounded to bfloat16 or float16 (autocast's), accumulated in
     float32; both backends round the same way (convert16), so the product's bound holds.
-    Either operand may come stored in the type (an activation autocast made)."""
+    Either operand may come stored in the type (an activation autocast made), and the
+    product may be stored in it (the op's result: ``matmul:autocast@<type>``)."""
     low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
     stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
-    return [_matmul_agreement(pair, *_matmul_operands(data), low=low, stored=stored)]
+    result = data.draw(st.booleans(), label="result")
+    return [_matmul_agreement(pair, *_matmul_operands(data), low=low, stored=stored,
+                              result=result)]
 
 
-@check("matmul:autocast tensor cores")
+@check("matmul:autocast tensor cores", samples=True)
 def _matmul_autocast_tensor(data, pair):
     """The bfloat16-rounded product on the tensor cores where the gpu has them (one piece
     of each operand; the tiles with values the split cannot take, by rounded fmas)."""
@@ -669,9 +675,10 @@ def _matmul_autocast_tensor(data, pair):
     a = data.draw(dgst.arrays((m, k), specials=unsplittable, max_specials=2), label="a")
     b = data.draw(dgst.arrays((k, n), specials=unsplittable, max_specials=2), label="b")
     stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
+    result = data.draw(st.booleans(), label="result")
     with tensor_cores_forced(pair.dut):
         return [_matmul_agreement(pair, a, b, trans_a, trans_b,
-                                  low=np.dtype("bfloat16"), stored=stored)]
+                                  low=np.dtype("bfloat16"), stored=stored, result=result)]
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -584,7 +584,7 @@ LOW_TYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.fl
 _ROUNDED_FAMILIES = ("unary", "unary_backward", "binary", "binary_backward", "reduce",
                      "reduce_backward")
 _ROUNDED_ENTRIES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-                    "matmul",                    # (matmul alone: not its epilogues)
+                    "matmul", "matmul:autocast",  # (not the epilogues' entries)
                     "layer_norm", "layer_norm_backward", "embedding", "embedding_backward",
                     "gather", "gather_backward", "cumsum", "conv2d", "max_pool", "attention",
                     "attention_backward", "unfold", "fold")

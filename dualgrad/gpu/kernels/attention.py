@@ -9,12 +9,14 @@ written in 16 bits by the shaders' LOW form (attention16.glsl: rows of an even l
 others through float32 copies), lse and delta staying float32."""
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
 import numpy as np
 
 from ..dispatch import ROUND16, packer
+from ..memory import DeviceArray
 from . import logic
 
 _ADDRESSES = packer(10)
@@ -141,20 +143,29 @@ def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, 
                    _groups(keys, batch), [*reads, lse, g, delta], written[1:])
 
 
-def _through_float32(forward, dev, arrays, *rest):
-    """(o, lse) of ``forward`` of 16-bit ``arrays`` (rows of an odd length, which the LOW
-    forms do not take) widened to float32, o rounded back."""
-    o, lse = forward(dev, *(logic.cast(dev, a, F32) for a in arrays), *rest)
-    return logic.cast(dev, o, arrays[0].dtype), lse
+def _odd_16_through_float32(rounded):
+    """A function of the kernels made to take 16-bit rows of an odd length, which the LOW
+    forms do not (a pair of values would span two rows): its arrays of the first one's
+    type widened to float32, the outputs at ``rounded`` (indices; None: the one output)
+    converted back. (The cpu twin's ``_of_16_bit`` does the same for every 16-bit call.)"""
+    def made(fn):
+        @functools.wraps(fn)
+        def run(dev, first, *args):
+            low = first.dtype
+            if low not in ROUND16 or first.shape[-1] % 2 == 0:
+                return fn(dev, first, *args)
+            out = fn(dev, *(logic.cast(dev, a, F32) if isinstance(a, DeviceArray) and
+                            a.dtype == low else a for a in (first, *args)))
+            if rounded is None:
+                return logic.cast(dev, out, low)
+            return tuple(logic.cast(dev, h, low) if i in rounded else h
+                         for i, h in enumerate(out))
+        return run
+    return made
 
 
-def _odd_16(x) -> bool:
-    return x.dtype in ROUND16 and x.shape[-1] % 2 == 1
-
-
+@_odd_16_through_float32((0,))
 def attention(dev, q, k, v, causal: bool, scale: float):
-    if _odd_16(q):
-        return _through_float32(attention, dev, (q, k, v), causal, scale)
     batch, rows, head = q.shape
     keys = k.shape[1]
     o, lse = dev.empty(q.shape, q.dtype), dev.empty((batch, rows))
@@ -164,12 +175,8 @@ def attention(dev, q, k, v, causal: bool, scale: float):
     return o, lse
 
 
+@_odd_16_through_float32((0, 1, 2))
 def attention_backward(dev, q, k, v, o, lse, g, causal: bool, scale: float):
-    if _odd_16(q):
-        low = q.dtype
-        q, k, v, o, g = (logic.cast(dev, a, F32) for a in (q, k, v, o, g))
-        return tuple(logic.cast(dev, h, low) for h in
-                     attention_backward(dev, q, k, v, o, lse, g, causal, scale))
     batch, rows, head = q.shape
     keys = k.shape[1]
     dq, dk, dv = (dev.empty(t.shape, t.dtype) for t in (q, k, v))
@@ -188,9 +195,8 @@ def _thirds(h, e: int) -> tuple:
     return tuple(h.address + i * e * h.dtype.itemsize for i in range(3))
 
 
+@_odd_16_through_float32((0,))
 def attention_packed(dev, qkv, heads: int, causal: bool, scale: float):
-    if _odd_16(qkv):
-        return _through_float32(attention_packed, dev, (qkv,), heads, causal, scale)
     n, rows, _, _, head = qkv.shape
     o, lse = dev.empty((n, rows, heads, head), qkv.dtype), dev.empty((n * heads, rows))
     if o.size:
@@ -199,12 +205,8 @@ def attention_packed(dev, qkv, heads: int, causal: bool, scale: float):
     return o, lse
 
 
+@_odd_16_through_float32(None)
 def attention_packed_backward(dev, qkv, o, lse, g, heads: int, causal: bool, scale: float):
-    if _odd_16(qkv):
-        low = qkv.dtype
-        qkv, o, g = (logic.cast(dev, a, F32) for a in (qkv, o, g))
-        return logic.cast(dev, attention_packed_backward(dev, qkv, o, lse, g, heads, causal,
-                                                         scale), low)
     n, rows, _, _, head = qkv.shape
     grad = dev.empty(qkv.shape, qkv.dtype)
     if grad.size:
