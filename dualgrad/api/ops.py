@@ -603,9 +603,17 @@ def _kept(backend, t: Tensor, h, low):
 
 def _grad_for(backend, h, dtype):
     """A product's float32 gradient ``h`` for an input of ``dtype``, in that dtype (a
-    16-bit input's gradient is 16-bit, rounded once). (Rules keep their inputs' dtypes and
-    shapes, not the tensors: a tensor held by a rule would hold its storage too.)"""
-    return backend.cast(h, dtype) if dtype.itemsize == 2 else h
+    16-bit input's gradient is 16-bit, rounded once; one the product stored so, as it
+    is). (Rules keep their inputs' dtypes and shapes, not the tensors: a tensor held by a
+    rule would hold its storage too.)"""
+    return backend.cast(h, dtype) if dtype.itemsize == 2 and h.dtype != dtype else h
+
+
+def _stored_as(dtype, low):
+    """The ``result`` type a product in ``low`` gives an input's gradient: the input's own
+    16-bit type (rounded once as it is stored, the same bits as a conversion after), else
+    float32 (None)."""
+    return dtype if dtype.itemsize == 2 and dtype == low else None
 
 
 def _into(need, dtype):
@@ -650,7 +658,8 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
                 ga = backend.reduce("sum", backend.matmul(g, kb, False, True, low=low), (0,),
                                     out=_into(needs[0], a_type))
             else:
-                ga = backend.matmul(g, kb, False, True, out=_into(needs[0], a_type), low=low)
+                ga = backend.matmul(g, kb, False, True, out=_into(needs[0], a_type), low=low,
+                                    result=_stored_as(a_type, low))
             ga = _grad_for(backend, ga, a_type)
         if needs[1]:
             into = _into(needs[1], b_type)
@@ -660,7 +669,8 @@ def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
                                     backend.reshape(g, (m, g.shape[-1])), True, False,
                                     out=into, low=low)
             else:
-                gb = backend.matmul(ka, g, True, False, out=into, low=low)
+                gb = backend.matmul(ka, g, True, False, out=into, low=low,
+                                    result=_stored_as(b_type, low))
             gb = _grad_for(backend, gb, b_type)
         return ga, gb
     return _make(hy, (a, b), backward, backend)
@@ -727,7 +737,8 @@ def linear(x, weight, bias=None, activation=None) -> Tensor:
         gx = None
         if needs[0]:
             gx = backend.matmul(g, kw, epilogue=Epilogue(mask=mask)
-                                if mask is not None else PLAIN, low=low)
+                                if mask is not None else PLAIN, low=low,
+                                result=_stored_as(x_type, low) if mask is None else None)
             gx = tape.Settled(gx) if mask is not None else _grad_for(backend, gx, x_type)
         gw = gb = None
         if b_type is not None and needs[2]:     # the sums of g's columns: with gw where it
