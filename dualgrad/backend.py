@@ -45,6 +45,20 @@ class Epilogue:
 PLAIN = Epilogue()                 # a product stored as it is
 
 
+def mixed_side(a, b) -> int:
+    """For ``binary`` of storage ``a`` and ``b`` of different dtypes: 1 where b is the
+    16-bit one, 2 where a is (the other float32, one shape: a float32 result). Raises
+    InvalidValueError for any other mix."""
+    f32 = np.dtype(np.float32)
+    if a.shape == b.shape and f32 in (a.dtype, b.dtype) and \
+            (a.dtype if b.dtype == f32 else b.dtype).itemsize == 2:
+        return 1 if a.dtype == f32 else 2
+    from .errors import InvalidValueError
+    raise InvalidValueError(f"binary: operands of {a.dtype} {tuple(a.shape)} and {b.dtype} "
+                            f"{tuple(b.shape)} (expected one type, or float32 beside a "
+                            "16-bit type of the same shape)")
+
+
 class Backend(abc.ABC):
     """Abstract base of the cpu and gpu backends."""
 
@@ -179,7 +193,8 @@ class Backend(abc.ABC):
         """a op b with NumPy broadcasting (up to MAX_RANK dimensions; the kernels take 4-D
         pieces, ``shapes.pieces``); ``out`` may alias ``a``. a and b may be float16 or
         bfloat16 storage of one type and one shape: the result is of their type, as
-        ``unary``'s."""
+        ``unary``'s; or of one shape, one float32 and the other 16-bit (``mixed_side``):
+        the 16-bit one widened, the result float32."""
 
     @abc.abstractmethod
     def binary_backward(self, op: str, a, b, g):

@@ -4,7 +4,10 @@
 // (binary_scalar, binary_grad_scalar). Strides are in elements, 0 along broadcast axes;
 // FLAT = 1 when both operands have the output's shape (no index arithmetic). LOW 1
 // (float16) or 2 (bfloat16), FLAT only: every buffer holds that 16-bit type, two elements
-// to a word, widened to float32 and each result rounded to nearest even.
+// to a word, widened to float32 and each result rounded to nearest even. MIXED (FLAT,
+// forward): one operand stored in LOW's type, widened as it is read, the other and the
+// result float32 (PyTorch's promotion: a residual sum of a float32 stream and a 16-bit
+// layer output, without a float32 copy of the latter).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -17,11 +20,26 @@ layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint BACKWARD = 0;
 layout(constant_id = 2) const uint FLAT = 0;
 layout(constant_id = 3) const uint LOW = 0;
+layout(constant_id = 4) const uint MIXED = 0;    // 1: y in LOW's type; 2: x
 
 layout(push_constant) uniform Push {
     Floats x; Floats y; Floats g; Floats out0; Floats out1;
     uint n; uint shape[4]; uint sx[4]; uint sy[4];
 } p;
+
+#include "pairs16.glsl"
+
+// Element i, and quad q, of an operand: float32, or (`narrow`) LOW's type widened.
+float element(Floats f, uint i, bool narrow) {
+    if (!narrow) return f.v[i];
+    vec2 pair = widened(uint(Ints(f).v[i >> 1]));
+    return (i & 1u) != 0u ? pair.y : pair.x;
+}
+
+vec4 quad(Floats f, uint q, bool narrow) {
+    if (!narrow) return Quads(f).v[q];
+    return vec4(widened(uint(Ints(f).v[2u * q])), widened(uint(Ints(f).v[2u * q + 1u])));
+}
 
 float forward(float x, float y) {
     if (OP == ADD) return x + y;
@@ -58,7 +76,7 @@ vec2 backward(float x, float y, float g) {
 
 void apply(uint i, uint ix, uint iy) {
     if (BACKWARD == 0) {
-        p.out0.v[i] = forward(p.x.v[ix], p.y.v[iy]);
+        p.out0.v[i] = forward(element(p.x, ix, MIXED == 2u), element(p.y, iy, MIXED == 1u));
     } else {
         vec2 d = backward(p.x.v[ix], p.y.v[iy], p.g.v[i]);
         p.out0.v[i] = d.x;
@@ -70,7 +88,7 @@ void apply(uint i, uint ix, uint iy) {
 void same_shapes() {
     uint stride = gl_NumWorkGroups.x * WG, quads = p.n / 4;
     for (uint q = gl_GlobalInvocationID.x; q < quads; q += stride) {
-        vec4 x = Quads(p.x).v[q], y = Quads(p.y).v[q];
+        vec4 x = quad(p.x, q, MIXED == 2u), y = quad(p.y, q, MIXED == 1u);
         if (BACKWARD == 0) {
             vec4 r;
             [[unroll]] for (uint c = 0; c < 4; ++c) r[c] = forward(x[c], y[c]);
@@ -90,8 +108,6 @@ void same_shapes() {
     if (i < p.n) apply(i, i, i);
 }
 
-#include "pairs16.glsl"
-
 // FLAT with LOW: a word (two elements) a thread; an odd n's last word has a high half past
 // the end, which the storage owns (computed on, written as whatever it gives).
 void same_shapes16() {
@@ -110,7 +126,7 @@ void same_shapes16() {
 }
 
 void main() {
-    if (LOW != 0u) {
+    if (LOW != 0u && MIXED == 0u) {
         same_shapes16();
         return;
     }

@@ -319,6 +319,53 @@ def test_binary_kernels_take_16_bit_operands_of_one_shape(device, low, n):
             assert _within_a_unit(backend.download(g), w, low), op
 
 
+@pytest.mark.parametrize("low", LOW, ids=str)
+@pytest.mark.parametrize("n", [1, 3, 4, 1025])
+def test_binary_kernels_take_a_float32_and_a_16_bit_operand(device, low, n):
+    """Either side 16-bit, one shape: the float32 op of the widened operand, its bits;
+    any other mix is refused."""
+    from dualgrad.api.device import active
+    from dualgrad.errors import InvalidValueError
+    backend = active()
+    x = np.linspace(-3, 3, n).astype(np.float32) * np.float32(1.1)
+    y = _low(np.linspace(0.5, 2, n)[::-1], low).astype(low)
+    for op in ("add", "sub", "mul", "maximum"):
+        for a, b in ((x, y), (y, x)):
+            got = backend.download(backend.binary(op, backend.upload(a), backend.upload(b)))
+            want = backend.download(backend.binary(op, *(backend.upload(
+                v.astype(np.float32)) for v in (a, b))))
+            assert got.dtype == np.float32 and np.array_equal(got, want), op
+    other = LOW[0] if low == LOW[1] else LOW[1]
+    with pytest.raises(InvalidValueError, match="float32 beside a 16-bit type"):
+        backend.binary("add", backend.upload(x.astype(other)), backend.upload(y))
+    if n > 1:
+        with pytest.raises(InvalidValueError, match="float32 beside a 16-bit type"):
+            backend.binary("add", backend.upload(x[:1]), backend.upload(y))
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_a_residual_sum_takes_its_16_bit_operand_as_it_is(device, low, monkeypatch):
+    """float32 + 16-bit (and -) of one shape: one kernel on both storages, a float32
+    result, each operand's gradient of its own type; no widened copy is made."""
+    from dualgrad.api import low_precision
+    widened = []
+    monkeypatch.setattr(low_precision, "converted",
+                        lambda *args, _c=low_precision.converted: widened.append(args) or
+                        _c(*args))
+    x = np.array([1.5, -2.0, 3.25, 0.1], np.float32)
+    f = dg.ag_tensor(x, requires_grad=True)
+    h = dg.ag_tensor(x[::-1].copy(), dtype=low, requires_grad=True)
+    with dg.with_grad_tape():
+        y = (f + h) * 2.0 - (h - f)
+        y.sum().backward()
+    assert y.dtype == np.float32 and not widened
+    assert (f * h).dtype == np.float32 and len(widened) == 1     # (mul widens it)
+    wide = x[::-1].astype(low).astype(np.float32)
+    assert np.array_equal(y.numpy(), (x + wide) * 2 - (wide - x))
+    assert f.grad.dtype == np.float32 and np.array_equal(f.grad.numpy(), np.full(4, 3.0))
+    assert h.grad.dtype == low and np.array_equal(h.grad.numpy(), np.ones(4, low))
+
+
 @pytest.mark.gpu
 def test_elementwise_ops_on_16_bit_tensors_hold_16_bit_storage_only(gpu):
     """No float32 copy is made or kept: four elementwise ops on a 2 MiB bfloat16 tensor

@@ -273,6 +273,10 @@ _SCALAR_FORMS = {
 }
 
 
+# The dtypes a sum may mix (``_binary``)
+_MIXED = [{DEFAULT_DTYPE, t} for t in LOW_PRECISION]
+
+
 def _binary(op: str, fn: str, a, b) -> Tensor:
     if _non_float(a) or _non_float(b):
         from . import logic                    # (integer ops build on this module)
@@ -291,17 +295,21 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         other = _tensor(fn, names[is_number(a)], b if is_number(a) else a)
         number = _constant((), float(a if is_number(a) else b), other.dtype)
         a, b = (number, other) if is_number(a) else (other, number)
-    # The kernels take operands of one 16-bit type and one shape (the rest: low_precision.py)
-    low = isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype and \
-        a.shape == b.shape and not autocast.keeps_float32(op)
-    a = _tensor(fn, names[0], a, b, low_precision=low)
-    b = _tensor(fn, names[1], b, a, low_precision=low)
-    _same_dtype(fn, a, b)
+    # The kernels take operands of one 16-bit type and one shape, and a sum or difference
+    # of a float32 and a 16-bit operand of one shape (a residual under autocast: a float32
+    # result, as the float32 op of the widened operand); the rest: low_precision.py.
+    both = isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
+    low = both and a.dtype == b.dtype and not autocast.keeps_float32(op)
+    mixed = both and op in ("add", "sub") and {a.dtype, b.dtype} in _MIXED
+    a = _tensor(fn, names[0], a, b, low_precision=low or mixed)
+    b = _tensor(fn, names[1], b, a, low_precision=low or mixed)
+    if not mixed:
+        _same_dtype(fn, a, b)
     _broadcast(fn, a.shape, b.shape)
     backend = device.active()
     ha, hb = handle(backend, a), handle(backend, b)
     hy = backend.binary(op, ha, hb)
-    a_shape, b_shape = a.shape, b.shape
+    a_shape, b_shape, a_type, b_type = a.shape, b.shape, a.dtype, b.dtype
     saved = None if op in ("add", "sub") else (ha, hb)    # (a sum's rule reads neither)
 
     def backward(g, needs):
@@ -311,6 +319,9 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
             ga, gb = g, (backend.unary("neg", g) if needs[1] else None)
         else:
             ga, gb = backend.binary_backward(op, *saved, g)
+        if mixed:                   # (each operand's gradient of its own type)
+            ga, gb = (_grad_for(backend, h, t) if h is not None else None
+                      for h, t in ((ga, a_type), (gb, b_type)))
         return (_sum_to(backend, ga, a_shape) if needs[0] else None,
                 _sum_to(backend, gb, b_shape) if needs[1] else None)
     return _make(hy, (a, b), backward, backend)

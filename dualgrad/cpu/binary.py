@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..backend import mixed_side
 from ..kernel_ops import BINARY
 from ..shapes import broadcast_strides, contiguous_strides, pieces
 from . import convert16, split
@@ -260,7 +261,13 @@ def _walk(x_shape, y_shape, shape):
 
 def binary(op: str, x: np.ndarray, y: np.ndarray, out=None) -> np.ndarray:
     """x op y with NumPy broadcasting; of float16 or bfloat16 operands of one shape, the
-    float32 results rounded to their type (binary.comp's LOW forms)."""
+    float32 results rounded to their type (binary.comp's LOW forms); of a float32 and a
+    16-bit operand of one shape, the latter widened (its MIXED forms)."""
+    if x.dtype != y.dtype and 2 in (x.dtype.itemsize, y.dtype.itemsize):
+        if mixed_side(x, y) == 1:
+            y = convert16.widen(y)
+        else:
+            x = convert16.widen(x)
     if x.dtype in convert16.KIND:
         out = np.empty_like(x) if out is None else out
         split.run(_binary16_kernel(BINARY.code[op], convert16.KIND[x.dtype]),

@@ -205,6 +205,30 @@ for _op in BINARY.names:
     check(f"binary:{_op}")(_binary_check(_op))
 
 
+@check("binary:float32 and 16-bit", samples=True)
+def _binary_mixed(data, pair):
+    """A float32 operand beside a 16-bit one of the same shape (a residual sum under
+    autocast): the 16-bit one widened as it is read, the result float32, within the
+    float32 op's bound."""
+    op = data.draw(st.sampled_from(["add", "sub", "mul", "div", "maximum", "minimum"]),
+                   label="op")
+    low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
+    shape = data.draw(dgst.shapes(), label="shape")
+    x = data.draw(dgst.arrays(shape, specials=pair.specials(dgst.FINITE_SPECIALS,
+                                                            dgst.NONFINITE)), label="x")
+    y = data.draw(dgst.arrays(shape, 0.1, 4.0) if op == "div" else
+                  dgst.arrays(shape, specials=pair.specials(dgst.NONFINITE)), label="y")
+    with np.errstate(over="ignore"):
+        y = y.astype(low)
+    if data.draw(st.booleans(), label="16-bit first"):
+        x, y = y, x
+    cz, gz = pair.twin("binary", op, x, y)
+    assert cz.dtype == gz.dtype == F32
+    with np.errstate(all="ignore"):
+        growth = np.nan_to_num(np.abs(y.astype(np.float64)) * 4)
+    return [pair.agree(f"binary:{op}", gz, cz, x=growth)]
+
+
 @check("copy_and_fill")
 def _copy_and_fill(data, pair):
     x = data.draw(dgst.arrays(dgst.shapes(), specials=pair.specials(dgst.ALL_SPECIALS)),

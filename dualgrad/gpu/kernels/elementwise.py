@@ -9,9 +9,12 @@ import math
 
 import numpy as np
 
+from ...backend import mixed_side
 from ...kernel_ops import BINARY, UNARY
 from ...shapes import broadcast_strides, contiguous_strides, pieces
 from ..dispatch import ROUND16, check_size, grid, packed_uints, packer, quad_grid
+
+F32 = np.dtype(np.float32)
 
 _UNARY_PUSH = packer(4, 1, 2)     # x, y, g, out; n; a, b
 _ADDRESSES5 = packer(5)
@@ -66,6 +69,16 @@ def unary_backward(dev, op, x, y, g, a=0.0, b=0.0, out=None):
 
 
 def binary(dev, op, a, b, out=None):
+    if a.dtype != b.dtype and 2 in (a.dtype.itemsize, b.dtype.itemsize):
+        # one float32, one 16-bit, one shape: a float32 result
+        mixed = mixed_side(a, b)
+        low = b.dtype if mixed == 1 else a.dtype
+        out = dev.empty(a.shape) if out is None else out
+        if out.size:
+            dev.launch("binary", (_BINARY_CODE[op], 0, 1, ROUND16[low], mixed),
+                       _ADDRESSES5.pack(a.address, b.address, 0, out.address, 0) +
+                       _flat_tail(out.size), quad_grid(out.size), [a, b], [out])
+        return out
     if a.dtype in ROUND16:
         out = dev.empty(a.shape, a.dtype) if out is None else out
         if out.size:
