@@ -30,6 +30,13 @@
 // once fall in different banks. (Operands stored with k contiguous, loaded as they are,
 // made 32-byte rows of a 16-deep step: 1.5 times slower on an H200.)
 //
+// Under autocast (ROUND16, as matmul.glsl's): an operand may be stored in 16 bits (the split
+// pass and the exact path widen it), and so may C (+ 16): each warp's 16 x 16 blocks then
+// pass through 1 KiB of the shared tiles, where each lane takes 8 consecutive outputs of a
+// row, adds the bias (BIAS, the fma kernel's bias[n] in one float32 addition), applies the
+// relu (RELU_C) and rounds them into one 16-byte word. Neither is made for a float32 C
+// (the backend applies them after, as separate ops).
+//
 // A value the split cannot represent (inf, NaN, |x| >= 2^63, or nonzero |x| < 2^-100)
 // reaches the tensor cores as a NaN piece, so every output of its row or column is NaN; a
 // workgroup that finds a NaN among its outputs computes its tile again from the float32
@@ -44,6 +51,7 @@
 #extension GL_KHR_shader_subgroup_vote : require
 #include "common.glsl"
 #include "split3.glsl"
+#include "round16.glsl"
 #include "windows.glsl"     // WINDOWS 1 (constants 18-31): B is a convolution's windows
 
 layout(constant_id = 0) const uint BM = 128;    // tile rows
@@ -56,6 +64,14 @@ layout(local_size_x_id = 5) in;                 // = (BM / WM) * (BN / WN) * 32
 // accumulated in float32 (a product under autocast: its inputs rounded to bfloat16, the
 // exact path's fmas too)
 layout(constant_id = 6) const uint PIECES = 3;
+// 1 / 2: the operands rounded to float16 / bfloat16 (PIECES 3 / 1); + 4: A stored in that
+// type, + 8: B, + 16: C (matmul.glsl's codes)
+layout(constant_id = 7) const uint ROUND16 = 0;
+layout(constant_id = 8) const uint BIAS = 0;    // with C16: add bias[n] to every output
+layout(constant_id = 9) const uint RELU_C = 0;  // with C16: then relu every output
+const uint LOW16 = ROUND16 & 3u;
+const bool A16 = (ROUND16 & 4u) != 0u, B16 = (ROUND16 & 8u) != 0u;
+const bool C16 = (ROUND16 & 16u) != 0u;
 
 // Groups of 8 bfloat16 values as one 16-byte word.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer Words { uvec4 v[]; };
@@ -68,6 +84,7 @@ layout(push_constant) uniform Push {
     uint M; uint N; uint K; uint a_sm; uint a_sk; uint b_sk; uint b_sn;
     uint a_bs; uint b_bs; uint c_bs;
     uint pa_plane; uint pa_pbs; uint pb_plane; uint pb_pbs;
+    Floats bias;                                // (BIAS only)
 } p;
 
 const uint THREADS = (BM / WM) * (BN / WN) * 32;
@@ -95,6 +112,26 @@ float to_bf16_value(float x) {
     uint u = floatBitsToUint(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return x;
     return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+
+// Element i of an operand as the exact path multiplies it: a 16-bit one (`narrow`)
+// widened, a float32 one rounded where the product's operands are.
+float operand(Floats f, uint i, bool narrow) {
+    if (narrow) {
+        uint w = uint(Ints(f).v[i >> 1]), h = (i & 1u) != 0u ? w >> 16 : w & 0xffffu;
+        return uintBitsToFloat(LOW16 == 1u ? from_half(h) : h << 16);
+    }
+    float x = f.v[i];
+    if (LOW16 == 1u) return uintBitsToFloat(from_half(to_half(floatBitsToUint(x))));
+    return PIECES == 1 || LOW16 == 2u ? to_bf16_value(x) : x;
+}
+
+// Two adjacent outputs of C16 as stored: plus the bias, the relu, rounded into one word.
+uint narrow_pair(float x, float y, uint n) {
+    if (BIAS != 0) { x += p.bias.v[n]; y += p.bias.v[n + 1]; }
+    if (RELU_C != 0) { x = x <= 0.0 ? 0.0 : x; y = y <= 0.0 ? 0.0 : y; }
+    uint u = floatBitsToUint(x), v = floatBitsToUint(y);
+    return LOW16 == 1u ? to_half(u) | (to_half(v) << 16) : to_bf16(u) | (to_bf16(v) << 16);
 }
 
 // The e-th word of a K step's tile of `rows` x BK values (all three pieces: piece
@@ -247,6 +284,29 @@ void main() {
     bool exact = false;
     for (uint w = 0; w < THREADS / 32; ++w) exact = exact || tiles[w].x != 0u;
     uint c_base = batch * p.c_bs;
+    if (!exact && C16) {
+        barrier();                          // (every thread has read the warps' words)
+        uint scratch = warp * 64, lane = lid % 32, row = lane / 2, half8 = (lane % 2) * 8;
+        [[unroll]] for (uint i = 0; i < RM; ++i)
+            [[unroll]] for (uint j = 0; j < RN; ++j) {
+                coopMatStore(acc[i][j], tiles, scratch, 4, gl_CooperativeMatrixLayoutRowMajor);
+                controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                               gl_SemanticsAcquireRelease);
+                uint m = m0 + wr + 16 * i + row, n = n0 + wc + 16 * j + half8;
+                uvec4 lo = tiles[scratch + row * 4 + half8 / 4];
+                uvec4 hi = tiles[scratch + row * 4 + half8 / 4 + 1];
+                uvec4 w = uvec4(
+                    narrow_pair(uintBitsToFloat(lo.x), uintBitsToFloat(lo.y), n),
+                    narrow_pair(uintBitsToFloat(lo.z), uintBitsToFloat(lo.w), n + 2),
+                    narrow_pair(uintBitsToFloat(hi.x), uintBitsToFloat(hi.y), n + 4),
+                    narrow_pair(uintBitsToFloat(hi.z), uintBitsToFloat(hi.w), n + 6));
+                if (m < p.M && n < p.N)         // (M and N: multiples of 16, C 16-byte words)
+                    Words(p.c).v[(c_base + m * p.N + n) >> 3] = w;
+                controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                               gl_SemanticsAcquireRelease);   // (the block is read: free)
+            }
+        return;
+    }
     if (!exact) {
         [[unroll]] for (uint i = 0; i < RM; ++i)
             [[unroll]] for (uint j = 0; j < RN; ++j) {
@@ -257,16 +317,32 @@ void main() {
             }
         return;
     }
-    // The exact path: float32 fmas in k order, each output alone.
+    // The exact path: float32 fmas in k order, each output alone (two a thread for C16,
+    // which stores them as one word).
+    if (C16) {
+        for (uint e = lid; e < BM * BN / 2; e += THREADS) {
+            uint m = m0 + e / (BN / 2), n = n0 + 2 * (e % (BN / 2));
+            if (m >= p.M || n >= p.N) continue;
+            float s0 = 0.0, s1 = 0.0;
+            for (uint k = 0; k < p.K; ++k) {
+                float x = operand(p.a, a_base + m * p.a_sm + k * p.a_sk, A16);
+                s0 = fma(x, operand(p.b, b_base + k * p.b_sk + n * p.b_sn, B16), s0);
+                s1 = fma(x, operand(p.b, b_base + k * p.b_sk + (n + 1) * p.b_sn, B16), s1);
+            }
+            Ints(p.c).v[(c_base + m * p.N + n) >> 1] = int(narrow_pair(s0, s1, n));
+        }
+        return;
+    }
     for (uint e = lid; e < BM * BN; e += THREADS) {
         uint m = m0 + e / BN, n = n0 + e % BN;
         if (m >= p.M || n >= p.N) continue;
         float s = 0.0;
         for (uint k = 0; k < p.K; ++k) {
-            float x = p.a.v[a_base + m * p.a_sm + k * p.a_sk];
+            float x = operand(p.a, a_base + m * p.a_sm + k * p.a_sk, A16);
             float y = WINDOWS == 1 ? window_at(p.b, b_base, k, n)
-                                   : p.b.v[b_base + k * p.b_sk + n * p.b_sn];
-            s = PIECES == 1 ? fma(to_bf16_value(x), to_bf16_value(y), s) : fma(x, y, s);
+                                   : operand(p.b, b_base + k * p.b_sk + n * p.b_sn, B16);
+            if (WINDOWS == 1 && PIECES == 1) y = to_bf16_value(y);
+            s = fma(x, y, s);
         }
         p.c.v[c_base + m * p.N + n] = s;
     }

@@ -3,6 +3,7 @@ when the planner chooses it, how the device feature is asked for, and (on a devi
 tensor cores) the kernel against the cpu reference and the fma kernel."""
 import types
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -101,13 +102,13 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
                              (48 << 10, 1024, True), plans.matmul_plan)
     t = plans.matmul_plan(1024, 768, 3072, 1, tensor_cores=True).tile
     assert r.shader == "matmul_bf16x6" and r.partials is None
-    assert r.spec == (*t, t.threads, 3)                 # (3 pieces: float32 accuracy)
+    assert r.spec == (*t, t.threads, 3, 0, 0, 0)        # (3 pieces: float32 accuracy)
     assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
     # A (m x k, k contiguous) is transposed into k-major pieces by blocks of 64 x 32; B^T
     # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's.
     s = r.split
     blocks_a, blocks_b = 1024 // 64 * 3072 // 32, 768 // 64 * 3072 // 32
-    assert s.spec == (1, 1, 3)
+    assert s.spec == (1, 1, 3, 0)
     assert s.uints == (1024, 3072, 1024 * 3072, blocks_a, 768, 3072, 768 * 3072, blocks_b)
     assert s.groups == (blocks_a + blocks_b, 1, 1)
     assert s.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
@@ -119,9 +120,18 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
                                (48 << 10, 1024, True), plans.matmul_plan, pieces=1)
     deep = plans.one_piece(t, 48 << 10)
     assert deep.bk == plans.ONE_PIECE_BK and 2 * 2 * deep.bk * (t.bm + t.bn + 16) <= 48 << 10
-    assert one.spec == (*deep, t.threads, 1) and one.split.spec == (1, 1, 1)
+    assert one.spec == (*deep, t.threads, 1, 0, 0, 0) and one.split.spec == (1, 1, 1, 0)
     assert one.groups == r.groups
     assert one.split.floats == (1024 * 3072 // 2, 768 * 3072 // 2)
+    # A stored in bfloat16 (+ 4), C too (+ 16): the split pass widens A, the kernel stores
+    # C with the bias and the relu (which a float32 C leaves to separate ops).
+    kind = (True, True, False, False)
+    c16 = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
+                               (48 << 10, 1024, True), plans.matmul_plan, kind, 1, 2 + 4 + 16)
+    assert c16.spec == (*deep, t.threads, 1, 22, 1, 1) and c16.split.spec == (1, 1, 1, 6)
+    wide = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
+                                (48 << 10, 1024, True), plans.matmul_plan, kind, 1, 2 + 4)
+    assert wide.spec[-3:] == (6, 0, 0)
 
 
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
@@ -131,7 +141,7 @@ def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
                              (48 << 10, 1024, True), forced(plans.TENSOR_TILE))
     s, layout = r.split, r.uints[-4:]
     words = -(-3 * 300 * 144 // (8 * dispatch.WG))      # workgroups of 256 words
-    assert s.spec == (0, 1, 3)
+    assert s.spec == (0, 1, 3, 0)
     assert s.uints == (144, 300, 3 * 300 * 144, words, 96, 300, 300 * 96, 2 * 10)
     assert s.groups == (words + 2 * 10, 1, 1)
     assert layout == (3 * 300 * 144, 300 * 144, 300 * 96, 0)
@@ -250,8 +260,9 @@ def _with_unsplittable(rng, shape):
     return x.reshape(shape)
 
 
-def _pieces(x, k_major):
-    """The three k-major planes of bfloat16 bits the split pass should write for ``x``."""
+def _pieces(x, k_major, least_bad=len(UNSPLITTABLE)):
+    """The three k-major planes of bfloat16 bits the split pass should write for ``x`` (of
+    which ``least_bad`` or more are unsplittable)."""
     kr = x if k_major else np.swapaxes(x, -1, -2)
     values = np.ascontiguousarray(kr).reshape(-1)
     bad = ~((np.abs(values) < 2.0 ** 63) & ((np.abs(values) >= 2.0 ** -100) | (values == 0)))
@@ -259,8 +270,47 @@ def _pieces(x, k_major):
                      split(np.where(bad, 0, values).astype(np.float32))]).astype(np.uint16)
     want[0][bad] = 0x7FC0
     want[1:, bad] = 0
-    assert bad.sum() >= min(values.size, len(UNSPLITTABLE))
+    assert bad.sum() >= min(values.size, least_bad)
     return want
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("low", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("a_k_major", [True, False], ids=["A k-major", "A transposed"])
+def test_the_split_pass_widens_16_bit_operands_and_rounds_float32_ones(gpu, rng, low,
+                                                                       a_k_major):
+    """With ROUND16's code of a 16-bit type: A, stored in it (+ 4), is split as its values
+    widened; B, float32, as its values rounded to that type (to nearest even): the pieces
+    of autocast's products, whose operands are that rounding."""
+    backend = device.active()
+    shapes = [(2, 24, 40), (40, 32)]
+    specials = np.array([np.inf, -np.inf, np.nan, 65504.0, 65520.0, 2.0 ** -24, 2.0 ** -25,
+                         -0.0, 1 / 3, 1e-30], np.float32)
+    xs = []
+    for shape in shapes:
+        x = (rng.standard_normal(shape) * 300).astype(np.float32).reshape(-1)
+        x[rng.choice(x.size, specials.size, replace=False)] = specials
+        xs.append(x.reshape(shape))
+    with np.errstate(over="ignore"):                # (65520 and inf: float16's inf)
+        stored, wide = xs[0].astype(low), xs[1]
+        taken = [stored.astype(np.float32), wide.astype(low).astype(np.float32)]
+    assert not np.array_equal(taken[1], wide, equal_nan=True)       # (rounded as read)
+    code = dispatch.ROUND16[np.dtype(low)]
+    split_pass, *layouts = matmul.split_pass(shapes[0], a_k_major, shapes[1], not a_k_major,
+                                             3, code + 4)
+    h0, h1 = backend.upload(stored), backend.upload(wide)
+    assert h0.dtype == np.dtype(low)
+    out = backend.empty((sum(split_pass.floats),))
+    backend.device.launch("split_bf16", split_pass.spec,
+                          dispatch.push_constants((h0.address, out.address, h1.address,
+                                                   out.address + 4 * split_pass.floats[0]),
+                                                  split_pass.uints),
+                          split_pass.groups, [h0, h1], [out])
+    got = backend.download(out).view(np.uint16)
+    cut = 2 * split_pass.floats[0]
+    for x, km, (plane, _), part in zip(taken, (a_k_major, not a_k_major), layouts,
+                                       (got[:cut], got[cut:])):
+        assert np.array_equal(part.reshape((3, plane)), _pieces(x, km, 3))
 
 
 # -- the kernel, on a device with tensor cores ----------------------------------------------

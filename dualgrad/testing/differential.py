@@ -627,8 +627,10 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
     if bias is None:
         key = "matmul" if low is None else "matmul:autocast" + (f"@{low}" if result else "")
         return pair.agree(key, gc, cc, scale=scale, length=a.shape[-1])
-    return pair.agree("matmul:relu" if relu else "matmul:bias", gc, cc,
-                      scale=scale + np.abs(bias.astype(np.float64)), length=a.shape[-1])
+    key = ("matmul:relu" if relu else "matmul:bias") if low is None else (
+        "matmul:bias:autocast" + (f"@{low}" if result else ""))
+    return pair.agree(key, gc, cc, scale=scale + np.abs(bias.astype(np.float64)),
+                      length=a.shape[-1])
 
 
 @contextlib.contextmanager
@@ -679,18 +681,26 @@ def _matmul_autocast(data, pair):
     """The product of operands rounded to bfloat16 or float16 (autocast's), accumulated in
     float32; both backends round the same way (convert16), so the product's bound holds.
     Either operand may come stored in the type (an activation autocast made), and the
-    product may be stored in it (the op's result: ``matmul:autocast@<type>``)."""
+    product may be stored in it (the op's result: ``matmul:autocast@<type>``), with a bias
+    and a relu or not (a linear layer's)."""
     low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
     stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
     result = data.draw(st.booleans(), label="result")
-    return [_matmul_agreement(pair, *_matmul_operands(data), low=low, stored=stored,
-                              result=result)]
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    bias = relu = None
+    if data.draw(st.booleans(), label="with a bias"):
+        bias = data.draw(dgst.arrays((b.shape[-1],)), label="bias")
+        relu = data.draw(st.booleans(), label="relu")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias=bias, relu=bool(relu),
+                              low=low, stored=stored, result=result)]
 
 
 @check("matmul:autocast tensor cores", samples=True)
 def _matmul_autocast_tensor(data, pair):
-    """The bfloat16-rounded product on the tensor cores where the gpu has them (one piece
-    of each operand; the tiles with values the split cannot take, by rounded fmas)."""
+    """The rounded operands' product on the tensor cores where the gpu has them (bfloat16:
+    one piece of each operand, float16: three; the tiles with values the split cannot take,
+    by rounded fmas); operands and product stored in the type or not, the product with a
+    bias and a relu or not (which the kernel makes as it stores a 16-bit product)."""
     m, n = (16 * data.draw(st.integers(1, 12), label=f"{name}/16") for name in "mn")
     k = data.draw(st.integers(256, 420), label="k")
     trans_a, trans_b = data.draw(st.booleans(), label="trans_a"), data.draw(st.booleans(),
@@ -698,11 +708,16 @@ def _matmul_autocast_tensor(data, pair):
     unsplittable = (1e-35, -2.0 ** 70, 2.0 ** 63)
     a = data.draw(dgst.arrays((m, k), specials=unsplittable, max_specials=2), label="a")
     b = data.draw(dgst.arrays((k, n), specials=unsplittable, max_specials=2), label="b")
+    low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
     stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
     result = data.draw(st.booleans(), label="result")
+    bias = relu = None
+    if data.draw(st.booleans(), label="with a bias"):
+        bias = data.draw(dgst.arrays((n,)), label="bias")
+        relu = data.draw(st.booleans(), label="relu")
     with tensor_cores_forced(pair.dut):
-        return [_matmul_agreement(pair, a, b, trans_a, trans_b,
-                                  low=np.dtype("bfloat16"), stored=stored, result=result)]
+        return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias=bias, relu=bool(relu),
+                                  low=low, stored=stored, result=result)]
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -484,6 +484,10 @@ TOLERANCES: dict = {
     "matmul:relu": Tolerance("matmul:bias's bound: relu then selects x or 0 on each backend, "
                              "which moves no result further from its twin "
                              "(|relu(x) - relu(y)| <= |x - y|)", ulps=1, gamma=2),
+    "matmul:bias:autocast": Tolerance("matmul:autocast's bound, then the bias added with one "
+                                      "rounding on each backend (1 ULP between them) and the "
+                                      "relu where asked (which moves no result further from "
+                                      "its twin); S = |A| @ |B| + |bias|", ulps=1, gamma=3.4),
     "matmul:mask": Tolerance("matmul:bias's bound (without a bias, matmul's is within it): "
                              "each backend then keeps x or makes it 0 by the same mask value, "
                              "which moves no result further from its twin", ulps=1, gamma=2),
@@ -584,7 +588,7 @@ LOW_TYPES = {"bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.fl
 _ROUNDED_FAMILIES = ("unary", "unary_backward", "binary", "binary_backward", "reduce",
                      "reduce_backward")
 _ROUNDED_ENTRIES = ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward",
-                    "matmul", "matmul:autocast",  # (not the epilogues' entries)
+                    "matmul", "matmul:autocast", "matmul:bias:autocast",
                     "layer_norm", "layer_norm_backward", "embedding", "embedding_backward",
                     "gather", "gather_backward", "cumsum", "conv2d", "max_pool", "attention",
                     "attention_backward", "unfold", "fold")

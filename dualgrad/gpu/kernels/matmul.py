@@ -25,14 +25,14 @@ F32, BFLOAT16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
 EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
                                                # specialization, and the epilogue
-_ADDRESSES4, _ADDRESSES5, _ADDRESSES8 = packer(4), packer(5), packer(8)
+_ADDRESS, _ADDRESSES4, _ADDRESSES5, _ADDRESSES8 = packer(1), packer(4), packer(5), packer(8)
 
 
 class SplitPass(NamedTuple):
     """The dispatch of split_bf16.comp that splits both operands of a product into the
     bfloat16 pieces the tensor-core kernel multiplies (three planes each, k-major), written
     into one allocation: A's pieces, then B's."""
-    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1): A's, B's
+    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1, PIECES, ROUND16)
     uints: tuple                  # per operand: R, K, plane, the workgroups that walk it
     groups: tuple
     floats: tuple                 # each operand's pieces' size, in float32 words
@@ -70,14 +70,16 @@ def operand_split(shape: tuple, k_major: bool) -> tuple:
 
 
 def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
-               pieces: int = 3) -> tuple:
+               pieces: int = 3, round16: int = 0) -> tuple:
     """(SplitPass, A's layout, B's layout) of a product's operands stored with these
     shapes, each layout its plane and batch stride (0: one matrix for the whole batch);
-    ``pieces``: 3 (the exact split) or 1 (bfloat16 rounding alone)."""
+    ``pieces``: 3 (the exact split) or 1 (bfloat16 rounding alone); ``round16``: the
+    16-bit type's code the float32 operands are rounded to, + 4 where A is stored in it,
+    + 8 where B is."""
     ta, a_uints, a_plane, a_stride = operand_split(a_shape, a_k_major)
     tb, b_uints, b_plane, b_stride = operand_split(b_shape, b_k_major)
     uints = (*a_uints, *b_uints)
-    return (SplitPass((ta, tb, pieces), uints, (a_uints[3] + b_uints[3], 1, 1),
+    return (SplitPass((ta, tb, pieces, round16), uints, (a_uints[3] + b_uints[3], 1, 1),
                       (pieces * a_plane // 2, pieces * b_plane // 2), packed_uints(uints)),
             (a_plane, a_stride), (b_plane, b_stride))
 
@@ -94,9 +96,10 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     past COUNTERS tiles). The fma kernel applies the epilogue as it stores C (BIAS, RELU_C,
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
     thread for each row; the tensor-core kernel does none of them, so its recipe does not
-    say them. ``pieces`` (the tensor-core kernel's): 3, float32-accurate; 1, the product
-    of the operands rounded to bfloat16. ``round16`` (the fma kernel's ROUND16): 1 or 2,
-    the operands rounded to float16 or bfloat16 as they are loaded."""
+    say them, except for a 16-bit C (its bias and relu). ``pieces`` (the tensor-core
+    kernel's): 3, float32-accurate; 1, the product of the operands rounded to bfloat16.
+    ``round16`` (both kernels' ROUND16): 1 or 2, the operands rounded to float16 or
+    bfloat16 as they are loaded; + 4, A stored in that type, + 8, B, + 16, C."""
     m, n, k, batch = dims
     bias, relu, mask, sums = kind
     ca, cb = a_shape[-1], b_shape[-1]
@@ -111,10 +114,12 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
         if pieces == 1:
             t = plans.one_piece(t, limits[0])
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
-                                               pieces)
-        spec = (*t, t.threads, pieces)
+                                               pieces, round16 & 15)
+        c16 = bool(round16 & 16)
+        spec = (*t, t.threads, pieces, round16, int(c16 and bias), int(c16 and relu))
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
-        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
+        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints),
+                            False)
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -212,11 +217,12 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     """Record the product op(a) @ op(b) of ``dims`` (m, n, k, batch) into ``out``; True
     where the epilogue's row sums were written with it (the fma kernel's ROWSUM_A: one
     matrix, whole K), else the caller makes them. ``low``: the operands rounded to that
-    16-bit type first (the fma kernel rounds them as it loads them; the tensor-core
-    kernel's split pass rounds to bfloat16: one piece; float16 there: rounded copies). An
-    operand may be storage of type ``low``: the fma kernel reads it so (ROUND16's + 4 for
-    A, + 8 for B), the tensor-core kernel a float32 copy; so may ``out``, which the fma
-    kernel stores so (+ 16) where it stores quads, else a float32 product is rounded."""
+    16-bit type first (the fma kernel rounds them as it loads them, the tensor-core
+    kernel's split pass as it reads them: bfloat16 in one piece, float16 in three). An
+    operand may be storage of type ``low``, which both kernels read so (ROUND16's + 4 for
+    A, + 8 for B); so may ``out``, which they store so (+ 16: the fma kernel where it
+    stores quads; the tensor-core kernel with the bias and the relu but not the mask),
+    else a float32 product is rounded."""
     m, n, k, batch = dims
     kind = epilogue.kind
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
@@ -224,9 +230,10 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     limits = dev.matmul_limits if tensor_cores else dev.fma_limits
     r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits, plans.matmul_plan,
                       kind)
-    if out.dtype != F32 and (out.dtype != low or r.split is not None or not r.spec[9] or
-                             max(r.groups) > MAX_GROUPS):
-        # a 16-bit C: the fma kernel stores it as quads (C_VEC) in one grid; else a
+    tensor = r.split is not None
+    if out.dtype != F32 and (out.dtype != low or max(r.groups) > MAX_GROUPS or
+                             (kind[2] if tensor else not r.spec[9])):
+        # a 16-bit C, stored so in one grid (by the fma kernel as quads, C_VEC); else a
         # float32 product, rounded
         wide = dev.empty(out.shape)
         sums = product_into(dev, a, b, wide, trans_a, trans_b, dims, epilogue, tensor_cores,
@@ -234,20 +241,10 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
         logic.cast(dev, wide, out.dtype, out=out)
         return sums
     if low is not None:
-        if r.split is None:                  # the fma kernel rounds them as it loads them
-            stored = 4 * (a.dtype == low) + 8 * (b.dtype == low) + 16 * (out.dtype == low)
-            r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
-                              plans.matmul_plan, kind, 3, ROUND16[low] + stored)
-        elif a.dtype == low or b.dtype == low:      # (the split pass reads float32)
-            a, b = (logic.cast(dev, x, F32) if x.dtype == low else x for x in (a, b))
-            return product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue,
-                                tensor_cores, low)
-        elif low == BFLOAT16:                # the split pass rounds them: one piece
-            r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
-                              plans.matmul_plan, kind, 1)
-        else:                                # rounded copies, then the exact product
-            a, b = rounded(dev, a, low), rounded(dev, b, low)
-            low = None                       # (what the bands below still do)
+        stored = 4 * (a.dtype == low) + 8 * (b.dtype == low) + 16 * (out.dtype == low)
+        r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
+                          plans.matmul_plan, kind, 1 if tensor and low == BFLOAT16 else 3,
+                          ROUND16[low] + stored)
     gx, gy, gz = r.groups
     if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
         _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low)
@@ -261,9 +258,13 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
                    split.groups, [a, b], [pieces])
     if r.shader in FMA_SHADERS:          # (it applies the epilogue itself)
         return launch_fma(dev, r, a, b, out, epilogue)
-    dev.launch(r.shader, r.spec,
-               _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces)
-               + r.tail, r.groups, [a, b, pieces], [out])
+    push = _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces) + r.tail
+    if out.dtype != F32:                 # (the kernel adds the bias and applies the relu)
+        bias = epilogue.bias
+        dev.launch(r.shader, r.spec, push + _ADDRESS.pack(bias.address if bias else 0),
+                   r.groups, [a, b, pieces, bias], [out])
+        return False
+    dev.launch(r.shader, r.spec, push, r.groups, [a, b, pieces], [out])
     _epilogue_apart(dev, out, epilogue)
     return False
 
