@@ -444,6 +444,38 @@ def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("low", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_a_16_bit_product_on_tensor_cores_stores_its_bias_relu_and_rounding(
+        tensor_pair, rng, monkeypatch, low):
+    """16-bit operands and a 16-bit C with a bias and a relu (a linear layer's forward under
+    autocast): within the bound of the cpu's; the tile an unsplittable value sends to the
+    exact path is the fma kernel's bits (each output rounded once after the bias and the
+    relu by both)."""
+    low = np.dtype(low)
+    a, b, _, _ = operands(rng, (256, 320), (320, 256), False, False)
+    a[130, 5] = np.inf                 # in the tile of rows 128..255
+    a16, b16 = a.astype(low), b.astype(low)
+    bias = rng.uniform(-3.0, 3.0, 256).astype(np.float32)
+    epilogue = Epilogue(bias=bias, relu=True)
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
+    ref, got = tensor_pair.twin("matmul", a16, b16, False, False, None, epilogue, low, low)
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["square"]))
+    _, fma = tensor_pair.twin("matmul", a16, b16, False, False, None, epilogue, low, low)
+    assert got.dtype == fma.dtype == low
+    assert np.array_equal(got[128:, :128].view(np.uint16), fma[128:, :128].view(np.uint16))
+    assert (got == 0).any() and (got > 0).any()                   # (the relu took some)
+    got, ref = got.astype(np.float32), ref.astype(np.float32)
+    finite = np.isfinite(ref) & np.isfinite(got)
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    wide = [x.astype(np.float64) for x in (a16, b16)]
+    scale = np.abs(wide[0]) @ np.abs(wide[1]) + np.abs(bias)
+    result = tensor_pair.agree(f"matmul:bias:autocast@{low}", np.where(finite, got, 0),
+                               np.where(finite, ref, 0), scale=np.where(finite, scale, 0),
+                               length=320)
+    assert result.ok, result
+
+
+@pytest.mark.gpu
 def test_a_big_product_runs_on_tensor_cores_by_itself(tensor_pair, rng):
     m, n, k = 2048, 1024, 1024
     assert plans.matmul_plan(m, n, k, 1, tensor_cores=True).tile.shader == "matmul_bf16x6"
