@@ -220,6 +220,38 @@ def bench_scan(args, torch) -> list:
                         lambda t: torch.cumsum(t, 1), "<= 1.0")
 
 
+def bench_reduce(args, torch) -> list:
+    """The public reductions through the API over ``args.elements`` float32 elements, as
+    one line and as rows of 4096 (the last axis reduced), no tape, against PyTorch CPU's
+    (ours accumulate in float64: docs/numerics.md)."""
+    n = args.elements
+    x = np.random.default_rng(12).standard_normal(n).astype(np.float32)
+    rows = x.reshape(-1, 4096)
+    cases = (("sum", lambda t, ax: dg.sum(t, axis=ax), lambda t, ax: t.sum(ax)),
+             ("mean", lambda t, ax: dg.mean(t, axis=ax), lambda t, ax: t.mean(ax)),
+             ("amax", lambda t, ax: dg.max(t, axis=ax), lambda t, ax: t.amax(ax)),
+             ("amin", lambda t, ax: dg.min(t, axis=ax), lambda t, ax: t.amin(ax)),
+             ("var", lambda t, ax: dg.var(t, axis=ax), lambda t, ax: t.var(ax)),
+             ("logsumexp", lambda t, ax: dg.logsumexp(t, axis=ax),
+              lambda t, ax: t.logsumexp(ax)),
+             ("norm", lambda t, ax: dg.norm(t, axis=ax), lambda t, ax: t.norm(dim=ax)),
+             ("argmax", lambda t, ax: dg.argmax(t, dim=ax), lambda t, ax: t.argmax(ax)),
+             ("any (x > 1)", lambda t, ax: dg.any(t > 1.0, dim=ax),
+              lambda t, ax: (t > 1.0).any(ax)))
+    out = []
+    for label, grid in (("one line", x), ("rows of 4096", rows)):
+        mine_t = dg.ag_tensor(grid)
+        peer_t = torch.from_numpy(grid) if torch else None
+        axis = grid.ndim - 1
+        for name, ours_of, peer_of in cases:
+            mine = (lambda f=ours_of: f(mine_t, axis))
+            peer = (lambda f=peer_of: f(peer_t, axis)) if torch else None
+            mine()
+            out.append((f"{name} of {n}, {label}",
+                        *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
+    return out
+
+
 def bench_prod(args, torch) -> list:
     """prod along lines, against torch.prod."""
     be = device.active()
@@ -341,8 +373,8 @@ def main(argv=None) -> int:
     parser.add_argument("--gpt", default="32,128,256,4,8",
                         help="batch,context,embedding,layers,heads of the gpt section's step")
     parser.add_argument("--sections",
-                        default="train,cnn,gpt,unary,binary,low,scan,prod,sort,optim,elementwise,"
-                                "startup",
+                        default="train,cnn,gpt,unary,binary,low,scan,prod,reduce,sort,optim,"
+                                "elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -364,6 +396,7 @@ def main(argv=None) -> int:
                      ("binary", bench_binary, "Binary ops"),
                      ("low", bench_low, f"bfloat16 ops, {args.elements} elements"),
                      ("prod", bench_prod, "Products"),
+                     ("reduce", bench_reduce, f"Reductions, {args.elements} elements"),
                      ("sort", bench_sort, "Sorting"),
                      ("optim", bench_optim, "Optimizer steps"),
                      ("cnn", bench_cnn, "Convolutions"),

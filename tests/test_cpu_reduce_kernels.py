@@ -130,3 +130,42 @@ def test_reductions_ending_in_the_last_axis_round_a_float64_result_once(axes):
         ulp = np.spacing(np.abs(want).astype(np.float32))
         assert np.all(np.abs(got - want) <= ulp), op
     assert_same(reduce("max", x, axes), x.max(axes))
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "max"])
+def test_big_reductions_give_the_same_bits_on_any_number_of_cores(monkeypatch, op):
+    """Runs cut across the cores, a long run in chunks fixed by its length (and a sum over a
+    leading axis): each output is the same bits with one core or two, and within float32's
+    rounding of the float64 result (max: its rule exactly)."""
+    from dualgrad.cpu import reduce as reduce_module, split
+    rng = np.random.default_rng(7)
+    n = 17 * reduce_module.CHUNK + 3                # a long run: chunks, one part short
+    line = (1 + rng.standard_normal(n) * (1e-5 if op == "prod" else 1.0)).astype(np.float32)
+    if op == "max":
+        line[rng.choice(n, 4, replace=False)] = [0.0, -0.0, -np.inf, 3.5]
+    cases = [(line.reshape(1, -1), (1,)), (line[:1 << 20].reshape(256, 4096), (1,)),
+             (line[:1 << 20].reshape(512, 2048), (0,))]
+    for x, axes in cases:
+        results = []
+        for cores in (1, 2):
+            monkeypatch.setattr(split, "cores", lambda c=cores: c)
+            results.append(reduce(op, x, axes))
+        assert_same(results[0], results[1])
+        if op == "max":
+            assert_same(results[1], reference_max(np.moveaxis(x, axes[0], -1).reshape(
+                -1, x.shape[axes[0]])))
+            continue
+        wide = x.astype(np.float64)
+        want = {"sum": wide.sum, "mean": wide.mean, "prod": wide.prod}[op](axis=axes)
+        assert np.allclose(results[1], want.astype(np.float32), rtol=2 ** -23, atol=0)
+
+
+def test_a_long_runs_max_keeps_nans_and_the_sign_of_zero_across_chunks():
+    from dualgrad.cpu import reduce as reduce_module
+    n = 4 * reduce_module.CHUNK
+    for place, value, want in ((n - 1, np.nan, np.nan), (3, 0.0, 0.0), (n // 2, -0.0, -0.0)):
+        x = np.full(n, -1.0, np.float32)
+        x[1] = -0.0
+        x[place] = value
+        got = reduce("max", x.reshape(1, -1), (1,))
+        assert_same(got, np.array([want], np.float32))
