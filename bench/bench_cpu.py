@@ -193,6 +193,17 @@ def bench_binary(args, torch) -> list:
         mine()
         rows.append((f"binary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
                      "<= 1.0"))
+    # comparisons (ours: int32 0 or 1, PyTorch's: bools of a byte) and a bool to float32
+    zero = np.zeros((), np.float32)
+    flags = be.logic("gt", x, y)
+    for label, mine, peer in (
+            ("x > y", lambda: be.logic("gt", x, y), lambda: tx > ty),
+            ("x > 0 (a number)", lambda: be.logic("gt", x, zero), lambda: tx > 0),
+            ("bool to float32", lambda: be.cast(flags, np.float32),
+             lambda b=(tx > ty) if torch else None: b.float())):
+        mine()
+        rows.append((label, *interleaved(mine, peer if torch else None, args.repeats,
+                                         args.rounds), "<= 1.0"))
     return rows
 
 
