@@ -680,19 +680,28 @@ def _matmul_tensor(data, pair):
 def _matmul_autocast(data, pair):
     """The product of operands rounded to bfloat16 or float16 (autocast's), accumulated in
     float32; both backends round the same way (convert16), so the product's bound holds.
-    Either operand may come stored in the type (an activation autocast made), and the
-    product may be stored in it (the op's result: ``matmul:autocast@<type>``), with a bias
-    and a relu or not (a linear layer's)."""
+    Either operand may come stored in the type (an activation autocast made); the product
+    is compared as float32 and stored in the type (the op's result:
+    ``matmul:autocast@<type>``) each example."""
     low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
     stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
-    result = data.draw(st.booleans(), label="result")
     a, b, trans_a, trans_b = _matmul_operands(data)
-    bias = relu = None
-    if data.draw(st.booleans(), label="with a bias"):
-        bias = data.draw(dgst.arrays((b.shape[-1],)), label="bias")
-        relu = data.draw(st.booleans(), label="relu")
-    return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias=bias, relu=bool(relu),
-                              low=low, stored=stored, result=result)]
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, low=low, stored=stored,
+                              result=result) for result in (False, True)]
+
+
+@check("matmul:bias:autocast", samples=True)
+def _matmul_bias_autocast(data, pair):
+    """A linear layer's forward under autocast: the rounded operands' product plus a bias,
+    with a relu or not, its result float32 and stored in the type (rounded once after the
+    bias and the relu), both forms each example."""
+    low = np.dtype(data.draw(st.sampled_from(["bfloat16", "float16"]), label="type"))
+    stored = data.draw(st.tuples(st.booleans(), st.booleans()), label="stored")
+    a, b, trans_a, trans_b = _matmul_operands(data)
+    bias = data.draw(dgst.arrays((b.shape[-1],)), label="bias")
+    relu = data.draw(st.booleans(), label="relu")
+    return [_matmul_agreement(pair, a, b, trans_a, trans_b, bias=bias, relu=relu, low=low,
+                              stored=stored, result=result) for result in (False, True)]
 
 
 @check("matmul:autocast tensor cores", samples=True)
