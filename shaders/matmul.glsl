@@ -124,7 +124,7 @@ shared vec4 As[2 * BK * BM / 4];
 shared vec4 Bs[2 * BK * BN / 4];
 
 // The 16-bit element ``h`` (LOW16's type) widened, exactly.
-float widen16(uint h) { return uintBitsToFloat(LOW16 == 1u ? from_half(h) : h << 16); }
+float widen16(uint h) { return widen16(h, LOW16); }
 
 // Element i of 16-bit storage.
 float load16(Floats f, uint i) {
@@ -184,7 +184,7 @@ vec4 rounded16(vec4 q) {
     if (LOW16 == 0u) return q;
     uvec4 u = floatBitsToUint(q);
     [[unroll]] for (uint c = 0; c < 4; ++c)
-        u[c] = LOW16 == 1u ? from_half(to_half(u[c])) : to_bf16(u[c]) << 16;
+        u[c] = round16(u[c], LOW16);
     return uintBitsToFloat(u);
 }
 
@@ -250,8 +250,8 @@ void store(Out dst, uint off, uint n, vec4 v) {
 // An output quad (off a multiple of 4) rounded into 16-bit storage: two words.
 void store16(Out dst, uint off, vec4 v) {
     uvec4 u = floatBitsToUint(v);
-    uvec4 h = LOW16 == 1u ? uvec4(to_half(u.x), to_half(u.y), to_half(u.z), to_half(u.w))
-                          : uvec4(to_bf16(u.x), to_bf16(u.y), to_bf16(u.z), to_bf16(u.w));
+    uvec4 h = uvec4(narrow16(u.x, LOW16), narrow16(u.y, LOW16), narrow16(u.z, LOW16),
+                    narrow16(u.w, LOW16));
     Ints(dst).v[off >> 1] = int(h.x | (h.y << 16));
     Ints(dst).v[(off >> 1) + 1u] = int(h.z | (h.w << 16));
 }

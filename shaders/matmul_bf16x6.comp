@@ -119,10 +119,10 @@ float to_bf16_value(float x) {
 float operand(Floats f, uint i, bool narrow) {
     if (narrow) {
         uint w = uint(Ints(f).v[i >> 1]), h = (i & 1u) != 0u ? w >> 16 : w & 0xffffu;
-        return uintBitsToFloat(LOW16 == 1u ? from_half(h) : h << 16);
+        return widen16(h, LOW16);
     }
     float x = f.v[i];
-    if (LOW16 == 1u) return uintBitsToFloat(from_half(to_half(floatBitsToUint(x))));
+    if (LOW16 == 1u) return uintBitsToFloat(round16(floatBitsToUint(x), LOW16));
     return PIECES == 1 || LOW16 == 2u ? to_bf16_value(x) : x;
 }
 
@@ -131,7 +131,7 @@ uint narrow_pair(float x, float y, uint n) {
     if (BIAS != 0) { x += p.bias.v[n]; y += p.bias.v[n + 1]; }
     if (RELU_C != 0) { x = x <= 0.0 ? 0.0 : x; y = y <= 0.0 ? 0.0 : y; }
     uint u = floatBitsToUint(x), v = floatBitsToUint(y);
-    return LOW16 == 1u ? to_half(u) | (to_half(v) << 16) : to_bf16(u) | (to_bf16(v) << 16);
+    return narrow16(u, LOW16) | (narrow16(v, LOW16) << 16);
 }
 
 // The e-th word of a K step's tile of `rows` x BK values (all three pieces: piece

@@ -4,12 +4,10 @@
 #include "round16.glsl"
 
 vec2 widened(uint word) {
-    uint lo = word & 0xffffu, hi = word >> 16;
-    return LOW == 1u ? vec2(uintBitsToFloat(from_half(lo)), uintBitsToFloat(from_half(hi)))
-                     : vec2(uintBitsToFloat(lo << 16), uintBitsToFloat(hi << 16));
+    return vec2(widen16(word & 0xffffu, LOW), widen16(word >> 16, LOW));
 }
 
 uint narrowed(vec2 v) {
     uvec2 u = floatBitsToUint(v);
-    return LOW == 1u ? to_half(u.x) | (to_half(u.y) << 16) : to_bf16(u.x) | (to_bf16(u.y) << 16);
+    return narrow16(u.x, LOW) | (narrow16(u.y, LOW) << 16);
 }

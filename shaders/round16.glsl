@@ -1,8 +1,8 @@
 // float32 <-> the 16-bit float types, in integer arithmetic on the bits (no device's
 // flushing of subnormals can touch it): to_half and to_bf16 round to nearest even (past
 // float16's largest finite value to inf, subnormal results kept, NaN stays NaN with its
-// sign), from_half is exact (a bfloat16 widens by a shift). For convert16.comp and the fma
-// matmul kernel's operands under autocast.
+// sign), from_half is exact (a bfloat16 widens by a shift). For convert16.comp and the
+// kernels that read or write 16-bit storage (matmul, split_bf16, pairs16.glsl).
 
 uint to_half(uint u) {
     uint sign = (u >> 16) & 0x8000u;
@@ -40,3 +40,12 @@ uint from_half(uint h) {
     uint b = uint(findMSB(m));                     // m 2^-24 = 2^(b - 24) (1.f)
     return sign | ((b + 103u) << 23) | ((m << (23u - b)) & 0x7fffffu);
 }
+
+// The same for the type of code `low` (1 float16, 2 bfloat16; a constant in the callers,
+// so the compiler keeps one branch): u's bits rounded to it, a 16-bit element h widened,
+// and u rounded to it and widened back (float32 bits).
+uint narrow16(uint u, uint low) { return low == 1u ? to_half(u) : to_bf16(u); }
+
+float widen16(uint h, uint low) { return uintBitsToFloat(low == 1u ? from_half(h) : h << 16); }
+
+uint round16(uint u, uint low) { return low == 1u ? from_half(to_half(u)) : to_bf16(u) << 16; }

@@ -52,12 +52,10 @@ layout(push_constant) uniform Push {
 // A float32 value as the product takes it (rounded to LOW16's type where there is one), or
 // a 16-bit one widened.
 float taken(float x) {
-    uint u = floatBitsToUint(x);
-    if (LOW16 == 1u) return uintBitsToFloat(from_half(to_half(u)));
-    return LOW16 == 2u ? uintBitsToFloat(to_bf16(u) << 16) : x;
+    return LOW16 == 0u ? x : uintBitsToFloat(round16(floatBitsToUint(x), LOW16));
 }
 
-float widened(uint h) { return uintBitsToFloat(LOW16 == 1u ? from_half(h) : h << 16); }
+float widened(uint h) { return widen16(h, LOW16); }
 
 // Element i of the operand x (16-bit storage where `narrow`).
 float element(Floats x, uint i, bool narrow) {

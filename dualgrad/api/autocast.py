@@ -11,11 +11,10 @@ master weights); a float32 input's gradient is float32, not rounded (PyTorch's a
 through its casts: a deliberate difference that leaves a rounding out).
 
 The products round in the backends' ``matmul(..., low=, result=)`` (the cpu by its
-conversions; a device's fma kernel as it loads its operands and stores its result, its
-tensor-core kernel as it splits them, or from rounded copies, with a conversion kernel
-after) and
-attention's kernels as they store: the same bits on both backends, so the cpu reference
-rounds exactly where the device rounds and the differential suite keeps its meaning.
+conversions; a device's kernels as they load or split their operands and as they store
+their results) and attention's kernels as they store: the same bits on both backends, so
+the cpu reference rounds exactly where the device rounds and the differential suite keeps
+its meaning.
 """
 from __future__ import annotations
 

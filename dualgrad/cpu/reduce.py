@@ -161,7 +161,9 @@ def _max_stats_f32(x, stats, chunks):
     """For each of ``chunks`` equal parts of the contiguous float32 x (chunk c: elements
     [c n // chunks, (c + 1) n // chunks)): its bits' signed max, unsigned max and (where
     the signed max is negative) signed min, into stats[c] (int64): combined by max, max
-    and min, they are the whole run's (``_max_f32_from_bits``)."""
+    and min, they are the whole run's (``_max_f32_from_bits``). (The loops are
+    ``_max_runs_f32``'s, written out in each body: one function returning the three made
+    both 5-10% slower.)"""
     s, u = x.view(np.int32), x.view(np.uint32)
     n = x.size
     for c in range(stats.shape[0]):

@@ -14,8 +14,6 @@ from ...kernel_ops import BINARY, UNARY
 from ...shapes import broadcast_strides, contiguous_strides, pieces
 from ..dispatch import ROUND16, check_size, grid, packed_uints, packer, quad_grid
 
-F32 = np.dtype(np.float32)
-
 _UNARY_PUSH = packer(4, 1, 2)     # x, y, g, out; n; a, b
 _ADDRESSES5 = packer(5)
 _UNARY_CODE, _BINARY_CODE = UNARY.code, BINARY.code

@@ -118,8 +118,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
         c16 = bool(round16 & 16)
         spec = (*t, t.threads, pieces, round16, int(c16 and bias), int(c16 and relu))
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
-        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints),
-                            False)
+        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -261,7 +260,7 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     push = _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces) + r.tail
     if out.dtype != F32:                 # (the kernel adds the bias and applies the relu)
         bias = epilogue.bias
-        dev.launch(r.shader, r.spec, push + _ADDRESS.pack(bias.address if bias else 0),
+        dev.launch(r.shader, r.spec, push + _ADDRESS.pack(bias.address if bias is not None else 0),
                    r.groups, [a, b, pieces, bias], [out])
         return False
     dev.launch(r.shader, r.spec, push, r.groups, [a, b, pieces], [out])
