@@ -152,12 +152,13 @@ INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_flo
                              ("int_neg",), ("int_abs",)])
 INTEGER_UNARY = ("int_neg", "int_abs")
 
-REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",)])
+# min is -max(-x) in one pass: the same bits (NaN wins, -0 against +0 gives -0).
+REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",), ("min",)])
 # The reductions with a backward kernel (prod's gradient is a composition: see
 # dualgrad/api/reductions.py).
-REDUCE_BACKWARD = ("sum", "mean", "max")
+REDUCE_BACKWARD = ("sum", "mean", "max", "min")
 # reduce.comp's own extra op, after the family's: counts the elements equal to the maximum
-# (max's backward shares the gradient among ties).
+# or minimum (their backward shares the gradient among ties).
 COUNT_EQ = len(REDUCE)
 
 # The fused optimizer updates ("rules"), each as PyTorch documents its optimizer. Each rule
@@ -223,7 +224,7 @@ def glsl_header() -> str:
     for family in (UNARY, BINARY, REDUCE, LOGIC, INTEGER):
         lines.append(f"// {family.name}")
         lines.append(consts((op.name, op.code) for op in family))
-    lines.append("// reduce.comp's own: counts the elements equal to the maximum")
+    lines.append("// reduce.comp's own: counts the elements equal to the maximum or minimum")
     lines.append(consts([("count_eq", COUNT_EQ)]))
     lines.append("// optimizer rules, their scalars' positions and the flags")
     lines.append(consts((f"rule_{op.name}", op.code) for op in OPTIM))

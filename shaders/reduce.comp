@@ -1,6 +1,7 @@
 #version 460
-// Reductions: sum, mean, max, prod over any axes, and COUNT_EQ (how many elements equal the
-// maximum y, for max's backward); the twin of dualgrad/cpu/reduce.py.
+// Reductions: sum, mean, max, prod, min over any axes, and COUNT_EQ (how many elements equal
+// the maximum or minimum y, for their backward); the twin of dualgrad/cpu/reduce.py. MIN is
+// -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -49,17 +50,23 @@ layout(push_constant) uniform Push {
 shared float part[WG];
 shared bool last_item;
 
+// NaN wins; -0 against +0 gives +0: the same in any order
+float max_of(float acc, float v) {
+    if (isnan(acc) || isnan(v)) return isnan(acc) ? acc : v;
+    if (acc == v && acc == 0.0) return acc + v;
+    return v > acc ? v : acc;
+}
+
 float combine(float acc, float v) {
-    if (OP == MAX) {     // NaN wins; -0 against +0 gives +0: the same in any order
-        if (isnan(acc) || isnan(v)) return isnan(acc) ? acc : v;
-        if (acc == v && acc == 0.0) return acc + v;
-        return v > acc ? v : acc;
-    }
+    if (OP == MAX) return max_of(acc, v);
+    if (OP == MIN) return -max_of(-acc, -v);
     if (OP == PROD) return acc * v;
     return acc + v;
 }
 
-float identity() { return OP == MAX ? -f_inf() : OP == PROD ? 1.0 : 0.0; }
+float identity() {
+    return OP == MAX ? -f_inf() : OP == MIN ? f_inf() : OP == PROD ? 1.0 : 0.0;
+}
 
 float term(float v, float target) {
     return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : v;
@@ -90,11 +97,14 @@ uint offset_of(uint base, uint r) {
 // non-negative floats order as the floats do (a positive NaN above +inf) and those of
 // negative floats in reverse (-0 lowest): so the maximum is the largest bits if those are
 // not negative, else the smallest (the negative value nearest zero, -0 first). A NaN is
-// positive bits above +inf's or (as unsigned) negative bits above -inf's.
+// positive bits above +inf's or (as unsigned) negative bits above -inf's. MIN walks the
+// negated values (the sign bit flipped as read) and negates the result.
 struct MaxBits { int hi; int lo; uint top; };
 
+const int NEGATE = OP == MIN ? int(0x80000000u) : 0;
+
 MaxBits max_bits(MaxBits m, float v) {
-    int b = floatBitsToInt(v);
+    int b = floatBitsToInt(v) ^ NEGATE;
     return MaxBits(max(m.hi, b), min(m.lo, b), max(m.top, uint(b)));
 }
 
@@ -109,13 +119,14 @@ float walk_max(uint base, uint r0, uint r1, uint first, uint step) {
         for (uint r = r0 + first; r < r1; r += step)
             m = max_bits(m, p.x.v[offset_of(base, r)]);
     }
-    if (m.hi > 0x7f800000 || m.top > 0xff800000u) return f_nan();
-    return intBitsToFloat(m.hi >= 0 ? m.hi : m.lo);
+    bool nan = m.hi > 0x7f800000 || m.top > 0xff800000u;
+    float top = nan ? f_nan() : intBitsToFloat(m.hi >= 0 ? m.hi : m.lo);
+    return OP == MIN ? -top : top;
 }
 
 // Elements [r0, r1) of output o's run, every `step`-th one from r0 + first.
 float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
-    if (OP == MAX) return walk_max(base, r0, r1, first, step);
+    if (OP == MAX || OP == MIN) return walk_max(base, r0, r1, first, step);
     float acc = identity();
     if (VEC != 0) {
         for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {

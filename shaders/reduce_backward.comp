@@ -1,6 +1,6 @@
 #version 460
 // Backward of the reductions: dx[i] = g[o(i)] (sum), g[o(i)] / count (mean), or
-// g[o(i)] / ties[o(i)] where x[i] equals the maximum (max); the twin of
+// g[o(i)] / ties[o(i)] where x[i] equals the maximum (max) or minimum (min); the twin of
 // dualgrad/cpu/reduce.py's reduce_backward. o(i) maps an input element to its output
 // through the output strides os (0 along reduced axes).
 #extension GL_GOOGLE_include_directive : require
@@ -26,7 +26,7 @@ void main() {
         float g = p.g.v[o];
         if (OP == SUM) p.out_.v[i] = g;
         else if (OP == MEAN) p.out_.v[i] = g / p.divisor;
-        // (g / ties) * [x == max], as PyTorch's amax: a NaN maximum has no ties, so NaN
+        // (g / ties) * [x == y], as PyTorch's amax and amin: a NaN y has no ties, so NaN
         else p.out_.v[i] = (g / p.ties.v[o]) * (p.x.v[i] == p.y.v[o] ? 1.0 : 0.0);
     }
 }

@@ -76,6 +76,34 @@ def test_every_order_of_a_row_gives_the_same_bits():
         assert_same(reduce("max", rng.permutation(row)[None], (1,)), np.float32([0.0]))
 
 
+@pytest.mark.parametrize("length", [1, 3, 33, 64, 65, 1027, 1 << 18])
+@pytest.mark.parametrize("layout", ["rows", "one run", "float64", "leading axis"])
+def test_min_is_minus_the_max_of_minus_x(length, layout):
+    # one pass of min gives -max(-x)'s bits: -0 against +0 gives -0, NaN wins (one run of
+    # 2^18 takes the chunked path)
+    rng = np.random.default_rng(length)
+    with_nans = np.concatenate([POOL, NANS[:1]])
+    for pool in (POOL, with_nans, POOL[:2], POOL[[0, 2]], POOL[[0, 1, 2]]):
+        x = _rows(rng, 3 if length > 1000 else 40, length, pool)
+        if layout == "one run":
+            x = x[:1]
+        if layout == "float64":
+            x = x.astype(np.float64)
+        axes = (0,) if layout == "leading axis" else (1,)
+        want = -reference_max(-np.moveaxis(x, axes[0], -1).reshape(-1, x.shape[axes[0]])
+                              .astype(np.float32))
+        assert_same(reduce("min", x, axes).astype(np.float32), want)
+
+
+@pytest.mark.parametrize("row, want", [
+    ([-0.0, 0.0], -0.0), ([0.0, -0.0], -0.0), ([0.0, 0.0], 0.0), ([0.0] * 40 + [-0.0], -0.0),
+    ([np.inf, 0.0], 0.0), ([np.inf] * 3, np.inf), ([1e-45, 2.0], 1e-45), ([5.0, 0.5], 0.5),
+])
+def test_min_of_signed_zeros_and_infinities(row, want):
+    got = reduce("min", np.array([row], np.float32), (1,))
+    assert_same(got, np.array([want], np.float32))
+
+
 def test_empty_runs_give_minus_infinity():
     assert_same(reduce("max", np.zeros((3, 0), np.float32), (1,)), np.full(3, -np.inf,
                                                                             np.float32))

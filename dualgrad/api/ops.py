@@ -421,8 +421,8 @@ def _reduce(op: str, x, axis, keepdims: bool) -> Tensor:
     x = _tensor(op, "x", x)
     axes = _axes(op, x, axis)
     checks.flag(op, "keepdims", keepdims)
-    if op == "max" and any(x.shape[a] == 0 for a in axes):
-        raise bad_shape("max", "x", x.shape, f"no zero-length axis among the reduced {axes}")
+    if op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
+        raise bad_shape(op, "x", x.shape, f"no zero-length axis among the reduced {axes}")
     backend = device.active()
     hx = handle(backend, x)
     hk = backend.reduce(op, hx, axes, keepdims=True)

@@ -1,9 +1,9 @@
 """Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
-min, var, std, logsumexp and norm are compositions of the sum and max kernels and
-elementwise ops, so their gradients follow from their parts; each reads its input more
-than once (min: twice; var and std: three times), where a dedicated kernel would read it
-once. prod and cumsum are kernels of their own (prod's gradient is a composition).
+var, std, logsumexp and norm are compositions of the sum and max kernels and elementwise
+ops, so their gradients follow from their parts; each reads its input more than once (var
+and std: three times), where a dedicated kernel would read it once. min, prod and cumsum
+are kernels of their own (prod's gradient is a composition).
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from ..errors import bad_shape, bad_type, bad_value
+from ..errors import bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
-from .ops import _axes, _dim_or_axis, _filled, _make, _tensor
+from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
 from .residency import adopt, handle
 from .tensor import Tensor
 
@@ -25,14 +25,10 @@ _FLT_MIN = float(np.finfo(np.float32).tiny)
 
 @computes_in_float32
 def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
-    """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x), so NaN
-    propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
+    """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x) in one pass, so
+    NaN propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
     axis, keepdims = _dim_or_axis("min", axis, dim, keepdims, keepdim)
-    x = _tensor("min", "x", x)
-    axes = _axes("min", x, axis)
-    if any(x.shape[a] == 0 for a in axes):
-        raise bad_shape("min", "x", x.shape, f"no zero-length axis among the reduced {axes}")
-    return ops.neg(ops.max(ops.neg(x), axes, keepdims))
+    return _reduce("min", x, axis, keepdims)
 
 
 def _count(x: Tensor, axes: tuple) -> int:

@@ -1,5 +1,5 @@
-"""Reductions (sum, mean, max, prod over any axes, with keepdims) and the backward kernels of
-sum, mean and max.
+"""Reductions (sum, mean, max, prod, min over any axes, with keepdims) and the backward
+kernels of sum, mean, max and min.
 
 Sums accumulate in float64 and are rounded once to the output dtype, so the reference carries
 no float32 rounding until the end, in a fixed order of accumulation. When the reduced axes
@@ -29,7 +29,9 @@ are reduced first as runs (above), then the rest.
 A max does not depend on order (``max_of``): NaN wins, and -0 against +0 gives +0, on both
 backends, so however either splits the work the results agree bit for bit. A float32 max over
 contiguous runs compares the elements' bits as integers (``_max_runs_f32``): integer max
-reductions vectorise eight elements to an instruction with no float64 conversion.
+reductions vectorise eight elements to an instruction with no float64 conversion. A min is
+-max(-x) in one pass (-0 against +0 gives -0): the bits' kernels flip the sign bit as they
+read and negate the result.
 """
 from __future__ import annotations
 
@@ -44,18 +46,19 @@ from . import split as split_
 from .jit import kernel, scalar
 from .vmath import bitcast
 
-SUM, MEAN, MAX, PROD = REDUCE.codes("sum", "mean", "max", "prod")
+SUM, MEAN, MAX, PROD, MIN = REDUCE.codes("sum", "mean", "max", "prod", "min")
 LANES = 64      # interleaved partial results along a contiguous run
 CHUNK = 1 << 16     # a run this long or longer is reduced in chunks of about this many
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
 _NEG_INF_BITS = 0xFF800000      # -inf's; above them (as uint32): negative NaNs
 _as_float32 = bitcast(types.int32, types.float32)
 _as_float32_u = bitcast(types.uint32, types.float32)
+_SIGN, _SIGN_U = np.int32(-2 ** 31), np.uint32(2 ** 31)     # the sign bit, to flip as read
 
 
 @scalar
 def _start(op):
-    return -math.inf if op == MAX else 1.0 if op == PROD else 0.0
+    return -math.inf if op == MAX else math.inf if op == MIN else 1.0 if op == PROD else 0.0
 
 
 @scalar
@@ -68,11 +71,19 @@ def max_of(a, b):
 
 
 @scalar
+def min_of(a, b):
+    """-max_of(-a, -b): NaN wins, -0 against +0 gives -0."""
+    return -max_of(-a, -b)
+
+
+@scalar
 def _combine(op, acc, v):
     """acc op v: a sum adds (in the order of the calls), a product multiplies, a max takes
-    max_of."""
+    max_of, a min min_of."""
     if op == MAX:
         return max_of(acc, v)
+    if op == MIN:
+        return min_of(acc, v)
     if op == PROD:
         return acc * v
     return acc + v
@@ -80,11 +91,13 @@ def _combine(op, acc, v):
 
 @scalar
 def _lane(op, acc, v):
-    """One step of a lane: a sum adds; a max takes np.maximum (NaN wins, the earlier of
-    -0 and +0 stays: _lanes settles the sign of a zero maximum afterwards), which is
-    cheaper than max_of in the loop that touches every element."""
+    """One step of a lane: a sum adds; a max takes np.maximum, a min np.minimum (NaN wins,
+    the earlier of -0 and +0 stays: _lanes settles the sign of a zero result afterwards),
+    which is cheaper than max_of in the loop that touches every element."""
     if op == MAX:
         return np.maximum(acc, v)
+    if op == MIN:
+        return np.minimum(acc, v)
     if op == PROD:
         return acc * v
     return acc + v
@@ -108,17 +121,18 @@ def _lanes(op, x, lo, hi, lanes):
             lanes[k] = _lane(op, lanes[k], lanes[k + half])
         half //= 2
     total = lanes[0]
-    if op != MAX:
+    if op != MAX and op != MIN:
         for j in range(full, hi):
             total = _combine(op, total, np.float64(x[j]))
         return total
-    for j in range(full, hi):             # (any order gives the same max)
-        total = np.maximum(total, np.float64(x[j]))
-    if total == 0.0:                      # max_of's rule: +0 if any zero is +0
-        total = -0.0
+    for j in range(full, hi):             # (any order gives the same max or min)
+        total = _lane(op, total, np.float64(x[j]))
+    if total == 0.0:    # max_of's rule: +0 if any zero is +0; min_of's: -0 if any is -0
+        rule = 1.0 if op == MAX else -1.0
         for j in range(lo, hi):
-            if x[j] == 0.0 and math.copysign(1.0, x[j]) > 0.0:
-                return 0.0
+            if x[j] == 0.0 and math.copysign(1.0, x[j]) == rule:
+                return rule * 0.0
+        return -rule * 0.0
     return total
 
 
@@ -138,55 +152,60 @@ def _max_f32_from_bits(top, utop, bottom):
 
 
 @kernel
-def _max_runs_f32(x, acc, n):
+def _max_runs_f32(x, acc, n, negate):
     """acc[r] = the max of x[r * n:(r + 1) * n] for a contiguous float32 x (-inf if n = 0):
     one pass of a signed and an unsigned integer max over the bits, and a second pass for
     the signed min only when every element is negative. The loops stay in this body over
-    slices: so they vectorise and the rows cost no calls."""
+    slices: so they vectorise and the rows cost no calls. With ``negate``, the min: -(the
+    max of -x), the sign bits flipped as read."""
     s, u = x.view(np.int32), x.view(np.uint32)
+    flip, uflip = (_SIGN, _SIGN_U) if negate else (np.int32(0), np.uint32(0))
     for r in range(acc.size):
         row, urow = s[r * n:(r + 1) * n], u[r * n:(r + 1) * n]
         top, utop, bottom = np.int32(-2 ** 31), np.uint32(0), np.int32(2 ** 31 - 1)
         for j in range(n):
-            top = max(top, row[j])
-            utop = max(utop, urow[j])
+            top = max(top, np.int32(row[j] ^ flip))
+            utop = max(utop, np.uint32(urow[j] ^ uflip))
         if top < 0:
             for j in range(n):
-                bottom = min(bottom, row[j])
-        acc[r] = _max_f32_from_bits(top, utop, bottom) if n else -math.inf
+                bottom = min(bottom, np.int32(row[j] ^ flip))
+        m = _max_f32_from_bits(top, utop, bottom) if n else -math.inf
+        acc[r] = -m if negate else m
 
 
 @kernel
-def _max_stats_f32(x, stats, chunks):
+def _max_stats_f32(x, stats, chunks, negate):
     """For each of ``chunks`` equal parts of the contiguous float32 x (chunk c: elements
     [c n // chunks, (c + 1) n // chunks)): its bits' signed max, unsigned max and (where
     the signed max is negative) signed min, into stats[c] (int64): combined by max, max
-    and min, they are the whole run's (``_max_f32_from_bits``). (The loops are
-    ``_max_runs_f32``'s, written out in each body: one function returning the three made
-    both 5-10% slower.)"""
+    and min, they are the whole run's (``_max_f32_from_bits``); of -x with ``negate``.
+    (The loops are ``_max_runs_f32``'s, written out in each body: one function returning
+    the three made both 5-10% slower.)"""
     s, u = x.view(np.int32), x.view(np.uint32)
+    flip, uflip = (_SIGN, _SIGN_U) if negate else (np.int32(0), np.uint32(0))
     n = x.size
     for c in range(stats.shape[0]):
         lo, hi = c * n // chunks, (c + 1) * n // chunks
         row, urow = s[lo:hi], u[lo:hi]
         top, utop, bottom = np.int32(-2 ** 31), np.uint32(0), np.int32(2 ** 31 - 1)
         for j in range(hi - lo):
-            top = max(top, row[j])
-            utop = max(utop, urow[j])
+            top = max(top, np.int32(row[j] ^ flip))
+            utop = max(utop, np.uint32(urow[j] ^ uflip))
         if top < 0:
             for j in range(hi - lo):
-                bottom = min(bottom, row[j])
+                bottom = min(bottom, np.int32(row[j] ^ flip))
         stats[c, 0], stats[c, 1], stats[c, 2] = top, utop, bottom
 
 
 @kernel
-def _max_from_stats(stats, acc):
+def _max_from_stats(stats, acc, negate):
     top, utop, bottom = np.int32(-2 ** 31), np.uint32(0), np.int32(2 ** 31 - 1)
     for c in range(stats.shape[0]):
         top = max(top, np.int32(stats[c, 0]))
         utop = max(utop, np.uint32(stats[c, 1]))
         bottom = min(bottom, np.int32(stats[c, 2]))
-    acc[0] = _max_f32_from_bits(top, utop, bottom)
+    m = _max_f32_from_bits(top, utop, bottom)
+    acc[0] = -m if negate else m
 
 
 def _out_strides(shape, axes) -> np.ndarray:
@@ -217,7 +236,7 @@ def _reduce_kernel(op):
 
 def _reduce_grad_kernel(op):
     def reduce_grad_kernel(x, y, g, out, count, divisor, shape, so):
-        if op == MAX:
+        if op == MAX or op == MIN:
             count[:] = 0.0
             i = 0
             for i0 in range(shape[0]):
@@ -236,7 +255,7 @@ def _reduce_grad_kernel(op):
                     base = i0 * so[0] + i1 * so[1] + i2 * so[2]
                     for i3 in range(shape[3]):
                         o = base + i3 * so[3]
-                        if op == MAX:
+                        if op == MAX or op == MIN:
                             # Ties share the gradient evenly, and a NaN maximum (equal to
                             # nothing: count 0) gives NaN everywhere, as PyTorch's amax.
                             out[i] = (np.float64(g[o]) / count[o]) * (
@@ -301,7 +320,7 @@ _REDUCE = [_reduce_kernel(op.code) for op in REDUCE]
 _RUNS = [_runs_kernel(op.code) for op in REDUCE]
 _CHUNKS = [_chunks_kernel(op.code) for op in REDUCE]
 _ROWS = [_rows_kernel(op.code) for op in REDUCE]
-_REDUCE_GRAD = [_reduce_grad_kernel(op.code) for op in REDUCE if op.name in REDUCE_BACKWARD]
+_REDUCE_GRAD = {REDUCE.code[op]: _reduce_grad_kernel(REDUCE.code[op]) for op in REDUCE_BACKWARD}
 
 
 def _consecutive(shape, axes):
@@ -339,18 +358,23 @@ def _runs(code: int, x, acc, n: int) -> None:
     """acc[r] = the reduction of run r, x[r n:(r + 1) n]: runs cut across the cores, or a
     long one in chunks fixed by its length (module docstring)."""
     runs = acc.size
+    bits = code in (MAX, MIN) and x.dtype == np.float32
     if runs > 1 or n < 2 * CHUNK:
-        kernel_ = _max_runs_f32 if code == MAX and x.dtype == np.float32 else _RUNS[code]
-        split_.run_ranges(lambda lo, hi: kernel_(x[lo * n:hi * n], acc[lo:hi], n),
-                          split_.cuts(runs, x.size))
+        if bits:
+            def part(lo, hi):
+                _max_runs_f32(x[lo * n:hi * n], acc[lo:hi], n, code == MIN)
+        else:
+            def part(lo, hi):
+                _RUNS[code](x[lo * n:hi * n], acc[lo:hi], n)
+        split_.run_ranges(part, split_.cuts(runs, x.size))
         return
     chunks = n // CHUNK
     parts = split_.cuts(chunks, x.size)
-    if code == MAX and x.dtype == np.float32:     # (max's bits: any cut gives the same)
+    if bits:                                      # (max's bits: any cut gives the same)
         stats = np.empty((chunks, 3), np.int64)
         split_.run_ranges(lambda lo, hi: _max_stats_f32(
-            x[lo * n // chunks:hi * n // chunks], stats[lo:hi], hi - lo), parts)
-        _max_from_stats(stats, acc)
+            x[lo * n // chunks:hi * n // chunks], stats[lo:hi], hi - lo, code == MIN), parts)
+        _max_from_stats(stats, acc, code == MIN)
         return
     partial = np.empty(chunks, np.float64)
     split_.run_ranges(lambda lo, hi: _CHUNKS[code](x, partial, chunks, lo, hi), parts)
@@ -358,7 +382,7 @@ def _runs(code: int, x, acc, n: int) -> None:
 
 
 def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.ndarray:
-    """Sum, mean, max or product of x over `axes` (a tuple of non-negative axes)."""
+    """Sum, mean, max, product or min of x over `axes` (a tuple of non-negative axes)."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]

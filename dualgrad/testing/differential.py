@@ -257,7 +257,7 @@ def _reduce_check(op):
     def run(data, pair):
         x = data.draw(dgst.arrays(dgst.shapes(min_dims=1, max_size=1 << 17)), label="x")
         axes = _axes(data, x.ndim)
-        if op == "max" and x.size:
+        if op in ("max", "min") and x.size:
             x.reshape(-1)[:: data.draw(st.integers(2, 7), label="tie stride")] = F32(2.5)
         cy, gy = pair.twin("reduce", op, x, axes, True)
         n = int(np.prod([x.shape[a] for a in axes]))
@@ -271,7 +271,7 @@ def _reduce_check(op):
     return run
 
 
-for _op in ("sum", "mean", "max"):
+for _op in ("sum", "mean", "max", "min"):
     check(f"reduce:{_op}")(_reduce_check(_op))
 
 

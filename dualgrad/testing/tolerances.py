@@ -417,6 +417,7 @@ TOLERANCES: dict = {
                             ulps=1, gamma=1),
     "reduce:mean": Tolerance("the sum's bound, then a 2.5 ULP division by n", ulps=4, gamma=1),
     "reduce:max": Tolerance("a selection: exact in any order", exact=True),
+    "reduce:min": Tolerance("a selection: exact in any order", exact=True),
     "reduce:prod": Tolerance("a float32 product of n terms in any order is within gamma(n) "
                              "of the exact one, relative (scale = |product|), while no partial "
                              "product leaves the normal range; the cpu multiplies in float64 "
@@ -442,6 +443,8 @@ TOLERANCES: dict = {
     "reduce_backward:sum": Tolerance(_EXACT_MOVE, exact=True),
     "reduce_backward:mean": Tolerance(_DIV, ulps=3),
     "reduce_backward:max": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
+                                     "several", ulps=3),
+    "reduce_backward:min": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
                                      "several", ulps=3),
     "matmul": Tolerance("both backends accumulate in float32 (cpu: BLAS sgemm), each within "
                         "gamma(K) |A| @ |B| of the exact product. The gpu's tensor-core "

@@ -1,7 +1,7 @@
-"""Reductions: reduce.comp (sum, mean, max over any axes, and the ties of a max) and
-reduce_backward.comp; the twins of ``dualgrad/cpu/reduce.py``. How a reduction is cut into
-passes is size arithmetic (``reduce_passes``, over ``plans.reduce_plan``), cached per shape:
-every reduction asks."""
+"""Reductions: reduce.comp (sum, mean, max, prod, min over any axes, and the ties of a max or
+min) and reduce_backward.comp; the twins of ``dualgrad/cpu/reduce.py``. How a reduction is
+cut into passes is size arithmetic (``reduce_passes``, over ``plans.reduce_plan``), cached
+per shape: every reduction asks."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +14,7 @@ from .. import plans
 from ..dispatch import MAX_GROUPS, grid, packed_uints, packer, push_constants
 from ..workspace import COUNTER, COUNTERS
 
-SUM, MEAN, MAX = REDUCE.codes("sum", "mean", "max")
+SUM, MEAN, MAX, MIN = REDUCE.codes("sum", "mean", "max", "min")
 _ADDRESSES5 = packer(5)
 # A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
 # an output combines the partial results) where a counter per output fits in COUNTERS and,
@@ -40,7 +40,7 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     divides by). ``inner``: the input is [outer][count][inner], or None to index it through
     the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
     them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
-    only there; max's tie counts are summed there)."""
+    only there; tie counts are summed there)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
@@ -98,7 +98,8 @@ def _run(dev, passes, x, y, out) -> None:
 
 
 def reduce_into(dev, code: int, x, y, out, axes) -> None:
-    """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum) of x over axes."""
+    """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum or minimum) of x over
+    axes."""
     _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan), x, y, out)
 
 
@@ -118,7 +119,7 @@ def reduce_backward(dev, op, x, y, g, axes):
         return out
     code = REDUCE.code[op]
     ties = None
-    if code == MAX:
+    if code in (MAX, MIN):
         ties = dev.empty(y.shape)
         reduce_into(dev, COUNT_EQ, x, y, ties, axes)
     x4 = pad4(x.shape)
