@@ -152,8 +152,11 @@ INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_flo
                              ("int_neg",), ("int_abs",)])
 INTEGER_UNARY = ("int_neg", "int_abs")
 
-# min is -max(-x) in one pass: the same bits (NaN wins, -0 against +0 gives -0).
-REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",), ("min",)])
+# min is -max(-x) in one pass: the same bits (NaN wins, -0 against +0 gives -0). sum_squares
+# (the sum of x * x: a 2-norm's, no square written out) has no backward kernel: the norm's
+# gradient is x / norm.
+REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",), ("min",),
+                           ("sum_squares",)])
 # The reductions with a backward kernel (prod's gradient is a composition: see
 # dualgrad/api/reductions.py).
 REDUCE_BACKWARD = ("sum", "mean", "max", "min")

@@ -1,7 +1,8 @@
 #version 460
-// Reductions: sum, mean, max, prod, min over any axes, and COUNT_EQ (how many elements equal
-// the maximum or minimum y, for their backward); the twin of dualgrad/cpu/reduce.py. MIN is
-// -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
+// Reductions: sum, mean, max, prod, min, sum of squares over any axes, and COUNT_EQ (how many
+// elements equal the maximum or minimum y, for their backward); the twin of
+// dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
+// SUM_SQUARES squares each element as it reads it (term) and adds like SUM.
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -69,7 +70,7 @@ float identity() {
 }
 
 float term(float v, float target) {
-    return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : v;
+    return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : OP == SUM_SQUARES ? v * v : v;
 }
 
 uint base_of(uint o) {

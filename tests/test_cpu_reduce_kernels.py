@@ -1,7 +1,10 @@
 """The cpu reduction kernels' definitions. The max of float32 runs (reduce.py's integer-bit
 path) against a plain NumPy statement of its rule: NaN anywhere gives NaN, +0 beats -0 in
-either order, and otherwise the largest element; an empty run gives -inf. A sum over
-leading axes adds the rows in order."""
+either order, and otherwise the largest element; an empty run gives -inf; a min is
+-max(-x) bit for bit. A sum over leading axes adds the rows in order; a sum of squares is the
+exact one rounded once."""
+import math
+
 import numpy as np
 import pytest
 
@@ -197,3 +200,19 @@ def test_a_long_runs_max_keeps_nans_and_the_sign_of_zero_across_chunks():
         x[place] = value
         got = reduce("max", x.reshape(1, -1), (1,))
         assert_same(got, np.array([want], np.float32))
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 1 << 18), (1,)), ((40, 1027), (1,)),
+                                         ((40, 1027), (0,)), ((6, 5, 33), (0, 2)),
+                                         ((6, 5, 33), (1,)), ((6, 5, 33), (0, 1, 2))])
+def test_a_sum_of_squares_is_the_exact_sum_rounded_once(shape, axes):
+    # float32 squares are exact in float64, so the float64 sum of them is within a few
+    # units of 2^-53 of the exact one: rounded to float32, the exact sum's bits (one run of
+    # 2^18 takes the chunked path, whose partial sums are added, not squared again)
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim)).astype(np.float64)
+    lines = (moved * moved).reshape(-1, int(np.prod([shape[a] for a in axes])))
+    want = np.array([math.fsum(line) for line in lines], np.float32)
+    got = reduce("sum_squares", x, axes)
+    assert got.dtype == np.float32
+    assert_same(got, want)

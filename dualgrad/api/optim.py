@@ -388,7 +388,7 @@ def clip_grad_norm(params, max_norm: float) -> Tensor:
     total_sq = None
     for g in grads:
         h = _wide(backend, handle(backend, g))
-        sq = backend.reduce("sum", backend.binary("mul", h, h), tuple(range(len(h.shape))))
+        sq = backend.reduce("sum_squares", h, tuple(range(len(h.shape))))
         total_sq = sq if total_sq is None else backend.binary("add", total_sq, sq)
     dtype = _wide_type(grads[0].dtype) if grads else np.dtype(np.float32)
     if total_sq is None:

@@ -1,9 +1,10 @@
 """Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
-var, std, logsumexp and norm are compositions of the sum and max kernels and elementwise
-ops, so their gradients follow from their parts; each reads its input more than once (var
-and std: three times), where a dedicated kernel would read it once. min, prod and cumsum
-are kernels of their own (prod's gradient is a composition).
+var, std, logsumexp and norm (but its 2-norm) are compositions of the sum and max kernels
+and elementwise ops, so their gradients follow from their parts; each reads its input more
+than once (var and std: three times), where a dedicated kernel would read it once. min,
+prod, cumsum and the 2-norm's sum of squares are kernels of their own (prod's gradient is a
+composition).
 """
 from __future__ import annotations
 
@@ -111,12 +112,12 @@ def norm(x, p=2, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
 
 
 def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
-    """sqrt(sum(x**2)); its gradient g x / norm, 0 where the norm is 0 (as PyTorch's, where
-    the chain rule through sqrt would give 0 * inf)."""
+    """sqrt(sum(x**2)), the squares summed as they are read; its gradient g x / norm, 0
+    where the norm is 0 (as PyTorch's, where the chain rule through sqrt would give
+    0 * inf)."""
     backend = device.active()
     hx = handle(backend, x)
-    hn = backend.unary("sqrt", backend.reduce("sum", backend.binary("mul", hx, hx), axes,
-                                              keepdims=True))
+    hn = backend.unary("sqrt", backend.reduce("sum_squares", hx, axes, keepdims=True))
     kshape = tuple(hn.shape)
     hy = hn if keepdims else backend.reshape(hn, tuple(n for i, n in enumerate(kshape)
                                                        if i not in axes))

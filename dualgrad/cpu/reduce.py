@@ -1,8 +1,9 @@
-"""Reductions (sum, mean, max, prod, min over any axes, with keepdims) and the backward
-kernels of sum, mean, max and min.
+"""Reductions (sum, mean, max, prod, min and the sum of squares over any axes, with keepdims)
+and the backward kernels of sum, mean, max and min.
 
 Sums accumulate in float64 and are rounded once to the output dtype, so the reference carries
-no float32 rounding until the end, in a fixed order of accumulation. When the reduced axes
+no float32 rounding until the end, in a fixed order of accumulation (a sum of squares squares
+each element in float64 too: exactly, for float32 ones). When the reduced axes
 are consecutive the input is read as (outer, reduced, inner):
 
 - inner > 1 (e.g. a bias gradient, the sum over the batch axis): each output adds its
@@ -46,7 +47,8 @@ from . import split as split_
 from .jit import kernel, scalar
 from .vmath import bitcast
 
-SUM, MEAN, MAX, PROD, MIN = REDUCE.codes("sum", "mean", "max", "prod", "min")
+SUM, MEAN, MAX, PROD, MIN, SUM_SQUARES = REDUCE.codes("sum", "mean", "max", "prod", "min",
+                                                     "sum_squares")
 LANES = 64      # interleaved partial results along a contiguous run
 CHUNK = 1 << 16     # a run this long or longer is reduced in chunks of about this many
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
@@ -74,6 +76,19 @@ def max_of(a, b):
 def min_of(a, b):
     """-max_of(-a, -b): NaN wins, -0 against +0 gives -0."""
     return -max_of(-a, -b)
+
+
+@scalar
+def _term(op, v):
+    """An element as the reduction takes it, in float64: squared for a sum of squares."""
+    w = np.float64(v)
+    return w * w if op == SUM_SQUARES else w
+
+
+def _partials_code(code: int) -> int:
+    """The reduction that combines partial results of ``code``: a sum of squares adds its
+    partial sums."""
+    return SUM if code == SUM_SQUARES else code
 
 
 @scalar
@@ -114,7 +129,7 @@ def _lanes(op, x, lo, hi, lanes):
     for j in range(lo, full, LANES):
         block = x[j:j + LANES]
         for k in range(LANES):
-            lanes[k] = _lane(op, lanes[k], np.float64(block[k]))
+            lanes[k] = _lane(op, lanes[k], _term(op, block[k]))
     half = LANES // 2
     while half:
         for k in range(half):
@@ -123,7 +138,7 @@ def _lanes(op, x, lo, hi, lanes):
     total = lanes[0]
     if op != MAX and op != MIN:
         for j in range(full, hi):
-            total = _combine(op, total, np.float64(x[j]))
+            total = _combine(op, total, _term(op, x[j]))
         return total
     for j in range(full, hi):             # (any order gives the same max or min)
         total = _lane(op, total, np.float64(x[j]))
@@ -229,7 +244,7 @@ def _reduce_kernel(op):
                     base = i0 * so[0] + i1 * so[1] + i2 * so[2]
                     for i3 in range(shape[3]):
                         o = base + i3 * so[3]
-                        acc[o] = _combine(op, acc[o], np.float64(x[i]))
+                        acc[o] = _combine(op, acc[o], _term(op, x[i]))
                         i += 1
     return kernel(reduce_kernel)
 
@@ -303,15 +318,15 @@ def _rows_kernel(op):
                 r2 = x[(start + m + 2) * inner:(start + m + 3) * inner]
                 r3 = x[(start + m + 3) * inner:(start + m + 4) * inner]
                 for b in range(inner):
-                    v = _combine(op, out[b], np.float64(r0[b]))
-                    v = _combine(op, v, np.float64(r1[b]))
-                    v = _combine(op, v, np.float64(r2[b]))
-                    out[b] = _combine(op, v, np.float64(r3[b]))
+                    v = _combine(op, out[b], _term(op, r0[b]))
+                    v = _combine(op, v, _term(op, r1[b]))
+                    v = _combine(op, v, _term(op, r2[b]))
+                    out[b] = _combine(op, v, _term(op, r3[b]))
                 m += 4
             while m < n:
                 row = x[(start + m) * inner:(start + m + 1) * inner]
                 for b in range(inner):
-                    out[b] = _combine(op, out[b], np.float64(row[b]))
+                    out[b] = _combine(op, out[b], _term(op, row[b]))
                 m += 1
     return kernel(rows_kernel)
 
@@ -344,7 +359,8 @@ def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple) -> None
         _reduce_into(code, x, runs.reshape(runs.shape + (1,) * (x.ndim - first)),
                      tuple(range(first, x.ndim)))
         rest = tuple(a for a in axes if a < first)
-        _reduce_into(code, runs, acc.reshape(keepdims_shape(runs.shape, rest)), rest)
+        _reduce_into(_partials_code(code), runs, acc.reshape(keepdims_shape(runs.shape, rest)),
+                     rest)
     elif split is None:
         _REDUCE[code](x.reshape(-1), acc.reshape(-1), pad4(x.shape),
                       _out_strides(x.shape, axes))
@@ -378,11 +394,12 @@ def _runs(code: int, x, acc, n: int) -> None:
         return
     partial = np.empty(chunks, np.float64)
     split_.run_ranges(lambda lo, hi: _CHUNKS[code](x, partial, chunks, lo, hi), parts)
-    _RUNS[code](partial, acc, chunks)
+    _RUNS[_partials_code(code)](partial, acc, chunks)
 
 
 def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.ndarray:
-    """Sum, mean, max, product or min of x over `axes` (a tuple of non-negative axes)."""
+    """Sum, mean, max, product, min or sum of squares of x over `axes` (a tuple of
+    non-negative axes)."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]

@@ -275,6 +275,18 @@ for _op in ("sum", "mean", "max", "min"):
     check(f"reduce:{_op}")(_reduce_check(_op))
 
 
+@check("reduce:sum_squares")
+def _reduce_sum_squares(data, pair):
+    """The sum of x * x (a 2-norm's, no backward kernel of its own)."""
+    x = data.draw(dgst.arrays(dgst.shapes(min_dims=1, max_size=1 << 17)), label="x")
+    axes = _axes(data, x.ndim)
+    cy, gy = pair.twin("reduce", "sum_squares", x, axes, True)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    with np.errstate(over="ignore"):
+        scale = np.sum(np.square(x.astype(np.float64)), axis=axes, keepdims=True)
+    return [pair.agree("reduce:sum_squares", gy, cy, scale=scale, length=n + 1)]
+
+
 @check("reduce:prod")
 def _reduce_prod(data, pair):
     """Magnitudes 2^u, u in [-1, 1], so no partial product of up to 4096 terms leaves the

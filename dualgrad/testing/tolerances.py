@@ -418,6 +418,13 @@ TOLERANCES: dict = {
     "reduce:mean": Tolerance("the sum's bound, then a 2.5 ULP division by n", ulps=4, gamma=1),
     "reduce:max": Tolerance("a selection: exact in any order", exact=True),
     "reduce:min": Tolerance("a selection: exact in any order", exact=True),
+    "reduce:sum_squares": Tolerance("each square rounds once on the gpu (within u of x^2, "
+                                    "so gamma(n + 1) of the sum of squares S with the sum's "
+                                    "n terms: the check's length is n + 1); the cpu squares "
+                                    "and adds in float64 and rounds once; 2^-100 for squares "
+                                    "under float32's normal range, which a device may flush "
+                                    "(each below 1.2e-38, at most 2^17 of them)",
+                                    ulps=1, gamma=1, atol=2.0 ** -100),
     "reduce:prod": Tolerance("a float32 product of n terms in any order is within gamma(n) "
                              "of the exact one, relative (scale = |product|), while no partial "
                              "product leaves the normal range; the cpu multiplies in float64 "

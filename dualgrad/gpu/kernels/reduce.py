@@ -1,7 +1,7 @@
-"""Reductions: reduce.comp (sum, mean, max, prod, min over any axes, and the ties of a max or
-min) and reduce_backward.comp; the twins of ``dualgrad/cpu/reduce.py``. How a reduction is
-cut into passes is size arithmetic (``reduce_passes``, over ``plans.reduce_plan``), cached
-per shape: every reduction asks."""
+"""Reductions: reduce.comp (sum, mean, max, prod, min, sum of squares over any axes, and the
+ties of a max or min) and reduce_backward.comp; the twins of ``dualgrad/cpu/reduce.py``. How
+a reduction is cut into passes is size arithmetic (``reduce_passes``, over
+``plans.reduce_plan``), cached per shape: every reduction asks."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +14,7 @@ from .. import plans
 from ..dispatch import MAX_GROUPS, grid, packed_uints, packer, push_constants
 from ..workspace import COUNTER, COUNTERS
 
-SUM, MEAN, MAX, MIN = REDUCE.codes("sum", "mean", "max", "min")
+SUM, MEAN, MAX, MIN, SUM_SQUARES = REDUCE.codes("sum", "mean", "max", "min", "sum_squares")
 _ADDRESSES5 = packer(5)
 # A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
 # an output combines the partial results) where a counter per output fits in COUNTERS and,
@@ -40,7 +40,7 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     divides by). ``inner``: the input is [outer][count][inner], or None to index it through
     the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
     them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
-    only there; tie counts are summed there)."""
+    only there; tie counts and the partial sums of squares are summed there)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
@@ -56,7 +56,7 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
                       None if final else (plan.splits, n_out), finish, packed_uints(uints))
     if final or finish:
         return (this,)
-    second = SUM if code == COUNT_EQ else code
+    second = SUM if code in (COUNT_EQ, SUM_SQUARES) else code
     return (this,) + reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
 
 
