@@ -2,7 +2,8 @@
 // Reductions: sum, mean, max, prod, min, sum of squares over any axes, and COUNT_EQ (how many
 // elements equal the maximum or minimum y, for their backward); the twin of
 // dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
-// SUM_SQUARES squares each element as it reads it (term) and adds like SUM.
+// SUM_SQUARES squares each element as it reads it (term) and adds like SUM; with CENTERED,
+// (x - y[o])^2, about a center an output (a variance's mean).
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -34,6 +35,7 @@ layout(constant_id = 1) const uint GROUP_ITEMS = 1;
 layout(constant_id = 2) const uint LAYOUT = 0;
 layout(constant_id = 3) const uint VEC = 0;
 layout(constant_id = 4) const uint FINISH = 0;
+layout(constant_id = 5) const uint CENTERED = 0;
 
 // Partial results another workgroup reads back within the dispatch: coherent, so neither
 // their stores nor those loads stay in a cache the other workgroup does not see.
@@ -70,7 +72,12 @@ float identity() {
 }
 
 float term(float v, float target) {
-    return OP == COUNT_EQ ? (v == target ? 1.0 : 0.0) : OP == SUM_SQUARES ? v * v : v;
+    if (OP == COUNT_EQ) return v == target ? 1.0 : 0.0;
+    if (OP == SUM_SQUARES) {
+        float d = v - target;
+        return d * d;
+    }
+    return v;
 }
 
 uint base_of(uint o) {
@@ -181,7 +188,7 @@ void main() {
         uint lanes = gl_NumWorkGroups.x * WG;
         for (uint it = gl_GlobalInvocationID.x; it < items; it += lanes) {
             uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
-            float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
+            float target = OP == COUNT_EQ || CENTERED != 0 ? p.y.v[o] : 0.0;
             float acc = walk(base_of(o), r0, min(p.count, r0 + p.chunk), 0, 1, target);
             if (FINISH == 0) {
                 p.out_.v[it] = finish(acc);
@@ -198,7 +205,7 @@ void main() {
     uint lid = gl_LocalInvocationID.x;
     for (uint it = gl_WorkGroupID.x; it < items; it += gl_NumWorkGroups.x) {
         uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
-        float target = OP == COUNT_EQ ? p.y.v[o] : 0.0;
+        float target = OP == COUNT_EQ || CENTERED != 0 ? p.y.v[o] : 0.0;
         float acc = combine_group(walk(base_of(o), r0, min(p.count, r0 + p.chunk), lid, WG,
                                        target));
         if (FINISH == 0) {

@@ -216,3 +216,20 @@ def test_a_sum_of_squares_is_the_exact_sum_rounded_once(shape, axes):
     got = reduce("sum_squares", x, axes)
     assert got.dtype == np.float32
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 1 << 18), (1,)), ((40, 1027), (1,)),
+                                         ((40, 1027), (0,)), ((6, 5, 33), (0, 2)),
+                                         ((6, 5, 33), (1,)), ((6, 5, 33), (0, 1))])
+def test_a_sum_of_squares_about_centers_takes_each_outputs_own(shape, axes):
+    # centers far from each other and from the data: an output that took another's
+    # center, or none, is off by far more than a rounding
+    rng = np.random.default_rng(len(shape) + sum(axes))
+    x = (rng.standard_normal(shape) + 50).astype(np.float32)
+    kept = tuple(1 if a in axes else n for a, n in enumerate(shape))
+    center = (50 + np.arange(np.prod(kept)).reshape(kept) * 0.25).astype(np.float32)
+    moved = np.moveaxis((x.astype(np.float64) - center), axes,
+                        range(x.ndim - len(axes), x.ndim))
+    lines = (moved * moved).reshape(-1, int(np.prod([shape[a] for a in axes])))
+    want = np.array([math.fsum(line) for line in lines], np.float32)
+    assert_same(reduce("sum_squares", x, axes, center=center), want)

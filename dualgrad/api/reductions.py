@@ -1,10 +1,10 @@
 """Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
-var, std, logsumexp and norm (but its 2-norm) are compositions of the sum and max kernels
-and elementwise ops, so their gradients follow from their parts; each reads its input more
-than once (var and std: three times), where a dedicated kernel would read it once. min,
-prod, cumsum and the 2-norm's sum of squares are kernels of their own (prod's gradient is a
-composition).
+logsumexp and norm (but its 2-norm) are compositions of the sum and max kernels and
+elementwise ops, so their gradients follow from their parts. min, prod, cumsum and the sum of
+squares (the 2-norm's, and var's and std's about the mean) are kernels of their own (prod's
+gradient is a composition); var reads its input twice, the mean and then the squares about
+it, where one pass (Welford's) would read it once.
 """
 from __future__ import annotations
 
@@ -40,16 +40,30 @@ def _count(x: Tensor, axes: tuple) -> int:
 def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
         keepdim=None) -> Tensor:
     """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
-    (``correction=1``: Bessel's; 0: the population's). Two passes, so no cancellation of
-    large means; NaN where n - correction <= 0 (inf for a positive sum, as PyTorch)."""
+    (``correction=1``: Bessel's; 0: the population's). Two passes, the mean and then the
+    squares about it (formed as they are read), so no cancellation of large means; NaN where
+    n - correction <= 0 (inf for a positive sum, as PyTorch). Its gradient is PyTorch's,
+    2 (x - mean) g / (n - correction)."""
     axis, keepdims = _dim_or_axis("var", axis, dim, keepdims, keepdim)
     x = _tensor("var", "x", x)
     checks.flag("var", "keepdims", keepdims)
     correction = checks.number("var", "correction", correction, 0.0)
     axes = _axes("var", x, axis)
-    d = ops.sub(x, ops.mean(x, axes, True))
-    total = ops.sum(ops.mul(d, d), axes, keepdims)
-    return ops.div(total, builtins.max(_count(x, axes) - correction, 0.0))
+    divisor = builtins.max(_count(x, axes) - correction, 0.0)
+    backend = device.active()
+    hx = handle(backend, x)
+    hm = backend.reduce("mean", hx, axes, keepdims=True)
+    hk = backend.unary("div_scalar", backend.reduce("sum_squares", hx, axes, keepdims=True,
+                                                    center=hm), divisor)
+    kshape = tuple(hk.shape)
+    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
+                                                       if i not in axes))
+
+    def backward(g, needs):
+        # g / (divisor / 2): one rounding (halving is exact), inf or NaN where divisor is 0
+        scaled = backend.unary("div_scalar", backend.reshape(g, kshape), divisor / 2)
+        return (backend.binary("mul", backend.binary("sub", hx, hm), scaled),)
+    return _make(hy, (x,), backward, backend)
 
 
 @computes_in_float32

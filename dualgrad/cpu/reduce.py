@@ -3,8 +3,12 @@ and the backward kernels of sum, mean, max and min.
 
 Sums accumulate in float64 and are rounded once to the output dtype, so the reference carries
 no float32 rounding until the end, in a fixed order of accumulation (a sum of squares squares
-each element in float64 too: exactly, for float32 ones). When the reduced axes
-are consecutive the input is read as (outer, reduced, inner):
+each element in float64 too: exactly, for float32 ones). A sum of squares may be taken about
+a center, one per output (a variance's mean): the sum of (x - center)^2, x - center formed
+in float64 as it is read, so nothing is written out. The kernels take the centers as an
+array and a stride (0: one center for all, ``_NO_CENTER``'s 0 where there is none).
+
+When the reduced axes are consecutive the input is read as (outer, reduced, inner):
 
 - inner > 1 (e.g. a bias gradient, the sum over the batch axis): each output adds its
   inputs one after another in row-major order; four whole rows are added a pass.
@@ -56,6 +60,7 @@ _NEG_INF_BITS = 0xFF800000      # -inf's; above them (as uint32): negative NaNs
 _as_float32 = bitcast(types.int32, types.float32)
 _as_float32_u = bitcast(types.uint32, types.float32)
 _SIGN, _SIGN_U = np.int32(-2 ** 31), np.uint32(2 ** 31)     # the sign bit, to flip as read
+_NO_CENTER = np.zeros(1)
 
 
 @scalar
@@ -79,10 +84,14 @@ def min_of(a, b):
 
 
 @scalar
-def _term(op, v):
-    """An element as the reduction takes it, in float64: squared for a sum of squares."""
+def _term(op, v, center):
+    """An element as the reduction takes it, in float64: (v - center)^2 for a sum of
+    squares."""
     w = np.float64(v)
-    return w * w if op == SUM_SQUARES else w
+    if op == SUM_SQUARES:
+        d = w - center
+        return d * d
+    return w
 
 
 def _partials_code(code: int) -> int:
@@ -119,7 +128,7 @@ def _lane(op, acc, v):
 
 
 @scalar
-def _lanes(op, x, lo, hi, lanes):
+def _lanes(op, x, lo, hi, lanes, center):
     """The reduction of x[lo:hi]: element lo + j goes into lane j % LANES, the lanes are
     folded in halves (lane k with lane k + half: a few vector steps, where adding them one
     by one would be a chain as long as the lanes), then the leftover tail is combined in
@@ -129,7 +138,7 @@ def _lanes(op, x, lo, hi, lanes):
     for j in range(lo, full, LANES):
         block = x[j:j + LANES]
         for k in range(LANES):
-            lanes[k] = _lane(op, lanes[k], _term(op, block[k]))
+            lanes[k] = _lane(op, lanes[k], _term(op, block[k], center))
     half = LANES // 2
     while half:
         for k in range(half):
@@ -138,7 +147,7 @@ def _lanes(op, x, lo, hi, lanes):
     total = lanes[0]
     if op != MAX and op != MIN:
         for j in range(full, hi):
-            total = _combine(op, total, _term(op, x[j]))
+            total = _combine(op, total, _term(op, x[j], center))
         return total
     for j in range(full, hi):             # (any order gives the same max or min)
         total = _lane(op, total, np.float64(x[j]))
@@ -235,7 +244,7 @@ def _out_strides(shape, axes) -> np.ndarray:
 
 
 def _reduce_kernel(op):
-    def reduce_kernel(x, acc, shape, so):
+    def reduce_kernel(x, acc, shape, so, center, cs):
         acc[:] = _start(op)
         i = 0
         for i0 in range(shape[0]):
@@ -244,7 +253,7 @@ def _reduce_kernel(op):
                     base = i0 * so[0] + i1 * so[1] + i2 * so[2]
                     for i3 in range(shape[3]):
                         o = base + i3 * so[3]
-                        acc[o] = _combine(op, acc[o], _term(op, x[i]))
+                        acc[o] = _combine(op, acc[o], _term(op, x[i], center[o * cs]))
                         i += 1
     return kernel(reduce_kernel)
 
@@ -282,27 +291,28 @@ def _reduce_grad_kernel(op):
 
 
 def _runs_kernel(op):
-    def runs_kernel(x, acc, n):
+    def runs_kernel(x, acc, n, center, cs):
         """acc[r] = the reduction of x[r * n:(r + 1) * n]."""
         lanes = np.empty(LANES)
         for r in range(acc.size):
-            acc[r] = _lanes(op, x, r * n, (r + 1) * n, lanes)
+            acc[r] = _lanes(op, x, r * n, (r + 1) * n, lanes, center[r * cs])
     return kernel(runs_kernel)
 
 
 def _chunks_kernel(op):
-    def chunks_kernel(x, partial, chunks, c_lo, c_hi):
+    def chunks_kernel(x, partial, chunks, c_lo, c_hi, center):
         """partial[c] = the reduction of chunk c of x (elements [c n // chunks, (c + 1) n //
         chunks)), for c in [c_lo, c_hi)."""
         lanes = np.empty(LANES)
         n = x.size
         for c in range(c_lo, c_hi):
-            partial[c] = _lanes(op, x, c * n // chunks, (c + 1) * n // chunks, lanes)
+            partial[c] = _lanes(op, x, c * n // chunks, (c + 1) * n // chunks, lanes,
+                                center)
     return kernel(chunks_kernel)
 
 
 def _rows_kernel(op):
-    def rows_kernel(x, acc, n, inner):
+    def rows_kernel(x, acc, n, inner, center, cs):
         """acc[a, :] = the reduction over m of x[a, m, :], x and acc flattened. Rows are
         taken four to a pass over the output: each output element still meets its rows in
         order m = 0, 1, 2, ... (the same sums, bit for bit), but is loaded and stored once a
@@ -318,15 +328,17 @@ def _rows_kernel(op):
                 r2 = x[(start + m + 2) * inner:(start + m + 3) * inner]
                 r3 = x[(start + m + 3) * inner:(start + m + 4) * inner]
                 for b in range(inner):
-                    v = _combine(op, out[b], _term(op, r0[b]))
-                    v = _combine(op, v, _term(op, r1[b]))
-                    v = _combine(op, v, _term(op, r2[b]))
-                    out[b] = _combine(op, v, _term(op, r3[b]))
+                    c = center[(a * inner + b) * cs]
+                    v = _combine(op, out[b], _term(op, r0[b], c))
+                    v = _combine(op, v, _term(op, r1[b], c))
+                    v = _combine(op, v, _term(op, r2[b], c))
+                    out[b] = _combine(op, v, _term(op, r3[b], c))
                 m += 4
             while m < n:
                 row = x[(start + m) * inner:(start + m + 1) * inner]
                 for b in range(inner):
-                    out[b] = _combine(op, out[b], _term(op, row[b]))
+                    c = center[(a * inner + b) * cs]
+                    out[b] = _combine(op, out[b], _term(op, row[b], c))
                 m += 1
     return kernel(rows_kernel)
 
@@ -348,29 +360,35 @@ def _consecutive(shape, axes):
     return math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:])
 
 
-def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple) -> None:
-    """acc (float64, the keepdims shape) = the reduction of x over axes."""
+def _reduce_into(code: int, x: np.ndarray, acc: np.ndarray, axes: tuple,
+                 center: np.ndarray = _NO_CENTER, cs: int = 0) -> None:
+    """acc (float64, the keepdims shape) = the reduction of x over axes; output o's
+    center (a sum of squares') is center[o * cs]."""
     split = _consecutive(x.shape, axes)
     if split is None and axes[-1] == x.ndim - 1:
         # The trailing reduced axes as runs first (one output's run in lanes; added into it
         # element by element, each would wait on the addition before), then the rest.
         first = next(a for a in range(x.ndim) if all(b in axes for b in range(a, x.ndim)))
         runs = np.empty(x.shape[:first], np.float64)
+        if cs:          # each run's center: its output's
+            center = np.ascontiguousarray(np.broadcast_to(
+                center.reshape(acc.shape[:first]), runs.shape)).reshape(-1)
         _reduce_into(code, x, runs.reshape(runs.shape + (1,) * (x.ndim - first)),
-                     tuple(range(first, x.ndim)))
+                     tuple(range(first, x.ndim)), center, cs)
         rest = tuple(a for a in axes if a < first)
         _reduce_into(_partials_code(code), runs, acc.reshape(keepdims_shape(runs.shape, rest)),
                      rest)
     elif split is None:
         _REDUCE[code](x.reshape(-1), acc.reshape(-1), pad4(x.shape),
-                      _out_strides(x.shape, axes))
+                      _out_strides(x.shape, axes), center, cs)
     elif split[2] == 1:
-        _runs(code, np.ascontiguousarray(x).reshape(-1), acc.reshape(-1), split[1])
+        _runs(code, np.ascontiguousarray(x).reshape(-1), acc.reshape(-1), split[1], center,
+              cs)
     else:       # (on one thread: cut by columns across two cores, 0.40 -> 0.53 ms)
-        _ROWS[code](x.reshape(-1), acc.reshape(-1), split[1], split[2])
+        _ROWS[code](x.reshape(-1), acc.reshape(-1), split[1], split[2], center, cs)
 
 
-def _runs(code: int, x, acc, n: int) -> None:
+def _runs(code: int, x, acc, n: int, center, cs: int) -> None:
     """acc[r] = the reduction of run r, x[r n:(r + 1) n]: runs cut across the cores, or a
     long one in chunks fixed by its length (module docstring)."""
     runs = acc.size
@@ -381,7 +399,8 @@ def _runs(code: int, x, acc, n: int) -> None:
                 _max_runs_f32(x[lo * n:hi * n], acc[lo:hi], n, code == MIN)
         else:
             def part(lo, hi):
-                _RUNS[code](x[lo * n:hi * n], acc[lo:hi], n)
+                _RUNS[code](x[lo * n:hi * n], acc[lo:hi], n, center[lo * cs:hi * cs + 1 - cs],
+                            cs)
         split_.run_ranges(part, split_.cuts(runs, x.size))
         return
     chunks = n // CHUNK
@@ -393,18 +412,24 @@ def _runs(code: int, x, acc, n: int) -> None:
         _max_from_stats(stats, acc, code == MIN)
         return
     partial = np.empty(chunks, np.float64)
-    split_.run_ranges(lambda lo, hi: _CHUNKS[code](x, partial, chunks, lo, hi), parts)
-    _RUNS[_partials_code(code)](partial, acc, chunks)
+    split_.run_ranges(lambda lo, hi: _CHUNKS[code](x, partial, chunks, lo, hi, center[0]),
+                      parts)
+    _RUNS[_partials_code(code)](partial, acc, chunks, _NO_CENTER, 0)
 
 
-def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False) -> np.ndarray:
+def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False,
+           center: np.ndarray | None = None) -> np.ndarray:
     """Sum, mean, max, product, min or sum of squares of x over `axes` (a tuple of
-    non-negative axes)."""
+    non-negative axes); a sum of squares about ``center`` (the keepdims shape) where given."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]
     if acc.size:
-        _reduce_into(code, x, acc, axes)
+        if center is None:
+            _reduce_into(code, x, acc, axes)
+        else:
+            _reduce_into(code, x, acc, axes, np.ascontiguousarray(center, np.float64)
+                         .reshape(-1), 1)
     if code == MEAN:
         with np.errstate(invalid="ignore", divide="ignore"):   # the mean of nothing is NaN
             acc /= reduced_count(x.shape, axes)

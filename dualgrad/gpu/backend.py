@@ -121,14 +121,14 @@ class GpuBackend(Backend):
     def binary_backward(self, op, a, b, g):
         return elementwise.binary_backward(self.device, op, a, b, g)
 
-    def reduce(self, op, x, axes, keepdims=False, out=None):
+    def reduce(self, op, x, axes, keepdims=False, out=None, center=None):
         if len(x.shape) > KERNEL_RANK:
-            y = self.wide_reduce(op, x, axes, keepdims)
+            y = self.wide_reduce(op, x, axes, keepdims, center)
             if out is not None:
                 self.copy(self.reshape(out, tuple(y.shape)), y)
                 return out
             return y
-        return reduce.reduce(self.device, op, x, axes, keepdims, out)
+        return reduce.reduce(self.device, op, x, axes, keepdims, out, center)
 
     def reduce_backward(self, op, x, y, g, axes):
         if len(x.shape) > KERNEL_RANK:

@@ -277,14 +277,26 @@ for _op in ("sum", "mean", "max", "min"):
 
 @check("reduce:sum_squares")
 def _reduce_sum_squares(data, pair):
-    """The sum of x * x (a 2-norm's, no backward kernel of its own)."""
+    """The sum of x * x (a 2-norm's, no backward kernel of its own), or of (x - center)^2
+    about a center an output (a variance's: here the float32 mean, or drawn)."""
     x = data.draw(dgst.arrays(dgst.shapes(min_dims=1, max_size=1 << 17)), label="x")
     axes = _axes(data, x.ndim)
-    cy, gy = pair.twin("reduce", "sum_squares", x, axes, True)
     n = int(np.prod([x.shape[a] for a in axes]))
-    with np.errstate(over="ignore"):
-        scale = np.sum(np.square(x.astype(np.float64)), axis=axes, keepdims=True)
-    return [pair.agree("reduce:sum_squares", gy, cy, scale=scale, length=n + 1)]
+    kept = tuple(1 if a in axes else k for a, k in enumerate(x.shape))
+    center = data.draw(st.sampled_from(["none", "mean", "drawn"]), label="center")
+    if center == "none":
+        c = np.zeros(kept, F32)
+        cy, gy = pair.twin("reduce", "sum_squares", x, axes, True)
+    else:
+        with np.errstate(all="ignore"):
+            c = (np.mean(x.astype(np.float64), axis=axes, keepdims=True).astype(F32)
+                 if center == "mean" else data.draw(dgst.arrays(kept), label="drawn center"))
+        cy, gy = pair.twin("reduce", "sum_squares", x, axes, True, None, c)
+    with np.errstate(all="ignore"):
+        scale = np.sum(np.square(x.astype(np.float64) - c), axis=axes, keepdims=True)
+    # (x - c rounds once more on the gpu: 3 roundings a term, where x * x has 1)
+    return [pair.agree("reduce:sum_squares", gy, cy, scale=scale,
+                       length=n + (1 if center == "none" else 3))]
 
 
 @check("reduce:prod")

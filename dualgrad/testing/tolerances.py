@@ -420,10 +420,12 @@ TOLERANCES: dict = {
     "reduce:min": Tolerance("a selection: exact in any order", exact=True),
     "reduce:sum_squares": Tolerance("each square rounds once on the gpu (within u of x^2, "
                                     "so gamma(n + 1) of the sum of squares S with the sum's "
-                                    "n terms: the check's length is n + 1); the cpu squares "
-                                    "and adds in float64 and rounds once; 2^-100 for squares "
-                                    "under float32's normal range, which a device may flush "
-                                    "(each below 1.2e-38, at most 2^17 of them)",
+                                    "n terms: the check's length is n + 1); about a center "
+                                    "c, x - c rounds too (gamma(3) of (x - c)^2 a term: "
+                                    "length n + 3); the cpu squares and adds in float64 and "
+                                    "rounds once; 2^-100 for squares under float32's normal "
+                                    "range, which a device may flush (each below 1.2e-38, at "
+                                    "most 2^17 of them)",
                                     ulps=1, gamma=1, atol=2.0 ** -100),
     "reduce:prod": Tolerance("a float32 product of n terms in any order is within gamma(n) "
                              "of the exact one, relative (scale = |product|), while no partial "

@@ -35,12 +35,13 @@ class ReducePass(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
 def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | None,
-                  maps: tuple | None, planner) -> tuple:
+                  maps: tuple | None, planner, centered: bool = False) -> tuple:
     """Reduce ``count`` elements into each of ``n_out`` outputs (``total``: the count a mean
     divides by). ``inner``: the input is [outer][count][inner], or None to index it through
     the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
     them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
-    only there; tie counts and the partial sums of squares are summed there)."""
+    only there; tie counts and the partial sums of squares are summed there).
+    ``centered``: a sum of squares about y, one value an output (reduce.comp's CENTERED)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
@@ -52,7 +53,7 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     uints = (n_out, count, plan.splits, plan.chunk, total, inner or 1,
              *(maps if inner is None else (1,) * 16))
     this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec),
-                       int(finish)), uints, (groups, 1, 1),
+                       int(finish), int(centered)), uints, (groups, 1, 1),
                       None if final else (plan.splits, n_out), finish, packed_uints(uints))
     if final or finish:
         return (this,)
@@ -61,7 +62,8 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
 
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
-def reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
+def reduce_recipe(code: int, shape: tuple, axes: tuple, planner,
+                  centered: bool = False) -> tuple:
     """The passes that reduce an array of ``shape`` over ``axes`` (none when the result
     is empty)."""
     x4 = pad4(shape)
@@ -74,11 +76,11 @@ def reduce_recipe(code: int, shape: tuple, axes: tuple, planner) -> tuple:
     if not n_out:
         return ()
     return reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
-                         (*kd, *st, *rd, *st), planner)
+                         (*kd, *st, *rd, *st), planner, centered)
 
 
 def _run(dev, passes, x, y, out) -> None:
-    """Dispatch reduce.comp ``passes`` from x (and y, for tie counts) into out."""
+    """Dispatch reduce.comp ``passes`` from x (and y, for tie counts or centers) into out."""
     for p in passes:
         y_address = y.address if y is not None else 0
         if p.finish:
@@ -97,16 +99,17 @@ def _run(dev, passes, x, y, out) -> None:
         x, y = dest, None
 
 
-def reduce_into(dev, code: int, x, y, out, axes) -> None:
-    """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum or minimum) of x over
-    axes."""
-    _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan), x, y, out)
+def reduce_into(dev, code: int, x, y, out, axes, centered: bool = False) -> None:
+    """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum or minimum; a sum
+    of squares about y where ``centered``) of x over axes."""
+    _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan, centered), x, y,
+         out)
 
 
-def reduce(dev, op, x, axes, keepdims=False, out=None):
+def reduce(dev, op, x, axes, keepdims=False, out=None, center=None):
     if out is None:
         out = dev.empty(reduced_shape(x.shape, tuple(axes), keepdims))
-    reduce_into(dev, REDUCE.code[op], x, None, out, axes)
+    reduce_into(dev, REDUCE.code[op], x, center, out, axes, center is not None)
     return out
 
 
