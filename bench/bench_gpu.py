@@ -405,6 +405,7 @@ def bench_memory(args, ours, torch) -> list:
     b = rng.standard_normal(n).astype(np.float32)
     a2 = a[:side * side].reshape(side, side)
     ha, hb, ha2 = ours.put(a), ours.put(b), ours.put(a2)
+    ta_ours = dg.ag_param(a)        # (resident, for the public ops' rows: var, logsumexp)
     be = ours.backend
     out = be.empty((n,), persistent=True)
     cases = [   # name, bytes moved, ours, peer(ta, tb, ta2)
@@ -416,6 +417,9 @@ def bench_memory(args, ours, torch) -> list:
         ("sum of squares (all) / vector_norm", 4 * n,
          lambda: be.reduce("sum_squares", ha, (0,)),
          lambda x, y, x2: torch.linalg.vector_norm(x)),
+        ("dg.var (all)", 8 * n, lambda: dg.var(ta_ours), lambda x, y, x2: x.var()),
+        ("dg.logsumexp (all)", 8 * n, lambda: dg.logsumexp(ta_ours, 0),
+         lambda x, y, x2: x.logsumexp(0)),
         ("prod (all)", 4 * n, lambda: be.reduce("prod", ha, (0,)), lambda x, y, x2: x.prod()),
         (f"prod axis 1 of {side}^2", 4 * side * side, lambda: be.reduce("prod", ha2, (1,)),
          lambda x, y, x2: x2.prod(1)),

@@ -230,9 +230,9 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None, center=None):
         """An op of ``kernel_ops.REDUCE`` over ``axes`` (non-negative, sorted), into ``out``
-        (storage of the result's size, returned) where given. ``center`` (sum_squares
-        only; the keepdims shape): the sum of (x - center)^2, x - center formed as each
-        element is read."""
+        (storage of the result's size, returned) where given. ``center`` (sum_squares and
+        sum_exp only; the keepdims shape): the sum of (x - center)^2 or of exp(x - center),
+        x - center formed as each element is read."""
 
     @abc.abstractmethod
     def reduce_backward(self, op: str, x, y, g, axes: tuple):

@@ -3,7 +3,8 @@
 // elements equal the maximum or minimum y, for their backward); the twin of
 // dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
 // SUM_SQUARES squares each element as it reads it (term) and adds like SUM; with CENTERED,
-// (x - y[o])^2, about a center an output (a variance's mean).
+// (x - y[o])^2, about a center an output (a variance's mean). SUM_EXP adds exp(x - y[o])
+// (a log-sum-exp's, y the maximum).
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -77,6 +78,7 @@ float term(float v, float target) {
         float d = v - target;
         return d * d;
     }
+    if (OP == SUM_EXP) return exp(v - target);
     return v;
 }
 

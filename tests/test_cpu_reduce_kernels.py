@@ -233,3 +233,19 @@ def test_a_sum_of_squares_about_centers_takes_each_outputs_own(shape, axes):
     lines = (moved * moved).reshape(-1, int(np.prod([shape[a] for a in axes])))
     want = np.array([math.fsum(line) for line in lines], np.float32)
     assert_same(reduce("sum_squares", x, axes, center=center), want)
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 1 << 18), (1,)), ((40, 1027), (1,)),
+                                         ((40, 1027), (0,)), ((6, 5, 33), (0, 2)),
+                                         ((6, 5, 33), (1,))])
+def test_a_sum_of_exponentials_about_centers_is_the_float64_sum_rounded_once(shape, axes):
+    # each output's own center (its maximum, as a log-sum-exp takes it); the terms in
+    # float64 are within a few units of 2^-53, so rounded once the float32 sum is fsum's
+    rng = np.random.default_rng(len(shape) + sum(axes))
+    x = rng.uniform(-20, 20, shape).astype(np.float32)
+    center = np.max(x, axis=axes, keepdims=True)
+    moved = np.moveaxis(np.exp(x.astype(np.float64) - center), axes,
+                        range(x.ndim - len(axes), x.ndim))
+    lines = moved.reshape(-1, int(np.prod([shape[a] for a in axes])))
+    want = np.array([math.fsum(line) for line in lines], np.float32)
+    assert_same(reduce("sum_exp", x, axes, center=center), want)

@@ -17,7 +17,7 @@ from ..errors import bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
-from .residency import adopt, handle
+from .residency import handle
 from .tensor import Tensor
 
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -75,30 +75,38 @@ def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     return ops.sqrt(var(x, axis, keepdims, correction=correction))
 
 
-def _constant_max(x: Tensor, axes: tuple) -> Tensor:
-    """max over axes (kept), as a constant (no gradient), limited to the finite range: the
-    shift of logsumexp."""
-    backend = device.active()
-    h = backend.reduce("max", handle(backend, x), axes, keepdims=True)
-    h = backend.unary("clamp", h, -_FLT_MAX, _FLT_MAX)
-    return adopt(backend, Tensor(tuple(h.shape), x.dtype), h)
+def _finite_max(backend, hx, axes: tuple):
+    """max over axes (kept), limited to the finite range: the shift of logsumexp."""
+    return backend.unary("clamp", backend.reduce("max", hx, axes, keepdims=True), -_FLT_MAX,
+                         _FLT_MAX)
 
 
 @computes_in_float32
 def logsumexp(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """log(sum(exp(x))) over ``axis``, computed as m + log(sum(exp(x - m))) with m the
-    maximum (so nothing overflows); its gradient is softmax(x) along the axes. -inf where
-    every element is -inf, inf where one is inf, as PyTorch's."""
+    maximum (so nothing overflows): two passes, the maximum and then the exponentials about
+    it (formed as they are read). Its gradient is softmax(x) along the axes, g exp(x - y).
+    -inf where every element is -inf, inf where one is inf, as PyTorch's."""
     axis, keepdims = _dim_or_axis("logsumexp", axis, dim, keepdims, keepdim)
     x = _tensor("logsumexp", "x", x)
     checks.flag("logsumexp", "keepdims", keepdims)
     axes = _axes("logsumexp", x, axis)
     if x.size == 0:
         return ops.log(ops.sum(ops.exp(x), axes, keepdims))
-    m = _constant_max(x, axes)
-    out = ops.add(ops.log(ops.sum(ops.exp(ops.sub(x, m)), axes, True)), m)
-    return out if keepdims else ops.reshape(out, tuple(n for i, n in enumerate(out.shape)
+    backend = device.active()
+    hx = handle(backend, x)
+    hm = _finite_max(backend, hx, axes)
+    hk = backend.binary("add", backend.unary("log", backend.reduce("sum_exp", hx, axes,
+                                                                   keepdims=True, center=hm)),
+                        hm)
+    kshape = tuple(hk.shape)
+    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
                                                        if i not in axes))
+
+    def backward(g, needs):
+        weights = backend.unary("exp", backend.binary("sub", hx, hk))
+        return (backend.binary("mul", weights, backend.reshape(g, kshape)),)
+    return _make(hy, (x,), backward, backend)
 
 
 @computes_in_float32

@@ -1,11 +1,12 @@
-"""Reductions (sum, mean, max, prod, min and the sum of squares over any axes, with keepdims)
-and the backward kernels of sum, mean, max and min.
+"""Reductions (sum, mean, max, prod, min, the sums of squares and of exponentials over any
+axes, with keepdims) and the backward kernels of sum, mean, max and min.
 
 Sums accumulate in float64 and are rounded once to the output dtype, so the reference carries
 no float32 rounding until the end, in a fixed order of accumulation (a sum of squares squares
 each element in float64 too: exactly, for float32 ones). A sum of squares may be taken about
 a center, one per output (a variance's mean): the sum of (x - center)^2, x - center formed
-in float64 as it is read, so nothing is written out. The kernels take the centers as an
+in float64 as it is read, so nothing is written out; a sum of exponentials, of
+exp(x - center) (a log-sum-exp's, the center its maximum), likewise. The kernels take the centers as an
 array and a stride (0: one center for all, ``_NO_CENTER``'s 0 where there is none).
 
 When the reduced axes are consecutive the input is read as (outer, reduced, inner):
@@ -49,10 +50,10 @@ from ..kernel_ops import REDUCE, REDUCE_BACKWARD
 from ..shapes import keepdims_shape, pad4, reduced_count
 from . import split as split_
 from .jit import kernel, scalar
-from .vmath import bitcast
+from .vmath import bitcast, vexp
 
-SUM, MEAN, MAX, PROD, MIN, SUM_SQUARES = REDUCE.codes("sum", "mean", "max", "prod", "min",
-                                                     "sum_squares")
+SUM, MEAN, MAX, PROD, MIN, SUM_SQUARES, SUM_EXP = REDUCE.codes(
+    "sum", "mean", "max", "prod", "min", "sum_squares", "sum_exp")
 LANES = 64      # interleaved partial results along a contiguous run
 CHUNK = 1 << 16     # a run this long or longer is reduced in chunks of about this many
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
@@ -86,18 +87,20 @@ def min_of(a, b):
 @scalar
 def _term(op, v, center):
     """An element as the reduction takes it, in float64: (v - center)^2 for a sum of
-    squares."""
+    squares, exp(v - center) for a sum of exponentials."""
     w = np.float64(v)
     if op == SUM_SQUARES:
         d = w - center
         return d * d
+    if op == SUM_EXP:
+        return vexp(w - center)
     return w
 
 
 def _partials_code(code: int) -> int:
-    """The reduction that combines partial results of ``code``: a sum of squares adds its
-    partial sums."""
-    return SUM if code == SUM_SQUARES else code
+    """The reduction that combines partial results of ``code``: a sum of squares or of
+    exponentials adds its partial sums."""
+    return SUM if code in (SUM_SQUARES, SUM_EXP) else code
 
 
 @scalar
@@ -419,8 +422,8 @@ def _runs(code: int, x, acc, n: int, center, cs: int) -> None:
 
 def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False,
            center: np.ndarray | None = None) -> np.ndarray:
-    """Sum, mean, max, product, min or sum of squares of x over `axes` (a tuple of
-    non-negative axes); a sum of squares about ``center`` (the keepdims shape) where given."""
+    """Sum, mean, max, product, min, sum of squares or of exponentials of x over `axes` (a
+    tuple of non-negative axes); about ``center`` (the keepdims shape) where given."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]

@@ -299,6 +299,35 @@ def _reduce_sum_squares(data, pair):
                        length=n + (1 if center == "none" else 3))]
 
 
+@check("reduce:sum_exp")
+def _reduce_sum_exp(data, pair):
+    """The sum of exp(x - center), a center an output: the maximum (a log-sum-exp's), or
+    drawn within 60 of the elements (no term overflows nor underflows far); signed zeros,
+    inf and NaN among the elements."""
+    shape = data.draw(dgst.shapes(min_dims=1, max_size=1 << 17), label="shape")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1), label="seed"))
+    x = rng.uniform(-30, 30, shape).astype(F32)
+    specials = data.draw(st.lists(st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan]),
+                                  max_size=3), label="specials")
+    if x.size:
+        x.reshape(-1)[rng.integers(0, x.size, len(specials))] = specials
+    axes = _axes(data, x.ndim)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    kept = tuple(1 if a in axes else k for a, k in enumerate(x.shape))
+    if data.draw(st.booleans(), label="center is the maximum"):
+        with np.errstate(invalid="ignore"):
+            c = (np.clip(np.max(x, axis=axes, keepdims=True), -3e38, 3e38) if n else
+                 np.zeros(kept, F32)).astype(F32)
+    else:
+        c = rng.uniform(-30, 30, kept).astype(F32)
+    cy, gy = pair.twin("reduce", "sum_exp", x, axes, True, None, c)
+    with np.errstate(all="ignore"):
+        d = x.astype(np.float64) - c
+        terms = np.where(d == -np.inf, 0.0, np.exp(d) * (4 + 2.5 * np.abs(d)))  # (0, not NaN)
+        scale = np.sum(terms, axis=axes, keepdims=True)
+    return [pair.agree("reduce:sum_exp", gy, cy, scale=scale, length=n)]
+
+
 @check("reduce:prod")
 def _reduce_prod(data, pair):
     """Magnitudes 2^u, u in [-1, 1], so no partial product of up to 4096 terms leaves the

@@ -14,7 +14,8 @@ from .. import plans
 from ..dispatch import MAX_GROUPS, grid, packed_uints, packer, push_constants
 from ..workspace import COUNTER, COUNTERS
 
-SUM, MEAN, MAX, MIN, SUM_SQUARES = REDUCE.codes("sum", "mean", "max", "min", "sum_squares")
+SUM, MEAN, MAX, MIN, SUM_SQUARES, SUM_EXP = REDUCE.codes("sum", "mean", "max", "min",
+                                                         "sum_squares", "sum_exp")
 _ADDRESSES5 = packer(5)
 # A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
 # an output combines the partial results) where a counter per output fits in COUNTERS and,
@@ -40,8 +41,9 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     divides by). ``inner``: the input is [outer][count][inner], or None to index it through
     the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
     them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
-    only there; tie counts and the partial sums of squares are summed there).
-    ``centered``: a sum of squares about y, one value an output (reduce.comp's CENTERED)."""
+    only there; tie counts and the partial sums of squares or exponentials are summed
+    there). ``centered``: a sum of squares or exponentials about y, one value an output
+    (reduce.comp's CENTERED)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
@@ -57,7 +59,7 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
                       None if final else (plan.splits, n_out), finish, packed_uints(uints))
     if final or finish:
         return (this,)
-    second = SUM if code in (COUNT_EQ, SUM_SQUARES) else code
+    second = SUM if code in (COUNT_EQ, SUM_SQUARES, SUM_EXP) else code
     return (this,) + reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
 
 
@@ -101,7 +103,7 @@ def _run(dev, passes, x, y, out) -> None:
 
 def reduce_into(dev, code: int, x, y, out, axes, centered: bool = False) -> None:
     """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum or minimum; a sum
-    of squares about y where ``centered``) of x over axes."""
+    of squares or exponentials about y where ``centered``) of x over axes."""
     _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan, centered), x, y,
          out)
 
