@@ -300,13 +300,17 @@ def test_cpu_windows_match_their_definition(kernel, dilation, padding, stride):
 
 
 @pytest.mark.parametrize("kernel, dilation, stride", [
-    ((2, 2), (1, 1), (2, 2)), ((3, 2), (2, 1), (1, 3)), ((1, 1), (1, 1), (1, 1))])
-def test_cpu_max_pool_of_inner_windows_matches_the_general_kernel(kernel, dilation, stride):
+    ((2, 2), (1, 1), (2, 2)), ((3, 2), (2, 1), (1, 3)), ((1, 1), (1, 1), (1, 1)),
+    ((2, 2), (1, 1), (1, 1)), ((2, 2), (2, 1), (2, 2))])
+@pytest.mark.parametrize("shape", [(5, 17, 12, 14), (3, 4, 13, 9)])
+def test_cpu_max_pool_of_inner_windows_matches_the_general_kernel(kernel, dilation, stride,
+                                                                 shape):
     """Windows wholly inside (no padding) take the kernel that compares many windows' rows
-    at once, in groups of planes; the indices are those of the window-by-window kernel,
-    NaNs (the last taken), ties (the first) and -inf included, across groups' edges."""
+    at once, in groups of planes, or (2 x 2 of stride 2) the one that compares a window's
+    pairs; the indices are those of the window-by-window kernel, NaNs (the last taken),
+    ties (the first) and -inf included, across groups' edges and odd sizes."""
     from dualgrad.cpu import unfold as cpu_unfold
-    x = RNG.integers(-3, 4, (5, 17, 12, 14)).astype(np.float32)
+    x = RNG.integers(-3, 4, shape).astype(np.float32)
     x[RNG.random(x.shape) < 0.05] = np.nan
     x[RNG.random(x.shape) < 0.05] = -np.inf
     size = [(n - d * (k - 1) - 1) // s + 1

@@ -179,6 +179,33 @@ def _max_pool_inside(x, out, kh, kw, dh, dw, sh, sw, oh, ow):
 
 
 @kernel
+def _max_pool_2x2(x, out, oh, ow):
+    # 2 x 2 windows of stride 2 inside the planes (the common pooling): a window's two
+    # pairs compared, then their winners. The same index as PyTorch's rule in order a, b,
+    # c, d (the first of ties; the last NaN: a later pair's NaN, or its winner's); the
+    # loop over a row's windows has no inner loops, so its selects stay selects (1.8 ->
+    # 0.8 ms for 64 x 32 planes of 28 x 28 on a core, against _max_pool_inside's rows).
+    n_b, n_c, h, w = x.shape
+    for b in range(n_b):
+        for c in range(n_c):
+            plane, o = x[b, c], out[b, c]
+            for oy in range(oh):
+                top, bottom = plane[2 * oy], plane[2 * oy + 1]
+                row = o[oy * ow:(oy + 1) * ow]
+                base = 2 * oy * w
+                for ox in range(ow):
+                    p0, p1 = top[2 * ox], top[2 * ox + 1]
+                    q0, q1 = bottom[2 * ox], bottom[2 * ox + 1]
+                    right_p = (p1 > p0) | (p1 != p1)
+                    right_q = (q1 > q0) | (q1 != q1)
+                    best_p = p1 if right_p else p0
+                    best_q = q1 if right_q else q0
+                    lower = (best_q > best_p) | (best_q != best_q)
+                    right = right_q if lower else right_p
+                    row[ox] = base + (w if lower else 0) + 2 * ox + (1 if right else 0)
+
+
+@kernel
 def _max_pool(x, out, kh, kw, dh, dw, ph, pw, sh, sw, oh, ow):
     # PyTorch's rule: the first in-bounds element, replaced by each larger one or NaN. The
     # choice is a select, not a branch: on real data which element wins is unpredictable.
@@ -253,7 +280,9 @@ def max_pool(x: np.ndarray, kernel, dilation, padding, stride, out_size) -> np.n
         return out
     inside = all(p == 0 and (o - 1) * s + (k - 1) * d < n for p, o, s, k, d, n in
                  zip(padding, out_size, stride, kernel, dilation, x.shape[2:]))
-    if inside:
+    if inside and tuple(kernel) == tuple(stride) == (2, 2) and tuple(dilation) == (1, 1):
+        split.run(_max_pool_2x2, (x, out), *out_size, work=2 * x.size)
+    elif inside:
         # (each input element is copied and compared once or more: worth the cores from
         # half SPLIT_MIN's elements)
         split.run(_max_pool_inside, (x, out), *kernel, *dilation, *stride, *out_size,
