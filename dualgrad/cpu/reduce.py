@@ -6,8 +6,9 @@ no float32 rounding until the end, in a fixed order of accumulation (a sum of sq
 each element in float64 too: exactly, for float32 ones). A sum of squares may be taken about
 a center, one per output (a variance's mean): the sum of (x - center)^2, x - center formed
 in float64 as it is read, so nothing is written out; a sum of exponentials, of
-exp(x - center) (a log-sum-exp's, the center its maximum), likewise. The kernels take the centers as an
-array and a stride (0: one center for all, ``_NO_CENTER``'s 0 where there is none).
+exp(x - center) (a log-sum-exp's, the center its maximum), likewise. The kernels take the
+centers as an array and a stride (0: one center for all, ``_NO_CENTER``'s 0 where there is
+none).
 
 When the reduced axes are consecutive the input is read as (outer, reduced, inner):
 

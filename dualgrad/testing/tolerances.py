@@ -427,13 +427,13 @@ TOLERANCES: dict = {
                                     "range, which a device may flush (each below 1.2e-38, at "
                                     "most 2^17 of them)",
                                     ulps=1, gamma=1, atol=2.0 ** -100),
-    "reduce:sum_exp": Tolerance("each term exp(x - c) errs by Vulkan's 3 + 2|d| ULP (d = x - c) "
-                                "and d's rounding (|d| u absolute: |d| / 2 ULP of the term), "
-                                "then a float32 sum of n terms: the check's S is sum exp(d) "
-                                "(4 + 2.5|d|), so gamma(n) S bounds both; the cpu forms each "
-                                "term in float64; 2^-100 for terms under float32's normal "
-                                "range, which a device may flush", ulps=1, gamma=1,
-                                atol=2.0 ** -100),
+    "reduce:sum_exp": Tolerance("each term exp(x - c) errs by Vulkan's 3 + 2|d| ULP (d = "
+                                "x - c) and d's rounding (|d| u absolute: |d| / 2 ULP of the "
+                                "term), then a float32 sum of n terms: the check's S is "
+                                "sum exp(d) (4 + 2.5|d|), so gamma(n) S bounds both; the cpu "
+                                "forms each term in float64; 2^-100 for terms under "
+                                "float32's normal range, which a device may flush", ulps=1,
+                                gamma=1, atol=2.0 ** -100),
     "reduce:prod": Tolerance("a float32 product of n terms in any order is within gamma(n) "
                              "of the exact one, relative (scale = |product|), while no partial "
                              "product leaves the normal range; the cpu multiplies in float64 "
