@@ -1,7 +1,7 @@
 #version 460
-// Reductions: sum, mean, max, prod, min, sum of squares over any axes, and COUNT_EQ (how many
-// elements equal the maximum or minimum y, for their backward); the twin of
-// dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
+// Reductions: sum, mean, max, prod, min, the sums of squares and of exponentials over any
+// axes, and COUNT_EQ (how many elements equal the maximum or minimum y, for their
+// backward); the twin of dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
 // SUM_SQUARES squares each element as it reads it (term) and adds like SUM; with CENTERED,
 // (x - y[o])^2, about a center an output (a variance's mean). SUM_EXP adds exp(x - y[o])
 // (a log-sum-exp's, y the maximum).

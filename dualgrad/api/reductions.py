@@ -1,10 +1,10 @@
 """Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
-logsumexp and norm (but its 2-norm) are compositions of the sum and max kernels and
-elementwise ops, so their gradients follow from their parts. min, prod, cumsum and the sum of
-squares (the 2-norm's, and var's and std's about the mean) are kernels of their own (prod's
-gradient is a composition); var reads its input twice, the mean and then the squares about
-it, where one pass (Welford's) would read it once.
+norm (but its 2-norm) is a composition of the sum and max kernels and elementwise ops, so
+its gradient follows from its parts. min, prod, cumsum, the sum of squares (the 2-norm's,
+and var's and std's about the mean) and the sum of exponentials (logsumexp's, about the
+maximum) are kernels of their own (prod's gradient is a composition); var and logsumexp
+read their input twice, where one pass (Welford's, an online maximum) would read it once.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ..errors import bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
+from ..shapes import reduced_shape
 from .residency import handle
 from .tensor import Tensor
 
@@ -30,6 +31,11 @@ def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
     NaN propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
     axis, keepdims = _dim_or_axis("min", axis, dim, keepdims, keepdim)
     return _reduce("min", x, axis, keepdims)
+
+
+def _without_axes(backend, hk, axes: tuple, keepdims: bool):
+    """A reduction's keepdims result hk, its reduced axes dropped unless ``keepdims``."""
+    return hk if keepdims else backend.reshape(hk, reduced_shape(tuple(hk.shape), axes, False))
 
 
 def _count(x: Tensor, axes: tuple) -> int:
@@ -56,8 +62,7 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     hk = backend.unary("div_scalar", backend.reduce("sum_squares", hx, axes, keepdims=True,
                                                     center=hm), divisor)
     kshape = tuple(hk.shape)
-    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
-                                                       if i not in axes))
+    hy = _without_axes(backend, hk, axes, keepdims)
 
     def backward(g, needs):
         # g / (divisor / 2): one rounding (halving is exact), inf or NaN where divisor is 0
@@ -100,8 +105,7 @@ def logsumexp(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
                                                                    keepdims=True, center=hm)),
                         hm)
     kshape = tuple(hk.shape)
-    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
-                                                       if i not in axes))
+    hy = _without_axes(backend, hk, axes, keepdims)
 
     def backward(g, needs):
         weights = backend.unary("exp", backend.binary("sub", hx, hk))
@@ -141,8 +145,7 @@ def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
     hx = handle(backend, x)
     hn = backend.unary("sqrt", backend.reduce("sum_squares", hx, axes, keepdims=True))
     kshape = tuple(hn.shape)
-    hy = hn if keepdims else backend.reshape(hn, tuple(n for i, n in enumerate(kshape)
-                                                       if i not in axes))
+    hy = _without_axes(backend, hn, axes, keepdims)
 
     def backward(g, needs):
         # x / max(norm, FLT_MIN) is x / norm, and 0 where x (and the norm) is 0
@@ -165,8 +168,7 @@ def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     hx = handle(backend, x)
     hk = backend.reduce("prod", hx, axes, keepdims=True)
     kshape = tuple(hk.shape)
-    hy = hk if keepdims else backend.reshape(hk, tuple(n for i, n in enumerate(kshape)
-                                                       if i not in axes))
+    hy = _without_axes(backend, hk, axes, keepdims)
 
     def backward(g, needs):
         zero, one = (_filled(backend, (), v, x.dtype) for v in (0.0, 1.0))

@@ -1,7 +1,7 @@
-"""Reductions: reduce.comp (sum, mean, max, prod, min, sum of squares over any axes, and the
-ties of a max or min) and reduce_backward.comp; the twins of ``dualgrad/cpu/reduce.py``. How
-a reduction is cut into passes is size arithmetic (``reduce_passes``, over
-``plans.reduce_plan``), cached per shape: every reduction asks."""
+"""Reductions: reduce.comp (sum, mean, max, prod, min, the sums of squares and of
+exponentials over any axes, and the ties of a max or min) and reduce_backward.comp; the
+twins of ``dualgrad/cpu/reduce.py``. How a reduction is cut into passes is size arithmetic
+(``reduce_passes``, over ``plans.reduce_plan``), cached per shape: every reduction asks."""
 from __future__ import annotations
 
 import functools
