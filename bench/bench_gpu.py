@@ -175,14 +175,18 @@ def our_product(args, ours, ha, hb, m, n, k, ta, tb):
             kept.append(be.matmul(ha, hb, ta, tb))
         return independent
     out = be.empty((m, n), persistent=True)
-    return lambda: product_into(be.device, ha, hb, out, ta, tb, (m, n, k, 1))
+    low = np.dtype(args.low) if args.low else None
+    return lambda: product_into(be.device, ha, hb, out, ta, tb, (m, n, k, 1), low=low)
 
 
-def peer_product(torch, a, b, ta, tb) -> tuple:
-    """(call, sync) of PyTorch's product of the same operands, or (None, None)."""
+def peer_product(torch, a, b, ta, tb, low=None) -> tuple:
+    """(call, sync) of PyTorch's product of the same operands (stored in the dtype named
+    ``low``, as given), or (None, None)."""
     if not torch:
         return None, None
     da, db = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    if low:
+        da, db = da.to(getattr(torch, low)), db.to(getattr(torch, low))
     oa, ob = (da.t() if ta else da), (db.t() if tb else db)
     return (lambda: torch.matmul(oa, ob)), torch.cuda.synchronize
 
@@ -196,7 +200,8 @@ def matmul_runs(args, ours, torch):
         a, b = _operands(m, n, k, ta, tb)
         ha, hb = ours.put(a), ours.put(b)
         mine = our_product(args, ours, ha, hb, m, n, k, ta, tb)
-        yield (name, (m, n, k), 2.0 * m * n * k, mine, *peer_product(torch, a, b, ta, tb))
+        yield (name, (m, n, k), 2.0 * m * n * k, mine,
+               *peer_product(torch, a, b, ta, tb, args.low))
 
 
 def tflops(flops: float, t_ours: float, t_peer) -> str:
@@ -324,7 +329,25 @@ SWEEP_TILES = dict(plans.TILES, **{
     "tc 128x128": plans.TensorTile(128, 128, 16, 64, 32),
     "tc 64x128": plans.TensorTile(64, 128, 16, 32, 64),
     "tc 64x64": plans.TensorTile(64, 64, 16, 32, 32),
-    "tc 256x64": plans.TensorTile(256, 64, 16, 64, 32)})
+    "tc 256x64": plans.TensorTile(256, 64, 16, 64, 32),
+    # warps of 64 x 64 outputs: each block of an operand read from shared memory feeds
+    # four products, not two or three
+    "tc 128x128 w64": plans.TensorTile(128, 128, 16, 64, 64),
+    "tc 128x256 w64": plans.TensorTile(128, 256, 16, 64, 64),
+    "tc 256x128 w64": plans.TensorTile(256, 128, 16, 64, 64),
+    "tc 128x256": plans.TensorTile(128, 256, 16, 64, 32),
+    "tc 256x128": plans.TensorTile(256, 128, 16, 64, 32),
+    # for products of one piece (--low), K steps of 32 and 64 (two stages of tiles, the
+    # next K step stored beside the one multiplied, one barrier a step: 1.2-1.5 times
+    # as long as one stage on an H100 at 4096^3 and 8192^3)
+    "tc 128x128 k32": plans.TensorTile(128, 128, 32, 64, 32),
+    "tc 128x128 k64": plans.TensorTile(128, 128, 64, 64, 32),
+    "tc 128x128 w64 k32": plans.TensorTile(128, 128, 32, 64, 64),
+    "tc 128x128 w64 k64": plans.TensorTile(128, 128, 64, 64, 64),
+    "tc 128x256 w64 k32": plans.TensorTile(128, 256, 32, 64, 64),
+    "tc 256x128 w64 k32": plans.TensorTile(256, 128, 32, 64, 64),
+    "tc 128x256 k32": plans.TensorTile(128, 256, 32, 64, 32),
+    "tc 256x128 k32": plans.TensorTile(256, 128, 32, 64, 32)})
 
 
 def sweep_tiles(spec: str) -> dict:
@@ -345,42 +368,48 @@ def sweep_tiles(spec: str) -> dict:
     return tiles
 
 
-def sweepable(tile, m: int, n: int, k: int, limits: tuple) -> bool:
+def sweepable(tile, m: int, n: int, k: int, limits: tuple, low=None) -> bool:
     """Whether the sweep times ``tile`` on this product on a device of these ``limits``
-    (shared memory, threads, tensor cores): it fits them, and a tensor tile needs tensor
-    cores and a product of whole 16 x 16 blocks."""
+    (shared memory, threads, tensor cores): it fits them (a tensor tile with one piece of
+    each operand under ``low``, else three), and a tensor tile needs tensor cores and a
+    product of whole 16 x 16 blocks."""
     shared, threads, tensor_cores = limits
-    if not tile.fits(shared, threads):
-        return False
-    if isinstance(tile, plans.TensorTile):
-        return tensor_cores and m % 16 == 0 and n % 16 == 0
-    return True
+    if not isinstance(tile, plans.TensorTile):
+        return tile.fits(shared, threads)
+    return (tile.fits(shared, threads, 1 if low else 3) and tensor_cores
+            and m % 16 == 0 and n % 16 == 0)
 
 
 def sweep_matmul(args, ours, torch) -> None:
     """Every tile (and split K where the grid is small) on every case, each timed in the
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
     ratio first (best time first without a peer); with ``args.recorded``, the kernels
-    alone (recorded chains replayed, as the kernels section times them)."""
+    alone (recorded chains replayed, as the kernels section times them). Under
+    ``args.low`` a tensor tile runs as it is (not replaced by plans.one_piece's)."""
     chosen, limits = plans.matmul_plan, ours.backend.device.matmul_limits
+    own = plans.ONE_PIECE_TILES
     tiles = sweep_tiles(args.tiles)               # a bad entry stops the run before any case
     how = "recorded and replayed (kernels)" if args.recorded else "one by one"
     print(f"matmul sweep, {how}: tile (splits) ms per call [TFLOP/s] (ratio to PyTorch); "
           "* = the plan's choice")
     try:
         for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
+            plans.ONE_PIECE_TILES = own
             best = chosen(m, n, k, 1, *limits)
+            if args.low and isinstance(best.tile, plans.TensorTile):
+                best = best._replace(tile=plans.one_piece(best.tile, limits[0]))
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
                                  args.recorded)
             results = []
             for label, tile in tiles.items():
-                if not sweepable(tile, m, n, k, limits):
+                if not sweepable(tile, m, n, k, limits, args.low):
                     continue
                 natural = plans.split_k(tile, m, n, k, 1).splits
                 splits = {s for s in (1, 2, 4, 8, 16, natural, 2 * natural)
                           if k >= 4 * s * tile.bk}
                 if isinstance(tile, plans.TensorTile):
                     splits = {1}
+                    plans.ONE_PIECE_TILES = {tile: tile}    # (one piece: as given)
                 for plan in {plans.sliced(tile, k, s) for s in splits | {1}}:
                     plans.matmul_plan = lambda *_: plan
                     t, tp = measure(mine)
@@ -392,7 +421,7 @@ def sweep_matmul(args, ours, torch) -> None:
             cells = "  ".join(cell for _, cell in results[:8])
             print(f"  {name:<24} {cells}", flush=True)
     finally:
-        plans.matmul_plan = chosen
+        plans.matmul_plan, plans.ONE_PIECE_TILES = chosen, own
 
 
 # -- elementwise and reductions ---------------------------------------------------------------
@@ -829,6 +858,10 @@ def parse(argv=None):
                    "text (e.g. 'g3^T h'), in the matmul and kernels sections and the sweep")
     p.add_argument("--tiles", default="", help="with --sweep: only these tiles, by label or "
                    "as BMxBNxBK/TMxTN (e.g. 'deep,128x64x32/8x8')")
+    p.add_argument("--low", choices=("bfloat16", "float16"), default=None,
+                   help="the matmul cases (sections and sweep) as autocast's products: "
+                        "operands rounded to this type, against PyTorch's products of "
+                        "operands stored in it")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--elements", type=int, default=1 << 24)

@@ -134,6 +134,20 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     assert wide.spec[-3:] == (6, 0, 0)
 
 
+def test_a_one_piece_product_takes_warps_of_64_x_64_on_the_wide_tile():
+    """A third of the words a K step leaves room for larger warp shares (four products
+    a block read from shared memory); where the shared memory does not take that tile, the
+    plan's tile with as deep a K step as fits."""
+    wide = plans.TENSOR_TILES["wide"]
+    own = plans.one_piece(wide, 48 << 10)
+    assert (own.bm, own.bn, own.wm, own.wn, own.bk) == (wide.bm, wide.bn, 64, 64, 32)
+    assert own.fits(48 << 10, 128, pieces=1) and not own.fits(48 << 10, 128)
+    assert own.pieces_bytes(1) == 17 << 10 and plans.one_piece(wide, 17 << 10) == own
+    assert plans.one_piece(wide, 16 << 10) == wide              # (K steps of 16: 8.5 KiB)
+    small = plans.TENSOR_TILES["small"]
+    assert plans.one_piece(small, 48 << 10) == small._replace(bk=plans.ONE_PIECE_BK)
+
+
 def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
     # A batch of 3 A^T stored (3, 300, 144): k-major already, split as it is, its words
     # walked along x; B (96 x 300) stored as B^T, shared by the batch: transposed once.
@@ -345,6 +359,7 @@ def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
 TENSOR_TILES = {**plans.TENSOR_TILES,
                 "64x128": plans.TensorTile(64, 128, 16, 32, 64),
                 "k32": plans.TensorTile(128, 64, 32, 64, 32),
+                "warps of 64 x 64": plans.TensorTile(128, 256, 16, 64, 64),
                 "one warp": plans.TensorTile(16, 16, 16, 16, 16)}
 
 
@@ -361,6 +376,30 @@ def test_tensor_tiles_at_their_edges(tensor_pair, rng, monkeypatch, name, k, tra
     m, n = tile.bm + 16, tile.bn + 16
     monkeypatch.setattr(plans, "matmul_plan", forced(tile))
     agree(tensor_pair, *operands(rng, (m, k), (k, n), trans_a, trans_b), trans_a, trans_b)
+
+
+ONE_PIECE_TILES = {"the plan's": plans.TENSOR_TILE,
+                   "its one-piece tile": plans.one_piece(plans.TENSOR_TILE, 48 << 10),
+                   "K steps of 64": plans.TensorTile(128, 128, 64, 64, 32)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ONE_PIECE_TILES))
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, True)])
+def test_bfloat16_products_at_tile_edges(tensor_pair, rng, monkeypatch, name, trans_a,
+                                         trans_b):
+    """Autocast's bfloat16 product (one piece of each operand) on each tile as it is: one
+    16-block past the tile in M and N, K a few of its steps and an odd part."""
+    tile = ONE_PIECE_TILES[name]
+    monkeypatch.setattr(plans, "matmul_plan", forced(tile))
+    monkeypatch.setattr(plans, "ONE_PIECE_TILES", {tile: tile})
+    low, k = np.dtype(ml_dtypes.bfloat16), 263
+    a, b, a_st, b_st = operands(rng, (tile.bm + 16, k), (k, tile.bn + 16), trans_a, trans_b)
+    ref, got = tensor_pair.twin("matmul", a_st, b_st, trans_a, trans_b, None, Epilogue(), low)
+    a, b = (x.astype(low).astype(np.float64) for x in (a, b))
+    result = tensor_pair.agree("matmul:autocast", got, ref, scale=np.abs(a) @ np.abs(b),
+                               length=k)
+    assert result.ok, result
 
 
 @pytest.mark.gpu

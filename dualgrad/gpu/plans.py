@@ -70,14 +70,18 @@ class TensorTile(NamedTuple):
     def shared_bytes(self) -> int:
         """Three bfloat16 pieces of each operand's tile, k-major: bk rows of bm (bn)
         values, each padded by 8."""
-        return 3 * 2 * self.bk * (self.bm + 8 + self.bn + 8)
+        return self.pieces_bytes(3)
 
-    def fits(self, shared: int = 48 << 10, threads: int = 1024) -> bool:
-        """Whether matmul_bf16x6.comp can run it: whole 16 x 16 blocks per warp and the
-        device's limits."""
+    def pieces_bytes(self, pieces: int) -> int:
+        """The shared tiles of ``pieces`` bfloat16 pieces of each operand."""
+        return pieces * 2 * self.bk * (self.bm + 8 + self.bn + 8)
+
+    def fits(self, shared: int = 48 << 10, threads: int = 1024, pieces: int = 3) -> bool:
+        """Whether matmul_bf16x6.comp can run it with ``pieces`` pieces of each operand:
+        whole 16 x 16 blocks per warp and the device's limits."""
         return (self.bk % 16 == 0 and self.wm % 16 == 0 and self.wn % 16 == 0
                 and self.bm % self.wm == 0 and self.bn % self.wn == 0
-                and self.shared_bytes <= shared and self.threads <= threads)
+                and self.pieces_bytes(pieces) <= shared and self.threads <= threads)
 
 
 # The widest tile wins once it yields about one workgroup per SM; smaller products are bound
@@ -120,11 +124,21 @@ ONE_PIECE_BK = 64   # a one-piece (bfloat16-rounded) product's K step: a third o
                     # barriers serve three times the tensor-core work
 
 
+# A one-piece product reads a third of the words a K step, so the wide tile's warps take
+# 64 x 64 outputs each: each block read from shared memory feeds four products, not two or
+# three (H100, bfloat16 8192^3: 246-251 TFLOP/s against 225-231 with 64 x 32 a warp in K
+# steps of 64; bench/RESULTS.md).
+ONE_PIECE_TILES = {TENSOR_TILES["wide"]: TensorTile(128, 128, 32, 64, 64)}
+
+
 def one_piece(tile: TensorTile, shared: int) -> TensorTile:
-    """``tile`` for a product of one piece of each operand: as deep a K step as the shared
-    memory takes, up to ONE_PIECE_BK."""
+    """``tile`` for a product of one piece of each operand: its ONE_PIECE_TILES entry where
+    the shared memory takes it, else as deep a K step as it takes, up to ONE_PIECE_BK."""
+    own = ONE_PIECE_TILES.get(tile)
+    if own is not None and own.fits(shared, 1 << 30, 1):
+        return own
     bk = ONE_PIECE_BK
-    while bk > tile.bk and 2 * bk * (tile.bm + 8 + tile.bn + 8) > shared:
+    while bk > tile.bk and tile._replace(bk=bk).pieces_bytes(1) > shared:
         bk //= 2
     return tile._replace(bk=max(bk, tile.bk))
 

@@ -110,9 +110,9 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     plan = planner(m, n, k, batch, *limits)
     t = plan.tile
     if isinstance(t, plans.TensorTile):        # (K whole: no split)
-        groups = (-(-n // t.bn), -(-m // t.bm), batch)
         if pieces == 1:
             t = plans.one_piece(t, limits[0])
+        groups = (-(-n // t.bn), -(-m // t.bm), batch)
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
                                                pieces, round16 & 15)
         c16 = bool(round16 & 16)
