@@ -121,8 +121,20 @@ def host_share(fn, ours, calls: int, repeats: int = 5) -> tuple:
 # -- matmul ---------------------------------------------------------------------------------
 def matmul_cases(args) -> list:
     """(name, m, n, k, trans_a, trans_b): squares, then each product of an MLP 784-H-H-10
-    step as Linear computes it (forward x W^T, backward g W and g^T x)."""
+    step as Linear computes it (forward x W^T, backward g W and g^T x); with
+    ``args.gpt_products``, each distinct product of the GPT benchmark's layers (its tokens
+    by the attention's projections and the feed-forward's, and their gradients)."""
     cases = [(f"{s}^3", s, s, s, False, False) for s in args.squares]
+    if args.gpt_products:
+        batch, context, dim = args.gpt[:3]
+        tokens = batch * context
+        for name, out in (("qkv", 3 * dim), ("proj", dim), ("ff up", 4 * dim)):
+            cases += [(f"GPT {name} x W^T", tokens, out, dim, False, True),
+                      (f"GPT {name} g W", tokens, dim, out, False, False),
+                      (f"GPT {name} g^T x", out, dim, tokens, True, False)]
+        cases += [("GPT ff down x W^T", tokens, dim, 4 * dim, False, True),
+                  ("GPT ff down g W", tokens, 4 * dim, dim, False, False),
+                  ("GPT ff down g^T x", dim, 4 * dim, tokens, True, False)]
     for hidden, batch in args.mlp_shapes:
         tag = f"H{hidden}B{batch}"
         for name, m, n, k, ta, tb in [
@@ -864,6 +876,9 @@ def parse(argv=None):
                         "operands stored in it")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
+    p.add_argument("--gpt-products", action="store_true",
+                   help="the matmul cases (sections and sweep) include the products of "
+                        "the GPT step's layers (--gpt's batch, context and embedding)")
     p.add_argument("--elements", type=int, default=1 << 24)
     p.add_argument("--optim-hidden", type=int, default=4096, help="H of the optim section's "
                    "MLP 784-H-H-10")
