@@ -497,6 +497,8 @@ def bench_unary(args, ours, torch) -> list:
     out = be.empty((n,), persistent=True)
     rows = []
     for op, a, kind, theirs in unary_cases(torch):
+        if args.unary and op not in args.unary:
+            continue
         h = handles[kind]
         mine = (lambda o=op, h=h, a=a: be.unary(o, h, a, out=out))
         peer = (lambda f=theirs, t=tensors.get(kind): f(t)) if torch else None
@@ -874,6 +876,8 @@ def parse(argv=None):
                    help="the matmul cases (sections and sweep) as autocast's products: "
                         "operands rounded to this type, against PyTorch's products of "
                         "operands stored in it")
+    p.add_argument("--unary", default="", help="the unary section's ops (e.g. 'erf,asinh'); "
+                   "every public unary op when empty")
     p.add_argument("--squares", default="1024,4096,8192")
     p.add_argument("--mlp-shapes", default="1024:256,4096:1024", help="H:batch,...")
     p.add_argument("--gpt-products", action="store_true",
@@ -903,6 +907,10 @@ def parse(argv=None):
     args.gpt = tuple(int(n) for n in args.gpt.split(","))
     args.attention = [int(n) for n in args.attention.split(",") if n]
     args.sections = args.sections.split(",")
+    args.unary = [op for op in args.unary.split(",") if op]
+    unknown = set(args.unary) - {op for op, *_ in unary_cases(None)}
+    if unknown:
+        p.error(f"--unary: {', '.join(sorted(unknown))} is no public unary op of the section")
     return args
 
 

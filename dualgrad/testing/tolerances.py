@@ -190,18 +190,21 @@ TOLERANCES: dict = {
                             domain=(-90.0, 90.0)),
     "unary:cosh": Tolerance("e + 1/(4e), e = e^|x|/2 as for sinh, without cancellation",
                             ulps=9, ulps_per_x=2, domain=(-90.0, 90.0)),
-    "unary:asinh": Tolerance("below 1, log1p (5 ULP) of |x| + x^2/(1 + sqrt(1 + x^2)) (~4 ULP "
-                             "from a division and sqrt's 1 ULP, damped by log1p's slope); "
-                             "above, log (3 ULP) of a ~2 ULP sum over a result >= 0.88; "
+    "unary:asinh": Tolerance("up to 1, x + x z P(z), z = x^2, P a degree-8 fit (0.8 ULP "
+                             "with its roundings); above, log (3 ULP) of |x| + sqrt(x^2 + 1) "
+                             "(~2 ULP from the sum and sqrt's 1 ULP) over a result >= 0.88; "
                              "log|x| + ln2 past 1e18", ulps=8, domain=(-50.0, 50.0)),
-    "unary:acosh": Tolerance("below 2, log1p (5 ULP) of t + sqrt(2t + t^2), t = x - 1 exact "
-                             "(~3 ULP, damped by log1p's slope); above, log (3 ULP) of a "
-                             "~2 ULP sum; log x + ln2 past 1e18", ulps=8, domain=(1.0, 50.0)),
+    "unary:acosh": Tolerance("up to 2, sqrt(2t) R(t), t = x - 1 exact, R a degree-7 fit "
+                             "(~2 ULP with sqrt's 1 ULP and the product); above, log (3 ULP) "
+                             "of x + sqrt(x^2 - 1) (~2 ULP) over a result >= 1.3; log x + ln2 "
+                             "past 1e18", ulps=8, domain=(1.0, 50.0)),
     "unary:atanh": Tolerance("log1p (5 ULP) of 2|x|/(1 - |x|) (1 - |x| exact near 1; a 2.5 ULP "
                              "division, damped by log1p's slope), halved exactly", ulps=8,
                              domain=(-1.0, 1.0)),
-    "unary:erf": Tolerance("a Taylor polynomial below 0.5 (~3 ULP of roundings); above, "
-                           "1 - erfc(|x|) with erfc's bound below (erfc < erf there)",
+    "unary:erf": Tolerance("a Taylor polynomial below 0.5 (~3 ULP of roundings); to 3.92, "
+                           "1 - exp(-x^2 + q(x)), q a degree-10 fit of log(erfc) + x^2 "
+                           "(1.2 ULP with an exact exp), exp's 3 + 2|arg| ULP of erfc < erf "
+                           "(at most ~3 ULP of erf); 1 from 3.92",
                            ulps=12, ulps_per_x=3, arg="square", atol=2.0 ** -148,
                            domain=(-10.0, 10.0)),
     "unary:erfc": Tolerance("t exp(fit(t) - x^2), Numerical Recipes' fit (1.2e-7, ~2 ULP) "
