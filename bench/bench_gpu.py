@@ -12,6 +12,12 @@ training step, run eagerly and replayed (``dg.capture_step``).
                                                   # only these tiles (labels or shapes)
     python3 bench/bench_gpu.py --overlap          # matmul as independent calls
     python3 bench/bench_gpu.py --only 'g3^T h'    # the matmul cases so named (any mode)
+    python3 bench/bench_gpu.py --sweep --low bfloat16 --squares 8192 --mlp-shapes ''
+                                                  # autocast's bfloat16 products, every tile
+    python3 bench/bench_gpu.py --sweep --recorded --gpt-products --squares '' --mlp-shapes ''
+                                                  # the GPT step's products, every tile
+    python3 bench/bench_gpu.py --sections unary --unary erf,asinh
+                                                  # these unary ops only
     python3 bench/bench_gpu.py --sections floor   # tiny chained kernels: per-dispatch cost
     python3 bench/bench_gpu.py --sections kernels # the matmul cases recorded and replayed
                                                   # (a CUDA graph for PyTorch): no host time;
