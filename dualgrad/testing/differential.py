@@ -674,7 +674,10 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
                                                                mask=mask), low,
         low if result else None))
     a, b = rounded(low, a, b)    # (the bound is over the operands the product multiplies)
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    # An operand rounded to inf makes inf * 0 = NaN in the scale: a NaN bound, which allows
+    # no difference (tolerances.py), so numpy's warning says nothing.
+    with np.errstate(invalid="ignore"):
+        scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
     if bias is None:
