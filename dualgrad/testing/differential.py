@@ -288,8 +288,8 @@ def _reduce_sum_squares(data, pair):
         c = np.zeros(kept, F32)
         cy, gy = pair.twin("reduce", "sum_squares", x, axes, True)
     else:
-        with np.errstate(all="ignore"):
-            c = (np.mean(x.astype(np.float64), axis=axes, keepdims=True).astype(F32)
+        with np.errstate(all="ignore"):   # (0 / 0 where no element: np.mean would warn)
+            c = ((np.sum(x.astype(np.float64), axis=axes, keepdims=True) / n).astype(F32)
                  if center == "mean" else data.draw(dgst.arrays(kept), label="drawn center"))
         cy, gy = pair.twin("reduce", "sum_squares", x, axes, True, None, c)
     with np.errstate(all="ignore"):
