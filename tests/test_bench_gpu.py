@@ -229,6 +229,47 @@ def test_only_keeps_the_matmul_cases_it_names(gpu):
     assert names("--only", "bwd") == [n for n in every if "bwd" in n] != []
 
 
+def test_gpt_products_add_the_gpt_steps_products_as_matmul_cases():
+    """--gpt-products: each distinct product of the GPT layers (tokens = batch x context by
+    the projections and the feed-forward, and their gradients), after the squares."""
+    bench_gpu = bench_module()
+    args = bench_gpu.parse(["--tiny", "--gpt-products", "--gpt", "2,8,16,1,2"])
+    cases = bench_gpu.matmul_cases(args)
+    gpt = [c for c in cases if c[0].startswith("GPT ")]
+    assert len(gpt) == 12 and cases[1:13] == gpt             # (after the one square)
+    shapes = {name: (m, n, k, ta, tb) for name, m, n, k, ta, tb in gpt}
+    assert shapes["GPT qkv x W^T"] == (16, 48, 16, False, True)
+    assert shapes["GPT ff up g^T x"] == (64, 16, 16, True, False)
+    assert shapes["GPT ff down x W^T"] == (16, 16, 64, False, True)
+    assert not any(c[0].startswith("GPT ")
+                   for c in bench_gpu.matmul_cases(bench_gpu.parse(["--tiny"])))
+
+
+def test_unary_names_the_unary_sections_ops():
+    """--unary: the unary section's ops to time, a name it does not have refused."""
+    bench_gpu = bench_module()
+    assert bench_gpu.parse(["--unary", "erf,asinh"]).unary == ["erf", "asinh"]
+    assert bench_gpu.parse([]).unary == []
+    with pytest.raises(SystemExit):
+        bench_gpu.parse(["--unary", "erf,erff"])
+
+
+@pytest.mark.gpu
+def test_low_makes_our_products_autocasts(gpu, monkeypatch):
+    """--low bfloat16: our product is autocast's (its operands rounded to bfloat16 by
+    product_into's ``low``); by default, the float32 product."""
+    bench_gpu = bench_module()
+    ours = bench_gpu.Ours()
+    ha, hb = ours.put(np.ones((32, 64), np.float32)), ours.put(np.ones((64, 16), np.float32))
+    lows = []
+    monkeypatch.setattr(bench_gpu, "product_into",
+                        lambda *args, low=None, **kwargs: lows.append(low))
+    for flags in ([], ["--low", "bfloat16"]):
+        args = bench_gpu.parse(["--tiny", *flags])
+        bench_gpu.our_product(args, ours, ha, hb, 32, 16, 64, False, False)()
+    assert lows == [None, np.dtype("bfloat16")]
+
+
 @pytest.mark.gpu
 def test_recorded_calls_run_again_at_each_replay(gpu):
     """The kernels section's recording: its calls run once per replay, none while
