@@ -205,32 +205,30 @@ float cosh_f(float x) {
     return e + 0.25 / e;
 }
 
-const float ASINH_P[9] = float[9](   // z^0 first
-    -0.1666666567325592, 0.07499952614307404, -0.04462962597608566, 0.030236003920435905,
-    -0.021542996168136597, 0.014581356197595596, -0.008059144951403141,
-    0.0029765337239950895, -0.0005214084521867335);
-
 // Up to 1, x + x z P(z) with z = x^2 and P a least-squares fit of (asinh(x)/x - 1)/z on
 // [0, 1] (degree 8: within 0.8 ULP); above, log(|x| + sqrt(x^2 + 1)), whose argument is
 // past 2.4 (outside [0.5, 2], where log's bound is only absolute), and log|x| + ln2 past
 // 1e18 (where x^2 + 1 would overflow). No division and no log1p: a warp of inputs on both
-// sides runs one polynomial, one square root and one logarithm.
+// sides runs one polynomial, one square root and one logarithm. (The fits' coefficients
+// are written out, as two_over_pi's words are, not kept in an indexed array.)
 float asinh_f(float x) {
     float ax = abs(x), z = ax * ax, y;
     if (ax <= 1.0) {
-        float q = ASINH_P[8];
-        for (int i = 7; i >= 0; --i) q = fma(q, z, ASINH_P[i]);
+        float q = -0.0005214084521867335;
+        q = fma(q, z, 0.0029765337239950895);
+        q = fma(q, z, -0.008059144951403141);
+        q = fma(q, z, 0.014581356197595596);
+        q = fma(q, z, -0.021542996168136597);
+        q = fma(q, z, 0.030236003920435905);
+        q = fma(q, z, -0.04462962597608566);
+        q = fma(q, z, 0.07499952614307404);
+        q = fma(q, z, -0.1666666567325592);
         y = fma(ax, z * q, ax);
     } else {
         y = ax > 1e18 ? log(ax) + LN2 : log(ax + sqrt_acc(z + 1.0));   // (NaN: the second)
     }
     return signbit_f(x) ? -y : y;
 }
-
-const float ACOSH_R[8] = float[8](   // t^0 first
-    1.0, -0.08333329111337662, 0.01874915510416031, -0.005573295056819916,
-    0.0018693027086555958, -0.0006295557832345366, 0.00017405967810191214,
-    -2.651313116075471e-05);
 
 // Up to 2, sqrt(2t) R(t) with t = x - 1 (exact there) and R a least-squares fit of
 // acosh(1 + t)/sqrt(2t) on [0, 1] (degree 7: within 2 ULP); above, log(x + sqrt(x^2 - 1)),
@@ -242,8 +240,14 @@ float acosh_f(float x) {
     bool big = x > 2.0;
     float s = sqrt_acc(big ? x * x - 1.0 : t + t);
     if (big) return log(x + s);
-    float r = ACOSH_R[7];
-    for (int i = 6; i >= 0; --i) r = fma(r, t, ACOSH_R[i]);
+    float r = -2.651313116075471e-05;
+    r = fma(r, t, 0.00017405967810191214);
+    r = fma(r, t, -0.0006295557832345366);
+    r = fma(r, t, 0.0018693027086555958);
+    r = fma(r, t, -0.005573295056819916);
+    r = fma(r, t, 0.01874915510416031);
+    r = fma(r, t, -0.08333329111337662);
+    r = fma(r, t, 1.0);
     return s * r;
 }
 
@@ -285,19 +289,22 @@ float erfc_f(float x) {
     return x >= 0.0 ? e : 2.0 - e;               // (NaN: 2 - NaN)
 }
 
-const float ERFC_NEAR[11] = float[11](   // z^0 first
-    4.557416104944423e-05, -1.1287481784820557, 0.36466631293296814, -0.10532040148973465,
-    0.02231118269264698, -0.0023984306026250124, -0.0003181087377015501,
-    0.0001903511001728475, -3.740513420780189e-05, 3.726869181264192e-06,
-    -1.5639243144960346e-07);
-
 // erfc(z) for z in [0.5, 3.92], where erf needs it only to float32's precision near 1:
 // exp(-z^2 + q(z)), q a least-squares fit of log(erfc(z)) + z^2 on that range (degree 10;
 // with an exact exp, 1 - this is within 1.2 ULP of erf), -z^2 + q in one fma. No division
 // and no exact square, which erfc_nonneg needs for its relative accuracy far out.
 float erfc_near(float z) {
-    float q = ERFC_NEAR[10];
-    for (int i = 9; i >= 0; --i) q = fma(q, z, ERFC_NEAR[i]);
+    float q = -1.5639243144960346e-07;
+    q = fma(q, z, 3.726869181264192e-06);
+    q = fma(q, z, -3.740513420780189e-05);
+    q = fma(q, z, 0.0001903511001728475);
+    q = fma(q, z, -0.0003181087377015501);
+    q = fma(q, z, -0.0023984306026250124);
+    q = fma(q, z, 0.02231118269264698);
+    q = fma(q, z, -0.10532040148973465);
+    q = fma(q, z, 0.36466631293296814);
+    q = fma(q, z, -1.1287481784820557);
+    q = fma(q, z, 4.557416104944423e-05);
     return exp(fma(-z, z, q));
 }
 
