@@ -389,12 +389,12 @@ def sweep_tiles(spec: str) -> dict:
 def sweepable(tile, m: int, n: int, k: int, limits: tuple, low=None) -> bool:
     """Whether the sweep times ``tile`` on this product on a device of these ``limits``
     (shared memory, threads, tensor cores): it fits them (a tensor tile with one piece of
-    each operand under ``low``, else three), and a tensor tile needs tensor cores and a
-    product of whole 16 x 16 blocks."""
+    each operand under ``low`` bfloat16, else three), and a tensor tile needs tensor cores
+    and a product of whole 16 x 16 blocks."""
     shared, threads, tensor_cores = limits
     if not isinstance(tile, plans.TensorTile):
         return tile.fits(shared, threads)
-    return (tile.fits(shared, threads, 1 if low else 3) and tensor_cores
+    return (tile.fits(shared, threads, 1 if low == "bfloat16" else 3) and tensor_cores
             and m % 16 == 0 and n % 16 == 0)
 
 
@@ -402,8 +402,8 @@ def sweep_matmul(args, ours, torch) -> None:
     """Every tile (and split K where the grid is small) on every case, each timed in the
     same interleaved rounds as PyTorch's product (as the full run times the plan's), best
     ratio first (best time first without a peer); with ``args.recorded``, the kernels
-    alone (recorded chains replayed, as the kernels section times them). Under
-    ``args.low`` a tensor tile runs as it is (not replaced by plans.one_piece's)."""
+    alone (recorded chains replayed, as the kernels section times them). Under ``args.low``
+    bfloat16 a tensor tile runs as it is (not replaced by plans.one_piece's)."""
     chosen, limits = plans.matmul_plan, ours.backend.device.matmul_limits
     own = plans.ONE_PIECE_TILES
     tiles = sweep_tiles(args.tiles)               # a bad entry stops the run before any case
@@ -414,7 +414,7 @@ def sweep_matmul(args, ours, torch) -> None:
         for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
             plans.ONE_PIECE_TILES = own
             best = chosen(m, n, k, 1, *limits)
-            if args.low and isinstance(best.tile, plans.TensorTile):
+            if args.low == "bfloat16" and isinstance(best.tile, plans.TensorTile):
                 best = best._replace(tile=plans.one_piece(best.tile, limits[0]))
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
                                  args.recorded)
