@@ -27,6 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
+from attention_cases import attention_name, ours_attention, torch_attention  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
@@ -309,6 +310,22 @@ def bench_cnn(args, torch) -> list:
     return rows
 
 
+def bench_attention(args, torch) -> list:
+    """Causal attention's forward and backward (heads of 64, 4 x 8 of them) against
+    PyTorch CPU's scaled_dot_product_attention."""
+    rows = []
+    for length in args.attention:
+        mine = ours_attention(dg, length)
+        peer = torch_attention(torch, length, "cpu") if torch else None
+        for fn in (mine, peer):
+            if fn:
+                fn()
+        rows.append((attention_name(length),
+                     *interleaved(mine, peer, max(1, args.repeats // 8), args.rounds),
+                     "<= 1.2"))
+    return rows
+
+
 def bench_gpt(args, torch) -> list:
     """The GPT's AdamW step against PyTorch CPU."""
     shape = tuple(int(n) for n in args.gpt.split(","))
@@ -383,9 +400,12 @@ def main(argv=None) -> int:
                         help="the batch of the cnn section's step (default %(default)s)")
     parser.add_argument("--gpt", default="32,128,256,4,8",
                         help="batch,context,embedding,layers,heads of the gpt section's step")
+    parser.add_argument("--attention", default="1024,2048,4096",
+                        help="sequence lengths of the attention section (default "
+                             "%(default)s)")
     parser.add_argument("--sections",
-                        default="train,cnn,gpt,unary,binary,low,scan,prod,reduce,sort,optim,"
-                                "elementwise,startup",
+                        default="train,cnn,gpt,attention,unary,binary,low,scan,prod,reduce,"
+                                "sort,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -394,6 +414,7 @@ def main(argv=None) -> int:
                              "(bench/apart.py runs each in processes of its own)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
     args = parser.parse_args(argv)
+    args.attention = [int(n) for n in args.attention.split(",") if n]
     timing.SIDE = args.side
 
     print(f"{os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.2f}")
@@ -411,7 +432,8 @@ def main(argv=None) -> int:
                      ("sort", bench_sort, "Sorting"),
                      ("optim", bench_optim, "Optimizer steps"),
                      ("cnn", bench_cnn, "Convolutions"),
-                     ("gpt", bench_gpt, "Transformer"))
+                     ("gpt", bench_gpt, "Transformer"),
+                     ("attention", bench_attention, "Attention"))
     for section, bench, title in against_torch:
         if section in args.sections:
             report(bench(args, torch), f"{title}: ours vs {peer}")

@@ -54,6 +54,7 @@ from dualgrad.api import device  # noqa: E402
 from dualgrad.backend import TAPE  # noqa: E402
 from dualgrad.gpu import plans  # noqa: E402
 from dualgrad.gpu.kernels.matmul import product_into  # noqa: E402
+from attention_cases import attention_name, ours_attention, torch_attention  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # noqa: E402
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
@@ -808,31 +809,12 @@ def report_memory(name: str, ours, make_ours, torch, make_peer) -> None:
 def bench_attention(args, ours, torch) -> list:
     """Causal attention forward and backward, head dim 64, batch x heads 4 x 8, against
     PyTorch's scaled_dot_product_attention in float32."""
-    rows = []
     sync_peer = torch.cuda.synchronize if torch else None
-    for length in args.attention:
-        rng = np.random.default_rng(0)
-        arrays = [rng.standard_normal((4, 8, length, 64)).astype(np.float32)
-                  for _ in range(3)]
-        mine_t = [dg.ag_tensor(a, requires_grad=True) for a in arrays]
-
-        def mine(ts=mine_t):
-            with dg.with_grad_tape():
-                dg.sum(dg.scaled_dot_product_attention(*ts, is_causal=True)).backward()
-            for t in ts:
-                t.grad = None
-        peer_t = [torch.from_numpy(a).cuda().requires_grad_() for a in arrays] if torch \
-            else None
-
-        def theirs(ts=peer_t):
-            torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True) \
-                .sum().backward()
-            for t in ts:
-                t.grad = None
-        peer = theirs if torch else None
-        rows.append((f"attention fwd+bwd causal T={length} D=64 (4 x 8 heads)",
-                     *timed(args, mine, peer, ours.sync, sync_peer, 3), "<= 1.5"))
-    return rows
+    return [(attention_name(length),
+             *timed(args, ours_attention(dg, length),
+                    torch_attention(torch, length, "cuda") if torch else None, ours.sync,
+                    sync_peer, 3), "<= 1.5")
+            for length in args.attention]
 
 
 def bench_startup(args, ours, torch) -> list:

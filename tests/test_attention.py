@@ -112,13 +112,75 @@ def test_cpu_attention_in_parts_and_slices_gives_the_bits_of_one_call(monkeypatc
     cut, cut_packed = run()
     for a, b in zip(whole + packed, cut + cut_packed):
         np.testing.assert_array_equal(a, b)
-    o, lse, dq, dk, dv = whole
-    po, plse, pgrads = packed
-    np.testing.assert_array_equal(po.transpose(0, 2, 1, 3).reshape(24, 24, 8), o)
+    _assert_heads_agree(*whole, *packed)
+
+
+def _assert_heads_agree(o, lse, dq, dk, dv, po, plse, pgrads):
+    """The packed kernels' results for qkv (N, L, 3, H, D) are the bits of the row kernels'
+    for its heads copied out as (N * H, L, D)."""
+    n, length, _, heads, d = pgrads.shape
+
+    def rows(x):
+        return x.transpose(0, 2, 1, 3).reshape(n * heads, length, d)
+    np.testing.assert_array_equal(rows(po), o)
     np.testing.assert_array_equal(plse, lse)
-    for i, d in enumerate((dq, dk, dv)):
-        np.testing.assert_array_equal(
-            pgrads[:, :, i].transpose(0, 2, 1, 3).reshape(24, 24, 8), d)
+    for i, grad in enumerate((dq, dk, dv)):
+        np.testing.assert_array_equal(rows(pgrads[:, :, i]), grad)
+
+
+def attention_grads_ref(q, k, v, g, causal, scale):
+    """dq, dk, dv of attention_ref's output against g, in float64."""
+    q, k, v, g = (a.astype(np.float64) for a in (q, k, v, g))
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    dw = g @ np.swapaxes(v, -1, -2)
+    ds = w * (dw - (dw * w).sum(-1, keepdims=True)) * scale
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(w, -1, -2) @ g
+
+
+@pytest.mark.parametrize("rows, cols, causal", [(40, 40, True), (40, 40, False),
+                                                (50, 20, True), (20, 50, True)])
+def test_cpu_attention_in_blocks_of_rows(monkeypatch, rows, cols, causal):
+    """Heads whose scores pass SLICE elements are taken in blocks of rows (under the causal
+    mask, each against the keys its last row sees), their key and value gradients summed
+    over the blocks: the float64 reference's values within float32 rounding, the same bits
+    on any number of cores, and heads read in place the bits of heads copied out."""
+    from dualgrad.cpu import attention as cpu_attention, split
+    monkeypatch.setattr(cpu_attention, "SLICE", 16 * cols)   # blocks of 16 rows
+    r = np.random.default_rng(8)
+    heads, d, scale = 3, 8, 0.4
+    qkv = r.standard_normal((2, max(rows, cols), 3, heads, d)).astype(np.float32)
+    g = r.standard_normal((2, rows, heads, d)).astype(np.float32)
+
+    def copied(x, length):
+        return np.ascontiguousarray(x[:, :length].transpose(0, 2, 1, 3)).reshape(
+            2 * heads, length, d)
+    q, k, v = copied(qkv[:, :, 0], rows), copied(qkv[:, :, 1], cols), copied(qkv[:, :, 2], cols)
+    rows_g = copied(g, rows)
+
+    def run():
+        o, lse = cpu_attention.attention(q, k, v, causal, scale)
+        return [o, lse, *cpu_attention.attention_backward(q, k, v, o, lse, rows_g, causal,
+                                                          scale)]
+    whole = run()
+    o, _, dq, dk, dv = whole
+    np.testing.assert_allclose(o, attention_ref(q, k, v, np.tril(np.ones((rows, cols), bool))
+                                                if causal else None, scale=scale),
+                               rtol=1e-5, atol=1e-6)
+    for grad, ref in zip((dq, dk, dv), attention_grads_ref(q, k, v, rows_g, causal, scale)):
+        np.testing.assert_allclose(grad, ref, rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(split, "SPLIT_MIN", 64)          # parts on 3 cores
+    monkeypatch.setattr(split, "cores", lambda: 3)
+    for a, b in zip(whole, run()):
+        np.testing.assert_array_equal(a, b)
+    if rows == cols:
+        po, plse = cpu_attention.attention_packed(qkv, heads, causal, scale)
+        pgrads = cpu_attention.attention_packed_backward(qkv, po, plse, g, heads, causal,
+                                                         scale)
+        _assert_heads_agree(*whole, po, plse, pgrads)
 
 
 @pytest.mark.gpu

@@ -15,7 +15,7 @@ def test_bench_cpu_prints_its_tables_at_tiny_sizes():
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_cpu.py"), "--mlp", "16:8,32:4",
          "--elements", "4096", "--repeats", "2", "--rounds", "1", "--no-peer",
-         "--cnn", "4", "--gpt", "2,8,16,1,2"],
+         "--cnn", "4", "--gpt", "2,8,16,1,2", "--attention", "16,24"],
         capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -30,6 +30,9 @@ def test_bench_cpu_prints_its_tables_at_tiny_sizes():
                        out, re.M)
     assert len(convs) == 3 and all(float(ms) > 0 for _, ms in convs), out
     assert re.search(r"^  GPT AdamW step B=2 T=8 E=16 L=1 H=2 +[\d.]+ms +n/a", out, re.M), out
+    lengths = re.findall(r"^  attention fwd\+bwd causal T=(\d+) D=64 \(4 x 8 heads\) +[\d.]+ms",
+                         out, re.M)
+    assert lengths == ["16", "24"], out
     warm = re.search(r"warm Numba cache +([\d.]+)s", out)
     assert warm and float(warm.group(1)) > 0
 

@@ -3,16 +3,18 @@ mask (key j takes part in query row i's attention where j <= i), keeping the log
 of each row's scores for the backward, which recomputes the weights from it; the twin of
 ``shaders/attention.comp``.
 
-Here the scores of a slice of the batch at a time are formed with BLAS in float32 and
-dropped once used (no L x S matrix outlives a call); the softmax between the products is
-one compiled pass over each row (float64 exponentials, the causal mask's zeros written, not
-computed), where NumPy took eight single-threaded passes. Parts of the batch run on every
-core at once, products and softmax together, and self-attention's heads are read from the
-projection and written to the output where they lie (compiled gathers and scatters:
-NumPy's copy of a swapped view took a quarter of the forward's time). The shader streams
-the keys through an online softmax instead. Both compute the same function within the
-tolerance table's bounds. float16 and bfloat16 q, k, v (and o, g) are widened to float32 and
-the outputs of their type rounded once (lse stays float32), as the shaders' LOW forms do.
+Here the scores of a slice of the batch at a time, or at long contexts of a block of a
+head's rows (``_units``: under the causal mask only the keys the block sees, so about half
+the square), are formed with BLAS in float32 and dropped once used (no L x S matrix
+outlives a call); the softmax between the products is one compiled pass over each row
+(float64 exponentials, the causal mask's zeros written, not computed), where NumPy took
+eight single-threaded passes. Parts of the batch run on every core at once, products and
+softmax together, and self-attention's heads are read from the projection and written to
+the output where they lie (compiled gathers and scatters: NumPy's copy of a swapped view
+took a quarter of the forward's time). The shader streams the keys through an online
+softmax instead. Both compute the same function within the tolerance table's bounds.
+float16 and bfloat16 q, k, v (and o, g) are widened to float32 and the outputs of their
+type rounded once (lse stays float32), as the shaders' LOW forms do.
 """
 from __future__ import annotations
 
@@ -26,18 +28,36 @@ from .jit import fma_kernel, kernel, scalar
 from .vmath import vexp
 
 SLICE = 1 << 18          # score elements formed at once by a core (1 MiB: they stay in cache)
+BLOCK_ROWS = 16          # a block of query rows is a multiple of this many
 
 
-def _slices(lo: int, hi: int, per: int):
-    """Slices of [lo, hi) of SLICE elements or fewer at ``per`` a row (one at least)."""
-    step = max(1, SLICE // max(1, per))
-    for start in range(lo, hi, step):
-        yield slice(start, min(hi, start + step))
+def _units(lo: int, hi: int, heads: int, rows: int, cols: int, causal: bool):
+    """The units a part of the batch [lo, hi) is computed in, as (items, head, first, last,
+    keys): the query rows [first, last) of the batch items ``items`` and their heads
+    ``head`` (slices) against their first ``keys`` keys. Whole items, several at once,
+    where a head's scores fit in SLICE elements; else each head of an item in blocks of
+    rows, so that a block's scores stay in cache, and under the causal mask a block takes
+    only the keys its last row sees (half the products' work of the whole square at long
+    contexts). The cut depends on a head's rows and keys alone, so heads read in place
+    from a projection give the bits of heads copied out of it."""
+    everything = slice(None)
+    if rows * cols <= SLICE:
+        step = max(1, SLICE // max(1, heads * rows * cols))
+        for start in range(lo, hi, step):
+            yield slice(start, min(hi, start + step)), everything, 0, rows, cols
+        return
+    block = max(BLOCK_ROWS, SLICE // cols // BLOCK_ROWS * BLOCK_ROWS)
+    for item in range(lo, hi):
+        for head in range(heads):
+            for first in range(0, rows, block):
+                last = min(rows, first + block)
+                yield (slice(item, item + 1), slice(head, head + 1), first, last,
+                       min(last, cols) if causal else cols)
 
 
 @scalar
 def _keys(i, cols, causal):
-    """The keys row i sees."""
+    """The keys row i sees (i counted from the first row of q)."""
     return min(i + 1, cols) if causal else cols
 
 
@@ -62,14 +82,15 @@ def _row_max(row, keys, scale, lanes):
 
 
 @fma_kernel
-def _weights(s, lse, total, scale, causal):
+def _weights(s, lse, total, scale, causal, first):
     """Each row of the scores s = q k^T (in place) to exp(scale s - m), m the row's largest
-    scaled score (0 past the keys the row sees); the sum to total, m + log(sum) to lse."""
+    scaled score (0 past the keys the row sees); the sum to total, m + log(sum) to lse.
+    s's rows are q's from row ``first`` on."""
     batch, rows, cols = s.shape
     e, lanes = np.empty(cols), np.empty(8)
     for b in range(batch):
         for i in range(rows):
-            keys = _keys(i, cols, causal)
+            keys = _keys(first + i, cols, causal)
             row = s[b, i]
             m = _row_max(row, keys, scale, lanes)
             for j in range(keys):             # (float64 kept for the sum; one pass)
@@ -92,12 +113,13 @@ def _weights(s, lse, total, scale, causal):
 
 
 @fma_kernel
-def _recomputed(s, lse, scale, causal):
-    """Each row of s = q k^T (in place) to its weights exp(scale s - lse)."""
+def _recomputed(s, lse, scale, causal, first):
+    """Each row of s = q k^T (in place) to its weights exp(scale s - lse); s's rows are
+    q's from row ``first`` on."""
     batch, rows, cols = s.shape
     for b in range(batch):
         for i in range(rows):
-            keys = _keys(i, cols, causal)
+            keys = _keys(first + i, cols, causal)
             shift = np.float64(lse[b, i])
             for j in range(keys):
                 s[b, i, j] = vexp(s[b, i, j] * scale - shift)
@@ -180,44 +202,89 @@ def _gathered(x, transposed: bool = False):
     return out
 
 
+def _item_rows(x, at, keys: int, held: list, slot: int):
+    """x[at]'s first ``keys`` rows (1, keys, D) for a block of rows, a view of the head's
+    rows gathered by its first block into held[slot]. (Whole items gather their
+    transposes instead: BLAS multiplies small blocks faster by a contiguous transpose
+    than by transposing as it packs; at long contexts they take the same time, and a
+    transposed gather of a long row strides through memory.)"""
+    if held[slot] is None:
+        held[slot] = _gathered(x[at])
+    return held[slot][:, :keys]
+
+
 def _forward(q, k, v, o, lse, causal: bool, scale: float) -> None:
     """o and lse of q (N, H, L, D), k and v (N, H, S, D): views of any strides (o (N, H, L,
     D) and lse (N, H, L) too), so a projection's heads are read and written where they lie.
     Parts of N run on every core at once: each part's products are one small BLAS call
     after another (a 128 x 32 by 32 x 128 product is one thread's work), so two parts take
-    about half the time of one batched call. A slice's operands are gathered into
-    contiguous blocks that stay in cache, its scores formed, weighted and dropped."""
+    about half the time of one batched call. A unit's operands (``_units``) are gathered
+    into contiguous blocks that stay in cache, its scores formed, weighted and dropped."""
     n, h, rows = q.shape[:3]
     cols = k.shape[2]
 
     def part(lo, hi):
-        for at in _slices(lo, hi, h * rows * cols):
-            s = np.matmul(_gathered(q[at]), _gathered(k[at], transposed=True))
+        for items, head, first, last, keys in _units(lo, hi, h, rows, cols, causal):
+            at = (items, head)
+            block = (items, head, slice(first, last))
+            if last - first == rows:
+                kt, vs = _gathered(k[at], transposed=True), _gathered(v[at])
+            else:
+                if first == 0:
+                    held = [None, None]     # the head's keys and values (its first block)
+                kt = np.swapaxes(_item_rows(k, at, keys, held, 0), -1, -2)
+                vs = _item_rows(v, at, keys, held, 1)
+            s = np.matmul(_gathered(q[block]), kt)
             weights_lse = np.empty(s.shape[:2], lse.dtype)
             total = np.empty(s.shape[:2])
-            _weights(s, weights_lse, total, scale, causal)
-            _scatter_out(np.matmul(s, _gathered(v[at])), total, weights_lse, o[at], lse[at])
+            _weights(s, weights_lse, total, scale, causal, first)
+            _scatter_out(np.matmul(s, vs), total, weights_lse, o[block], lse[block])
     with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
         split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
 
 def _backward(q, k, v, o, lse, g, dq, dk, dv, causal: bool, scale: float) -> None:
-    """dq, dk, dv (views as q, k, v) of ``_forward`` given g = dL/do (as o)."""
+    """dq, dk, dv (views as q, k, v) of ``_forward`` given g = dL/do (as o). Where a head
+    is taken in blocks of rows, its key and value gradients are the sums of the blocks'
+    products, added in the order of the blocks."""
     n, h, rows = q.shape[:3]
     cols = k.shape[2]
 
     def part(lo, hi):
-        for at in _slices(lo, hi, h * rows * cols):
-            qs, ks, gs = _gathered(q[at]), _gathered(k[at]), _gathered(g[at])
-            p = np.matmul(qs, _gathered(k[at], transposed=True))
-            _recomputed(p, lse[at].reshape(p.shape[:2]), scale, causal)
-            _scatter(np.matmul(np.swapaxes(p, -1, -2), gs), dv[at])
+        for items, head, first, last, keys in _units(lo, hi, h, rows, cols, causal):
+            at = (items, head)
+            block = (items, head, slice(first, last))
+            if last - first == rows:
+                ks = _gathered(k[at])
+                kt, vt = _gathered(k[at], transposed=True), _gathered(v[at], transposed=True)
+            else:
+                if first == 0:
+                    held = [None, None]     # the head's keys and values (its first block)
+                ks = _item_rows(k, at, keys, held, 0)
+                kt = np.swapaxes(ks, -1, -2)
+                vt = np.swapaxes(_item_rows(v, at, keys, held, 1), -1, -2)
+            qs, gs = _gathered(q[block]), _gathered(g[block])
+            p = np.matmul(qs, kt)
+            _recomputed(p, lse[block].reshape(p.shape[:2]), scale, causal, first)
+            dv_block = np.matmul(np.swapaxes(p, -1, -2), gs)
             delta = np.empty(p.shape[:2], g.dtype)
-            _row_dots(g[at], o[at], delta)
-            ds = np.matmul(gs, _gathered(v[at], transposed=True))
+            _row_dots(g[block], o[block], delta)
+            ds = np.matmul(gs, vt)
             _score_grads(p, ds, delta, scale)
-            _scatter(np.matmul(ds, ks), dq[at])
-            _scatter(np.matmul(np.swapaxes(ds, -1, -2), qs), dk[at])
+            _scatter(np.matmul(ds, ks), dq[block])
+            dk_block = np.matmul(np.swapaxes(ds, -1, -2), qs)
+            if last - first == rows:                # a whole item (or several)
+                _scatter(dk_block, dk[at])
+                _scatter(dv_block, dv[at])
+                continue
+            if first == 0:
+                dk_sum = np.zeros((1, cols, dk.shape[3]), dk.dtype)
+                dv_sum = np.zeros((1, cols, dv.shape[3]), dv.dtype)
+            dk_sum[:, :keys] += dk_block
+            dv_sum[:, :keys] += dv_block
+            if last == rows:
+                _scatter(dk_sum, dk[at])
+                _scatter(dv_sum, dv[at])
     with blas.one_thread():         # (a part's products are one core's: BLAS's threads sleep)
         split.run_ranges(part, split.cuts(n, n * h * rows * cols))
 
