@@ -285,7 +285,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def softmax_cross_entropy(self, logits, targets, grad=None):
-        """(mean loss of shape (), per-row log-sum-exp) for 2-D logits and index targets;
+        """(mean loss of shape (), per-row statistics (rows, 2): the max and the log of
+        the sum of exponentials about it) for 2-D logits and index targets;
         ``grad`` (storage of logits' shape), where given, also receives dL/dlogits for
         dL/dloss = 1: what ``softmax_cross_entropy_backward`` makes for g = 1."""
 

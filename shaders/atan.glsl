@@ -112,7 +112,8 @@ vec2 atan2_grad(float y, float x, float g) {
     int e = max(ex, ey);
     float xs = scale2(mx, ex - e), ys = scale2(my, ey - e);
     float d = xs * xs + ys * ys;
-    if (isnan(g) || d == 0.0) return vec2(f_nan());          // (0 / 0 where both are 0)
+    if (isnan(g)) return vec2(f_nan());
+    if (d == 0.0) return vec2(isinf(g) ? f_nan() : 0.0);     // 0 at the origin, as PyTorch's
     if (isinf(g) || g == 0.0) {               // g times a finite quotient: inf, NaN or 0
         float ix = mx == 0.0 ? f_nan() : g, iy = my == 0.0 ? f_nan() : g;
         return isinf(g) ? vec2(signbit_f(x) ? -ix : ix, signbit_f(y) ? iy : -iy) : vec2(0.0);

@@ -1,8 +1,8 @@
 #version 460
 // Softmax / log-softmax over rows (OP 0 / 1), their backward (BACKWARD = 1), and the
-// forward of the fused softmax cross-entropy (XENT = 1: per-row log-sum-exp and loss, and
-// their mean; with XENT_GRAD = 1 also dL/dlogits for dL/dloss = 1 into y, as
-// xent_backward.comp makes it from the stored log-sum-exp); the twins of
+// forward of the fused softmax cross-entropy (XENT = 1: per-row max, log sum and loss, and
+// the losses' mean; with XENT_GRAD = 1 also dL/dlogits for dL/dloss = 1 into y, as
+// xent_backward.comp makes it from the stored max and log sum); the twins of
 // dualgrad/cpu/softmax.py. One workgroup per row.
 //
 // XENT's mean: each workgroup, its rows' losses stored, counts itself in at counters[0];
@@ -74,21 +74,24 @@ void main() {
         float s = 0.0;
         for (uint j = lid; j < p.n; j += WG) s += exp(p.x.v[base + j] - m);
         s = wg_sum(s);
+        // (x - m) - log s, not x - (m + log s): beside a big m that sum would lose log s
+        float log_s = log(s);
         if (XENT == 1) {
-            float l = m + log(s);
             uint t = uint(p.t.v[r]);
-            if (lid == 0) {
-                p.lse.v[r] = l;
-                p.out_.v[r] = l - p.x.v[base + t];
+            if (lid == 0) {       // the row's max and log sum, kept for the backward
+                p.lse.v[2 * r] = m;
+                p.lse.v[2 * r + 1] = log_s;
+                p.out_.v[r] = (m - p.x.v[base + t]) + log_s;
             }
             if (XENT_GRAD == 1) {
                 float scale = 1.0 / float(p.rows);
                 for (uint j = lid; j < p.n; j += WG)
-                    p.y.v[base + j] = (exp(p.x.v[base + j] - l) - (t == j ? 1.0 : 0.0)) * scale;
+                    p.y.v[base + j] = (exp((p.x.v[base + j] - m) - log_s) -
+                                       (t == j ? 1.0 : 0.0)) * scale;
             }
         } else if (LOG_ == 1) {
-            float l = m + log(s);
-            for (uint j = lid; j < p.n; j += WG) p.out_.v[base + j] = p.x.v[base + j] - l;
+            for (uint j = lid; j < p.n; j += WG)
+                p.out_.v[base + j] = (p.x.v[base + j] - m) - log_s;
         } else {
             for (uint j = lid; j < p.n; j += WG)
                 p.out_.v[base + j] = exp(p.x.v[base + j] - m) / s;

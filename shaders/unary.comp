@@ -210,7 +210,7 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == CELU) return x <= 0.0 ? g * exp(x / a) : g;
     if (OP == HARDSIGMOID) return (x > -3.0 && x < 3.0) ? g / 6.0 : 0.0;
     // PyTorch's x/3 + 1/2 as (2x + 3)/6: 2x + 3 is exact near its zero (x near -1.5)
-    if (OP == HARDSWISH) return x < -3.0 ? 0.0 : (x <= 3.0 ? g * ((2.0 * x + 3.0) / 6.0) : g);
+    if (OP == HARDSWISH) return x <= -3.0 ? 0.0 : (x < 3.0 ? g * ((2.0 * x + 3.0) / 6.0) : g);
     if (OP == SOFTSIGN) {
         float d = 1.0 + abs(x);
         return g / d / d;                        // (d^2 would overflow first)

@@ -155,8 +155,9 @@ def _binary_grads(op, a, b, g):
             # has an absolute error, so gb is measured against |g a**b| as well.
             t = 1 + np.abs(b * np.log2(a))
             return ga, gb, np.abs(ga) * t, np.abs(g * a ** b) * (np.abs(np.log(a)) + 1) * t
-        elif op == "atan2":
-            r = 1 / (a * a + b * b)
+        elif op == "atan2":             # (0 at the origin, as PyTorch's)
+            r = np.where((a == 0) & (b == 0), 0.0, 1 / np.where((a == 0) & (b == 0), 1.0,
+                                                                a * a + b * b))
             ga, gb = g * b * r, -g * a * r
         else:
             tie = (a == b) * 0.5
@@ -429,7 +430,7 @@ UNARY = {
                     lambda x: ((x > -3) & (x < 3)) / 6.0, f32(-10.0, 10.0), "composite",
                     "div", None, None),
     "hardswish": (dg.hardswish, lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
-                  lambda x: np.where(x < -3, 0.0, np.where(x <= 3, (2 * x + 3) / 6, 1.0)),
+                  lambda x: np.where(x <= -3, 0.0, np.where(x < 3, (2 * x + 3) / 6, 1.0)),
                   f32(-10.0, 10.0), "composite", "composite", None, None),
     "softsign": (dg.softsign, lambda x: x / (1.0 + np.abs(x)),
                  lambda x: 1.0 / (1.0 + np.abs(x)) ** 2, f32(-1e3, 1e3), "composite",
@@ -1162,6 +1163,19 @@ def test_a_0d_tensor_takes_axis_0_and_minus_1(device):
                 dg.sum(z, axis=bad)
         with pytest.raises(ValueError, match="axis"):
             dg.softmax(z, axis=1)
+
+
+def test_gradients_at_pytorchs_edge_points(device):
+    """hardswish's gradient at -3 and 3 is its outer pieces' (0 and 1), atan2's at the origin
+    0 (not 0 / 0), as PyTorch's."""
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(np.array([-3.0, 3.0], F32), requires_grad=True)
+        dg.sum(dg.hardswish(t)).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [0.0, 1.0])
+    with dg.with_grad_tape():
+        y, x = (dg.ag_tensor(np.zeros(2, F32), requires_grad=True) for _ in range(2))
+        dg.sum(dg.atan2(y, x)).backward()
+    np.testing.assert_array_equal(np.concatenate([y.grad.numpy(), x.grad.numpy()]), 0.0)
 
 
 def test_clamp_with_min_above_max_gives_max_everywhere(device):

@@ -128,7 +128,8 @@ def binary_grad_scalar(op, x, y, g):
         gy = 0.0 if (x == 0.0 and y >= 0.0) else g * math.pow(x, y) * math.log(x)
         return gx, gy
     if op == ATAN2:                              # (no overflow: float32 squared in float64)
-        r = 1.0 / (x * x + y * y)
+        # 0 at the origin, as PyTorch's (where 1 / (x^2 + y^2) would make 0 times inf)
+        r = 0.0 if (x == 0.0 and y == 0.0) else 1.0 / (x * x + y * y)
         return g * y * r, -g * x * r
     if op == FMOD:
         return g, -g * integer_quotient(x, y, False)

@@ -34,10 +34,10 @@ def _softmax_rows(x, out, log):
     e = np.empty(n)
     for r in range(rows):
         m, s = _row_max_sumexp(x, r, e)
-        if log:
-            lse = m + math.log(s)
+        if log:         # (x - m) - log s: m + log s would round away log s for a big m
+            log_s = math.log(s)
             for j in range(n):
-                out[r, j] = np.float64(x[r, j]) - lse
+                out[r, j] = (np.float64(x[r, j]) - m) - log_s
         else:
             for j in range(n):
                 out[r, j] = e[j] / s
@@ -58,25 +58,26 @@ def _softmax_grad_rows(y, g, out, log):
 
 
 @fma_kernel
-def _xent_forward(x, targets, lse):
+def _xent_forward(x, targets, stats):
     rows, n = x.shape
     total = 0.0
     e = np.empty(n)
     for r in range(rows):
         m, s = _row_max_sumexp(x, r, e)
-        row_lse = m + math.log(s)
-        lse[r] = row_lse
-        total += row_lse - np.float64(x[r, targets[r]])
+        log_s = math.log(s)
+        stats[r, 0], stats[r, 1] = m, log_s
+        total += (m - np.float64(x[r, targets[r]])) + log_s
     return total
 
 
 @fma_kernel
-def _xent_backward(x, targets, lse, g, out):
+def _xent_backward(x, targets, stats, g, out):
     rows, n = x.shape
     scale = g / rows
     for r in range(rows):
+        m, log_s = np.float64(stats[r, 0]), np.float64(stats[r, 1])
         for j in range(n):
-            p = vexp(np.float64(x[r, j]) - np.float64(lse[r]))
+            p = vexp((np.float64(x[r, j]) - m) - log_s)
             out[r, j] = (p - (1.0 if j == targets[r] else 0.0)) * scale
 
 
@@ -113,21 +114,24 @@ def log_softmax_backward(y: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def softmax_cross_entropy(logits: np.ndarray, targets: np.ndarray, grad=None):
-    """Mean over rows of -log softmax(logits)[target]; returns (loss of shape (), the rows'
-    log-sum-exp, kept for the backward kernel). ``grad`` (logits' shape), where given,
-    receives dL/dlogits for dL/dloss = 1, as the backward makes it."""
-    lse = np.empty(logits.shape[0], logits.dtype)
-    total = _xent_forward(logits, targets, lse) if logits.size else 0.0
+    """Mean over rows of -log softmax(logits)[target], each row's (max - target logit) + log
+    sum exp(logit - max); returns (loss of shape (), the rows' statistics (rows, 2): max and
+    log sum, kept for the backward kernel: their sum, rounded, would lose log sum beside a
+    big max). ``grad`` (logits' shape), where given, receives dL/dlogits for dL/dloss = 1,
+    as the backward makes it."""
+    stats = np.empty((logits.shape[0], 2), logits.dtype)
+    total = _xent_forward(logits, targets, stats) if logits.size else 0.0
     with np.errstate(invalid="ignore"):
         loss = np.array(total / logits.shape[0], dtype=logits.dtype)
     if grad is not None and logits.size:
-        _xent_backward(logits, targets, lse, 1.0, grad)
-    return loss, lse
+        _xent_backward(logits, targets, stats, 1.0, grad)
+    return loss, stats
 
 
-def softmax_cross_entropy_backward(logits, targets, lse, g) -> np.ndarray:
-    """dL/dlogits = (softmax(logits) - onehot(targets)) * g / rows, g = dL/dloss (shape ())."""
+def softmax_cross_entropy_backward(logits, targets, stats, g) -> np.ndarray:
+    """dL/dlogits = (softmax(logits) - onehot(targets)) * g / rows, g = dL/dloss (shape ()),
+    softmax as exp((logit - max) - log sum) from the forward's statistics."""
     out = np.empty_like(logits)
     if logits.size:
-        _xent_backward(logits, targets, lse, float(g), out)
+        _xent_backward(logits, targets, stats, float(g), out)
     return out

@@ -513,10 +513,11 @@ def _hardsigmoid_grad(x, y, g, a, b):
 
 @backward_rule("hardswish")
 def _hardswish_grad(x, y, g, a, b):
-    # PyTorch's x/3 + 1/2 as (2x + 3)/6: 2x + 3 is exact where it is near 0 (x near -1.5)
-    if x < -3.0:
+    # PyTorch's x/3 + 1/2 as (2x + 3)/6: 2x + 3 is exact where it is near 0 (x near -1.5);
+    # at -3 and 3 PyTorch takes the outer pieces' 0 and 1
+    if x <= -3.0:
         return 0.0
-    return g * ((2.0 * x + 3.0) / 6.0) if x <= 3.0 else g
+    return g * ((2.0 * x + 3.0) / 6.0) if x < 3.0 else g
 
 
 @backward_rule("softsign")

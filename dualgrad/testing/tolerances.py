@@ -522,8 +522,9 @@ TOLERANCES: dict = {
     "softmax": Tolerance("exp's 3 + 2|x - max| ULP per term, a sum of n terms (gamma(n)) "
                          "and a 2.5 ULP division; bounded relative to each result",
                          ulps=8, ulps_per_x=2, gamma=1, atol=1e-30),
-    "log_softmax": Tolerance("x - max - log(sum): log's 3 ULP or 2^-21 absolute on log(sum) "
-                             "and the sum's gamma(n), absolute in the result's magnitude",
+    "log_softmax": Tolerance("(x - max) - log(sum): log's 3 ULP or 2^-21 absolute on "
+                             "log(sum) and the sum's gamma(n), absolute in the result's "
+                             "magnitude",
                              ulps=4, atol=2.0 ** -20, gamma=1),
     "softmax_backward": Tolerance("y (g - sum(g y)): a length-n sum and cancellation inside "
                                   "the parentheses (bound scales with |y| * sum|g y|)",
@@ -533,12 +534,14 @@ TOLERANCES: dict = {
                                       "exp's 3 + 2|y| ULP on exp(y) sum(g) (within 4u S), "
                                       "then two roundings", ulps=6, gamma=2, rel=4 * U32,
                                       atol=4 * U32),
-    "softmax_cross_entropy": Tolerance("per row log-sum-exp (softmax's bounds) minus the "
-                                       "target logit, then a mean over rows", ulps=8,
+    "softmax_cross_entropy": Tolerance("per row (max - target logit) + log(sum) "
+                                       "(softmax's bounds on the sum), then a mean over "
+                                       "rows", ulps=8,
                                        gamma=2, atol=2.0 ** -20),
-    "softmax_cross_entropy_backward": Tolerance("(exp(x - lse) - onehot) g / rows: exp's "
-                                                "3 + 2|x - lse| ULP and two roundings; "
-                                                "absolute in g / rows", ulps=8, ulps_per_x=2,
+    "softmax_cross_entropy_backward": Tolerance("(exp((x - max) - log(sum)) - onehot) g "
+                                                "/ rows: exp's 3 + 2|x - lse| ULP and two "
+                                                "roundings; absolute in g / rows", ulps=8,
+                                                ulps_per_x=2,
                                                 atol=4 * U32),
     # -- layers ---------------------------------------------------------------------------
     "layer_norm": Tolerance("mean and variance are length-n float32 sums (gamma(n)), "

@@ -52,7 +52,7 @@ def log_softmax_backward(dev, y, g):
 
 def softmax_cross_entropy(dev, logits, targets, grad=None):
     count, n = logits.shape
-    lse, loss = dev.empty((count,)), dev.empty(())
+    lse, loss = dev.empty((count, 2)), dev.empty(())      # (each row's max and log sum)
     if not count:                                # (the mean of no rows, as 0 / 0)
         dev.fill(loss, float("nan"))
         return loss, lse
