@@ -12,11 +12,10 @@ import numpy.ma  # noqa: F401
 from .api.capture import CapturedStep, capture_step
 from .api.device import (ag_device, devices, reset_peak_memory_stats, reset_transfer_stats,
                          tape_mem, transfer_stats)
-from .api.indexing import IndexOutOfRange
-from .errors import (ArgumentTypeError, CheckpointError, CheckpointFileError,
+from .errors import (ArgumentTypeError, AxisOutOfRange, CheckpointError, CheckpointFileError,
                      CheckpointNotFoundError, DeadTensorError, DeviceError,
                      DeviceOutOfMemory, DeviceUnavailable, DualgradError, DualgradWarning,
-                     GradcheckError, GraphFreedError,
+                     GradcheckError, GraphFreedError, IndexOutOfRange, IndexShapeError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
 from .api.torch_io import load_torch_state_dict, read_safetensors
@@ -71,7 +70,8 @@ __all__ = [
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",
     "GradScaler",
     "save_checkpoint", "load_checkpoint", "load_torch_state_dict", "read_safetensors",
-    "DualgradError", "IndexOutOfRange", "ShapeError", "InvalidValueError", "ArgumentTypeError",
+    "DualgradError", "IndexOutOfRange", "AxisOutOfRange", "IndexShapeError", "ShapeError",
+    "InvalidValueError", "ArgumentTypeError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",

@@ -19,6 +19,22 @@ class InvalidValueError(DualgradError, ValueError):
     """An argument has the right type but a value outside what is accepted."""
 
 
+class IndexOutOfRange(InvalidValueError, IndexError):
+    """An index past the end of its axis: an IndexError, as PyTorch's (so ``for row in t``
+    stops there), and an InvalidValueError."""
+
+
+class AxisOutOfRange(InvalidValueError, IndexError):
+    """An axis (``dim``) past a tensor's rank: an IndexError, as PyTorch's "Dimension out
+    of range", and an InvalidValueError."""
+
+
+class IndexShapeError(ShapeError, IndexError):
+    """An index of the wrong shape for the tensor it indexes (a mask whose sizes are not
+    those of the dimensions it covers, index arrays that do not broadcast together): an
+    IndexError, as PyTorch's, and a ShapeError."""
+
+
 class ArgumentTypeError(DualgradError, TypeError):
     """An argument has the wrong type (including an unsupported dtype)."""
 
@@ -107,6 +123,10 @@ def describe(value) -> str:
 
 def bad_value(fn: str, arg: str, value, expected: str) -> InvalidValueError:
     return InvalidValueError(f"{fn}: argument '{arg}' is {describe(value)}; expected {expected}")
+
+
+def bad_axis(fn: str, arg: str, value, expected: str) -> AxisOutOfRange:
+    return AxisOutOfRange(f"{fn}: argument '{arg}' is {describe(value)}; expected {expected}")
 
 
 def bad_type(fn: str, arg: str, value, expected: str) -> ArgumentTypeError:

@@ -39,11 +39,38 @@ ADD = RNG.standard_normal((3, 5, 7)).astype(np.float32)
     (dict(attn_mask=KEEP), dict(keep=KEEP)),
     (dict(attn_mask=ADD), dict(add=ADD)),
     (dict(scale=0.3), dict(scale=0.3)),
-], ids=["plain", "causal", "bool mask", "float mask", "scale"])
+    (dict(attn_mask=KEEP, is_causal=True), dict(keep=KEEP & np.tril(np.ones((5, 7), bool)))),
+], ids=["plain", "causal", "bool mask", "float mask", "scale", "bool mask and causal"])
 def test_sdpa_matches_the_reference(device, kwargs, ref):
     y = dg.scaled_dot_product_attention(dg.ag_tensor(Q), dg.ag_tensor(K), dg.ag_tensor(V),
                                         **kwargs)
     np.testing.assert_allclose(y.numpy(), attention_ref(Q, K, V, **ref), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("hide", ["bool", "float"])
+def test_a_row_every_mask_hides_is_zero_with_zero_gradients(device, hide):
+    """As PyTorch's: the hidden row's output and every gradient it sends are 0, and the
+    other rows are as before (no NaN reaches the value gradient through the hidden row)."""
+    keep = np.ones((5, 7), bool)
+    keep[1] = False
+    mask = keep if hide == "bool" else np.where(keep, 0.0, -np.inf).astype(np.float32)
+    g = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    ts = [dg.ag_tensor(a, requires_grad=True) for a in (Q, K, V)]
+    with dg.with_grad_tape():
+        y = dg.scaled_dot_product_attention(*ts, attn_mask=mask)
+        dg.sum(y * dg.ag_tensor(g)).backward()
+    out = y.numpy()
+    np.testing.assert_array_equal(out[:, :, 1], 0.0)
+    rows = [0, 2, 3, 4]
+    np.testing.assert_allclose(out[:, :, rows], attention_ref(Q, K, V)[:, :, rows], rtol=1e-5,
+                               atol=1e-5)
+    dq, dk, dv = (t.grad.numpy() for t in ts)
+    assert np.isfinite(dq).all() and np.isfinite(dk).all() and np.isfinite(dv).all()
+    np.testing.assert_array_equal(dq[:, :, 1], 0.0)
+    kept_g = g.copy()
+    kept_g[:, :, 1] = 0.0                 # the hidden row adds nothing to dv
+    w = attention_ref(Q, K, np.broadcast_to(np.eye(7, dtype=np.float32), (2, 3, 7, 7)))
+    np.testing.assert_allclose(dv, np.swapaxes(w, -1, -2) @ kept_g, rtol=1e-4, atol=1e-5)
 
 
 EYE = np.broadcast_to(np.eye(7, dtype=np.float32), (2, 3, 7, 7)).copy()
@@ -331,8 +358,6 @@ def test_a_captured_transformer_step_replays_with_fresh_dropout(gpu):
      dg.ShapeError, r"argument 'attn_mask'"),
     (lambda: dg.scaled_dot_product_attention(Q, K, V, dropout_p=1.5), dg.InvalidValueError,
      r"argument 'dropout_p'"),
-    (lambda: dg.scaled_dot_product_attention(Q, K, V, attn_mask=KEEP, is_causal=True),
-     dg.ShapeError, r"not both"),
     (lambda: nn.MultiheadAttention(10, 3), dg.InvalidValueError, r"argument 'embed_dim'"),
     (lambda: nn.MultiheadAttention(8, 2)(*3 * [dg.ag_tensor(Q[0])]), dg.ShapeError,
      r"argument 'query'"),

@@ -335,7 +335,10 @@ CASES = [
     Case("transpose-too-many-axes", lambda w: dg.transpose(_t(2, 3), (0, 1, 2)), Value,
          r"^transpose: argument 'axes'"),
     # softmax_cross_entropy, mse_loss
-    Case("sce-1d-logits", lambda w: dg.softmax_cross_entropy(_t(3), np.array([0])), Shape,
+    Case("sce-1d-logits-batch-targets", lambda w: dg.softmax_cross_entropy(_t(3),
+                                                                            np.array([0])),
+         Shape, r"^softmax_cross_entropy: argument 'targets' has shape \(1,\); expected \(\)"),
+    Case("sce-0d-logits", lambda w: dg.softmax_cross_entropy(_t(), np.array(0)), Shape,
          r"^softmax_cross_entropy: argument 'logits'"),
     Case("sce-zero-rows",
          lambda w: dg.softmax_cross_entropy(_t(0, 3), np.zeros(0, np.int64)), Shape,
@@ -345,8 +348,9 @@ CASES = [
          lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([0.0, 1.0])), Shape,
          r"^softmax_cross_entropy: argument 'targets' has shape \(2,\); expected logits' "
          r"shape \(2, 3\) \(class probabilities\), or \(2,\) integer class indices"),
-    Case("sce-3d-logits", lambda w: dg.softmax_cross_entropy(_t(2, 3, 4), np.array([0, 1])),
-         Shape, r"^softmax_cross_entropy: argument 'logits'"),
+    Case("sce-3d-logits-row-targets",
+         lambda w: dg.softmax_cross_entropy(_t(2, 3, 4), np.array([0, 1])), Shape,
+         r"^softmax_cross_entropy: argument 'targets' has shape \(2,\); expected \(2, 4\)"),
     Case("sce-fractional-targets",
          lambda w: dg.softmax_cross_entropy(_t(2, 3), np.array([0.5, 1.0])), Shape,
          r"^softmax_cross_entropy: argument 'targets'"),

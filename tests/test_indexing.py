@@ -17,6 +17,10 @@ KEYS = {
     "array-after-ellipsis": (Ellipsis, np.array([4, -5])), "list": [1, 0],
     "array-and-none": (None, slice(None), 0, np.array([0, 2])),
     "mask": X[:, :, 0, 0] > -4.0, "full-mask": X > 10.0,
+    # bools are 0-d masks: together one new axis, of 1 if all are True else 0
+    "true": True, "false": False, "bool-beside-int": (0, True), "zero-d-mask": np.array(True),
+    "bools-apart": (True, Ellipsis, False), "bools-together": (1, True, False, 2),
+    "empty-list": [],
 }
 
 
@@ -91,6 +95,24 @@ def test_iterating_a_tensor_gives_its_rows(device):
     rows = list(dg.ag_tensor(X[0, 0]))
     assert len(rows) == 4
     np.testing.assert_array_equal(rows[2].numpy(), X[0, 0, 2].astype(np.float32))
+    with pytest.raises(dg.ArgumentTypeError, match="iteration over a 0-d tensor"):
+        iter(dg.ag_tensor(1.0))
+
+
+def test_empty_axes_split_and_reduce_to_empty_results_as_in_pytorch(device):
+    empty = dg.ag_tensor(np.zeros((0, 3), np.float32))
+    assert [p.shape for p in dg.chunk(empty, 3)] == [(0, 3)] * 3
+    assert [p.shape for p in dg.split(empty, 0)] == [(0, 3)]
+    assert dg.argmax(empty, 1).shape == (0,)
+    assert dg.argmin(empty, 1, keepdim=True).shape == (0, 1)
+    with pytest.raises(dg.ShapeError, match="dim 0 of the input has no elements"):
+        dg.argmax(empty, 0)
+
+
+def test_index_select_of_a_0d_index_keeps_the_axis(device):
+    out = dg.index_select(dg.ag_tensor(X[0, 0]), 0, np.array(2))
+    assert out.shape == (1, 5)
+    np.testing.assert_array_equal(out.numpy(), X[0, 0, 2:3].astype(np.float32))
 
 
 VIEWS = {
@@ -183,21 +205,23 @@ def test_split_and_chunk_give_pytorchs_parts(device):
     (lambda t: t[2], dg.IndexOutOfRange, r"^getitem: index 2 is out of range for axis 0 of size 2"),
     (lambda t: t[0, 0, 0, 0, 0], dg.IndexOutOfRange, r"^getitem: too many indices \(5\)"),
     (lambda t: t[..., ...], dg.InvalidValueError, r"^getitem: argument 'key'.*at most one"),
-    (lambda t: t[np.array([0, 1]), np.array([1, 0, 1])], dg.ShapeError,
+    (lambda t: t[np.array([0, 1]), np.array([1, 0, 1])], dg.IndexShapeError,
      r"^getitem: argument 'key'.*broadcast together"),
-    (lambda t: t[np.array([0]), np.array([True])], dg.ShapeError,
+    (lambda t: t[np.array([0]), np.array([True])], dg.IndexShapeError,
      r"^getitem: argument 'mask'"),
+    (lambda t: t[True, np.array([0])], dg.InvalidValueError,
+     r"^getitem: argument 'key'.*not beside index arrays"),
     (lambda t: t[np.array([2])], dg.IndexOutOfRange, r"^getitem: index 2 is out of range"),
-    (lambda t: t[np.zeros(3, bool)], dg.ShapeError, r"^getitem: argument 'mask'"),
+    (lambda t: t[np.zeros(3, bool)], dg.IndexShapeError, r"^getitem: argument 'mask'"),
     (lambda t: t["a"], dg.ArgumentTypeError, r"^getitem: argument 'key'"),
     (lambda t: t[dg.ag_tensor([0.0])], dg.ArgumentTypeError, r"^getitem: argument 'key'"),
-    (lambda t: dg.unsqueeze(t, 6), dg.InvalidValueError, r"^unsqueeze: argument 'dim'"),
+    (lambda t: dg.unsqueeze(t, 6), dg.AxisOutOfRange, r"^unsqueeze: argument 'dim'"),
     (lambda t: dg.flatten(t, 2, 1), dg.InvalidValueError, r"^flatten: argument 'end_dim'"),
     (lambda t: dg.broadcast_to(t, (3, 3, 4, 5)), dg.ShapeError, r"^broadcast_to: argument 'x'"),
     (lambda t: dg.flip(t, (1, 1)), dg.InvalidValueError, r"^flip: argument 'dims'"),
     (lambda t: dg.index_select(t, 0, np.array([0.5])), dg.ArgumentTypeError,
      r"^index_select: argument 'index'"),
-    (lambda t: dg.index_select(t, 9, np.array([0])), dg.InvalidValueError,
+    (lambda t: dg.index_select(t, 9, np.array([0])), dg.AxisOutOfRange,
      r"^index_select: argument 'dim'"),
     (lambda t: t[:, None, None, None], dg.ShapeError, r"^getitem: argument 'result'"),
     (lambda t: dg.concat([t, t[:, :1, :2]], 1), dg.ShapeError,
@@ -224,9 +248,20 @@ def test_bad_keys_are_named(device, call, error, pattern):
         call(dg.ag_tensor(X))
 
 
-def test_index_errors_are_index_errors():
-    assert issubclass(dg.IndexOutOfRange, IndexError)
-    assert issubclass(dg.IndexOutOfRange, dg.DualgradError)
+@pytest.mark.parametrize("call", [
+    lambda t: t[2], lambda t: t[np.ones(3, bool)], lambda t: t[[0, 1], [0, 1, 0]],
+    lambda t: dg.sum(t, 4), lambda t: dg.softmax(t, -5), lambda t: dg.flip(t, 7),
+    lambda t: dg.cumsum(t, 4), lambda t: dg.argmax(t, 4), lambda t: dg.sort(t, 4),
+    lambda t: dg.gather(t, 0, np.full((1, 1, 1, 1), 5)), lambda t: dg.one_hot(np.array([3]), 2),
+    lambda t: dg.embedding(t[0, 0], np.array([4])),
+], ids=["int", "mask shape", "arrays", "sum dim", "softmax dim", "flip dim", "cumsum dim",
+        "argmax dim", "sort dim", "gather index", "one_hot class", "embedding row"])
+def test_index_and_dim_errors_are_index_errors_as_in_pytorch(device, call):
+    """PyTorch raises IndexError for an index or a dim out of range and for an index of the
+    wrong shape; ours are IndexErrors too (and still the ValueErrors they were)."""
+    with pytest.raises(IndexError) as caught:
+        call(dg.ag_tensor(X))
+    assert isinstance(caught.value, (dg.InvalidValueError, dg.ShapeError))
 
 
 def _np_scatter_add(x, dim, idx, src):

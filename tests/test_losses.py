@@ -79,7 +79,9 @@ def np_kl(logp, t, reduction, log_target=False):
 
 
 def np_cosine(a, b, dim, eps=1e-8):
-    return (a * b).sum(dim) / np.sqrt(np.maximum((a * a).sum(dim) * (b * b).sum(dim), eps * eps))
+    def unit(x):
+        return x / np.maximum(np.sqrt((x * x).sum(dim, keepdims=True)), eps)
+    return (unit(a) * unit(b)).sum(dim)
 
 
 # name: (our loss of the arrays, the reference, the arrays (differentiated))
@@ -206,6 +208,96 @@ def test_bce_clamps_the_logs_at_minus_100(device):
     loss = dg.binary_cross_entropy(dg.ag_tensor([0.0, 1.0]), np.array([1.0, 0.0]),
                                    reduction="none")
     np.testing.assert_array_equal(loss.numpy(), [100.0, 100.0])
+
+
+def test_cross_entropy_and_log_softmax_keep_the_log_sum_beside_big_logits(device):
+    """Each row's (x - max) - log sum, not x - (max + log sum): beside logits of 1e8 or
+    1e30 that sum would round log sum away (a loss of 0, a gradient of [0, 1, 0]); the
+    backward recomputes the weights from the row's max and log sum the same way."""
+    x = np.array([[1e8, 1e8, 0.0], [1000.0, 999.0, 990.0]], np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        loss = dg.softmax_cross_entropy(t, np.array([0, 2]))
+        loss.backward()
+    shifted = x.astype(np.float64) - x.max(1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    assert loss.item() == pytest.approx(-(logp[0, 0] + logp[1, 2]) / 2, rel=1e-6)
+    onehot = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    np.testing.assert_allclose(t.grad.numpy(), (np.exp(logp) - onehot) / 2, rtol=1e-5,
+                               atol=1e-12)
+    huge = dg.log_softmax(dg.ag_tensor(np.array([1e30, 1e30, 0.0], np.float32)), 0).numpy()
+    np.testing.assert_allclose(huge, [-np.log(2), -np.log(2), -1e30], rtol=1e-6)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(reduction="none"),
+                                     dict(reduction="sum", weight=np.array([1.0, 2.0, 0.5])),
+                                     dict(label_smoothing=0.1, ignore_index=1)],
+                         ids=["fused", "none", "weighted sum", "smoothed, ignoring"])
+def test_cross_entropy_takes_scores_per_position_as_pytorch(device, options):
+    """(N, C, d1, d2) scores and (N, d1, d2) targets: the loss of the rows (N d1 d2, C), the
+    classes moved last, "none" in the positions' shape; gradients back in place."""
+    r = np.random.default_rng(9)
+    x = r.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t = r.integers(0, 3, (2, 4, 5))
+    rows = np.ascontiguousarray(np.moveaxis(x, 1, -1)).reshape(-1, 3)
+    with dg.with_grad_tape():
+        a = dg.ag_tensor(x, requires_grad=True)
+        loss = dg.softmax_cross_entropy(a, t, **options)
+        dg.sum(loss).backward()
+        got = loss.numpy()
+    with dg.with_grad_tape():
+        b = dg.ag_tensor(rows, requires_grad=True)
+        want = dg.softmax_cross_entropy(b, t.reshape(-1), **options)
+        dg.sum(want).backward()
+        want = want.numpy()
+    assert got.shape == ((2, 4, 5) if options.get("reduction") == "none" else ())
+    np.testing.assert_allclose(got.reshape(-1), want.reshape(-1), rtol=1e-6)
+    np.testing.assert_allclose(np.moveaxis(a.grad.numpy(), 1, -1).reshape(-1, 3),
+                               b.grad.numpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_cross_entropy_and_nll_of_one_sample(device):
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    loss = dg.softmax_cross_entropy(dg.ag_tensor(x), np.array(2), reduction="none")
+    assert loss.shape == ()
+    assert loss.item() == pytest.approx(np.log(np.exp(x.astype(np.float64)).sum()) - 2.0)
+    assert dg.nll_loss(dg.ag_tensor(x), np.array(1)).item() == 1.0
+    with pytest.raises(dg.ShapeError, match=r"argument 'targets' has shape \(2,\)"):
+        dg.softmax_cross_entropy(dg.ag_tensor(x), np.array([1, 2]))
+
+
+def test_bce_gradients_stay_finite_at_probabilities_0_and_1(device):
+    """PyTorch's (p - y) / max(p (1 - p), 1e-12): 0 where the target is met, +-1e12 where
+    it is missed by a saturated probability (the clamped logs' own gradients are NaN)."""
+    with dg.with_grad_tape():
+        p = dg.ag_tensor(np.array([0.0, 0.0, 1.0, 1.0, 0.25], np.float32), requires_grad=True)
+        dg.sum(dg.binary_cross_entropy(p, np.array([0.0, 1.0, 0.0, 1.0, 1.0]),
+                                       reduction="none")).backward()
+    np.testing.assert_allclose(p.grad.numpy(), [0.0, -1e12, 1e12, 0.0, -4.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("loss, slope, outside", [
+    (lambda a, b: dg.smooth_l1_loss(a, b, reduction="sum", beta=0.5), 2.0, 1.0),
+    (lambda a, b: dg.huber_loss(a, b, reduction="sum", delta=0.5), 1.0, 0.5)],
+    ids=["smooth_l1", "huber"])
+def test_huber_gradients_of_small_differences_are_not_rounded_against_1(device, loss, slope,
+                                                                        outside):
+    """slope d inside |d| < 0.5 (d / beta, d), outside +-(1, delta): the small d's exactly,
+    where a sum of a quadratic and a linear part rounded them against 1 (steps of 6e-8)."""
+    d = np.array([1e-9, 3e-8, -2e-7, 0.25, 2.0, -3.0], np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(d, requires_grad=True)
+        loss(t, np.zeros(6, np.float32)).backward()
+    expected = np.where(np.abs(d) < 0.5, slope * d, outside * np.sign(d))
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-6)
+
+
+def test_cosine_similarity_clamps_each_norm(device):
+    """Norms of 1.7e-5 each: their product is below eps = 1e-8, but neither norm is, so the
+    cosine is the true one (PyTorch's clamp of the product gave 0.03)."""
+    a, b = np.array([1e-5, 1e-5, 1e-5], np.float32), np.array([0.0, 1e-5, 2e-5], np.float32)
+    got = dg.cosine_similarity(dg.ag_tensor(a), dg.ag_tensor(b), dim=0).item()
+    assert got == pytest.approx(3e-10 / np.sqrt(3e-10 * 5e-10), rel=1e-5)
 
 
 # -- gather --------------------------------------------------------------------------------

@@ -91,9 +91,56 @@ def test_sequential_shared_module_parameters_once(device):
     assert len({id(p) for p in params}) == 4
     assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "3.weight",
                                                       "3.bias"]
-    assert list(seq.state_dict()) == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    # the state and the walks as PyTorch's: the shared module's state under both of its
+    # names, the module itself once among the modules and children, fn applied to it once
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias", "3.weight",
+                                      "3.bias"]
+    assert [n for n, _ in seq.named_modules()] == ["", "0", "1", "3"]
+    assert [n for n, _ in seq.named_children()] == ["0", "1", "3"]
+    assert list(seq.modules()) == [seq, shared, seq[1], seq[3]]
+    calls = []
+    seq.apply(lambda m: calls.append(type(m).__name__))
+    assert calls == ["Linear", "Tanh", "Linear", "Sequential"]
     # an optimizer over them accepts them (it rejects duplicates)
     dg.optim.SGD(params, lr=0.1)
+
+
+def test_tied_weights_are_in_the_state_under_both_names_and_load_from_it(device):
+    class Tied(dg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = dg.nn.Embedding(5, 4)
+            self.head = dg.nn.Linear(4, 5, bias=False)
+            self.head.weight = self.emb.weight
+    model = Tied()
+    state = model.state_dict()
+    assert list(state) == ["emb.weight", "head.weight"]
+    assert len(model.parameters()) == 1
+    table = np.arange(20, dtype=np.float32).reshape(5, 4)
+    model.load_state_dict({"emb.weight": table, "head.weight": table})
+    np.testing.assert_array_equal(model.head.weight.numpy(), table)
+    assert model.emb.weight is model.head.weight
+
+
+def test_module_tree_helpers_follow_pytorch(device):
+    seq = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.ReLU())
+    seq.add_module("head", dg.nn.Linear(4, 2))
+    seq.append(dg.nn.Tanh())
+    assert [n for n, _ in seq.named_children()] == ["0", "1", "head", "3"]
+    tail = seq[1:3]
+    assert isinstance(tail, dg.nn.Sequential) and list(tail) == [seq[1], seq[2]]
+    assert seq.get_submodule("head") is seq[2] and seq.get_submodule("") is seq
+    with pytest.raises(dg.InvalidValueError, match="no child 'nope'"):
+        seq.get_submodule("head.nope")
+    extra = dg.ag_param(np.ones(2, np.float32))
+    seq.register_parameter("scale", extra)
+    assert seq.parameters()[0] is extra        # (its own parameters first, as PyTorch)
+    assert seq.requires_grad_(False) is seq
+    assert not any(p.requires_grad for p in seq.parameters())
+    with pytest.raises(dg.ArgumentTypeError, match="add_module: argument 'module'"):
+        seq.add_module("x", np.ones(2))
+    with pytest.raises(dg.ArgumentTypeError, match="register_parameter: argument 'param'"):
+        seq.register_parameter("y", np.ones(2))
 
 
 def test_sequential_rejects_non_module():
@@ -515,8 +562,8 @@ def test_manual_seed_repeats_initialisation(device):
 
 
 def test_silu_and_softplus_layers_apply_their_ops(device, rng):
-    # the layers made from the ops' registry entries, as PyTorch's nn.SiLU and nn.Softplus
-    # (beta 1, threshold 20)
+    # the layers of the ops, as PyTorch's nn.SiLU and nn.Softplus (by default beta 1 and
+    # threshold 20: the kernel alone)
     x = np.array([-30.0, -2.0, -1e-3, 0.0, 0.5, 19.0, 21.0], np.float32)
     t = dg.ag_tensor(x)
     for layer, op in ((dg.nn.SiLU(), dg.silu), (dg.nn.Softplus(), dg.softplus)):
@@ -547,3 +594,59 @@ def test_hardtanh_and_relu6_layers_and_their_bounds(device):
     with dg.with_grad_tape():
         dg.sum(dg.hardtanh(t)).backward()
     assert np.array_equal(t.grad.numpy(), [0.0, 1.0, 0.0])
+
+
+def test_softplus_with_beta_and_threshold(device):
+    x = np.array([-3.0, 0.5, 2.4, 2.6, 10.0], np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        y = dg.nn.Softplus(beta=2.0, threshold=5.0)(t)
+        dg.sum(y).backward()
+    z = 2.0 * x.astype(np.float64)
+    linear = z > 5.0                       # (2.6 and 10: x itself, slope 1)
+    np.testing.assert_allclose(y.numpy(), np.where(linear, x, np.log1p(np.exp(z)) / 2.0),
+                               rtol=1e-6)
+    np.testing.assert_allclose(t.grad.numpy(), np.where(linear, 1.0, 1 / (1 + np.exp(-z))),
+                               rtol=1e-6)
+    with pytest.raises(dg.InvalidValueError, match="Softplus: argument 'beta'"):
+        dg.nn.Softplus(beta=0.0)
+
+
+def test_layer_norm_over_trailing_axes_and_without_affine(device, rng):
+    x = rng.standard_normal((4, 2, 3)).astype(np.float32)
+    flat = x.reshape(4, 6).astype(np.float64)
+    normed = ((flat - flat.mean(1, keepdims=True)) /
+              np.sqrt(flat.var(1, keepdims=True) + 1e-5)).reshape(4, 2, 3)
+    plain = dg.nn.LayerNorm((2, 3), elementwise_affine=False)
+    assert plain.weight is None and plain.bias is None and plain.state_dict() == {}
+    np.testing.assert_allclose(plain(dg.ag_tensor(x)).numpy(), normed, rtol=1e-5, atol=1e-6)
+    affine = dg.nn.LayerNorm((2, 3))
+    assert affine.weight.shape == (2, 3) and list(affine.state_dict()) == ["weight", "bias"]
+    affine.load_state_dict({"weight": np.full((2, 3), 2.0, np.float32),
+                            "bias": np.ones((2, 3), np.float32)})
+    with dg.with_grad_tape():
+        y = affine(dg.ag_tensor(x))
+        dg.sum(y).backward()
+    np.testing.assert_allclose(y.numpy(), 2.0 * normed + 1.0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(affine.bias.grad.numpy(), np.full((2, 3), 4.0))
+    with pytest.raises(dg.ShapeError, match=r"LayerNorm: argument 'x'.*trailing axes"):
+        plain(dg.ag_tensor(x[:, :1]))
+
+
+def test_embedding_padding_row_starts_at_zero_and_takes_no_gradient(device):
+    dg.manual_seed(3)
+    table = dg.nn.Embedding(5, 3, padding_idx=-4)          # row 1
+    assert table.padding_idx == 1
+    np.testing.assert_array_equal(table.weight.numpy()[1], 0.0)
+    table.load_state_dict({"weight": np.arange(15, dtype=np.float32).reshape(5, 3)})
+    idx = np.array([[1, 2, 1], [0, 4, 1]])
+    with dg.with_grad_tape():
+        out = table(idx)
+        dg.sum(out * out).backward()
+    values = np.arange(15, dtype=np.float32).reshape(5, 3)
+    np.testing.assert_array_equal(out.numpy(), values[idx])     # the row is still read
+    expected = np.zeros((5, 3), np.float32)
+    for i in idx.reshape(-1):
+        if i != 1:
+            expected[i] += 2 * values[i]
+    np.testing.assert_array_equal(table.weight.grad.numpy(), expected)

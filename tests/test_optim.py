@@ -372,9 +372,9 @@ PYTORCH_DEFAULTS = {
     "SGD": dict(lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                 maximize=False),
     "Adam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
-                 maximize=False),
+                 maximize=False, decoupled_weight_decay=False),
     "AdamW": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                  maximize=False),
+                  maximize=False, decoupled_weight_decay=True),
     "RMSprop": dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                     maximize=False),
     "Adagrad": dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
@@ -385,6 +385,30 @@ PYTORCH_DEFAULTS = {
     "RAdam": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                   decoupled_weight_decay=False, maximize=False),
 }
+
+
+# torch.optim's positional arguments (torch 2.13), in order, before its own extras
+PYTORCH_POSITIONAL = {
+    "SGD": ["lr", "momentum", "dampening", "weight_decay", "nesterov"],
+    "Adam": ["lr", "betas", "eps", "weight_decay", "amsgrad"],
+    "AdamW": ["lr", "betas", "eps", "weight_decay", "amsgrad"],
+    "RMSprop": ["lr", "alpha", "eps", "weight_decay", "momentum", "centered"],
+    "Adagrad": ["lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"],
+    "Adamax": ["lr", "betas", "eps", "weight_decay"],
+    "NAdam": ["lr", "betas", "eps", "weight_decay", "momentum_decay", "decoupled_weight_decay"],
+    "RAdam": ["lr", "betas", "eps", "weight_decay", "decoupled_weight_decay"],
+}
+
+
+@pytest.mark.parametrize("kind", list(PYTORCH_POSITIONAL))
+def test_positional_arguments_bind_in_pytorchs_order(kind):
+    import inspect
+    params = inspect.signature(getattr(dg.optim, kind)).parameters.values()
+    positional = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    assert positional == ["params"] + PYTORCH_POSITIONAL[kind]
+    if kind == "SGD":       # SGD(params, lr, momentum, dampening): the fourth is dampening
+        assert dg.optim.SGD([dg.ag_param(np.ones(3))], 0.1, 0.9, 0.5).defaults["dampening"] \
+            == 0.5
 
 
 @pytest.mark.parametrize("kind", list(PYTORCH_DEFAULTS))
@@ -724,6 +748,39 @@ def test_clip_grad_norm(device, rng, max_norm):
     else:                                    # coefficient capped at exactly 1: untouched
         for p, g in zip(params, grads):
             np.testing.assert_array_equal(p.grad.numpy(), g)
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 3.0, 0.5, math.inf, "inf"])
+def test_clip_grad_norm_of_other_norms(device, rng, norm_type):
+    """PyTorch's norm_type: (sum |g|^p)^(1/p) over every gradient, or the largest |g|."""
+    params = make_params(rng, SHAPES)
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    for p, g in zip(params, grads):
+        p.grad = g
+    flat = np.abs(np.concatenate([g.reshape(-1) for g in grads]).astype(np.float64))
+    p_ = math.inf if norm_type == "inf" else norm_type
+    total = flat.max() if math.isinf(p_) else (flat ** p_).sum() ** (1 / p_)
+    norm = dg.clip_grad_norm(params, 0.5, norm_type=norm_type)
+    assert norm.item() == pytest.approx(total, rel=1e-5)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(p.grad.numpy(), g * (0.5 / (total + 1e-6)), rtol=1e-5)
+    with pytest.raises(dg.InvalidValueError, match="clip_grad_norm: argument 'norm_type'"):
+        dg.clip_grad_norm(params, 0.5, norm_type=0.0)
+
+
+def test_adam_with_decoupled_weight_decay_is_adamw(device, rng):
+    init = rng.standard_normal((3, 4)).astype(np.float32)
+    runs = []
+    for make in (lambda p: dg.optim.Adam(p, lr=0.1, weight_decay=0.1,
+                                         decoupled_weight_decay=True),
+                 lambda p: dg.optim.AdamW(p, lr=0.1, weight_decay=0.1)):
+        param = dg.ag_param(init)
+        opt = make([param])
+        for step in range(3):
+            param.grad = np.full((3, 4), 0.5 * (step + 1), np.float32)
+            opt.step()
+        runs.append(param.numpy())
+    np.testing.assert_array_equal(runs[0], runs[1])
 
 
 def test_clip_grad_value_clamps_each_gradient_in_place(device, rng):

@@ -123,6 +123,18 @@ def test_two_norm_gradient_is_zero_at_zero(device):
     np.testing.assert_array_equal(t.grad.numpy(), np.zeros((2, 3)))
 
 
+def test_std_gradient_is_zero_where_there_is_no_spread(device):
+    """PyTorch's rule: g / (2 std) masked to 0 where std is 0 (not 0 times inf), the rows
+    with a spread unchanged."""
+    x = np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]], np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        dg.sum(dg.std(t, 1)).backward()
+    spread = x[1] - x[1].mean()
+    expected = np.stack([np.zeros(3), spread / (2 * np.sqrt((spread ** 2).sum() / 2))])
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-6)
+
+
 def test_variance_of_one_element_is_nan(device):
     assert math.isnan(dg.var(dg.ag_tensor([3.0])).item())
     assert dg.var(dg.ag_tensor([3.0]), correction=0).item() == 0.0

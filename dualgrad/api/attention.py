@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError, bad_shape
-from . import autocast, capture, checks, device, ops, random
+from ..errors import bad_shape
+from . import autocast, capture, checks, device, logic, ops, random
 from .logic import tril, where
 from .low_precision import computes_in_float32, converted
 from .ops import (_constant, _low_result, _make, _product_operands, _same_dtype, _tensor,
@@ -169,8 +169,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     ``torch.nn.functional.scaled_dot_product_attention``: query (..., L, E), key
     (..., S, E), value (..., S, Ev) with the same leading axes; ``attn_mask`` boolean (True:
     take part) or float (added), broadcastable to (..., L, S); ``is_causal``: the mask
-    tril(ones(L, S)); ``scale`` by default 1 / sqrt(E); ``dropout_p``: dropout on the
-    attention weights (always applied, as PyTorch's). A row that every mask hides is NaN.
+    tril(ones(L, S)), with attn_mask too where both are given; ``scale`` by default 1 /
+    sqrt(E); ``dropout_p``: dropout on the attention weights (always applied, as PyTorch's).
+    A row that the masks hide entirely is 0, its gradients 0, as PyTorch's.
     Without a mask (or with is_causal), without dropout and with E = Ev <= 128, no L x S
     matrix is kept (a fused kernel). Under ``autocast`` it takes query, key and value in
     the autocast type (converted where float32), computes inside in float32 and rounds its
@@ -189,8 +190,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         raise bad_shape(fn, "value", v.shape, f"(..., {k.shape[-2]}, Ev) (the key's S)")
     checks.flag(fn, "is_causal", is_causal)
     p = checks.number(fn, "dropout_p", dropout_p, 0.0, 1.0)
-    if is_causal and attn_mask is not None:
-        raise ShapeError(f"{fn}: give attn_mask or is_causal, not both (as PyTorch)")
     return low_precision_inputs(lambda q, k, v: (_attend(fn, q, k, v, attn_mask, p, is_causal,
                                                          scale),), q, k, v)[0]
 
@@ -205,7 +204,12 @@ def _attend(fn, q, k, v, attn_mask, p, is_causal, scale):
         if out is not None:
             return out
     q, k, v = widened(q, k, v)
-    weights = softmax(attention_scores(fn, q, k, attn_mask, is_causal, scale), -1)
+    scores = attention_scores(fn, q, k, attn_mask, is_causal, scale)
+    if attn_mask is None:
+        weights = softmax(scores, -1)
+    else:           # a row every mask hides takes no value (not 0 / 0), as PyTorch's
+        hidden = logic.all(logic.eq(scores, -math.inf), -1, keepdim=True)
+        weights = where(hidden, 0.0, softmax(where(hidden, 0.0, scores), -1))
     weights = fresh_dropout(weights, p)
     lead, length, s = q.shape[:-2], q.shape[-2], k.shape[-2]
     batch = int(np.prod(lead))

@@ -158,7 +158,7 @@ class DataLoader:
             order = np.fromiter(iter(self.sampler), np.int64)
             n = len(self.dataset)
             if order.size and not (0 <= order.min() and order.max() < n):
-                from .indexing import IndexOutOfRange
+                from ..errors import IndexOutOfRange
                 raise IndexOutOfRange(f"DataLoader: the sampler gave sample index "
                                       f"{order.min() if order.min() < 0 else order.max()}; "
                                       f"the dataset has {n} samples")

@@ -14,17 +14,14 @@ import builtins
 
 import numpy as np
 
-from ..errors import DualgradError, bad_shape, bad_type, bad_value
+from ..errors import (IndexOutOfRange, IndexShapeError, bad_axis, bad_shape, bad_type,
+                      bad_value)
 from ..shapes import MAX_RANK
 from . import checks, device
 from .low_precision import computes_in_float32, refuse_low_precision
 from .ops import _make, _sum_to, _tensor, class_indices, embedding, reshape, transpose
 from .residency import adopt, handle
 from .tensor import Tensor, is_float
-
-
-class IndexOutOfRange(DualgradError, IndexError):
-    """An index past the end of its axis (an IndexError, so ``for row in t`` stops)."""
 
 
 def _contiguous_strides(shape) -> list:
@@ -55,6 +52,11 @@ def _strided(fn: str, x: Tensor, shape: tuple, strides: list, offset: int,
 
 # ---------------------------------------------------------------------------------------------
 # t[key]
+
+def _bad_index_shape(arg: str, shape, expected: str) -> IndexShapeError:
+    return IndexShapeError(f"getitem: argument '{arg}' has shape {tuple(shape)}; expected "
+                           f"{expected}")
+
 
 def _is_array_index(k) -> bool:
     return isinstance(k, (np.ndarray, list)) and not isinstance(k, Tensor)
@@ -116,22 +118,58 @@ def getitem(x: Tensor, key) -> Tensor:
     key = key if isinstance(key, tuple) else (key,)
     # An int32 or bool tensor indexes as its values, read to the host (the result's shape
     # depends on them, as in PyTorch, which waits for them too).
-    key = tuple(k.numpy() if isinstance(k, Tensor) and k.dtype.kind in "biu" else k
-                for k in key)
+    key = tuple(_as_index(k.numpy() if isinstance(k, Tensor) and k.dtype.kind in "biu"
+                          else k) for k in key)
     for k in key:
         if isinstance(k, Tensor):
             raise bad_type("getitem", "key", k,
                            "ints, slices, None, ..., index arrays, or an int32 or bool "
                            "tensor (a float tensor cannot index)")
-        if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_array_index(k)
-                or checks.is_number(k)):
+        if not (k is None or k is Ellipsis or isinstance(k, (slice, bool)) or
+                _is_array_index(k) or checks.is_number(k)):
             raise bad_type("getitem", "key", k, "ints, slices, None, ... or index arrays")
     arrays = [i for i, k in enumerate(key) if _is_array_index(k)]
+    if builtins.any(isinstance(k, bool) for k in key):
+        if arrays:
+            raise bad_value("getitem", "key", key, "a bool (a 0-d mask) beside ints, slices, "
+                            "None and ... only (not beside index arrays)")
+        return _with_bools(x, key)
     if len(key) == 1 and arrays and np.asarray(key[0]).dtype.kind == "b":
         return _masked(x, key, np.asarray(key[0]))
     if arrays:
         return _advanced(x, _masks_as_arrays(x, key))
     return _strided_key(x, key)
+
+
+def _as_index(k):
+    """An index as getitem reads it: a bool or a 0-d boolean array as a Python bool (a 0-d
+    mask), a list as an array (an empty one of integers, as PyTorch reads ``[]``)."""
+    if isinstance(k, (bool, np.bool_)) or (isinstance(k, np.ndarray) and k.ndim == 0 and
+                                            k.dtype.kind == "b"):
+        return bool(k)
+    if isinstance(k, list):
+        array = np.asarray(k)
+        return array.astype(np.int64) if array.size == 0 else array
+    return k
+
+
+def _with_bools(x: Tensor, key: tuple) -> Tensor:
+    """x[key] where key holds bools, 0-d masks, as PyTorch reads them: together they add
+    one axis, of size 1 if all are True else 0, where they stand if they are neighbours in
+    the key, else first."""
+    at = [i for i, k in enumerate(key) if isinstance(k, bool)]
+    rest = [k for k in key if not isinstance(k, bool)]
+    place = at[0] if at == list(range(at[0], at[0] + len(at))) else 0
+    plain = tuple(rest[:place]) + (None,) + tuple(rest[place:])
+    used = builtins.sum(1 for k in plain if k is not None and k is not Ellipsis)
+    axis = builtins.sum(x.ndim - used if k is Ellipsis else int(k is None or
+                                                                isinstance(k, slice))
+                        for k in plain[:place])
+    y = _strided_key(x, plain)
+    if builtins.all(key[i] for i in at):
+        return y
+    return _strided_key(y, tuple(slice(0, 0) if d == axis else slice(None)
+                                 for d in range(y.ndim)))
 
 
 def _masks_as_arrays(x: Tensor, key: tuple) -> tuple:
@@ -148,9 +186,9 @@ def _masks_as_arrays(x: Tensor, key: tuple) -> tuple:
         elif _is_array_index(k) and np.asarray(k).dtype.kind == "b":
             mask = np.asarray(k)
             if mask.ndim == 0 or mask.shape != x.shape[axis:axis + mask.ndim]:
-                raise bad_shape("getitem", "mask", mask.shape,
-                                f"the sizes {x.shape[axis:axis + mask.ndim]} of the "
-                                f"dimensions it covers, from {axis}")
+                raise _bad_index_shape("mask", mask.shape,
+                                       f"the sizes {x.shape[axis:axis + mask.ndim]} of the "
+                                       f"dimensions it covers, from {axis}")
             out.extend(np.nonzero(mask))
             axis += mask.ndim
             continue
@@ -206,8 +244,8 @@ def _advanced(x: Tensor, key: tuple) -> Tensor:
     try:
         together = np.broadcast_shapes(*(index.shape for _, index in picked))
     except ValueError:
-        raise bad_shape("getitem", "key", tuple(index.shape for _, index in picked),
-                        "index arrays that broadcast together") from None
+        raise _bad_index_shape("key", tuple(index.shape for _, index in picked),
+                               "index arrays that broadcast together") from None
     flat = np.ravel_multi_index(tuple(np.broadcast_to(np.where(index < 0, index + n, index),
                                                       together)
                                       for (_, index), n in zip(picked, sizes)), tuple(sizes))
@@ -232,8 +270,8 @@ def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
                         "a boolean mask alone (t[mask]; with other indices it is not "
                         "supported yet)")
     if mask.ndim == 0 or mask.shape != x.shape[:mask.ndim]:
-        raise bad_shape("getitem", "mask", mask.shape,
-                        f"the leading dimensions of the tensor's shape {x.shape}")
+        raise _bad_index_shape("mask", mask.shape,
+                               f"the leading dimensions of the tensor's shape {x.shape}")
     rows = int(np.prod(mask.shape))
     flat = reshape(x, (rows,) + x.shape[mask.ndim:])
     return index_select(flat, 0, np.flatnonzero(mask), fn="getitem")
@@ -246,13 +284,15 @@ def _masked(x: Tensor, key: tuple, mask: np.ndarray) -> Tensor:
 def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
     """The slices of ``x`` at positions ``index`` (integer array, any shape, negative
     counting from the end) along ``dim``: the result has index's shape in place of that
-    axis. Gradients of repeated positions add up. Of any dtype."""
+    axis (a 0-d index keeps the axis, of size 1, as PyTorch's). Gradients of repeated
+    positions add up. Of any dtype."""
     x = _tensor(fn, "x", x, any_dtype=True)
     if x.ndim == 0:
         raise bad_shape(fn, "x", x.shape, "at least one dimension")
     dim = _axis(fn, "dim", dim, x.ndim)
     n = x.shape[dim]
     idx = checks.array(fn, "index", index, "iu", "integer indices (e.g. int64)")
+    idx = idx.reshape(-1) if idx.ndim == 0 else idx
     if idx.size and (idx.min() < -n or idx.max() >= n):
         bad = idx[(idx < -n) | (idx >= n)].reshape(-1)[0]
         raise IndexOutOfRange(f"{fn}: index {int(bad)} is out of range for axis {dim} of "
@@ -282,7 +322,7 @@ def index_select(x, dim: int, index, fn: str = "index_select") -> Tensor:
 def _axis(fn: str, name: str, dim, rank: int) -> int:
     dim = checks.integer(fn, name, dim)
     if not -rank <= dim < rank:
-        raise bad_value(fn, name, dim, f"a dimension in [-{rank}, {rank})")
+        raise bad_axis(fn, name, dim, f"a dimension in [-{rank}, {rank})")
     return dim % rank
 
 
@@ -451,9 +491,11 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple:
         if builtins.sum(sizes) != n:
             raise bad_value("split", "split_size_or_sections", split_size_or_sections,
                             f"sizes summing to {n}, the size of dim {dim}")
-    else:
-        step = checks.integer("split", "split_size_or_sections", split_size_or_sections, 1)
-        sizes = [builtins.min(step, n - k) for k in range(0, n, step)] or [0]
+    else:           # (a size of 0 only for an empty axis, as PyTorch's)
+        step = checks.integer("split", "split_size_or_sections", split_size_or_sections,
+                              0 if n == 0 else 1)
+        sizes = [builtins.min(step, n - k) for k in range(0, n, step)] if step else [0]
+        sizes = sizes or [0]
     parts, start = [], 0
     for size in sizes:
         key = (slice(None),) * dim + (slice(start, start + size),)
@@ -471,7 +513,9 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple:
     if x.ndim == 0:
         raise bad_shape("chunk", "x", x.shape, "at least one dimension")
     n = x.shape[_axis("chunk", "dim", dim, x.ndim)]
-    return split(x, builtins.max(-(-n // chunks), 1), dim)
+    if n == 0:                          # (as many empty parts as asked, as PyTorch's)
+        return split(x, [0] * chunks, dim)
+    return split(x, -(-n // chunks), dim)
 
 
 @computes_in_float32

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, InvalidValueError, ShapeError, bad_type
+from ..errors import ArgumentTypeError, IndexOutOfRange, InvalidValueError, ShapeError, bad_type
 from ..shapes import MAX_RANK
 from . import checks, device, ops, tape
 from .low_precision import computes_in_float32, converted, refuse_low_precision
@@ -241,7 +241,7 @@ def masked_fill(input, mask, value) -> Tensor:  # noqa: A002
     tensor broadcastable to it) holds, as ``torch.Tensor.masked_fill``; the gradient of
     ``input`` is zero there."""
     x = _operand("masked_fill", "input", input)
-    if not isinstance(value, Tensor) and not checks.is_number(value):
+    if not isinstance(value, (Tensor, bool, np.bool_)) and not checks.is_number(value):
         raise bad_type("masked_fill", "value", value, "a number or a 0-d tensor")
     if isinstance(value, Tensor) and value.ndim:
         raise bad_type("masked_fill", "value", value, "a number or a 0-d tensor")
@@ -287,7 +287,7 @@ def _argreduce(op: str, input, dim, keepdim) -> Tensor:
     if x.dtype == BOOL:
         x = _to(device.active(), x, INT32)
     checks.flag(op, "keepdim", keepdim)
-    if x.size == 0:
+    if x.size == 0 and dim is None:
         raise ShapeError(f"{op}: argument 'input' has shape {x.shape}; expected at least one "
                          "element (no index points at nothing)")
     if dim is None:
@@ -305,6 +305,8 @@ def _argreduce(op: str, input, dim, keepdim) -> Tensor:
             tuple(s for k, s in enumerate(x.shape) if k != d)
         if n == 0:
             raise ShapeError(f"{op}: dim {d} of the input has no elements")
+        if x.size == 0:                 # (another axis is empty: so is the result)
+            return _constant(shape, 0, INT32)
     backend = device.active()
     h = backend.argreduce(op, handle(backend, x), outer, n, inner)
     return _result(backend, backend.reshape(h, shape), INT32)
@@ -341,9 +343,9 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(values.max()) + 1
     if values is not None and values.size and (values.min() < 0 or
                                                 values.max() >= num_classes):
-        raise InvalidValueError(f"one_hot: argument 'tensor' holds index "
-                                f"{int(values[(values < 0) | (values >= num_classes)][0])}; "
-                                f"expected indices in [0, {num_classes})")
+        raise IndexOutOfRange(f"one_hot: argument 'tensor' holds index "
+                              f"{int(values[(values < 0) | (values >= num_classes)][0])}; "
+                              f"expected indices in [0, {num_classes})")
     if idx.ndim + 1 > MAX_RANK:
         raise ShapeError(f"one_hot: the result would have {idx.ndim + 1} dimensions; at most "
                          f"{MAX_RANK}")

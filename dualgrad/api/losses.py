@@ -9,10 +9,12 @@ that are not ignored).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..errors import bad_shape, bad_value
-from . import checks, device, ops, tape
+from ..errors import bad_axis, bad_shape, bad_value
+from . import checks, device, logic, ops, tape
 from .low_precision import computes_in_float32
 from .ops import _constant, _make, _tensor, gather_rows
 from .residency import adopt, handle
@@ -77,12 +79,14 @@ def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002
     return _reduced(ops.abs(ops.sub(input, target)), _reduction("l1_loss", reduction))
 
 
-def _huber_parts(input, target, bound: float) -> tuple:
-    """(m, |d| - m) for d = input - target and m = min(|d|, bound): the quadratic and the
-    linear part of the Huber and smooth L1 losses, without a branch."""
+def _huber(input, target, bound: float, quadratic: float, linear: float) -> Tensor:
+    """quadratic d**2 where |d| < bound, else linear (|d| - bound / 2) (d = input -
+    target): the Huber and smooth L1 losses, as PyTorch's. A select, not a sum of a
+    quadratic and a linear part, so the gradient of a small d is not rounded against
+    the linear part's 1."""
     a = ops.abs(ops.sub(input, target))
-    m = ops.minimum(a, bound)
-    return m, ops.sub(a, m)
+    return logic.where(logic.lt(a, bound), ops.mul(ops.mul(a, a), quadratic),
+                       ops.mul(ops.sub(a, 0.5 * bound), linear))
 
 
 @computes_in_float32
@@ -94,18 +98,16 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
     beta = checks.number("smooth_l1_loss", "beta", beta, 0.0)
     if beta == 0.0:
         return _reduced(ops.abs(ops.sub(input, target)), reduction)
-    m, rest = _huber_parts(input, target, beta)
-    return _reduced(ops.add(ops.mul(ops.mul(m, m), 0.5 / beta), rest), reduction)
+    return _reduced(_huber(input, target, beta, 0.5 / beta, 1.0), reduction)
 
 
 @computes_in_float32
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:  # noqa: A002
-    """0.5 d**2 where |d| <= delta, else delta (|d| - 0.5 delta) (d = input - target)."""
+    """0.5 d**2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target)."""
     input, target = _same_shape("huber_loss", input, target)
     reduction = _reduction("huber_loss", reduction)
     delta = checks.number("huber_loss", "delta", delta, 0.0, lo_open=True)
-    m, rest = _huber_parts(input, target, delta)
-    return _reduced(ops.add(ops.mul(ops.mul(m, m), 0.5), ops.mul(rest, delta)), reduction)
+    return _reduced(_huber(input, target, delta, 0.5, delta), reduction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,10 +121,35 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
     input, target = _same_shape(fn, input, target)
     reduction = _reduction(fn, reduction)
     w = _weight(fn, "weight", weight, input)
-    log_p = ops.clamp(ops.log(input), min=-100.0)
-    log_q = ops.clamp(ops.log1p(ops.neg(input)), min=-100.0)
-    loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+    loss = _binary_cross_entropy_terms(input, target)
     return _reduced(loss if w is None else ops.mul(loss, w), reduction)
+
+
+def _binary_cross_entropy_terms(p: Tensor, y: Tensor) -> Tensor:
+    """-(y log p + (1 - y) log(1 - p)) elementwise, each log clamped at -100, with
+    PyTorch's gradients: (p - y) / max(p (1 - p), 1e-12) for p, finite where p is 0 or 1
+    (where the clamped logs' own would meet 0 times inf), and log(1 - p) - log p for y
+    (of the clamped logs: finite, where PyTorch's unclamped ones give inf)."""
+    backend = device.active()
+    hp, hy = handle(backend, p), handle(backend, y)
+    log_p = backend.unary("clamp", backend.unary("log", hp), -100.0, math.inf)
+    log_q = backend.unary("clamp", backend.unary("log1p", backend.unary("neg", hp)), -100.0,
+                          math.inf)
+    loss = backend.unary("neg", backend.binary(
+        "add", backend.binary("mul", hy, log_p),
+        backend.binary("mul", backend.unary("rsub_scalar", hy, 1.0), log_q)))
+
+    def backward(g, needs):
+        gp = gy = None
+        if needs[0]:
+            spread = backend.binary("mul", hp, backend.unary("rsub_scalar", hp, 1.0))
+            gp = backend.binary("mul", g, backend.binary(
+                "div", backend.binary("sub", hp, hy),
+                backend.unary("clamp", spread, 1e-12, math.inf)))
+        if needs[1]:
+            gy = backend.binary("mul", g, backend.binary("sub", log_q, log_p))
+        return gp, gy
+    return _make(loss, (p, y), backward, backend)
 
 
 @computes_in_float32
@@ -174,7 +201,43 @@ def _class_weight(fn: str, weight, like: Tensor) -> Tensor | None:
 def _rows_classes(fn: str, name: str, x: Tensor) -> None:
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise bad_shape(fn, name, x.shape,
-                        "2-D (batch, classes) with at least one row and one class")
+                        "(batch, classes), (classes,) or (batch, classes, d1, ...) with at "
+                        "least one row and one class")
+
+
+def _as_rows(fn: str, name: str, x: Tensor, target) -> tuple:
+    """PyTorch's other forms of class scores as rows (rows, classes): one sample (C,) with
+    a 0-d target, and (N, C, d1, ...) with targets (N, d1, ...) (or, as probabilities, of
+    x's shape), the classes moved last. Returns (x, target, the shape a loss per row
+    takes back for reduction "none", or None where x was 2-D)."""
+    if x.ndim == 2:
+        return x, target, None
+    if x.ndim < 2:
+        if x.ndim == 0:
+            raise bad_shape(fn, name, x.shape, "(batch, classes), (classes,) or (batch, "
+                                               "classes, d1, ...)")
+        lead, perm = (), None
+    else:
+        lead, perm = (x.shape[0],) + x.shape[2:], (0,) + tuple(range(2, x.ndim)) + (1,)
+    probabilities = _probabilities(target)
+    t = target if isinstance(target, Tensor) else np.asarray(target)
+    expected = x.shape if probabilities else lead
+    if tuple(t.shape) != expected:
+        raise bad_shape(fn, "target" if name == "input" else "targets", t.shape,
+                        f"{expected} for {name} of shape {x.shape}")
+    c = x.shape[0] if perm is None else x.shape[1]
+
+    def rows(a, classes: bool):
+        if classes and perm is not None:
+            a = ops.transpose(a, perm) if isinstance(a, Tensor) else np.transpose(a, perm)
+        shape = (-1, c) if classes else (-1,)
+        return ops.reshape(a, shape) if isinstance(a, Tensor) else a.reshape(shape)
+    return rows(x, True), rows(t, probabilities), lead
+
+
+def _per_row_shape(loss: Tensor, shape, reduction: str) -> Tensor:
+    """A per-row loss (reduction "none") in the shape of the scores' samples."""
+    return ops.reshape(loss, shape) if reduction == "none" and shape is not None else loss
 
 
 @computes_in_float32
@@ -182,17 +245,20 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,  # noqa: A002
              reduction: str = "mean") -> Tensor:
     """-w[t] input[i, t] for log-probabilities ``input`` (batch, classes) and class indices
     ``target``; rows whose target is ``ignore_index`` count for nothing. "mean" divides by
-    the sum of the weights of the targets counted (their number without ``weight``)."""
+    the sum of the weights of the targets counted (their number without ``weight``). As
+    in PyTorch, input may also be (classes,) with a 0-d target, or (batch, classes, d1,
+    ...) with targets (batch, d1, ...)."""
     fn = "nll_loss"
     input = _tensor(fn, "input", input)
-    _rows_classes(fn, "input", input)
     reduction = _reduction(fn, reduction)
+    input, target, samples = _as_rows(fn, "input", input, target)
+    _rows_classes(fn, "input", input)
     ignore_index = checks.integer(fn, "ignore_index", ignore_index)
     nll, w, _ = _picked(fn, "target", input, target, _class_weight(fn, weight, input),
                         ignore_index)
     if reduction == "mean":
         return ops.div(ops.sum(nll), ops.sum(w))
-    return _reduced(nll, reduction)
+    return _per_row_shape(_reduced(nll, reduction), samples, reduction)
 
 
 @computes_in_float32
@@ -200,16 +266,25 @@ def softmax_cross_entropy(logits, targets, weight=None, ignore_index: int = -100
                           label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     """Cross-entropy of softmax(logits) against ``targets``, as PyTorch's ``cross_entropy``:
     ``logits`` (batch, classes); ``targets`` integer class indices (batch,), or class
-    probabilities (batch, classes) as an array or tensor. ``weight`` (classes,) rescales
-    each class, rows whose target is ``ignore_index`` count for nothing, and
-    ``label_smoothing`` mixes the targets with the uniform distribution. With "mean",
-    class-index losses divide by the weights of the targets counted, probability losses by
-    the batch size. Without options, one fused kernel: the softmax is never materialised in
-    the forward pass."""
+    probabilities (batch, classes) as an array or tensor. Also PyTorch's other forms:
+    (classes,) with a 0-d target, and (batch, classes, d1, ...) (e.g. a segmentation's
+    scores per pixel) with targets (batch, d1, ...), "none" giving a loss of that shape.
+    ``weight`` (classes,) rescales each class, rows whose target is ``ignore_index`` count
+    for nothing, and ``label_smoothing`` mixes the targets with the uniform distribution.
+    With "mean", class-index losses divide by the weights of the targets counted,
+    probability losses by the number of samples. Without options, one fused kernel: the
+    softmax is never materialised in the forward pass."""
     fn = "softmax_cross_entropy"
     logits = _tensor(fn, "logits", logits)
-    _rows_classes(fn, "logits", logits)
     reduction = _reduction(fn, reduction)
+    logits, targets, samples = _as_rows(fn, "logits", logits, targets)
+    _rows_classes(fn, "logits", logits)
+    return _per_row_shape(_cross_entropy_rows(fn, logits, targets, weight, ignore_index,
+                                              label_smoothing, reduction), samples, reduction)
+
+
+def _cross_entropy_rows(fn, logits, targets, weight, ignore_index, label_smoothing,
+                        reduction) -> Tensor:
     ignore_index = checks.integer(fn, "ignore_index", ignore_index)
     smoothing = checks.number(fn, "label_smoothing", label_smoothing, 0.0, 1.0)
     w = _class_weight(fn, weight, logits)
@@ -321,8 +396,9 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
 
 @computes_in_float32
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """x1 . x2 / max(|x1| |x2|, eps) along ``dim`` (x1 and x2 broadcast), as PyTorch's:
-    sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2))."""
+    """(x1 / max(|x1|, eps)) . (x2 / max(|x2|, eps)) along ``dim`` (x1 and x2 broadcast),
+    as PyTorch's: each norm clamped on its own (where a norm is below eps, it is eps, and
+    the gradient is the one of that function)."""
     fn = "cosine_similarity"
     x1 = _tensor(fn, "x1", x1, x2)
     x2 = _tensor(fn, "x2", x2, x1)
@@ -330,10 +406,10 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     rank = max(x1.ndim, x2.ndim)
     dim = checks.integer(fn, "dim", dim)
     if not -rank <= dim < max(rank, 1):
-        raise bad_value(fn, "dim", dim, f"a dimension in [-{rank}, {rank})")
-    dot = ops.sum(ops.mul(x1, x2), dim)
-    norms = ops.mul(ops.sum(ops.mul(x1, x1), dim), ops.sum(ops.mul(x2, x2), dim))
-    return ops.div(dot, ops.sqrt(ops.clamp(norms, min=eps * eps)))
+        raise bad_axis(fn, "dim", dim, f"a dimension in [-{rank}, {rank})")
+    unit1, unit2 = (ops.div(x, ops.clamp(ops.sqrt(ops.sum(ops.mul(x, x), dim, True)), min=eps))
+                    for x in (x1, x2))
+    return ops.sum(ops.mul(unit1, unit2), dim)
 
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",

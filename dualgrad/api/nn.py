@@ -13,10 +13,10 @@ import numpy as np
 from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, bad_value
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
-from .indexing import flatten
-from .residency import set_host_data, store_weight
-from .tensor import (Parameter, Tensor, ag_buffer, ag_param, host_array, is_floating,
-                     resolve_dtype)
+from .indexing import flatten, unsqueeze
+from .residency import adopt, handle, set_host_data, store_weight
+from .tensor import (Parameter, Tensor, ag_buffer, ag_param, ag_tensor, host_array,
+                     is_floating, resolve_dtype)
 
 
 def _refuse_unregistered_collection(module, name, value) -> None:
@@ -128,25 +128,82 @@ class Module:
 
     def _state_tensors(self) -> dict:
         """Name -> tensor of what ``state_dict`` holds, in PyTorch's order: a module's own
-        parameters, its buffers, then its children's (a shared parameter once)."""
-        return dict(self._named_state("", set()))
+        parameters, its buffers, then its children's. A tied parameter or a shared module
+        is there under each of its names, as in PyTorch's (so its state_dicts load)."""
+        return dict(self._named_state(""))
 
-    def _named_state(self, prefix: str, seen: set):
+    def _named_state(self, prefix: str):
         for name, p in self._parameters.items():
-            if id(p) not in seen:
-                seen.add(id(p))
-                yield prefix + name, p
+            yield prefix + name, p
         for name, b in self._buffers.items():
             if b is not None:
                 yield prefix + name, b
         for name, m in self._modules.items():
-            yield from m._named_state(prefix + name + ".", seen)
+            yield from m._named_state(prefix + name + ".")
 
-    def named_modules(self, prefix: str = ""):
-        """(dotted path, module) for this module ("" for itself) and every descendant."""
+    def named_modules(self, prefix: str = "", memo: set | None = None):
+        """(dotted path, module) for this module ("" for itself) and every descendant,
+        each module once (a shared one under its first path), as PyTorch's."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
         yield prefix.rstrip("."), self
         for name, m in self._modules.items():
-            yield from m.named_modules(prefix + name + ".")
+            yield from m.named_modules(prefix + name + ".", memo)
+
+    def modules(self):
+        """This module and every descendant, each once."""
+        return (m for _, m in self.named_modules())
+
+    def named_children(self):
+        """(name, module) of the direct children, each module once."""
+        seen = set()
+        for name, m in self._modules.items():
+            if id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self):
+        """The direct children, each once."""
+        return (m for _, m in self.named_children())
+
+    def add_module(self, name: str, module) -> None:
+        """Register ``module`` (a Module or None) as the child ``name``, as an attribute
+        assignment does."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise bad_value("add_module", "name", name, "a non-empty name without '.'")
+        if module is not None and not isinstance(module, Module):
+            raise bad_type("add_module", "module", module, "a dg.nn.Module or None")
+        setattr(self, name, module)
+
+    def register_parameter(self, name: str, param) -> None:
+        """Register ``param`` (a Parameter or None) as ``name``, as an attribute assignment
+        does."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise bad_value("register_parameter", "name", name, "a non-empty name without '.'")
+        if param is not None and not isinstance(param, Parameter):
+            raise bad_type("register_parameter", "param", param, "a dg.nn.Parameter or None "
+                           "(dg.ag_param(array))")
+        setattr(self, name, param)
+
+    def get_submodule(self, target: str):
+        """The descendant at dotted path ``target`` ("" for this module)."""
+        module = self
+        for part in target.split(".") if target else ():
+            child = module._modules.get(part)
+            if child is None:
+                raise InvalidValueError(f"get_submodule: {type(module).__name__} has no "
+                                        f"child '{part}' (path '{target}')")
+            module = child
+        return module
+
+    def requires_grad_(self, requires_grad: bool = True):
+        """Set ``requires_grad`` of every parameter (freezing or unfreezing); returns self."""
+        flag = checks.flag("requires_grad_", "requires_grad", requires_grad)
+        for p in self.parameters():
+            p.requires_grad = flag
+        return self
 
     def state_dict(self) -> dict:
         """Parameter and buffer name -> a NumPy copy of its current value."""
@@ -199,7 +256,7 @@ class Module:
     def apply(self, fn):
         """Call ``fn(module)`` on every descendant, then on this module (PyTorch's order:
         children first), e.g. to initialise weights; returns self."""
-        for m in self._modules.values():
+        for m in self.children():
             m.apply(fn)
         fn(self)
         return self
@@ -316,14 +373,23 @@ class Sequential(Module):
             i += 1
         return x
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
+    def __getitem__(self, i):
+        """The i-th module, or for a slice a Sequential of those modules (as PyTorch's)."""
+        modules = list(self._modules.values())
+        return Sequential(*modules[i]) if isinstance(i, slice) else modules[i]
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules.values())
+
+    def append(self, module: Module) -> "Sequential":
+        """Add ``module`` at the end; returns self."""
+        if not isinstance(module, Module):
+            raise bad_type("Sequential.append", "module", module, "a dg.nn.Module")
+        setattr(self, str(len(self._modules)), module)
+        return self
 
 
 class ModuleList(Module):
@@ -444,6 +510,24 @@ for _op in UNARY:
         globals()[_op.layer] = _activation(_op)
 
 
+class Softplus(Module):
+    """``softplus(x, beta, threshold)``: log(1 + e**(beta x)) / beta, x itself where beta x
+    > threshold."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta = checks.number("Softplus", "beta", beta)
+        self.threshold = checks.number("Softplus", "threshold", threshold)
+        if self.beta == 0.0:
+            raise bad_value("Softplus", "beta", beta, "a nonzero number")
+
+    def forward(self, x):
+        return ops.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
 class Hardtanh(Module):
     """``hardtanh(x, min_val, max_val)``: x limited to [min_val, max_val]."""
 
@@ -523,44 +607,90 @@ class ReLU6(Module):
 
 
 class LayerNorm(Module):
-    """Normalises the last axis (of size ``normalized_shape``), then scales by ``weight``
-    (ones) and shifts by ``bias`` (zeros; none with ``bias=False``)."""
+    """Normalises the trailing axes ``normalized_shape`` (an int: the last axis; a tuple:
+    that many trailing axes, taken together), then scales by ``weight`` (ones) and shifts
+    by ``bias`` (zeros), as PyTorch's: no bias with ``bias=False``, neither with
+    ``elementwise_affine=False``."""
 
-    def __init__(self, normalized_shape: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True):
         super().__init__()
-        self.normalized_shape = checks.integer("LayerNorm", "normalized_shape",
-                                               normalized_shape, 1)
-        self.eps = checks.number("LayerNorm", "eps", eps, 0.0, lo_open=True)
-        self.weight = ag_param(np.ones(self.normalized_shape, np.float32))
+        fn = "LayerNorm"
+        dims = normalized_shape if isinstance(normalized_shape, (tuple, list)) else \
+            (normalized_shape,)
+        if not dims:
+            raise bad_value(fn, "normalized_shape", normalized_shape, "at least one size")
+        self.normalized_shape = tuple(checks.integer(fn, "normalized_shape", n, 1)
+                                      for n in dims)
+        self.eps = checks.number(fn, "eps", eps, 0.0, lo_open=True)
+        affine = checks.flag(fn, "elementwise_affine", elementwise_affine)
+        with_bias = checks.flag(fn, "bias", bias)
+        self.weight = ag_param(np.ones(self.normalized_shape, np.float32)) if affine else None
         self.bias = ag_param(np.zeros(self.normalized_shape, np.float32)) \
-            if checks.flag("LayerNorm", "bias", bias) else None
+            if affine and with_bias else None
 
     def forward(self, x):
-        bias = self.bias
-        if bias is None:            # (the kernel shifts by zeros made on the device)
-            bias = ops._constant((self.normalized_shape,), 0.0, self.weight.dtype)
-        return ops.layer_norm(x, self.weight, bias, self.eps)
+        shape, size = self.normalized_shape, math.prod(self.normalized_shape)
+        if len(shape) == 1 and self.weight is not None:        # the common case, as it is
+            bias = self.bias if self.bias is not None else \
+                ops._constant(shape, 0.0, self.weight.dtype)   # (zeros made on the device)
+            return ops.layer_norm(x, self.weight, bias, self.eps)
+        x = ops._tensor("LayerNorm", "x", x, low_precision=True)
+        if tuple(x.shape[x.ndim - len(shape):]) != shape or x.ndim < len(shape):
+            raise bad_shape("LayerNorm", "x", x.shape, f"trailing axes {shape}")
+        dtype = self.weight.dtype if self.weight is not None else np.float32
+        # (missing weight and bias: ones and zeros made on the device)
+        weight = ops._constant((size,), 1.0, dtype) if self.weight is None else \
+            ops.reshape(self.weight, (size,))
+        bias = ops._constant((size,), 0.0, dtype) if self.bias is None else \
+            ops.reshape(self.bias, (size,))
+        flat = ops.reshape(x, x.shape[:x.ndim - len(shape)] + (size,))
+        return ops.reshape(ops.layer_norm(flat, weight, bias, self.eps), x.shape)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        shape = self.normalized_shape[0] if len(self.normalized_shape) == 1 else \
+            self.normalized_shape
+        return f"{shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
 
 
 class Embedding(Module):
     """A table of ``num_embeddings`` vectors of size ``embedding_dim`` (initialised from
-    N(0, 1) as in PyTorch), looked up by integer index arrays."""
+    N(0, 1) as in PyTorch), looked up by integer index arrays. With ``padding_idx`` (as
+    PyTorch's), that row starts at zeros and takes no gradient: its lookups read it as a
+    constant."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None):
         super().__init__()
-        self.num_embeddings = checks.integer("Embedding", "num_embeddings", num_embeddings, 1)
-        self.embedding_dim = checks.integer("Embedding", "embedding_dim", embedding_dim, 1)
-        self.weight = ag_param(random.generator().standard_normal(
-            (self.num_embeddings, self.embedding_dim), dtype=np.float32))
+        fn = "Embedding"
+        self.num_embeddings = checks.integer(fn, "num_embeddings", num_embeddings, 1)
+        self.embedding_dim = checks.integer(fn, "embedding_dim", embedding_dim, 1)
+        if padding_idx is not None:
+            padding_idx = checks.integer(fn, "padding_idx", padding_idx, -self.num_embeddings,
+                                         self.num_embeddings) % self.num_embeddings
+        self.padding_idx = padding_idx
+        table = random.generator().standard_normal((self.num_embeddings, self.embedding_dim),
+                                                   dtype=np.float32)
+        if padding_idx is not None:
+            table[padding_idx] = 0.0
+        self.weight = ag_param(table)
 
     def forward(self, indices):
-        return ops.embedding(self.weight, indices)
+        rows = ops.embedding(self.weight, indices)
+        if self.padding_idx is None:
+            return rows
+        from .logic import eq, where         # (logic builds on the layers' ops)
+        # the padding row's lookups as a constant copy (no gradient flows to the table)
+        backend = device.active()
+        copied = backend.empty(tuple(rows.shape), rows.dtype)
+        backend.copy(copied, handle(backend, rows))
+        constant = adopt(backend, Tensor(rows.shape, rows.dtype), copied)
+        index = indices if isinstance(indices, Tensor) else \
+            ag_tensor(np.asarray(indices), dtype="int32")
+        return where(unsqueeze(eq(index, self.padding_idx), -1), constant, rows)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):

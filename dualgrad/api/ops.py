@@ -23,8 +23,8 @@ import threading
 import numpy as np
 
 from ..backend import PLAIN, Epilogue
-from ..errors import (ArgumentTypeError, InvalidValueError, ShapeError, bad_shape, bad_type,
-                      bad_value)
+from ..errors import (ArgumentTypeError, IndexOutOfRange, InvalidValueError, ShapeError,
+                      bad_axis, bad_shape, bad_type, bad_value)
 from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
 from ..shapes import MAX_RANK, broadcast_strides
 from . import autocast, capture, checks, device, tape
@@ -127,8 +127,8 @@ def _axes(fn: str, x: Tensor, axis) -> tuple:
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise bad_type(fn, "axis", axis, "None, an int or a tuple of ints")
         if not -rank <= a < rank:
-            raise bad_value(fn, "axis", axis,
-                            f"axes in [-{rank}, {rank}) for a tensor of shape {x.shape}")
+            raise bad_axis(fn, "axis", axis,
+                           f"axes in [-{rank}, {rank}) for a tensor of shape {x.shape}")
         out.append(int(a) % rank)
     if len(set(out)) != len(out):
         raise bad_value(fn, "axis", axis, "each axis at most once")
@@ -181,6 +181,21 @@ PUBLIC_UNARY = tuple(op.name for op in UNARY if op.doc)
 for _op in UNARY:
     if _op.doc:
         globals()[_op.name] = _public_unary(_op)
+
+
+def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + e**(beta x)) / beta, elementwise, and x itself where beta x > threshold, as
+    PyTorch's Softplus (beta 1 and threshold 20: one kernel; else a composition of it)."""
+    beta = checks.number("softplus", "beta", beta)
+    threshold = checks.number("softplus", "threshold", threshold)
+    if beta == 1.0 and threshold == 20.0:
+        return _unary("softplus", "softplus", x)
+    if beta == 0.0:
+        raise InvalidValueError("softplus: argument 'beta' is 0.0; expected a nonzero number")
+    from . import logic                        # (it builds on this module)
+    x = _tensor("softplus", "x", x, low_precision=True)
+    z = mul(x, beta)
+    return logic.where(logic.gt(z, threshold), x, div(_unary("softplus", "softplus", z), beta))
 
 
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
@@ -528,8 +543,8 @@ def transpose(x, axes=None) -> Tensor:
                         for a in axes):
         raise bad_type("transpose", "axes", axes, "a permutation of the axes (ints)")
     if builtins.any(not -x.ndim <= a < x.ndim for a in axes):
-        raise bad_value("transpose", "axes", axes,
-                        f"axes in [-{x.ndim}, {x.ndim}) for shape {x.shape}")
+        raise bad_axis("transpose", "axes", axes,
+                       f"axes in [-{x.ndim}, {x.ndim}) for shape {x.shape}")
     axes = tuple(int(a) % x.ndim for a in axes)
     if sorted(axes) != list(range(x.ndim)):
         raise bad_value("transpose", "axes", axes,
@@ -827,9 +842,9 @@ def class_indices(fn: str, name: str, value, count: int, bound: int,
             bad &= array != ignore
         if bad.any():
             also = "" if ignore is None else f" or ignore_index ({ignore})"
-            raise InvalidValueError(f"{fn}: argument '{name}' holds index "
-                                    f"{int(array[bad].reshape(-1)[0])}; expected indices in "
-                                    f"[0, {bound}){also}")
+            raise IndexOutOfRange(f"{fn}: argument '{name}' holds index "
+                                  f"{int(array[bad].reshape(-1)[0])}; expected indices in "
+                                  f"[0, {bound}){also}")
     # A recorded step replayed with new indices checks them the same way first.
     capture.check_input(value, lambda new: class_indices(fn, name, new, count, bound, ignore))
     return array
@@ -863,8 +878,8 @@ def _index_rows(fn: str, x: Tensor, dim, index) -> tuple:
         raise bad_shape(fn, "x", x.shape, "at least one dimension")
     dim = checks.integer(fn, "dim", dim)
     if not -x.ndim <= dim < x.ndim:
-        raise bad_value(fn, "dim", dim, f"a dimension in [-{x.ndim}, {x.ndim}) of shape "
-                                        f"{x.shape}")
+        raise bad_axis(fn, "dim", dim, f"a dimension in [-{x.ndim}, {x.ndim}) of shape "
+                                       f"{x.shape}")
     dim %= x.ndim
     idx = class_indices(fn, "index", index, None, x.shape[dim])
     if idx.ndim != x.ndim or builtins.any(idx.shape[d] > x.shape[d]

@@ -376,24 +376,40 @@ class Optimizer:
 # ---------------------------------------------------------------------------------------------
 # Gradient clipping
 
-def clip_grad_norm(params, max_norm: float) -> Tensor:
-    """Scale the gradients of ``params`` in place so that their joint L2 norm is at most
-    ``max_norm`` (as ``torch.nn.utils.clip_grad_norm_``: coefficient
-    max_norm / (norm + 1e-6), capped at 1). Returns the norm before clipping as a 0-d
-    tensor; computed on the device, nothing is downloaded."""
+def clip_grad_norm(params, max_norm: float, norm_type=2.0) -> Tensor:
+    """Scale the gradients of ``params`` in place so that their joint ``norm_type``-norm
+    (2 by default; any positive p, or inf: the largest magnitude) is at most ``max_norm``
+    (as ``torch.nn.utils.clip_grad_norm_``: coefficient max_norm / (norm + 1e-6), capped
+    at 1). Returns the norm before clipping as a 0-d tensor; computed on the device,
+    nothing is downloaded."""
     params = _parameter_list("clip_grad_norm", params)
     max_norm = checks.number("clip_grad_norm", "max_norm", max_norm, 0.0, lo_open=True)
+    if norm_type == "inf" or (checks.is_number(norm_type) and norm_type == math.inf):
+        p = math.inf
+    else:
+        p = checks.number("clip_grad_norm", "norm_type", norm_type, 0.0, lo_open=True)
     backend = device.active()
-    grads = [p.grad for p in params if p.grad is not None]
-    total_sq = None
+    grads = [g.grad for g in params if g.grad is not None]
+    total = None                      # the sum of |g|^p, or for p = inf the largest |g|
     for g in grads:
         h = _wide(backend, handle(backend, g))
-        sq = backend.reduce("sum_squares", h, tuple(range(len(h.shape))))
-        total_sq = sq if total_sq is None else backend.binary("add", total_sq, sq)
+        axes = tuple(range(len(h.shape)))
+        if p == 2.0:
+            part = backend.reduce("sum_squares", h, axes)
+        elif math.isinf(p):
+            part = backend.reduce("max", backend.unary("abs", h), axes)
+        else:
+            part = backend.reduce("sum", backend.unary("pow_scalar", backend.unary("abs", h),
+                                                       p), axes)
+        total = part if total is None else \
+            backend.binary("maximum" if math.isinf(p) else "add", total, part)
     dtype = _wide_type(grads[0].dtype) if grads else np.dtype(np.float32)
-    if total_sq is None:
-        total_sq = backend.upload(np.zeros((), dtype))
-    total = backend.unary("sqrt", total_sq)
+    if total is None:
+        total = backend.upload(np.zeros((), dtype))
+    if p == 2.0:
+        total = backend.unary("sqrt", total)
+    elif not math.isinf(p) and p != 1.0:
+        total = backend.unary("pow_scalar", total, 1.0 / p)
     coef = backend.unary("rdiv_scalar", backend.unary("add_scalar", total, 1e-6), max_norm)
     coef = backend.unary("clamp", coef, -math.inf, 1.0)
     for g in grads:

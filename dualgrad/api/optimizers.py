@@ -48,7 +48,7 @@ class SGD(_Base):
                      maximize=False)
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0,
-                 nesterov: bool = False, weight_decay: float = 0.0, dampening: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  *, maximize: bool = False):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
@@ -81,26 +81,28 @@ def adam_hyper(lr, betas, eps, weight_decay, step, decoupled) -> dict:
 
 
 class Adam(_Base):
-    """Adam, as ``torch.optim.Adam`` (weight decay as an L2 term in the gradient; see AdamW
-    for decoupled weight decay); ``amsgrad`` keeps the running maximum of the second
+    """Adam, as ``torch.optim.Adam`` (weight decay as an L2 term in the gradient, or with
+    ``decoupled_weight_decay`` AdamW's); ``amsgrad`` keeps the running maximum of the second
     moment."""
 
-    rule, _fn, _decoupled = "adam", "Adam", False
+    rule, _fn = "adam", "Adam"
     _defaults = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
-                     maximize=False)
+                     maximize=False, decoupled_weight_decay=False)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 decoupled_weight_decay: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas) if isinstance(betas, list)
                                       else betas, eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _slots(self, group: dict) -> tuple:
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq" if group["amsgrad"] else None)
 
     def _hyper(self, g: dict, state: dict, first: bool) -> dict:
         return dict(adam_hyper(g["lr"], g["betas"], g["eps"], g["weight_decay"],
-                               state["step"], self._decoupled),
+                               state["step"], g["decoupled_weight_decay"]),
                     amsgrad=g["amsgrad"], maximize=g["maximize"])
 
 
@@ -108,12 +110,13 @@ class AdamW(Adam):
     """Adam with decoupled weight decay (the weight shrinks by lr * weight_decay each step),
     as ``torch.optim.AdamW``; its default weight_decay is 0.01."""
 
-    _fn, _decoupled = "AdamW", True
-    _defaults = {**Adam._defaults, "weight_decay": 1e-2}
+    _fn = "AdamW"
+    _defaults = {**Adam._defaults, "weight_decay": 1e-2, "decoupled_weight_decay": True}
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
 
 
 class RMSprop(_Base):
@@ -287,10 +290,10 @@ class RAdam(_Base):
                     step_size=step_size)
 
 
-def optimizer_sgd(params, lr, momentum=0.0, nesterov=False, weight_decay=0.0,
-                  dampening=0.0) -> SGD:
-    """An SGD optimizer (``dg.optim.SGD``)."""
-    return SGD(params, lr, momentum, nesterov, weight_decay, dampening)
+def optimizer_sgd(params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                  nesterov=False) -> SGD:
+    """An SGD optimizer (``dg.optim.SGD``; its arguments in PyTorch's order)."""
+    return SGD(params, lr, momentum, dampening, weight_decay, nesterov)
 
 
 def optimizer_adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) -> Adam:

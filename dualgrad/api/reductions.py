@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..errors import bad_type, bad_value
+from ..errors import bad_axis, bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
@@ -74,10 +74,19 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
 @computes_in_float32
 def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
         keepdim=None) -> Tensor:
-    """Standard deviation: sqrt(var(x, ..., correction)), as ``torch.std``."""
+    """Standard deviation: sqrt(var(x, ..., correction)), as ``torch.std``; its gradient
+    is 0 where the deviation is 0 (as PyTorch's: not 0 times sqrt's infinite slope)."""
     axis, keepdims = _dim_or_axis("std", axis, dim, keepdims, keepdim)
     x = _tensor("std", "x", x)         # (before var: a 16-bit x rounds once, at the end)
-    return ops.sqrt(var(x, axis, keepdims, correction=correction))
+    v = var(x, axis, keepdims, correction=correction)
+    backend = device.active()
+    hy = backend.unary("sqrt", handle(backend, v))
+
+    def backward(g, needs):
+        zero = _filled(backend, (), 0.0, hy.dtype)
+        slope = backend.binary("div", g, backend.unary("mul_scalar", hy, 2.0))
+        return (backend.where(backend.logic("eq", hy, zero), zero, slope),)
+    return _make(hy, (v,), backward, backend)
 
 
 def _finite_max(backend, hx, axes: tuple):
@@ -192,7 +201,7 @@ def cumsum(x, dim: int) -> Tensor:
     rank = builtins.max(x.ndim, 1)
     dim = checks.integer("cumsum", "dim", dim)
     if not -rank <= dim < rank:
-        raise bad_value("cumsum", "dim", dim, f"a dimension in [-{rank}, {rank})")
+        raise bad_axis("cumsum", "dim", dim, f"a dimension in [-{rank}, {rank})")
     shape = x.shape or (1,)
     dim %= rank
     outer, n = math.prod(shape[:dim]), shape[dim]

@@ -2,6 +2,9 @@
 
 Every schedule but ReduceLROnPlateau is a closed form of the step count (``lr_at``), so a
 schedule's whole state is its position and SequentialLR can run its parts from any step.
+The price, against PyTorch's chainable schedules (which multiply the rate the optimizer
+holds): two schedules stepped on one optimizer do not compose (the last one sets the rate),
+and a rate set by hand lasts until the next step.
 OneCycleLR and CyclicLR also cycle the momentum (SGD's ``momentum``, Adam's ``betas[0]``) as
 PyTorch's do by default.
 """

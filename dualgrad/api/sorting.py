@@ -12,7 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..errors import bad_value
+from ..errors import bad_axis, bad_value
 from . import checks, device
 from .logic import _operand
 from .low_precision import computes_in_float32
@@ -30,7 +30,7 @@ def _rows(fn: str, x: Tensor, dim) -> tuple:
     dim = checks.integer(fn, "dim", dim)
     rank = x.ndim or 1
     if not -rank <= dim < rank:
-        raise bad_value(fn, "dim", dim, f"a dimension in [-{rank}, {rank}) of shape {x.shape}")
+        raise bad_axis(fn, "dim", dim, f"a dimension in [-{rank}, {rank}) of shape {x.shape}")
     if x.ndim == 0:
         return reshape(x, (1, 1)), [], ()
     dim %= x.ndim

@@ -94,6 +94,12 @@ class Tensor:
             raise ArgumentTypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        """The slices along the first axis, as PyTorch's (a 0-d tensor is not iterable)."""
+        if not self.shape:
+            raise ArgumentTypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     def __repr__(self) -> str:
         """Its values (NumPy's summary past a thousand elements: reading them waits for the
         device), then shape, dtype and where the value lives."""

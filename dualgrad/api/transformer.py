@@ -179,8 +179,8 @@ class TransformerEncoderLayer(Module):
                                                       dim_feedforward, 1), bias)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
 
