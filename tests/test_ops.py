@@ -1178,6 +1178,30 @@ def test_gradients_at_pytorchs_edge_points(device):
     np.testing.assert_array_equal(np.concatenate([y.grad.numpy(), x.grad.numpy()]), 0.0)
 
 
+def test_clamp_takes_tensor_bounds(device):
+    """Bounds broadcast with x; x's gradient where it is the result, each bound's where it
+    is; max everywhere a bound pair crosses (min > max), as PyTorch's."""
+    x = np.array([[-2.0, 0.0, 0.5, 3.0]], np.float32)
+    lo = np.array([[-1.0], [1.0]], np.float32)            # the second row's min is above max
+    hi = np.float32(0.75) * np.ones((1, 4), np.float32)
+    ts = [dg.ag_tensor(a, requires_grad=True) for a in (x, lo, hi)]
+    with dg.with_grad_tape():
+        y = dg.clamp(*ts)
+        dg.sum(y).backward()
+    np.testing.assert_array_equal(y.numpy(), [[-1.0, 0.0, 0.5, 0.75], [0.75] * 4])
+    np.testing.assert_array_equal(ts[0].grad.numpy(), [[0.0, 1.0, 1.0, 0.0]])
+    np.testing.assert_array_equal(ts[1].grad.numpy(), [[1.0], [0.0]])
+    np.testing.assert_array_equal(ts[2].grad.numpy(), [[1.0, 1.0, 1.0, 2.0]])
+
+
+def test_round_to_decimals_as_pytorch(device):
+    x = np.array([1.2345, -2.5551, 0.125, 1234.5], np.float32)
+    np.testing.assert_array_equal(dg.round(dg.ag_tensor(x), decimals=2).numpy(),
+                                  np.round(x * np.float32(100)) / np.float32(100))
+    np.testing.assert_array_equal(dg.round(dg.ag_tensor(x), decimals=-2).numpy(),
+                                  [0.0, -0.0, 0.0, 1200.0])
+
+
 def test_clamp_with_min_above_max_gives_max_everywhere(device):
     x = np.array([-1.0, 1.0, 5.0, NAN], F32)
     with dg.with_grad_tape():

@@ -123,6 +123,25 @@ def test_two_norm_gradient_is_zero_at_zero(device):
     np.testing.assert_array_equal(t.grad.numpy(), np.zeros((2, 3)))
 
 
+@pytest.mark.parametrize("x, p", [([0.0, 0.0, 0.0], 3.0), ([0.0, 1.0, 2.0], 0.5),
+                                  ([0.0, 1.0, -2.0], 3.0), ([3e-39, 4e-39], 2.0)],
+                         ids=["zero vector p=3", "a zero p=0.5", "a zero p=3", "underflow"])
+def test_norm_gradients_are_zero_where_pytorch_masks_them(device, x, p):
+    """g sign(x) (|x| / norm)**(p - 1), 0 where x is 0 or the norm is 0 (the squares of
+    3e-39 underflow: PyTorch's norm and gradient are 0 there), not 0 * inf."""
+    x = np.array(x, np.float32)
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(x, requires_grad=True)
+        y = dg.norm(t, p)
+        y.backward()
+    a = np.abs(x.astype(np.float64))
+    norm = float(y.item())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.where((a == 0) | (norm == 0), 0.0,
+                            np.sign(x) * (a / norm) ** (p - 1))
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-5)
+
+
 def test_std_gradient_is_zero_where_there_is_no_spread(device):
     """PyTorch's rule: g / (2 std) masked to 0 where std is 0 (not 0 times inf), the rows
     with a spread unchanged."""

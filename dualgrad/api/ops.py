@@ -183,6 +183,17 @@ for _op in UNARY:
         globals()[_op.name] = _public_unary(_op)
 
 
+def round(x, decimals: int = 0) -> Tensor:  # noqa: A001 - PyTorch's name
+    """The nearest integer, halves to the even one (as torch.round), elementwise; with
+    ``decimals``, round(x * 10**decimals) / 10**decimals, PyTorch's rule. Its gradient is
+    0."""
+    decimals = checks.integer("round", "decimals", decimals)
+    if decimals == 0:
+        return _unary("round", "round", x)
+    scale = 10.0 ** decimals
+    return div(_unary("round", "round", mul(x, scale)), scale)
+
+
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + e**(beta x)) / beta, elementwise, and x itself where beta x > threshold, as
     PyTorch's Softplus (beta 1 and threshold 20: one kernel; else a composition of it)."""
@@ -201,12 +212,18 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
     """min(max(x, min), max), elementwise (either bound may be None): x limited to [min,
     max], or max everywhere when min > max, as PyTorch's clamp; NaN passes through. The
-    gradient flows where min <= x <= max."""
+    gradient flows where min <= x <= max. A bound may be a tensor (broadcast with x), as
+    PyTorch's: it takes the gradient where it is the result."""
     for name, bound in (("min", min), ("max", max)):
-        if bound is not None and not is_number(bound):
-            raise bad_type("clamp", name, bound, "a number or None")
+        if bound is not None and not is_number(bound) and not isinstance(bound, Tensor):
+            raise bad_type("clamp", name, bound, "a number, a tensor or None")
     if min is None and max is None:
         raise InvalidValueError("clamp: at least one of 'min' and 'max' must be given")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from . import logic                    # (it builds on this module)
+        x = _tensor("clamp", "x", x)
+        out = x if min is None else logic.where(logic.lt(x, min), min, x)
+        return out if max is None else logic.where(logic.gt(out, max), max, out)
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
     return _unary("clamp", "clamp", x, lo, hi)

@@ -22,7 +22,6 @@ from .residency import handle
 from .tensor import Tensor
 
 _FLT_MAX = float(np.finfo(np.float32).max)
-_FLT_MIN = float(np.finfo(np.float32).tiny)
 
 
 @computes_in_float32
@@ -143,7 +142,7 @@ def norm(x, p=2, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
         return ops.sum(ops.sign(a), axis, keepdims)
     if p == 1:
         return ops.sum(a, axis, keepdims)
-    return ops.pow(ops.sum(ops.pow(a, float(p)), axis, keepdims), 1.0 / p)
+    return _p_norm(x, float(p), _axes("norm", x, axis), keepdims)
 
 
 def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
@@ -157,9 +156,33 @@ def _two_norm(x: Tensor, axes: tuple, keepdims: bool) -> Tensor:
     hy = _without_axes(backend, hn, axes, keepdims)
 
     def backward(g, needs):
-        # x / max(norm, FLT_MIN) is x / norm, and 0 where x (and the norm) is 0
-        unit = backend.binary("div", hx, backend.unary("maximum_scalar", hn, _FLT_MIN))
+        # x / norm, 0 where the norm is 0 (where x is 0, or its squares underflow)
+        zero = _filled(backend, (), 0.0, hn.dtype)
+        unit = backend.where(backend.logic("eq", hn, zero), zero, backend.binary("div", hx, hn))
         return (backend.binary("mul", unit, backend.reshape(g, kshape)),)
+    return _make(hy, (x,), backward, backend)
+
+
+def _p_norm(x: Tensor, p: float, axes: tuple, keepdims: bool) -> Tensor:
+    """(sum |x|**p)**(1/p) for a p other than 0, 1, 2 and inf; its gradient PyTorch's,
+    g sign(x) (|x| / norm)**(p - 1), 0 where x is 0 or the norm is (where the chain rule
+    through the powers would give 0 * inf)."""
+    backend = device.active()
+    hx = handle(backend, x)
+    ha = backend.unary("abs", hx)
+    hn = backend.unary("pow_scalar", backend.reduce("sum", backend.unary("pow_scalar", ha, p),
+                                                    axes, keepdims=True), 1.0 / p)
+    kshape = tuple(hn.shape)
+    hy = _without_axes(backend, hn, axes, keepdims)
+
+    def backward(g, needs):
+        zero = _filled(backend, (), 0.0, hn.dtype)
+        slope = backend.binary("mul", backend.unary("sign", hx), backend.unary(
+            "pow_scalar", backend.binary("div", ha, hn), p - 1.0))
+        none = backend.logic("logical_or", backend.logic("eq", ha, zero),
+                             backend.logic("eq", hn, zero))
+        return (backend.binary("mul", backend.where(none, zero, slope),
+                               backend.reshape(g, kshape)),)
     return _make(hy, (x,), backward, backend)
 
 
