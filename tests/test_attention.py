@@ -295,6 +295,28 @@ def test_self_attention_in_place_matches_the_composition(device, batch_first, au
             assert np.linalg.norm(fused - composed) <= 2 ** -8 * np.linalg.norm(composed)
 
 
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_takes_unbatched_inputs_as_a_batch_of_one(device, batch_first):
+    """(L, E) query and (S, E) key and value, a (S,) padding mask: PyTorch's unbatched form,
+    the batch of one's output (L, E) and weights (L, S) or per head (H, L, S)."""
+    dg.manual_seed(5)
+    mha = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+    r = np.random.default_rng(3)
+    x, kv = (r.standard_normal(shape).astype(np.float32) for shape in ((5, 8), (6, 8)))
+    pad = np.array([False, True, False, False, True, False])
+    axis = 0 if batch_first else 1
+    for per_head in (True, False):
+        out, w = mha(dg.ag_tensor(x), dg.ag_tensor(kv), dg.ag_tensor(kv), key_padding_mask=pad,
+                     average_attn_weights=per_head is False)
+        bout, bw = mha(*(dg.ag_tensor(np.expand_dims(a, axis)) for a in (x, kv, kv)),
+                       key_padding_mask=pad[None], average_attn_weights=per_head is False)
+        assert out.shape == (5, 8) and w.shape == ((2, 5, 6) if per_head else (5, 6))
+        np.testing.assert_array_equal(out.numpy(), np.squeeze(bout.numpy(), axis))
+        np.testing.assert_array_equal(w.numpy(), bw.numpy()[0])
+    alone = mha(dg.ag_tensor(x), dg.ag_tensor(x), dg.ag_tensor(x), need_weights=False)
+    assert alone[0].shape == (5, 8) and alone[1] is None
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_an_encoder_layer_with_a_causal_mask_ignores_the_future(device, norm_first):
     dg.manual_seed(1)

@@ -10,7 +10,7 @@ from ..errors import bad_shape, bad_type, bad_value
 from . import checks, init, ops, random
 from .attention import (attention_scores, fused_attention, fused_packed_attention,
                         kernels_take, low_precision_inputs, mask_tensor, widened)
-from .indexing import split
+from .indexing import split, squeeze, unsqueeze
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module
 from .ops import _tensor, linear, matmul, reshape, softmax, transpose
@@ -77,12 +77,17 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
         """(attention output like query, the attention weights (N, L, S), averaged over the
-        heads, or per head (N, H, L, S), or None without ``need_weights``)."""
+        heads, or per head (N, H, L, S), or None without ``need_weights``). As in PyTorch,
+        query, key and value may also be unbatched, (L, E) and (S, E) (key_padding_mask
+        (S,)): the output (L, E), the weights (L, S) or (H, L, S)."""
         fn = "MultiheadAttention"
         same = query is key and key is value
         query = _tensor(fn, "query", query)
         key = query if same else _tensor(fn, "key", key, query)
         value = query if same else _tensor(fn, "value", value, query)
+        if query.ndim == 2 and key.ndim == 2 and value.ndim == 2:
+            return self._unbatched(query, key, value, same, key_padding_mask, need_weights,
+                                   attn_mask, average_attn_weights, is_causal)
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
                 raise bad_shape(fn, name, t.shape, f"3 dimensions, the last "
@@ -128,6 +133,22 @@ class MultiheadAttention(Module):
         if not need_weights:
             return out, None
         return out, (ops.mean(weights, 1) if average_attn_weights else weights)
+
+    def _unbatched(self, query, key, value, same, key_padding_mask, need_weights, attn_mask,
+                   average_attn_weights, is_causal):
+        """forward of (L, E) inputs as a batch of one, the batch axis dropped after."""
+        axis = 0 if self.batch_first else 1
+        batched = [unsqueeze(t, axis) for t in ((query,) if same else (query, key, value))]
+        if same:
+            batched = batched * 3
+        if key_padding_mask is not None:
+            key_padding_mask = unsqueeze(mask_tensor("MultiheadAttention", "key_padding_mask",
+                                                     key_padding_mask, query), 0)
+        out, weights = self.forward(*batched, key_padding_mask=key_padding_mask,
+                                    need_weights=need_weights, attn_mask=attn_mask,
+                                    average_attn_weights=average_attn_weights,
+                                    is_causal=is_causal)
+        return squeeze(out, axis), None if weights is None else squeeze(weights, 0)
 
     def _self_attention(self, x: Tensor, n: int, is_causal: bool):
         """The fused attention of x (N, L, E) with itself, its output projected: the heads
