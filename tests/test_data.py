@@ -93,6 +93,13 @@ def test_map_style_dataset_samples_are_stacked():
     np.testing.assert_array_equal(xb, [[3, 9], [4, 16]])
     np.testing.assert_array_equal(yb, [1, 0])
 
+    class Listed(Squares):            # fields in a list, as PyTorch's collation takes them
+        def __getitem__(self, i):
+            return list(super().__getitem__(i))
+    xb, yb = list(dg.data.DataLoader(Listed(), batch_size=3, to_device=False))[1]
+    np.testing.assert_array_equal(xb, [[3, 9], [4, 16]])
+    np.testing.assert_array_equal(yb, [1, 0])
+
 
 @pytest.mark.parametrize("prefetch", [0, 3])
 def test_an_error_in_the_dataset_reaches_the_loop(prefetch):

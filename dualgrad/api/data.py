@@ -66,7 +66,8 @@ class _Stacked:
 
     def rows(self, index: np.ndarray) -> tuple:
         samples = [self.dataset[int(i)] for i in index]
-        if not isinstance(samples[0], tuple):
+        # (a list is a sample's fields too, as PyTorch's default collation reads it)
+        if not isinstance(samples[0], (tuple, list)):
             return (np.stack([np.asarray(s) for s in samples]),)
         return tuple(np.stack([np.asarray(s[k]) for s in samples])
                      for k in range(len(samples[0])))
@@ -84,8 +85,8 @@ class DataLoader:
     ``torch.utils.data.DataLoader``.
 
     ``dataset``: a TensorDataset, an array (batches are then arrays, not tuples), a tuple of
-    arrays, or any object with ``len()`` and ``[i]`` giving a sample (an array or a tuple of
-    arrays). With ``shuffle`` the order is a permutation drawn from ``seed`` and the epoch
+    arrays, or any object with ``len()`` and ``[i]`` giving a sample (an array, or a tuple
+    or list of fields, each stacked into a column of the batch). With ``shuffle`` the order is a permutation drawn from ``seed`` and the epoch
     (a new one each pass over the loader, or as set by ``set_epoch``); ``seed=None`` draws
     the seed from dualgrad's generator (``dg.manual_seed``). ``drop_last`` leaves out a
     last, short batch.
