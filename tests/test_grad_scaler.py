@@ -66,6 +66,23 @@ def test_the_scale_grows_after_growth_interval_good_steps(device, rng):
     assert scaler.state_dict()["_growth_tracker"] == 0
 
 
+def test_the_scale_is_float32_and_does_not_grow_past_its_range(device, rng):
+    """As PyTorch's: the scale is kept and multiplied in float32, and a growth that would
+    not be finite there is not applied (2^127 stays 2^127, not 2^128 = inf in float32)."""
+    model, opt, scaler, x = _setup(rng, scale=2.0 ** 127, growth_interval=1)
+    for param in model.parameters():
+        param.grad = np.full(param.shape, 1e-30, np.float32)
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0 ** 127
+    scaler = dg.GradScaler(init_scale=9000.0, growth_factor=1.3, growth_interval=1)
+    for param in model.parameters():
+        param.grad = np.ones(param.shape, np.float32)
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == float(np.float32(9000.0) * np.float32(1.3))
+
+
 def test_unscale_once_between_updates_and_state_round_trip(device, rng):
     model, opt, scaler, x = _setup(rng)
     _backward(model, scaler, x)

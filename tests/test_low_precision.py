@@ -164,6 +164,9 @@ OPS = {
     "adaptive_avg_pool2d": lambda x, m, img, w, q: dg.adaptive_avg_pool2d(img, 1),
     "unfold": lambda x, m, img, w, q: dg.unfold(img, 3),
     "batch_norm": lambda x, m, img, w, q: dg.batch_norm(img, None, None, training=True),
+    "round_decimals": lambda x, m, img, w, q: dg.round(x, decimals=1),
+    "softplus_beta": lambda x, m, img, w, q: dg.softplus(x, beta=2.0, threshold=3.0),
+    "clamp_tensors": lambda x, m, img, w, q: dg.clamp(x, min=x.flip(0), max=x.flip(1)),
     "group_norm": lambda x, m, img, w, q: dg.group_norm(img, 3),
     "rms_norm": lambda x, m, img, w, q: dg.rms_norm(x, (4,)),
     "attention": lambda x, m, img, w, q: dg.scaled_dot_product_attention(q, q, q,
@@ -187,6 +190,31 @@ def test_every_op_on_16_bit_tensors_rounds_its_float32_result_once(device, low):
             assert _same(got.numpy(), want), name
         else:         # (a unary kernel's 16-bit form may fuse multiply-adds differently)
             assert _within_a_unit(got.numpy(), want, low), name
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_batch_norm_moves_16_bit_running_statistics_in_place(device, low):
+    """A converted model's BatchNorm: its 16-bit running mean and variance move by the
+    batch's statistics (computed in float32, rounded once into the buffers), as the float32
+    module's do, and eval mode normalises by them."""
+    x = (np.random.default_rng(4).standard_normal((8, 3)) + 1.0).astype(np.float32)
+    x = _low(x, low).astype(np.float32)
+    wide, narrow = dg.nn.BatchNorm1d(3), dg.nn.BatchNorm1d(3).to(low)
+    for bn, dtype in ((wide, None), (narrow, low)):
+        with dg.with_grad_tape():
+            bn(dg.ag_tensor(x, dtype=dtype))
+    for name in ("running_mean", "running_var"):
+        got, want = getattr(narrow, name), getattr(wide, name)
+        assert got.dtype == low
+        assert _within_a_unit(got.numpy(), want.numpy().astype(low), low), name
+        assert not np.array_equal(want.numpy(), [0.0, 0.0, 0.0] if name == "running_mean"
+                                  else [1.0, 1.0, 1.0])
+    narrow.eval()
+    wide.load_state_dict({k: np.asarray(v, np.float32) for k, v in narrow.state_dict().items()
+                          if k != "num_batches_tracked"}, strict=False)
+    wide.eval()
+    out = narrow(dg.ag_tensor(x, dtype=low)).numpy()
+    assert _within_a_unit(out, wide(dg.ag_tensor(x)).numpy().astype(low), low)
 
 
 def _within_a_unit(got, want, low) -> bool:

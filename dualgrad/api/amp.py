@@ -9,6 +9,8 @@ is skipped and the scale halved; after ``growth_interval`` steps without one it 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import InvalidValueError, bad_type, bad_value
@@ -18,6 +20,12 @@ from .residency import handle
 from .tensor import Tensor
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2        # an optimizer's stage since the last update()
+
+
+def _times(scale: float, factor: float) -> float:
+    """scale * factor in float32, as PyTorch keeps and updates its scale."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(scale) * np.float32(factor))
 
 
 class GradScaler:
@@ -116,12 +124,14 @@ class GradScaler:
             self._scale = checks.number("GradScaler.update", "new_scale", new_scale, 0.0,
                                         lo_open=True)
         elif any(self._found_inf.values()):
-            self._scale *= self._backoff_factor
+            self._scale = _times(self._scale, self._backoff_factor)
             self._growth_tracker = 0
         elif self._found_inf:
             self._growth_tracker += 1
             if self._growth_tracker == self._growth_interval:
-                self._scale *= self._growth_factor
+                grown = _times(self._scale, self._growth_factor)
+                if math.isfinite(grown):        # (not past float32's range, as PyTorch's)
+                    self._scale = grown
                 self._growth_tracker = 0
         self._stage.clear()
         self._found_inf.clear()

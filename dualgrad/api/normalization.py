@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape, bad_type
 from . import checks, device
-from .low_precision import computes_in_float32
+from .low_precision import computes_in_float32, converted
 from .ops import _same_dtype, _tensor, mean, reshape, rsqrt
 from .residency import handle
 from .tensor import Tensor
@@ -60,14 +60,24 @@ def count_batch(counter: Tensor) -> None:
 
 
 def _update(backend, running: Tensor, batch: Tensor, momentum: float, scale: float) -> None:
-    """running = (1 - momentum) * running + momentum * scale * batch, in place."""
+    """running = (1 - momentum) * running + momentum * scale * batch, in place: computed
+    in the batch statistics' type, rounded once into a 16-bit buffer's."""
     h = handle(backend, running)
-    new = backend.binary("add", backend.unary("mul_scalar", h, 1.0 - momentum),
-                         backend.unary("mul_scalar", backend.reshape(handle(backend, batch),
-                                                                      h.shape),
+    hb = handle(backend, batch)
+    wide = h if h.dtype == hb.dtype else backend.cast(h, hb.dtype)
+    new = backend.binary("add", backend.unary("mul_scalar", wide, 1.0 - momentum),
+                         backend.unary("mul_scalar", backend.reshape(hb, h.shape),
                                        momentum * scale))
-    backend.copy(h, new)
+    backend.copy(h, new if new.dtype == h.dtype else backend.cast(new, h.dtype))
     running.written()
+
+
+class _Running:
+    """batch_norm's running statistics, handed through ``computes_in_float32`` as they
+    are (it would widen them into copies, and the update would land in those)."""
+
+    def __init__(self, mean, var):
+        self.mean, self.var = mean, var
 
 
 def _running(fn: str, name: str, t, channels: int, x: Tensor):
@@ -80,24 +90,32 @@ def _running(fn: str, name: str, t, channels: int, x: Tensor):
     return t
 
 
-@computes_in_float32
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalises each channel (axis 1) of ``input`` (N, C, ...) over the batch and the
     other axes, as ``torch.nn.functional.batch_norm``: with the batch's statistics where
     ``training`` (then ``running_mean`` and ``running_var``, where given, move toward the
-    batch's mean and unbiased variance by ``momentum``, in place), else with the running
-    ones; then scaled by ``weight`` and shifted by ``bias``."""
+    batch's mean and unbiased variance by ``momentum``, in place, 16-bit ones too), else
+    with the running ones; then scaled by ``weight`` and shifted by ``bias``."""
     fn = "batch_norm"
-    x = _tensor(fn, "input", input)
+    x = _tensor(fn, "input", input, low_precision=True)
     if x.ndim < 2:
         raise bad_shape(fn, "input", x.shape, "(N, C) or (N, C, ...)")
+    c = x.shape[1]
+    running = _Running(_running(fn, "running_mean", running_mean, c, x),
+                       _running(fn, "running_var", running_var, c, x))
+    return _batch_norm(x, running, weight, bias, training, momentum, eps)
+
+
+@computes_in_float32
+def _batch_norm(x, running: _Running, weight, bias, training, momentum, eps) -> Tensor:
+    fn = "batch_norm"
+    x = _tensor(fn, "input", x)
     c = x.shape[1]
     checks.flag(fn, "training", training)
     momentum = checks.number(fn, "momentum", momentum, 0.0, 1.0)
     eps = checks.number(fn, "eps", eps, 0.0, lo_open=True)
-    running_mean = _running(fn, "running_mean", running_mean, c, x)
-    running_var = _running(fn, "running_var", running_var, c, x)
+    running_mean, running_var = running.mean, running.var
     weight, bias = _channel_params(fn, x, weight, bias, c)
     axes = (0,) + tuple(range(2, x.ndim))
     n = x.size // max(c, 1)
@@ -116,8 +134,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa
         if running_mean is None or running_var is None:
             raise InvalidValueError(f"{fn}: running_mean and running_var are needed when not "
                                     "training")
+        running_mean, running_var = (t if t.dtype == x.dtype else converted(device.active(), t,
+                                                                               x.dtype)
+                                     for t in (running_mean, running_var))
         y = (x - reshape(running_mean, stats)) * reshape(rsqrt(running_var + eps), stats)
     return _affine(y, weight, bias, c)
+
 
 
 @computes_in_float32

@@ -183,6 +183,35 @@ for _op in UNARY:
         globals()[_op.name] = _public_unary(_op)
 
 
+@computes_in_float32
+def _clamp_by_tensors(x, lo, hi) -> Tensor:
+    """clamp with a tensor bound (or two): selections, so exact in any type."""
+    from . import logic                        # (it builds on this module)
+    x = _tensor("clamp", "x", x)
+    out = x if lo is None else logic.where(logic.lt(x, lo), lo, x)
+    return out if hi is None else logic.where(logic.gt(out, hi), hi, out)
+
+
+@computes_in_float32
+def _round_decimals(x, scale: float) -> Tensor:
+    """round(x * scale) / scale, in float32 for 16-bit x and rounded once, as PyTorch's."""
+    x = _tensor("round", "x", x)
+    return div(_unary("round", "round", mul(x, scale)), scale)
+
+
+def _softplus_scaled(x, beta: float, threshold: float) -> Tensor:
+    """softplus's composition for a beta or threshold of its own (16-bit x: in float32,
+    rounded once)."""
+    from . import logic                        # (it builds on this module)
+    x = _tensor("softplus", "x", x)
+    z = mul(x, beta)
+    return logic.where(logic.gt(z, threshold), x, div(_unary("softplus", "softplus", z), beta))
+
+
+_softplus_scaled.__name__ = "softplus"          # (autocast's float32 list names the op)
+_softplus_scaled = computes_in_float32(_softplus_scaled)
+
+
 def round(x, decimals: int = 0) -> Tensor:  # noqa: A001 - PyTorch's name
     """The nearest integer, halves to the even one (as torch.round), elementwise; with
     ``decimals``, round(x * 10**decimals) / 10**decimals, PyTorch's rule. Its gradient is
@@ -190,8 +219,7 @@ def round(x, decimals: int = 0) -> Tensor:  # noqa: A001 - PyTorch's name
     decimals = checks.integer("round", "decimals", decimals)
     if decimals == 0:
         return _unary("round", "round", x)
-    scale = 10.0 ** decimals
-    return div(_unary("round", "round", mul(x, scale)), scale)
+    return _round_decimals(x, 10.0 ** decimals)
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -203,10 +231,7 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         return _unary("softplus", "softplus", x)
     if beta == 0.0:
         raise InvalidValueError("softplus: argument 'beta' is 0.0; expected a nonzero number")
-    from . import logic                        # (it builds on this module)
-    x = _tensor("softplus", "x", x, low_precision=True)
-    z = mul(x, beta)
-    return logic.where(logic.gt(z, threshold), x, div(_unary("softplus", "softplus", z), beta))
+    return _softplus_scaled(x, beta, threshold)
 
 
 def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
@@ -220,10 +245,7 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
     if min is None and max is None:
         raise InvalidValueError("clamp: at least one of 'min' and 'max' must be given")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        from . import logic                    # (it builds on this module)
-        x = _tensor("clamp", "x", x)
-        out = x if min is None else logic.where(logic.lt(x, min), min, x)
-        return out if max is None else logic.where(logic.gt(out, max), max, out)
+        return _clamp_by_tensors(x, min, max)
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
     return _unary("clamp", "clamp", x, lo, hi)
