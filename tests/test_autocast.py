@@ -80,6 +80,22 @@ def test_linear_convolution_and_attention_round_their_inputs(device, rng):
     np.testing.assert_allclose(fused, composed, rtol=0, atol=1e-5)   # (kernels' orders)
 
 
+def test_a_product_of_the_other_16_bit_type_is_converted_to_autocasts(device, rng):
+    """Under autocast("bfloat16") float16 operands are converted to bfloat16 (once, from
+    their exact value), as PyTorch's autocast casts them; the gradient comes back as
+    float16."""
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((5, 3))
+    ta = dg.ag_tensor(a, dtype="float16", requires_grad=True)
+    with dg.with_grad_tape():
+        with dg.autocast("bfloat16"):
+            y = ta @ dg.ag_tensor(b, dtype="float16")
+        dg.sum(y).backward()
+    assert y.dtype == "bfloat16" and ta.grad.dtype == "float16"
+    a16, b16 = (dg.ag_tensor(v, dtype="float16").numpy().astype(np.float32) for v in (a, b))
+    want = (dg.ag_tensor(a16, dtype="bfloat16") @ dg.ag_tensor(b16, dtype="bfloat16"))
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+
+
 def test_other_ops_compute_in_float32_as_without_it(device, rng):
     x = dg.ag_tensor(rng.standard_normal((4, 9)).astype(np.float32))
     ln = dg.nn.LayerNorm(9)

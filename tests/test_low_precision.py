@@ -193,6 +193,21 @@ def test_every_op_on_16_bit_tensors_rounds_its_float32_result_once(device, low):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+def test_a_0d_float32_tensor_does_not_promote_a_16_bit_one(device, low):
+    """PyTorch's rule: a 0-d tensor of the same category beside tensors with dimensions
+    leaves their type (x16 + a 0-d float32 is 16-bit, as x16 + a number); two tensors with
+    dimensions promote."""
+    x = dg.ag_tensor(np.array([1.5, 2.25, -3.0], np.float32), dtype=low)
+    y = dg.ag_tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    point = dg.ag_tensor(np.float32(0.1))
+    for result in (x + point, x * y.sum(), dg.maximum(x, point)):
+        assert result.dtype == low
+    np.testing.assert_array_equal((x + point).numpy(), (x + 0.1).numpy())
+    assert (x + y).dtype == np.float32
+    assert (point + dg.ag_tensor(np.float32(0.2), dtype=low)).dtype == np.float32
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 def test_batch_norm_moves_16_bit_running_statistics_in_place(device, low):
     """A converted model's BatchNorm: its 16-bit running mean and variance move by the
     batch's statistics (computed in float32, rounded once into the buffers), as the float32

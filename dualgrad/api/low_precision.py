@@ -3,7 +3,9 @@
 An op given a 16-bit tensor widens it to float32 (exactly), runs its float32 kernels and,
 where every float tensor it was given is of that one 16-bit type, rounds its float results
 back to it (to nearest even); beside a float32 tensor, or with both 16-bit types, the
-result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). That is what
+result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). As in
+PyTorch, a 0-d float tensor beside tensors with dimensions does not promote them: x16 +
+a 0-d float32 tensor is 16-bit, as x16 + a number is. That is what
 PyTorch's kernels do for these types (they compute in float, the "opmath" type, and round
 once), so the values match PyTorch's wherever its float32 ones match ours; on both
 backends the widening and rounding are the same bits, and the differential checks bound a
@@ -55,12 +57,18 @@ def refuse_low_precision(fn: str, name: str, t: Tensor) -> None:
 
 
 def converted(backend, t: Tensor, dtype) -> Tensor:
-    """``t`` converted to the float type ``dtype``, recorded: its gradient converts back."""
+    """``t`` converted to the float type ``dtype``, recorded: its gradient converts back.
+    (One 16-bit type to the other goes through float32: exact, then one rounding.)"""
     source = t.dtype
 
+    def cast(h, to):
+        if h.dtype.itemsize == 2 and to.itemsize == 2 and h.dtype != to:
+            h = backend.cast(h, DEFAULT_DTYPE)
+        return backend.cast(h, to)
+
     def backward(g, needs):
-        return (backend.cast(g, source),)
-    out = adopt(backend, Tensor(t.shape, dtype), backend.cast(handle(backend, t), dtype))
+        return (cast(g, source),)
+    out = adopt(backend, Tensor(t.shape, dtype), cast(handle(backend, t), np.dtype(dtype)))
     return tape.record(out, (t,), backward, backend)
 
 
@@ -80,9 +88,10 @@ def computes_in_float32(fn):
 
 def _in_float32(fn, args: tuple, kwargs: dict):
     backend = device.active()
-    kinds = set()                 # the float types given
-    _float_kinds(args, kinds)
-    _float_kinds(kwargs.values(), kinds)
+    kinds, scalars = set(), set()     # the float types given (of tensors with dimensions)
+    _float_kinds(args, kinds, scalars)
+    _float_kinds(kwargs.values(), kinds, scalars)
+    kinds = kinds or scalars
     # (beside a float64 tensor, as float64: PyTorch's promotion; exact either way)
     wide = FLOAT64 if FLOAT64 in kinds else DEFAULT_DTYPE
 
@@ -102,13 +111,15 @@ def _in_float32(fn, args: tuple, kwargs: dict):
     return _narrowed(backend, out, low)
 
 
-def _float_kinds(values, kinds: set) -> None:
+def _float_kinds(values, kinds: set, scalars: set) -> None:
+    """The float types of the tensors among ``values`` into kinds (0-d ones into
+    scalars)."""
     for v in values:
         if isinstance(v, Tensor):
             if is_floating(v.dtype):
-                kinds.add(v.dtype)
+                (kinds if v.ndim else scalars).add(v.dtype)
         elif type(v) in (list, tuple):
-            _float_kinds(v, kinds)
+            _float_kinds(v, kinds, scalars)
 
 
 def _narrowed(backend, out, low):

@@ -614,10 +614,12 @@ def _check_matmul(fn: str, a: Tensor, b: Tensor, a_inner: int, b_inner: int) -> 
 
 def product_type(tensors):
     """The 16-bit type a product of these float tensors is made in, or None: under
-    ``autocast``, its type where each is float32 or of that type; else their type where
-    all are of one 16-bit type."""
+    ``autocast``, its type where each is float32 or 16-bit (one of the other 16-bit type is
+    converted to it, as PyTorch's autocast casts it); else their type where all are of one
+    16-bit type."""
     low = autocast.active()
-    if low is not None and all(t.dtype == DEFAULT_DTYPE or t.dtype == low for t in tensors):
+    if low is not None and all(t.dtype == DEFAULT_DTYPE or t.dtype.itemsize == 2
+                               for t in tensors):
         return low
     first = tensors[0].dtype
     if first in LOW_PRECISION and all(t.dtype == first for t in tensors):
@@ -641,6 +643,10 @@ def _product_operands(fn: str, named: tuple) -> tuple:
             first = tensors[0]
     given = [t for t in tensors if t is not None]
     low = product_type(given)
+    if low is not None and any(t.dtype.itemsize == 2 and t.dtype != low for t in given):
+        backend = device.active()          # (autocast: the other 16-bit type converted)
+        tensors = [t if t is None or t.dtype.itemsize != 2 or t.dtype == low else
+                   converted(backend, t, low) for t in tensors]
     if low is None:
         for (name, _), t in zip(named, tensors):
             if t is not None:
