@@ -12,8 +12,8 @@ import numpy.ma  # noqa: F401
 from .api.capture import CapturedStep, capture_step
 from .api.device import (ag_device, devices, reset_peak_memory_stats, reset_transfer_stats,
                          tape_mem, transfer_stats)
-from .errors import (ArgumentTypeError, AxisOutOfRange, CheckpointError, CheckpointFileError,
-                     CheckpointNotFoundError, DeadTensorError, DeviceError,
+from .errors import (ArgumentTypeError, AxisOutOfRange, CallOrderError, CheckpointError,
+                     CheckpointFileError, CheckpointNotFoundError, DeadTensorError, DeviceError,
                      DeviceOutOfMemory, DeviceUnavailable, DualgradError, DualgradWarning,
                      GradcheckError, GraphFreedError, IndexOutOfRange, IndexShapeError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
@@ -71,7 +71,7 @@ __all__ = [
     "GradScaler",
     "save_checkpoint", "load_checkpoint", "load_torch_state_dict", "read_safetensors",
     "DualgradError", "IndexOutOfRange", "AxisOutOfRange", "IndexShapeError", "ShapeError",
-    "InvalidValueError", "ArgumentTypeError",
+    "InvalidValueError", "ArgumentTypeError", "CallOrderError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",

@@ -35,6 +35,11 @@ class IndexShapeError(ShapeError, IndexError):
     IndexError, as PyTorch's, and a ShapeError."""
 
 
+class CallOrderError(InvalidValueError, RuntimeError):
+    """A call out of its order (GradScaler's unscale_() or step() twice before update()):
+    a RuntimeError, as PyTorch's, and an InvalidValueError."""
+
+
 class ArgumentTypeError(DualgradError, TypeError):
     """An argument has the wrong type (including an unsupported dtype)."""
 

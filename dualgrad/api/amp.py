@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_type, bad_value
+from ..errors import CallOrderError, bad_type, bad_value
 from . import checks, device
 from .optim import Optimizer
 from .residency import handle
@@ -76,11 +76,11 @@ class GradScaler:
             raise bad_type(fn, "optimizer", optimizer, "a dualgrad optimizer")
         stage = self._stage.get(id(optimizer), _READY)
         if stage == _UNSCALED:
-            raise InvalidValueError(f"{fn}: already called for this optimizer since the "
-                                    "last update()")
+            raise CallOrderError(f"{fn}: already called for this optimizer since the "
+                                 "last update()")
         if stage == _STEPPED:
-            raise InvalidValueError(f"{fn}: step() was already called for this optimizer; "
-                                    "call update() first")
+            raise CallOrderError(f"{fn}: step() was already called for this optimizer; "
+                                 "call update() first")
         backend = device.active()
         inverse = float(np.float32(1.0 / self._scale))   # (float64's reciprocal, rounded)
         poison = None        # the sum of g * 0 over every gradient: NaN where one is not finite
@@ -105,8 +105,8 @@ class GradScaler:
         if not isinstance(optimizer, Optimizer):
             raise bad_type("GradScaler.step", "optimizer", optimizer, "a dualgrad optimizer")
         if self._stage.get(id(optimizer), _READY) == _STEPPED:
-            raise InvalidValueError("GradScaler.step: already called for this optimizer "
-                                    "since the last update()")
+            raise CallOrderError("GradScaler.step: already called for this optimizer "
+                                 "since the last update()")
         if self._stage.get(id(optimizer), _READY) == _READY:
             self.unscale_(optimizer)
         self._stage[id(optimizer)] = _STEPPED
