@@ -3,7 +3,8 @@
 from .api.optim import Optimizer, clip_grad_norm, clip_grad_value  # noqa: F401
 from .api.optimizers import (SGD, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam,  # noqa: F401
                              RMSprop)
-from .api.schedules import (ConstantLR, CosineAnnealingLR, CyclicLR,  # noqa: F401
+from .api.schedules import (ConstantLR, CosineAnnealingLR,  # noqa: F401
+                            CosineAnnealingWarmRestarts, CyclicLR,
                             ExponentialLR, LinearLR, LRScheduler, MultiStepLR, OneCycleLR,
                             PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
                             WarmupCosineLR)
@@ -11,5 +12,5 @@ from .api.schedules import (ConstantLR, CosineAnnealingLR, CyclicLR,  # noqa: F4
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam",
            "RAdam", "clip_grad_norm", "clip_grad_value",
            "LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
-           "PolynomialLR", "CosineAnnealingLR", "WarmupCosineLR", "OneCycleLR", "CyclicLR",
-           "SequentialLR", "ReduceLROnPlateau"]
+           "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "WarmupCosineLR",
+           "OneCycleLR", "CyclicLR", "SequentialLR", "ReduceLROnPlateau"]

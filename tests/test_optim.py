@@ -859,6 +859,17 @@ def cyclic_lr(s, low=0.01, high=0.5, up=3, down=5):
     return low + (high - low) * (t / up if t <= up else (up + down - t) / down)
 
 
+def warm_restarts_lr(s, period=2, mult=2, low=0.01):
+    """PyTorch's step-by-step rule: T_cur counts up; at the period's end it restarts at 0
+    and the period grows mult times."""
+    t_cur, t_i = 0, period
+    for _ in range(s):
+        t_cur += 1
+        if t_cur >= t_i:
+            t_cur, t_i = t_cur - t_i, t_i * mult
+    return low + (BASE_LR - low) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
+
+
 def sequential_lr(s):
     """LinearLR(0.5 -> 1 over 2 steps) until step 4, then ExponentialLR(0.5) from its own
     step 0."""
@@ -876,6 +887,10 @@ SCHEDULES = {
     "polynomial": (lambda o: dg.optim.PolynomialLR(o, total_iters=7, power=2.0),
                    polynomial_lr),
     "cosine": (lambda o: dg.optim.CosineAnnealingLR(o, T_max=8, eta_min=0.01), cosine_lr),
+    "warm_restarts": (lambda o: dg.optim.CosineAnnealingWarmRestarts(o, 2, 2, eta_min=0.01),
+                      warm_restarts_lr),
+    "warm_restarts_1": (lambda o: dg.optim.CosineAnnealingWarmRestarts(o, 3, eta_min=0.01),
+                        lambda s: warm_restarts_lr(s, 3, 1)),
     "warmup_cosine": (lambda o: dg.optim.WarmupCosineLR(o, 3, 10, min_lr=1e-3),
                       warmup_cosine_lr),
     "one_cycle": (lambda o: dg.optim.OneCycleLR(o, max_lr=1.0, total_steps=14), one_cycle_lr),

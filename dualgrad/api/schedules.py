@@ -204,6 +204,31 @@ class CosineAnnealingLR(LRScheduler):
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * t)) / 2
 
 
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from base_lr to ``eta_min`` over T_0 steps, then restarting at
+    base_lr, each period ``T_mult`` times the last, as
+    ``torch.optim.lr_scheduler.CosineAnnealingWarmRestarts``: lr = eta_min + (base_lr -
+    eta_min) (1 + cos(pi T_cur / T_i)) / 2, T_cur the steps since the last restart and T_i
+    the period."""
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0):  # noqa: N803
+        fn = "CosineAnnealingWarmRestarts"
+        self.T_0 = checks.integer(fn, "T_0", T_0, 1)
+        self.T_mult = checks.integer(fn, "T_mult", T_mult, 1)
+        self.eta_min = checks.number(fn, "eta_min", eta_min, 0.0)
+        super().__init__(optimizer)
+
+    def lr_at(self, step: int, base_lr: float) -> float:
+        t_cur, t_i = step, self.T_0
+        if self.T_mult == 1:
+            t_cur %= t_i
+        while t_cur >= t_i:                 # (periods that grow: logarithmically many)
+            t_cur -= t_i
+            t_i *= self.T_mult
+        cosine = (1 + math.cos(math.pi * t_cur / t_i)) / 2
+        return self.eta_min + (base_lr - self.eta_min) * cosine
+
+
 class WarmupCosineLR(LRScheduler):
     """Linear warmup to base_lr over ``warmup_steps`` (step s gets base_lr * (s+1) /
     warmup_steps), then cosine decay to ``min_lr`` at ``total_steps``, where it stays."""
