@@ -902,6 +902,39 @@ SCHEDULES = {
 }
 
 
+def _two_groups():
+    params = [dg.ag_param(np.ones(2)), dg.ag_param(np.ones(3))]
+    return dg.optim.SGD([{"params": [params[0]]}, {"params": [params[1]], "lr": 0.01}],
+                        lr=BASE_LR, momentum=0.9)
+
+
+@pytest.mark.parametrize("make, formulas", [
+    (lambda o: dg.optim.OneCycleLR(o, [1.0, 0.5], total_steps=14),
+     (one_cycle_lr, lambda s: one_cycle_lr(s, peak=0.5))),
+    (lambda o: dg.optim.CyclicLR(o, [0.01, 0.001], [0.5, 0.1], step_size_up=3,
+                                 step_size_down=5),
+     (cyclic_lr, lambda s: cyclic_lr(s, low=0.001, high=0.1))),
+], ids=["one_cycle", "cyclic"])
+def test_schedules_take_a_value_per_parameter_group(make, formulas):
+    """PyTorch's lists: max_lr (and CyclicLR's base_lr) one per parameter group."""
+    opt = _two_groups()
+    sched = make(opt)
+    for s in range(14):
+        assert sched.get_last_lr() == pytest.approx([f(s) for f in formulas], rel=1e-12)
+        if s < 13:
+            sched.step()
+    with pytest.raises(dg.InvalidValueError, match=r"max_lr.*one per parameter group"):
+        dg.optim.OneCycleLR(_two_groups(), [1.0, 0.5, 0.2], total_steps=14)
+
+
+def test_reduce_on_plateau_takes_a_min_lr_per_group():
+    opt = _two_groups()
+    sched = dg.optim.ReduceLROnPlateau(opt, patience=0, factor=0.5, min_lr=[0.03, 0.004])
+    for _ in range(4):
+        sched.step(1.0)                   # no improvement after the first: halved each time
+    assert sched.get_last_lr() == [0.03, 0.004]
+
+
 @pytest.mark.parametrize("name", list(SCHEDULES))
 def test_schedule_closed_form(name):
     make, formula = SCHEDULES[name]

@@ -25,6 +25,20 @@ def _choice(fn: str, name: str, value, allowed: tuple) -> str:
     return value
 
 
+def _per_group(fn: str, name: str, value, optimizer, lo: float = 0.0,
+               lo_open: bool = False) -> list:
+    """A number, or a list or tuple of one per parameter group (PyTorch's form), as a list
+    of one per group."""
+    groups = len(optimizer.param_groups) if isinstance(optimizer, Optimizer) else 1
+    if isinstance(value, (list, tuple)):
+        if len(value) != groups:
+            raise bad_value(fn, name, value, f"a number, or {groups} of them (one per "
+                                             "parameter group)")
+        return [checks.number(fn, f"{name}[{k}]", v, lo, lo_open=lo_open)
+                for k, v in enumerate(value)]
+    return [checks.number(fn, name, value, lo, lo_open=lo_open)] * groups
+
+
 def _set_momentum(optimizer: Optimizer, momentum: float) -> None:
     """Every group's momentum: beta1 where the optimizer has betas, else its momentum."""
     for group in optimizer.param_groups:
@@ -69,8 +83,12 @@ class LRScheduler:
         """The momentum at ``step``, for schedules that set it (None: left alone)."""
         return None
 
+    def lrs_at(self, step: int) -> list:
+        """Each group's learning rate at ``step``."""
+        return [self.lr_at(step, base) for base in self.base_lrs]
+
     def _apply(self, step: int) -> None:
-        lrs = [self.lr_at(step, base) for base in self.base_lrs]   # (may refuse the step)
+        lrs = self.lrs_at(step)                                      # (may refuse the step)
         momentum = self.momentum_at(step)
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
@@ -262,7 +280,8 @@ class OneCycleLR(LRScheduler):
     max_lr / div_factor / final_div_factor (``three_phase``: back to the start first), each
     phase annealed by ``anneal_strategy`` ("cos" or "linear"). With ``cycle_momentum`` the
     momentum moves the other way between ``max_momentum`` and ``base_momentum``. The
-    optimizer's own learning rate is not used; stepping past ``total_steps`` raises."""
+    optimizer's own learning rate is not used; ``max_lr`` may be a list, one per parameter
+    group; stepping past ``total_steps`` raises."""
 
     def __init__(self, optimizer, max_lr: float, total_steps: int | None = None,
                  epochs: int | None = None, steps_per_epoch: int | None = None,
@@ -271,7 +290,7 @@ class OneCycleLR(LRScheduler):
                  max_momentum: float = 0.95, div_factor: float = 25.0,
                  final_div_factor: float = 1e4, three_phase: bool = False):
         fn = "OneCycleLR"
-        self.max_lr = checks.number(fn, "max_lr", max_lr, 0.0, lo_open=True)
+        self.max_lrs = _per_group(fn, "max_lr", max_lr, optimizer, lo_open=True)
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise bad_value(fn, "total_steps", None,
@@ -288,16 +307,20 @@ class OneCycleLR(LRScheduler):
         div = checks.number(fn, "div_factor", div_factor, 0.0, lo_open=True)
         final_div = checks.number(fn, "final_div_factor", final_div_factor, 0.0, lo_open=True)
         checks.flag(fn, "three_phase", three_phase)
-        initial, t = self.max_lr / div, self.total_steps
-        low = initial / final_div
-        # (end step, lr from, lr to, momentum from, momentum to) per phase, PyTorch's table
+        t = self.total_steps
+        # (end step, momentum from, momentum to) per phase, PyTorch's table, and each
+        # group's (lr from, lr to) per phase
         if three_phase:
-            self.phases = ((pct_start * t - 1, initial, self.max_lr, max_m, base_m),
-                           (2 * pct_start * t - 2, self.max_lr, initial, base_m, max_m),
-                           (t - 1, initial, low, max_m, max_m))
+            self.phases = ((pct_start * t - 1, max_m, base_m),
+                           (2 * pct_start * t - 2, base_m, max_m), (t - 1, max_m, max_m))
         else:
-            self.phases = ((pct_start * t - 1, initial, self.max_lr, max_m, base_m),
-                           (t - 1, self.max_lr, low, base_m, max_m))
+            self.phases = ((pct_start * t - 1, max_m, base_m), (t - 1, base_m, max_m))
+        self.lr_points = []
+        for top in self.max_lrs:
+            initial = top / div
+            low = initial / final_div
+            self.lr_points.append(((initial, top), (top, initial), (initial, low))
+                                  if three_phase else ((initial, top), (top, low)))
         ends = [0.0] + [p[0] for p in self.phases]
         if any(b <= a for a, b in zip(ends, ends[1:])):
             raise bad_value(fn, "pct_start", pct_start,
@@ -308,24 +331,25 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer)
 
     def _phase_point(self, step: int) -> tuple:
+        """(the phase's index, how far into it) at ``step``."""
         if step > self.total_steps:
             raise InvalidValueError(
                 f"OneCycleLR.step: stepped {step} times; total_steps is {self.total_steps}")
         start = 0.0
         for k, phase in enumerate(self.phases):
             if step <= phase[0] or k == len(self.phases) - 1:
-                return phase, (step - start) / (phase[0] - start)
+                return k, (step - start) / (phase[0] - start)
             start = phase[0]
 
-    def lr_at(self, step: int, base_lr: float) -> float:
-        phase, pct = self._phase_point(step)
-        return _anneal(self.anneal_strategy, phase[1], phase[2], pct)
+    def lrs_at(self, step: int) -> list:
+        k, pct = self._phase_point(step)
+        return [_anneal(self.anneal_strategy, *points[k], pct) for points in self.lr_points]
 
     def momentum_at(self, step: int) -> float | None:
         if not self.cycle_momentum:
             return None
-        phase, pct = self._phase_point(step)
-        return _anneal(self.anneal_strategy, phase[3], phase[4], pct)
+        k, pct = self._phase_point(step)
+        return _anneal(self.anneal_strategy, *self.phases[k][1:], pct)
 
 
 class CyclicLR(LRScheduler):
@@ -335,7 +359,8 @@ class CyclicLR(LRScheduler):
     "triangular2" (halved each cycle) or "exp_range" (``gamma ** step``); or by
     ``scale_fn(cycle or step)`` with ``scale_mode`` "cycle" or "iterations". With
     ``cycle_momentum`` the momentum goes the other way between ``max_momentum`` and
-    ``base_momentum``. The optimizer's own learning rate is not used."""
+    ``base_momentum``. The optimizer's own learning rate is not used; ``base_lr`` and
+    ``max_lr`` may be lists, one per parameter group."""
 
     _MODES = {"triangular": (lambda x: 1.0, "cycle"),
               "triangular2": (lambda x: 1 / (2.0 ** (x - 1)), "cycle")}
@@ -346,8 +371,8 @@ class CyclicLR(LRScheduler):
                  cycle_momentum: bool = True, base_momentum: float = 0.8,
                  max_momentum: float = 0.9):
         fn = "CyclicLR"
-        self.low = checks.number(fn, "base_lr", base_lr, 0.0)
-        self.max_lr = checks.number(fn, "max_lr", max_lr, 0.0)
+        self.lows = _per_group(fn, "base_lr", base_lr, optimizer)
+        self.highs = _per_group(fn, "max_lr", max_lr, optimizer)
         up = checks.integer(fn, "step_size_up", step_size_up, 1)
         down = up if step_size_down is None else \
             checks.integer(fn, "step_size_down", step_size_down, 0)
@@ -376,9 +401,9 @@ class CyclicLR(LRScheduler):
         rise = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         return rise, self.scale_fn(cycle if self.scale_mode == "cycle" else step)
 
-    def lr_at(self, step: int, base_lr: float) -> float:
+    def lrs_at(self, step: int) -> list:
         rise, scale = self._point(step)
-        return self.low + (self.max_lr - self.low) * rise * scale
+        return [low + (high - low) * rise * scale for low, high in zip(self.lows, self.highs)]
 
     def momentum_at(self, step: int) -> float | None:
         if not self.cycle_momentum:
@@ -423,9 +448,9 @@ class SequentialLR(LRScheduler):
         k = bisect.bisect_right(self.milestones, step)
         return self.schedulers[k], step - (self.milestones[k - 1] if k else 0)
 
-    def lr_at(self, step: int, base_lr: float) -> float:
+    def lrs_at(self, step: int) -> list:
         part, local = self._part(step)
-        return part.lr_at(local, base_lr)
+        return part.lrs_at(local)
 
     def momentum_at(self, step: int) -> float | None:
         part, local = self._part(step)
@@ -454,8 +479,9 @@ class ReduceLROnPlateau:
     ``torch.optim.lr_scheduler.ReduceLROnPlateau``: call ``step(metric)`` after each
     evaluation. After more than ``patience`` evaluations without an improvement by
     ``threshold`` (relative or absolute, per ``threshold_mode``), lr becomes
-    max(lr * factor, min_lr) (unless that changes it by less than ``eps``), then
-    ``cooldown`` evaluations pass before counting again."""
+    max(lr * factor, min_lr) (unless that changes it by less than ``eps``; ``min_lr`` may
+    be a list, one per parameter group), then ``cooldown`` evaluations pass before counting
+    again."""
 
     def __init__(self, optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
                  threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
@@ -469,7 +495,7 @@ class ReduceLROnPlateau:
         self.threshold = checks.number(fn, "threshold", threshold, 0.0)
         self.threshold_mode = _choice(fn, "threshold_mode", threshold_mode, ("rel", "abs"))
         self.cooldown = checks.integer(fn, "cooldown", cooldown, 0)
-        self.min_lr = checks.number(fn, "min_lr", min_lr, 0.0)
+        self.min_lrs = _per_group(fn, "min_lr", min_lr, optimizer)
         self.eps = checks.number(fn, "eps", eps, 0.0)
         self.optimizer = optimizer
         self.best = math.inf if mode == "min" else -math.inf
@@ -501,9 +527,9 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            for group in self.optimizer.param_groups:
+            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
                 old = group["lr"]
-                new = max(old * self.factor, self.min_lr)
+                new = max(old * self.factor, min_lr)
                 if old - new > self.eps:
                     group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
