@@ -264,9 +264,11 @@ REDUCE = {"sum": (dg.sum, np.sum, uni), "mean": (dg.mean, np_mean, uni),
 for _op, (_fn, _ref, _mk) in REDUCE.items():
     for _axis in (None, 0, 1, -1, (0, 2), (-1, -3), (2, 0), ()):
         for _keep in (False, True):
+            # (dim=() is every axis, as PyTorch's: NumPy's axis=None)
             case(f"{_op}-axis{_axis}-keep{_keep}",
                  lambda x, f=_fn, a=_axis, k=_keep: f(x, a, k),
-                 lambda x, f=_ref, a=_axis, k=_keep: f(x, axis=a, keepdims=k),
+                 lambda x, f=_ref, a=_axis, k=_keep: f(x, axis=None if a == () else a,
+                                                         keepdims=k),
                  _mk((3, 4, 5)))
     for _shape, _axis in (((2, 3, 2, 3), (1, 3)), ((2, 3, 2, 3), (0, -1)), ((1,), None),
                           ((), None), ((7, 1), 1), ((0, 3), 1)):

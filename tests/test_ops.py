@@ -528,14 +528,15 @@ def test_reduce(device, op, data):
     x = data.draw(hnp.arrays(F32, shape, elements=elements), label="x")
     axis = data.draw(axes_for(len(shape)), label="axis")
     keepdims = data.draw(st.booleans(), label="keepdims")
+    axis_np = None if axis == () else axis     # (dim=() is every axis, as PyTorch's)
     x64 = x.astype(np.float64)
-    total = np.sum(x64, axis=axis, keepdims=keepdims)
+    total = np.sum(x64, axis=axis_np, keepdims=keepdims)
     n = x.size // max(total.size, 1)                  # elements per reduced group
     g = data.draw(hnp.arrays(F32, total.shape, elements=GRAD_ELEMENTS), label="g")
     y, (dx,) = run(lambda t: getattr(dg, op)(t, axis, keepdims), [x], g)
-    kshape = np.sum(x64, axis=axis, keepdims=True).shape
+    kshape = np.sum(x64, axis=axis_np, keepdims=True).shape
     gk = g.astype(np.float64).reshape(kshape)
-    abs_sum = np.sum(np.abs(x64), axis=axis, keepdims=keepdims)
+    abs_sum = np.sum(np.abs(x64), axis=axis_np, keepdims=keepdims)
     if op == "sum":
         check(y, total, "exact", n=n, mag=abs_sum)
         check(dx, np.broadcast_to(gk, x.shape), "exact")
@@ -543,10 +544,10 @@ def test_reduce(device, op, data):
         check(y, total / n, "div", n=n, mag=abs_sum / n)
         check(dx, np.broadcast_to(gk / n, x.shape), "div")
     else:
-        top = np.max(x64, axis=axis, keepdims=True)
-        check(y, np.max(x64, axis=axis, keepdims=keepdims), "exact")
+        top = np.max(x64, axis=axis_np, keepdims=True)
+        check(y, np.max(x64, axis=axis_np, keepdims=keepdims), "exact")
         hit = x64 == top                         # tied maxima share the gradient evenly
-        count = np.sum(hit, axis=axis, keepdims=True)
+        count = np.sum(hit, axis=axis_np, keepdims=True)
         check(dx, np.where(hit, gk / count, 0.0), "div")
 
 

@@ -113,8 +113,9 @@ def _sum_to(backend, g, shape: tuple):
 
 def _axes(fn: str, x: Tensor, axis) -> tuple:
     """Normalise ``axis`` (None, an int or a sequence of ints) to sorted non-negative axes. A
-    0-d tensor takes axis 0 or -1, as in PyTorch: the scalar itself (no axis to reduce)."""
-    if axis is None:
+    0-d tensor takes axis 0 or -1, as in PyTorch: the scalar itself (no axis to reduce). An
+    empty sequence is every axis, as PyTorch's dim=() (NumPy's axis=() is none)."""
+    if axis is None or (isinstance(axis, (tuple, list)) and not axis):
         return tuple(range(x.ndim))
     rank = x.ndim or 1              # (max is the reduction here)
     items = (axis,) if isinstance(axis, (int, np.integer)) else axis
