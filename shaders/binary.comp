@@ -69,9 +69,10 @@ vec2 backward(float x, float y, float g) {
     if (OP == FMOD) return vec2(g, -times_integer_quotient(g, x, y, false));
     if (OP == REMAINDER) return vec2(g, -times_integer_quotient(g, x, y, true));
     if (OP == FLOOR_DIVIDE) return vec2(0.0);    // (a step function)
-    if (x == y) return vec2(0.5 * g);            // ties split the gradient
-    if (OP == MAXIMUM) return x > y ? vec2(g, 0.0) : vec2(0.0, g);
-    return x < y ? vec2(g, 0.0) : vec2(0.0, g);  // MINIMUM
+    // ties split the gradient; a NaN on either side gives it all to both, as PyTorch's
+    if (x == y) return vec2(0.5 * g);
+    if (OP == MAXIMUM) return vec2(x < y ? 0.0 : g, x > y ? 0.0 : g);
+    return vec2(x > y ? 0.0 : g, x < y ? 0.0 : g);   // MINIMUM
 }
 
 void apply(uint i, uint ix, uint iy) {

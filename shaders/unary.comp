@@ -255,8 +255,9 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == ATANH) return g / ((1.0 - x) * (1.0 + x));
     if (OP == ERF) return erf_slope(x, g);
     if (OP == ERFC) return erf_slope(x, -g);
-    if (OP == MAXIMUM_SCALAR) return x == a ? 0.5 * g : (x > a ? g : 0.0);   // ties: half
-    if (OP == MINIMUM_SCALAR) return x == a ? 0.5 * g : (x < a ? g : 0.0);
+    // ties: half; NaN: all of it (neither side is below the other), as PyTorch's
+    if (OP == MAXIMUM_SCALAR) return x == a ? 0.5 * g : (x < a ? 0.0 : g);
+    if (OP == MINIMUM_SCALAR) return x == a ? 0.5 * g : (x > a ? 0.0 : g);
     return (x >= a && x <= b) ? g : 0.0;         // CLAMP
 }
 

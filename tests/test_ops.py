@@ -1135,6 +1135,24 @@ def test_a_tie_with_a_number_splits_the_gradient_as_with_a_tensor(device, op):
         assert np.isnan(fn(dg.ag_tensor(np.array([1.0], F32)), NAN).numpy()).all()
 
 
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_a_nan_operand_of_maximum_or_minimum_takes_the_whole_gradient_both_sides(device, op):
+    """PyTorch's masks: each side gets g unless it is below (above, for minimum) the other,
+    half at a tie; with a NaN neither is, so both get all of it (a number operand too)."""
+    a = np.array([NAN, 1.0, 2.0, 3.0], F32)
+    b = np.array([1.0, NAN, 2.0, 1.0], F32)
+    ta, tb = (dg.ag_tensor(v, requires_grad=True) for v in (a, b))
+    with dg.with_grad_tape():
+        dg.sum(getattr(dg, op)(ta, tb)).backward()
+    wins = [1.0, 0.0] if op == "maximum" else [0.0, 1.0]
+    np.testing.assert_array_equal(ta.grad.numpy(), [1.0, 1.0, 0.5, wins[0]])
+    np.testing.assert_array_equal(tb.grad.numpy(), [1.0, 1.0, 0.5, wins[1]])
+    t = dg.ag_tensor(a, requires_grad=True)
+    with dg.with_grad_tape():
+        dg.sum(getattr(dg, op)(t, 2.0)).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [1.0, wins[1], 0.5, wins[0]])
+
+
 def test_max_gives_nan_gradients_where_the_maximum_is_nan(device):
     # torch.amax's rule: g / (ties: 0) * [x == max] is NaN for every element of that slice
     x = np.array([[1.0, NAN, 3.0], [1.0, 3.0, 3.0]], F32)

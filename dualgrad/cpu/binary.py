@@ -137,14 +137,13 @@ def binary_grad_scalar(op, x, y, g):
         return g, -g * integer_quotient(x, y, True)
     if op == FLOOR_DIVIDE:
         return 0.0, 0.0                          # (a step function)
-    if op == MAXIMUM:
-        if x == y:
-            return 0.5 * g, 0.5 * g              # ties split the gradient, as in PyTorch
-        return (g, 0.0) if x > y else (0.0, g)
-    # MINIMUM
+    # ties split the gradient, and a NaN on either side gives it all to both (neither is
+    # below the other), as in PyTorch
     if x == y:
         return 0.5 * g, 0.5 * g
-    return (g, 0.0) if x < y else (0.0, g)
+    if op == MAXIMUM:
+        return 0.0 if x < y else g, 0.0 if x > y else g
+    return 0.0 if x > y else g, 0.0 if x < y else g          # MINIMUM
 
 
 # ---------------------------------------------------------------------------------------------

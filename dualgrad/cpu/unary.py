@@ -563,14 +563,14 @@ def _minimum_scalar(x, a, b):
 def _maximum_scalar_grad(x, y, g, a, b):
     if x == a:
         return 0.5 * g                        # a tie: half to each side, as PyTorch's
-    return g if x > a else 0.0
+    return 0.0 if x < a else g                # (NaN: all of it, as PyTorch's)
 
 
 @backward_rule("minimum_scalar")
 def _minimum_scalar_grad(x, y, g, a, b):
     if x == a:
         return 0.5 * g
-    return g if x < a else 0.0
+    return 0.0 if x > a else g
 
 
 # -- circular and hyperbolic functions, their inverses, erf and erfc -----------------------
