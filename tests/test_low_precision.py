@@ -208,6 +208,38 @@ def test_a_0d_float32_tensor_does_not_promote_a_16_bit_one(device, low):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+def test_normalisations_of_16_bit_input_beside_float32_parameters_keep_its_type(device, low):
+    """PyTorch's mixed-type normalisations: a 16-bit input and float32 weights (a float32
+    model's layer under autocast) give the input's type, the float32 result rounded once;
+    a float32 BatchNorm's statistics move in float32. Under autocast, layer_norm and
+    group_norm (PyTorch's float32 ops) give float32."""
+    rng = np.random.default_rng(6)
+    x = _low(rng.standard_normal((4, 6)) + 1.0, low)
+    img = _low(rng.standard_normal((2, 4, 3, 3)), low)
+    ones, zeros = (dg.ag_tensor(np.full(n, v, np.float32)) for n, v in ((6, 1.0), (6, 0.0)))
+    cases = {
+        "layer_norm": lambda t: dg.layer_norm(t, ones, zeros),
+        "rms_norm": lambda t: dg.rms_norm(t, (6,), ones),
+        "group_norm": lambda t: dg.group_norm(t, 2, ones[:4], zeros[:4]),
+    }
+    for name, op in cases.items():
+        arg = img if name == "group_norm" else x
+        got = op(dg.ag_tensor(arg, dtype=low))
+        assert got.dtype == low, name
+        assert _same(got.numpy(), op(dg.ag_tensor(arg)).numpy().astype(low)), name
+        with dg.autocast(str(low)):
+            kept = op(dg.ag_tensor(arg, dtype=low)).dtype
+        assert kept == (np.float32 if name != "rms_norm" else low), name
+    wide, mixed = dg.nn.BatchNorm1d(6), dg.nn.BatchNorm1d(6)
+    with dg.with_grad_tape():
+        want = wide(dg.ag_tensor(x)).numpy()
+        got = mixed(dg.ag_tensor(x, dtype=low))
+    assert got.dtype == low and _same(got.numpy(), want.astype(low))
+    np.testing.assert_array_equal(mixed.running_mean.numpy(), wide.running_mean.numpy())
+    np.testing.assert_array_equal(mixed.running_var.numpy(), wide.running_var.numpy())
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 def test_batch_norm_moves_16_bit_running_statistics_in_place(device, low):
     """A converted model's BatchNorm: its 16-bit running mean and variance move by the
     batch's statistics (computed in float32, rounded once into the buffers), as the float32

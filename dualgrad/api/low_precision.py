@@ -86,6 +86,22 @@ def computes_in_float32(fn):
     return op
 
 
+def in_input_type(fn):
+    """A normalisation (``fn``: batch_norm, group_norm, layer_norm, rms_norm) of a 16-bit
+    input beside float32 parameters or statistics gives the input's type (its float32
+    result rounded once), as PyTorch's mixed-type kernels do, unless autocast keeps the op
+    in float32."""
+    @functools.wraps(fn)
+    def op(input, *args, **kwargs):  # noqa: A002 - PyTorch's name
+        out = fn(input, *args, **kwargs)
+        low = input.dtype if isinstance(input, Tensor) else None
+        if low in LOW_PRECISION and isinstance(out, Tensor) and out.dtype == DEFAULT_DTYPE \
+                and not autocast.keeps_float32(fn.__name__):
+            return converted(device.active(), out, low)
+        return out
+    return op
+
+
 def _in_float32(fn, args: tuple, kwargs: dict):
     backend = device.active()
     kinds, scalars = set(), set()     # the float types given (of tensors with dimensions)

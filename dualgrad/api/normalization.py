@@ -13,10 +13,10 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape, bad_type
 from . import checks, device
-from .low_precision import computes_in_float32, converted
+from .low_precision import computes_in_float32, converted, in_input_type
 from .ops import _same_dtype, _tensor, mean, reshape, rsqrt
 from .residency import handle
-from .tensor import Tensor
+from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor
 
 
 def _normalised(x: Tensor, axes: tuple, eps: float) -> tuple:
@@ -85,11 +85,15 @@ def _running(fn: str, name: str, t, channels: int, x: Tensor):
         return None
     if not isinstance(t, Tensor):
         raise bad_type(fn, name, t, "a Tensor (updated in place) or None")
-    if t.shape != (channels,) or t.dtype != x.dtype:
+    # (a 16-bit input beside float32 statistics: a float32 model's BatchNorm under
+    # autocast, as PyTorch takes it)
+    if t.shape != (channels,) or not (t.dtype == x.dtype or (
+            x.dtype in LOW_PRECISION and t.dtype == DEFAULT_DTYPE)):
         raise bad_shape(fn, name, t.shape, f"({channels},) of the input's dtype {x.dtype}")
     return t
 
 
+@in_input_type
 def batch_norm(input, running_mean, running_var, weight=None, bias=None,  # noqa: A002
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalises each channel (axis 1) of ``input`` (N, C, ...) over the batch and the
@@ -142,6 +146,7 @@ def _batch_norm(x, running: _Running, weight, bias, training, momentum, eps) -> 
 
 
 
+@in_input_type
 @computes_in_float32
 def group_norm(input, num_groups: int, weight=None, bias=None,  # noqa: A002
                eps: float = 1e-5) -> Tensor:
@@ -163,6 +168,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None,  # noqa: A002
     return _affine(reshape(y, x.shape), weight, bias, x.shape[1])
 
 
+@in_input_type
 @computes_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:  # noqa: A002
     """x / sqrt(mean(x^2) + eps) over the trailing axes of ``normalized_shape``, times

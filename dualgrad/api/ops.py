@@ -29,7 +29,8 @@ from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
 from ..shapes import MAX_RANK, broadcast_strides
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
-from .low_precision import computes_in_float32, converted, refuse_low_precision
+from .low_precision import (computes_in_float32, converted, in_input_type,
+                            refuse_low_precision)
 from .residency import adopt, handle
 from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, ag_tensor, host_array, is_float
 
@@ -1003,6 +1004,7 @@ def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch'
 # ---------------------------------------------------------------------------------------------
 # Layer kernels
 
+@in_input_type
 @computes_in_float32
 def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
