@@ -511,6 +511,40 @@ def test_a_state_dict_of_groups_round_trips_and_a_mismatch_changes_nothing(devic
         split_differently.load_state_dict(sd)
 
 
+def test_a_state_dict_in_pytorchs_form_loads(device, rng):
+    """PyTorch's layout: no parameter names, the groups' "params" indices, the step count
+    a 0-d tensor (here an array), the moments by the same names: the step after it is the
+    one after our own state_dict of the same values."""
+    params = make_params(rng, [(3, 2), (2,)])
+    ours = dg.optim.Adam(params, lr=0.01, weight_decay=0.1)
+    for k in range(3):
+        for p in params:
+            p.grad = np.full(p.shape, k + 1.0, np.float32)
+        ours.step()
+    saved = ours.state_dict()
+    theirs = {"state": {i: {"step": np.array(3.0, np.float32),
+                            "exp_avg": ours.state[i]["exp_avg"].numpy(),
+                            "exp_avg_sq": ours.state[i]["exp_avg_sq"].numpy()}
+                        for i in range(2)},
+              "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8,
+                                "weight_decay": 0.1, "amsgrad": False, "maximize": False,
+                                "foreach": None, "capturable": False, "differentiable": False,
+                                "fused": None, "decoupled_weight_decay": False,
+                                "params": [0, 1]}]}
+    runs = []
+    for state in (saved, theirs):
+        copies = [dg.ag_param(p.numpy()) for p in params]
+        opt = dg.optim.Adam(copies, lr=0.5)
+        opt.load_state_dict(state)
+        assert opt.state[0]["step"] == 3 and type(opt.state[0]["step"]) is int
+        for p in copies:
+            p.grad = np.full(p.shape, 4.0, np.float32)
+        opt.step()
+        runs.append([p.numpy() for p in copies])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_state_dict_of_one_hyper_dict_still_loads(rng):
     # (the earlier format: one "hyper" dict for the only group)
     params = make_params(rng, SHAPES)

@@ -323,15 +323,17 @@ class Optimizer:
         return staged
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore state saved by ``state_dict()``; everything is checked before any state
-        changes. Restored state tensors live where the parameters live."""
+        """Restore state saved by ``state_dict()`` (or by a PyTorch optimizer of the same
+        rule, its tensors as arrays or CPU tensors: the same keys); everything is checked
+        before any state changes. Restored state tensors live where the parameters live."""
         if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), dict):
             raise bad_type("load_state_dict", "state_dict", state_dict,
                            "a dict made by Optimizer.state_dict()")
-        if len(state_dict.get("param_names", [])) != len(self.params):
+        count = _saved_parameters(state_dict)
+        if count != len(self.params):
             raise InvalidValueError(
-                f"load_state_dict: the state is for {len(state_dict.get('param_names', []))} "
-                f"parameters; this optimizer has {len(self.params)}")
+                f"load_state_dict: the state is for {count} parameters; this optimizer has "
+                f"{len(self.params)}")
         tensor_names = OPTIM_STATE[self.rule]
         staged = []
         for key, entry in state_dict["state"].items():
@@ -366,11 +368,31 @@ class Optimizer:
             p = self.params[i]
             for k, v in entry.items():
                 if k not in arrays:
-                    self.state[i][k] = v
+                    self.state[i][k] = _plain(v)
             for name, value in arrays.items():
                 self.state[i][name] = adopt(backend, Tensor(p.shape, p.dtype,
                                                             persistent=p.persistent),
                                             backend.upload(value, p.persistent))
+
+
+def _saved_parameters(state_dict: dict) -> int:
+    """How many parameters a state is for: its parameter names (ours), or the parameter
+    indices of its groups (PyTorch's)."""
+    if "param_names" in state_dict:
+        return len(state_dict["param_names"])
+    groups = state_dict.get("param_groups")
+    if isinstance(groups, list) and all(isinstance(g, dict) and "params" in g
+                                        for g in groups):
+        return sum(len(g["params"]) for g in groups)
+    return 0
+
+
+def _plain(value):
+    """A saved scalar as a Python number: PyTorch keeps a step count as a 0-d tensor."""
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not getattr(value, "shape", 1):
+        number = np.asarray(value).item()
+        return int(number) if isinstance(number, float) and number.is_integer() else number
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
