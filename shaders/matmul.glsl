@@ -22,9 +22,10 @@
 // RELU_C: then every output of C x becomes x <= 0 ? 0 : x, as unary.comp's relu makes it (a
 // selection, no arithmetic; NaN stays NaN): a linear layer and its ReLU in one dispatch.
 //
-// MASK_C: then every output x is kept where mask (a matrix laid out as C) is > 0, else
-// becomes 0, as unary.comp's relu backward makes a gradient from relu's output (a
-// selection): the gradient a linear layer hands back to the ReLU below it, in one dispatch.
+// MASK_C: then every output x becomes 0 where mask (a matrix laid out as C) is <= 0, else
+// is kept (a NaN mask keeps it), as unary.comp's relu backward makes a gradient from
+// relu's output (a selection): the gradient a linear layer hands back to the ReLU below
+// it, in one dispatch.
 //
 // ROWSUM_A: the workgroups of the first column of tiles also write the sums of op(A)'s rows
 // (sum over k, in order of k) to `sums`, from the A tiles they load anyway: a linear
@@ -334,7 +335,7 @@ void store_tile(Out dst, uint base, uint tx, uint ty, uint m0, uint n0,
                 if (RELU_C != 0 && final) v = mix(v, vec4(0.0), lessThanEqual(v, vec4(0.0)));
                 uint off = base + m * p.N + n;
                 if (MASK_C != 0 && final)
-                    v = mix(vec4(0.0), v, greaterThan(mask_quad(off, n), vec4(0.0)));
+                    v = mix(v, vec4(0.0), lessThanEqual(mask_quad(off, n), vec4(0.0)));
                 if (C16 && final)
                     store16(dst, off, v);
                 else

@@ -177,7 +177,7 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == LOG) return g / x;
     if (OP == SQRT) return g / (2.0 * y);
     if (OP == ABS) return g * sign(x);
-    if (OP == RELU) return x > 0.0 ? g : 0.0;
+    if (OP == RELU) return x <= 0.0 ? 0.0 : g;     // (NaN: the gradient, as PyTorch's)
     if (OP == GELU) return g * (normal_cdf(x) + x * normal_pdf(x));
     if (OP == SIGMOID) return g * y * (1.0 - y);
     if (OP == TANH) return g * (1.0 - y * y);

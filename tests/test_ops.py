@@ -1184,6 +1184,40 @@ def test_a_0d_tensor_takes_axis_0_and_minus_1(device):
             dg.softmax(z, axis=1)
 
 
+def test_relu_passes_the_gradient_of_nan_as_pytorch_and_so_does_its_fused_form(device):
+    """PyTorch's threshold rule: 0 where x <= 0, else the gradient (NaN is not <= 0); a
+    Linear and its ReLU made as one product keeps the same rule."""
+    with dg.with_grad_tape():
+        t = dg.ag_tensor(np.array([NAN, -1.0, 0.0, 2.0], F32), requires_grad=True)
+        dg.sum(dg.relu(t)).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [1.0, 0.0, 0.0, 1.0])
+    w = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], F32)
+    x = np.array([[NAN, 1.0], [2.0, -3.0]], F32)        # outputs NaN, then 2, -3, -2
+    grads = []
+    for fused in (True, False):
+        with dg.with_grad_tape():
+            xt = dg.ag_tensor(x, requires_grad=True)
+            y = dg.linear(xt, dg.ag_tensor(w), activation="relu") if fused else \
+                dg.relu(dg.linear(xt, dg.ag_tensor(w)))
+            dg.sum(y).backward()
+        grads.append(xt.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    np.testing.assert_array_equal(grads[0][1], [1.0, 0.0])
+    # through a Sequential, where the next layer's product masks the gradient it hands
+    # back (a NaN activation's included)
+    dg.manual_seed(0)
+    model = dg.nn.Sequential(dg.nn.Linear(2, 3), dg.nn.ReLU(), dg.nn.Linear(3, 2))
+    model[0].load_state_dict({"weight": w, "bias": np.zeros(3, F32)})
+    seen = []
+    for fused in (True, False):
+        with dg.with_grad_tape():
+            xt = dg.ag_tensor(x, requires_grad=True)
+            h = model(xt) if fused else model[2](dg.relu(model[0](xt)))
+            dg.sum(h).backward()
+        seen.append(xt.grad.numpy())
+    np.testing.assert_array_equal(seen[0], seen[1])
+
+
 def test_gradients_at_pytorchs_edge_points(device):
     """hardswish's gradient at -3 and 3 is its outer pieces' (0 and 1), atan2's at the origin
     0 (not 0 / 0), as PyTorch's."""

@@ -268,7 +268,7 @@ def _abs_grad(x, y, g, a, b):
 
 @backward_rule("relu")
 def _relu_grad(x, y, g, a, b):
-    return g if x > 0.0 else 0.0
+    return 0.0 if x <= 0.0 else g               # (NaN: the gradient, as PyTorch's)
 
 
 @scalar
