@@ -14,9 +14,10 @@ from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, 
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
 from .indexing import flatten, unsqueeze
+from .logic import eq, where
 from .residency import adopt, handle, set_host_data, store_weight
-from .tensor import (Parameter, Tensor, ag_buffer, ag_param, ag_tensor, host_array,
-                     is_floating, resolve_dtype)
+from .tensor import (Parameter, Tensor, ag_buffer, ag_param, host_array, is_floating,
+                     resolve_dtype)
 
 
 def _refuse_unregistered_collection(module, name, value) -> None:
@@ -678,15 +679,12 @@ class Embedding(Module):
         rows = ops.embedding(self.weight, indices)
         if self.padding_idx is None:
             return rows
-        from .logic import eq, where         # (logic builds on the layers' ops)
         # the padding row's lookups as a constant copy (no gradient flows to the table)
         backend = device.active()
         copied = backend.empty(tuple(rows.shape), rows.dtype)
         backend.copy(copied, handle(backend, rows))
         constant = adopt(backend, Tensor(rows.shape, rows.dtype), copied)
-        index = indices if isinstance(indices, Tensor) else \
-            ag_tensor(np.asarray(indices), dtype="int32")
-        return where(unsqueeze(eq(index, self.padding_idx), -1), constant, rows)
+        return where(unsqueeze(eq(indices, self.padding_idx), -1), constant, rows)
 
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
