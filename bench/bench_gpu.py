@@ -465,7 +465,7 @@ def bench_memory(args, ours, torch) -> list:
         ("sum of squares (all) / vector_norm", 4 * n,
          lambda: be.reduce("sum_squares", ha, (0,)),
          lambda x, y, x2: torch.linalg.vector_norm(x)),
-        ("dg.var (all)", 8 * n, lambda: dg.var(ta_ours), lambda x, y, x2: x.var()),
+        ("dg.var (all)", 4 * n, lambda: dg.var(ta_ours), lambda x, y, x2: x.var()),
         ("dg.logsumexp (all)", 8 * n, lambda: dg.logsumexp(ta_ours, 0),
          lambda x, y, x2: x.logsumexp(0)),
         ("prod (all)", 4 * n, lambda: be.reduce("prod", ha, (0,)), lambda x, y, x2: x.prod()),
@@ -475,6 +475,10 @@ def bench_memory(args, ours, torch) -> list:
          lambda x, y, x2: x2.sum(0)),
         (f"sum axis 1 of {side}^2", 4 * side * side, lambda: be.reduce("sum", ha2, (1,)),
          lambda x, y, x2: x2.sum(1)),
+        (f"var axis 0 of {side}^2", 4 * side * side,
+         lambda: be.reduce("var", ha2, (0,), divisor=side - 1), lambda x, y, x2: x2.var(0)),
+        (f"var axis 1 of {side}^2", 4 * side * side,
+         lambda: be.reduce("var", ha2, (1,), divisor=side - 1), lambda x, y, x2: x2.var(1)),
     ]
     if torch:
         ta, tb, ta2 = (torch.from_numpy(v).cuda() for v in (a, b, np.ascontiguousarray(a2)))

@@ -209,12 +209,13 @@ class Backend(abc.ABC):
         perm, shape, folded_axes = reduction_layout(tuple(x.shape), tuple(axes))
         return self.reshape(self.permute(x, perm) if perm else x, shape), folded_axes, perm
 
-    def wide_reduce(self, op: str, x, axes: tuple, keepdims: bool, center=None):
+    def wide_reduce(self, op: str, x, axes: tuple, keepdims: bool, center=None,
+                    divisor=None):
         """``reduce`` of x of more than 4 dimensions."""
         x4, axes4, _ = self._in_four(x, axes)
         if center is not None:
             center = self.reshape(center, keepdims_shape(tuple(x4.shape), axes4))
-        y = self.reduce(op, x4, axes4, keepdims=True, center=center)
+        y = self.reduce(op, x4, axes4, keepdims=True, center=center, divisor=divisor)
         return self.reshape(y, reduced_shape(tuple(x.shape), tuple(axes), keepdims))
 
     def wide_reduce_backward(self, op: str, x, y, g, axes: tuple):
@@ -228,11 +229,14 @@ class Backend(abc.ABC):
         return self.permute(dx, tuple(int(d) for d in np.argsort(perm)))
 
     @abc.abstractmethod
-    def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None, center=None):
+    def reduce(self, op: str, x, axes: tuple, keepdims: bool = False, out=None, center=None,
+               divisor=None):
         """An op of ``kernel_ops.REDUCE`` over ``axes`` (non-negative, sorted), into ``out``
         (storage of the result's size, returned) where given. ``center`` (sum_squares and
         sum_exp only; the keepdims shape): the sum of (x - center)^2 or of exp(x - center),
-        x - center formed as each element is read."""
+        x - center formed as each element is read. ``divisor`` (var only, a float): var is
+        the sum of (x - mean)^2 over each output's elements, about their own mean, divided
+        by it (0 gives inf, or NaN for a zero sum)."""
 
     @abc.abstractmethod
     def reduce_backward(self, op: str, x, y, g, axes: tuple):

@@ -153,11 +153,12 @@ INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_flo
 INTEGER_UNARY = ("int_neg", "int_abs")
 
 # min is -max(-x) in one pass: the same bits (NaN wins, -0 against +0 gives -0). sum_squares
-# (the sum of x * x, or of (x - center)^2: a 2-norm's and a variance's) and sum_exp (the sum
-# of exp(x - center): a log-sum-exp's) write nothing but their result, and have no backward
-# kernel (their ops' gradients are compositions).
+# (the sum of x * x, or of (x - center)^2: a 2-norm's), sum_exp (the sum of exp(x - center):
+# a log-sum-exp's) and var (the sum of squares about the elements' own mean, divided by a
+# divisor: a variance's, in one pass over the input) write nothing but their result, and
+# have no backward kernel (their ops' gradients are compositions).
 REDUCE = Family("reduce", [("sum",), ("mean",), ("max",), ("prod",), ("min",),
-                           ("sum_squares",), ("sum_exp",)])
+                           ("sum_squares",), ("sum_exp",), ("var",)])
 # The reductions with a backward kernel (prod's gradient is a composition: see
 # dualgrad/api/reductions.py).
 REDUCE_BACKWARD = ("sum", "mean", "max", "min")

@@ -16,7 +16,7 @@ const uint NEG = 0, EXP = 1, LOG = 2, SQRT = 3, ABS = 4, RELU = 5, GELU = 6, SIG
 const uint ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAXIMUM = 5, MINIMUM = 6, ATAN2 = 7,
            FMOD = 8, REMAINDER = 9, FLOOR_DIVIDE = 10;
 // reduce
-const uint SUM = 0, MEAN = 1, MAX = 2, PROD = 3, MIN = 4, SUM_SQUARES = 5, SUM_EXP = 6;
+const uint SUM = 0, MEAN = 1, MAX = 2, PROD = 3, MIN = 4, SUM_SQUARES = 5, SUM_EXP = 6, VAR = 7;
 // logic
 const uint EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5, LOGICAL_AND = 6, LOGICAL_OR = 7,
            LOGICAL_XOR = 8, ISNAN = 9, ISINF = 10, ISFINITE = 11, LOGICAL_NOT = 12;
@@ -24,7 +24,7 @@ const uint EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5, LOGICAL_AND = 6, LOGI
 const uint INT_ADD = 0, INT_SUB = 1, INT_MUL = 2, INT_FLOOR_DIVIDE = 3, INT_REMAINDER = 4,
            INT_MAXIMUM = 5, INT_MINIMUM = 6, INT_NEG = 7, INT_ABS = 8;
 // reduce.comp's own: counts the elements equal to the maximum or minimum
-const uint COUNT_EQ = 7;
+const uint COUNT_EQ = 8;
 // optimizer rules, their scalars' positions and the flags
 const uint RULE_ADAM = 0, RULE_SGD = 1, RULE_RMSPROP = 2, RULE_ADAGRAD = 3, RULE_ADAMAX = 4,
            RULE_NADAM = 5, RULE_RADAM = 6;

@@ -3,8 +3,13 @@
 // axes, and COUNT_EQ (how many elements equal the maximum or minimum y, for their
 // backward); the twin of dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
 // SUM_SQUARES squares each element as it reads it (term) and adds like SUM; with CENTERED,
-// (x - y[o])^2, about a center an output (a variance's mean). SUM_EXP adds exp(x - y[o])
-// (a log-sum-exp's, y the maximum).
+// (x - y[o])^2, about a center an output. SUM_EXP adds exp(x - y[o]) (a log-sum-exp's, y
+// the maximum). VAR (a variance) sums each item's run, then its deviations from the run's
+// mean c, d = x - c, as sum(d) and sum(d^2) in a second walk (from the cache: the run was
+// just read), and keeps the item's statistics: its count, its mean as c + lo (lo = sum(d) /
+// n, which c's rounding leaves), and M2 = sum(d^2) - sum(d) lo, the squares about that
+// mean; items are merged by Chan's rule in order of s, and the result is M2 over the
+// divisor the push constants' `total` carries (as float bits).
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -52,6 +57,7 @@ layout(push_constant) uniform Push {
 } p;
 
 shared float part[WG];
+shared vec4 stats[WG];                // VAR: pairs of sums, then statistics, for the trees
 shared bool last_item;
 
 // NaN wins; -0 against +0 gives +0: the same in any order
@@ -152,7 +158,61 @@ float walk(uint base, uint r0, uint r1, uint first, uint step, float target) {
     return acc;
 }
 
-float finish(float acc) { return OP == MEAN ? acc / float(p.total) : acc; }
+float finish(float acc) {
+    if (OP == VAR) return acc / uintBitsToFloat(p.total);
+    return OP == MEAN ? acc / float(p.total) : acc;
+}
+
+// VAR: the sums of d = x - c and of d^2 over the elements walk() would take.
+vec2 walk_deviations(uint base, uint r0, uint r1, uint first, uint step, float c) {
+    vec2 acc = vec2(0.0);
+    if (VEC != 0) {
+        for (uint r = r0 + 4 * first; r < r1; r += 4 * step) {
+            vec4 d = Quads(p.x).v[(base + r) >> 2] - c;
+            acc += vec2((d.x + d.y) + (d.z + d.w),
+                        (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w));
+        }
+    } else {
+        for (uint r = r0 + first; r < r1; r += step) {
+            float d = p.x.v[offset_of(base, r)] - c;
+            acc += vec2(d, d * d);
+        }
+    }
+    return acc;
+}
+
+// VAR: a run's statistics (count, mean c + lo, M2), from its count n, the rounded mean c
+// and the sums of its deviations from c. sum(d^2) - sum(d) lo removes what c's distance
+// from the mean added (n lo^2); nothing may go below 0 by rounding (a NaN stays).
+vec4 run_stats(float n, float c, vec2 d) {
+    if (n == 0.0) return vec4(0.0);
+    float lo = d.x / n, m2 = d.y - d.x * lo;
+    return vec4(n, c, lo, m2 < 0.0 ? 0.0 : m2);
+}
+
+// VAR: Chan's merge of two runs' statistics: M2 is a's, b's and delta^2 n_a n_b / n, all
+// non-negative, so nothing cancels; the mean stays a's c plus a moved lo.
+vec4 merge(vec4 a, vec4 b) {
+    if (b.x == 0.0) return a;
+    if (a.x == 0.0) return b;
+    float n = a.x + b.x, f = b.x / n;
+    float delta = (b.y - a.y) + (b.z - a.z);
+    return vec4(n, a.y, a.z + delta * f, a.w + b.w + (delta * delta) * (a.x * f));
+}
+
+// VAR: the statistics of item (o, s)'s run, from its partial results (out_: three floats
+// an item; the count follows from s).
+vec4 item_stats(uint o, uint s) {
+    uint at = 3 * (s * p.n_out + o);
+    float n = float(min(p.count, (s + 1) * p.chunk) - s * p.chunk);
+    return vec4(n, p.out_.v[at], p.out_.v[at + 1], p.out_.v[at + 2]);
+}
+
+void store_stats(uint it, vec4 st) {
+    p.out_.v[3 * it] = st.y;
+    p.out_.v[3 * it + 1] = st.z;
+    p.out_.v[3 * it + 2] = st.w;
+}
 
 // FINISH: count an item of output o in; true for the last of o's SPLITS items. The item's
 // partial result, stored before, is visible to whoever then reads it.
@@ -170,6 +230,14 @@ float gather(uint o, uint first, uint step) {
     return acc;
 }
 
+// FINISH, VAR: the items' statistics likewise, merged in order of s.
+vec4 gather_stats(uint o, uint first, uint step) {
+    memoryBarrierBuffer();
+    vec4 acc = vec4(0.0);
+    for (uint s = first; s < p.splits; s += step) acc = merge(acc, item_stats(o, s));
+    return acc;
+}
+
 // The WG values of the workgroup's threads combined by a tree; every thread gets it.
 float combine_group(float v) {
     uint lid = gl_LocalInvocationID.x;
@@ -184,7 +252,79 @@ float combine_group(float v) {
     return all;
 }
 
+// VAR: the workgroup's pairs of sums added by a tree, or (`stats`) its statistics merged
+// by one, in a fixed order; every thread gets the result.
+vec4 combine_group_var(vec4 v, bool is_stats) {
+    uint lid = gl_LocalInvocationID.x;
+    stats[lid] = v;
+    barrier();
+    [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) stats[lid] = is_stats ? merge(stats[lid], stats[lid + s])
+                                           : stats[lid] + stats[lid + s];
+        barrier();
+    }
+    vec4 all = stats[0];
+    barrier();
+    return all;
+}
+
+// VAR: item `it`'s statistics (output o, run [r0, r1)), walked by the workgroup
+// (GROUP_ITEMS) or by one thread.
+vec4 var_item(uint o, uint r0, uint r1) {
+    uint base = base_of(o);
+    float n = float(r1 - r0);
+    if (GROUP_ITEMS == 0) {
+        float c = walk(base, r0, r1, 0, 1, 0.0) / n;
+        return run_stats(n, c, walk_deviations(base, r0, r1, 0, 1, c));
+    }
+    uint lid = gl_LocalInvocationID.x;
+    float c = combine_group(walk(base, r0, r1, lid, WG, 0.0)) / n;
+    vec2 d = combine_group_var(vec4(walk_deviations(base, r0, r1, lid, WG, c), 0.0, 0.0),
+                               false).xy;
+    return run_stats(n, c, d);
+}
+
+void main_var() {
+    uint items = p.n_out * p.splits;
+    uint lid = gl_LocalInvocationID.x;
+    uint first = GROUP_ITEMS == 0 ? gl_GlobalInvocationID.x : gl_WorkGroupID.x;
+    uint step = GROUP_ITEMS == 0 ? gl_NumWorkGroups.x * WG : gl_NumWorkGroups.x;
+    for (uint it = first; it < items; it += step) {
+        uint o = it % p.n_out, r0 = (it / p.n_out) * p.chunk;
+        vec4 st = var_item(o, r0, min(p.count, r0 + p.chunk));
+        if (FINISH == 0) {                 // (one item an output: the planner's rule)
+            if (GROUP_ITEMS == 0 || lid == 0) p.out_.v[it] = finish(st.w);
+            continue;
+        }
+        if (GROUP_ITEMS == 0) {
+            store_stats(it, st);
+            if (count_in(o)) {
+                p.final_.v[o] = finish(gather_stats(o, 0, 1).w);
+                p.counters.v[o] = 0;
+            }
+            continue;
+        }
+        if (lid == 0) {
+            store_stats(it, st);
+            last_item = count_in(o);
+        }
+        barrier();
+        if (last_item) {
+            vec4 all = combine_group_var(gather_stats(o, lid, WG), true);
+            if (lid == 0) {
+                p.final_.v[o] = finish(all.w);
+                p.counters.v[o] = 0;
+            }
+        }
+        barrier();
+    }
+}
+
 void main() {
+    if (OP == VAR) {
+        main_var();
+        return;
+    }
     uint items = p.n_out * p.splits;
     if (GROUP_ITEMS == 0) {
         uint lanes = gl_NumWorkGroups.x * WG;

@@ -1,10 +1,11 @@
 """Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
 
 norm (but its 2-norm) is a composition of the sum and max kernels and elementwise ops, so
-its gradient follows from its parts. min, prod, cumsum, the sum of squares (the 2-norm's,
-and var's and std's about the mean) and the sum of exponentials (logsumexp's, about the
-maximum) are kernels of their own (prod's gradient is a composition); var and logsumexp
-read their input twice, where one pass (Welford's, an online maximum) would read it once.
+its gradient follows from its parts. min, prod, cumsum, the sum of squares (the 2-norm's),
+the variance (var's and std's: one pass, each share's squares about its own mean) and the
+sum of exponentials (logsumexp's, about the maximum) are kernels of their own (prod's
+gradient is a composition); logsumexp reads its input twice, where an online maximum would
+read it once.
 """
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def _count(x: Tensor, axes: tuple) -> int:
 def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
         keepdim=None) -> Tensor:
     """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
-    (``correction=1``: Bessel's; 0: the population's). Two passes, the mean and then the
-    squares about it (formed as they are read), so no cancellation of large means; NaN where
+    (``correction=1``: Bessel's; 0: the population's). One kernel reads the input once:
+    each share of it is summed, then its squares are taken about its own mean, and the
+    shares are merged (Chan's rule), so a large mean cancels nothing; NaN where
     n - correction <= 0 (inf for a positive sum, as PyTorch). Its gradient is PyTorch's,
     2 (x - mean) g / (n - correction)."""
     axis, keepdims = _dim_or_axis("var", axis, dim, keepdims, keepdim)
@@ -57,13 +59,12 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     divisor = builtins.max(_count(x, axes) - correction, 0.0)
     backend = device.active()
     hx = handle(backend, x)
-    hm = backend.reduce("mean", hx, axes, keepdims=True)
-    hk = backend.unary("div_scalar", backend.reduce("sum_squares", hx, axes, keepdims=True,
-                                                    center=hm), divisor)
+    hk = backend.reduce("var", hx, axes, keepdims=True, divisor=divisor)
     kshape = tuple(hk.shape)
     hy = _without_axes(backend, hk, axes, keepdims)
 
     def backward(g, needs):
+        hm = backend.reduce("mean", hx, axes, keepdims=True)
         # g / (divisor / 2): one rounding (halving is exact), inf or NaN where divisor is 0
         scaled = backend.unary("div_scalar", backend.reshape(g, kshape), divisor / 2)
         return (backend.binary("mul", backend.binary("sub", hx, hm), scaled),)

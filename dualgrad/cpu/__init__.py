@@ -123,10 +123,10 @@ class CpuBackend(Backend):
     def binary_backward(self, op, a, b, g):
         return binary.binary_backward(op, a, b, g)
 
-    def reduce(self, op, x, axes, keepdims=False, out=None, center=None):
+    def reduce(self, op, x, axes, keepdims=False, out=None, center=None, divisor=None):
         if x.ndim > KERNEL_RANK:
-            return _into(out, self.wide_reduce(op, x, axes, keepdims, center))
-        return _into(out, reduce.reduce(op, x, axes, keepdims, center))
+            return _into(out, self.wide_reduce(op, x, axes, keepdims, center, divisor))
+        return _into(out, reduce.reduce(op, x, axes, keepdims, center, divisor))
 
     def reduce_backward(self, op, x, y, g, axes):
         if x.ndim > KERNEL_RANK:

@@ -53,8 +53,8 @@ from . import split as split_
 from .jit import kernel, scalar
 from .vmath import bitcast, vexp
 
-SUM, MEAN, MAX, PROD, MIN, SUM_SQUARES, SUM_EXP = REDUCE.codes(
-    "sum", "mean", "max", "prod", "min", "sum_squares", "sum_exp")
+SUM, MEAN, MAX, PROD, MIN, SUM_SQUARES, SUM_EXP, VAR = REDUCE.codes(
+    "sum", "mean", "max", "prod", "min", "sum_squares", "sum_exp", "var")
 LANES = 64      # interleaved partial results along a contiguous run
 CHUNK = 1 << 16     # a run this long or longer is reduced in chunks of about this many
 _INF_BITS = 0x7F800000          # +inf's float32 bits; above them (as int32): positive NaNs
@@ -347,10 +347,11 @@ def _rows_kernel(op):
     return kernel(rows_kernel)
 
 
-_REDUCE = [_reduce_kernel(op.code) for op in REDUCE]
-_RUNS = [_runs_kernel(op.code) for op in REDUCE]
-_CHUNKS = [_chunks_kernel(op.code) for op in REDUCE]
-_ROWS = [_rows_kernel(op.code) for op in REDUCE]
+_KERNEL_OPS = [op.code for op in REDUCE if op.code != VAR]    # (var: a sum, then squares)
+_REDUCE = [_reduce_kernel(code) for code in _KERNEL_OPS]
+_RUNS = [_runs_kernel(code) for code in _KERNEL_OPS]
+_CHUNKS = [_chunks_kernel(code) for code in _KERNEL_OPS]
+_ROWS = [_rows_kernel(code) for code in _KERNEL_OPS]
 _REDUCE_GRAD = {REDUCE.code[op]: _reduce_grad_kernel(REDUCE.code[op]) for op in REDUCE_BACKWARD}
 
 
@@ -397,7 +398,7 @@ def _runs(code: int, x, acc, n: int, center, cs: int) -> None:
     long one in chunks fixed by its length (module docstring)."""
     runs = acc.size
     bits = code in (MAX, MIN) and x.dtype == np.float32
-    if runs > 1 or n < 2 * CHUNK:
+    if runs != 1 or n < 2 * CHUNK:      # (no runs: nothing to do)
         if bits:
             def part(lo, hi):
                 _max_runs_f32(x[lo * n:hi * n], acc[lo:hi], n, code == MIN)
@@ -421,14 +422,32 @@ def _runs(code: int, x, acc, n: int, center, cs: int) -> None:
     _RUNS[_partials_code(code)](partial, acc, chunks, _NO_CENTER, 0)
 
 
+def _var_into(x: np.ndarray, acc: np.ndarray, axes: tuple, divisor: float) -> None:
+    """acc = the sum of (x - mean)^2 over axes, about the exact mean (float64, never
+    rounded to x's type), divided by ``divisor``."""
+    _reduce_into(SUM, x, acc, axes)
+    with np.errstate(invalid="ignore", divide="ignore"):   # (no element: NaN, as a mean's)
+        mean = (acc / reduced_count(x.shape, axes)).reshape(-1)
+    _reduce_into(SUM_SQUARES, x, acc, axes, mean, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):   # 0 / 0 = NaN, s / 0 = inf
+        acc /= divisor
+
+
 def reduce(op: str, x: np.ndarray, axes: tuple, keepdims: bool = False,
-           center: np.ndarray | None = None) -> np.ndarray:
+           center: np.ndarray | None = None, divisor: float | None = None) -> np.ndarray:
     """Sum, mean, max, product, min, sum of squares or of exponentials of x over `axes` (a
-    tuple of non-negative axes); about ``center`` (the keepdims shape) where given."""
+    tuple of non-negative axes); about ``center`` (the keepdims shape) where given. var:
+    the sum of squares about each output's own mean (float64 throughout), over
+    ``divisor``."""
     kshape = keepdims_shape(x.shape, axes)
     acc = np.empty(kshape, np.float64)
     code = REDUCE.code[op]
-    if acc.size:
+    if code == VAR and divisor is None:
+        raise ValueError("reduce: var needs a divisor")
+    if code == VAR:
+        if acc.size:
+            _var_into(x, acc, axes, float(divisor))
+    elif acc.size:
         if center is None:
             _reduce_into(code, x, acc, axes)
         else:

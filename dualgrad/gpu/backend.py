@@ -121,14 +121,14 @@ class GpuBackend(Backend):
     def binary_backward(self, op, a, b, g):
         return elementwise.binary_backward(self.device, op, a, b, g)
 
-    def reduce(self, op, x, axes, keepdims=False, out=None, center=None):
+    def reduce(self, op, x, axes, keepdims=False, out=None, center=None, divisor=None):
         if len(x.shape) > KERNEL_RANK:
-            y = self.wide_reduce(op, x, axes, keepdims, center)
+            y = self.wide_reduce(op, x, axes, keepdims, center, divisor)
             if out is not None:
                 self.copy(self.reshape(out, tuple(y.shape)), y)
                 return out
             return y
-        return reduce.reduce(self.device, op, x, axes, keepdims, out, center)
+        return reduce.reduce(self.device, op, x, axes, keepdims, out, center, divisor)
 
     def reduce_backward(self, op, x, y, g, axes):
         if len(x.shape) > KERNEL_RANK:

@@ -23,6 +23,7 @@ from ..cpu.matmul import rounded
 from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
 from . import strategies as dgst
 from .tolerances import LOW_TYPES, TOLERANCES, Agreement, agreement
+from .tolerances import gamma as gamma_n
 
 F32 = np.float32
 
@@ -297,6 +298,30 @@ def _reduce_sum_squares(data, pair):
     # (x - c rounds once more on the gpu: 3 roundings a term, where x * x has 1)
     return [pair.agree("reduce:sum_squares", gy, cy, scale=scale,
                        length=n + (1 if center == "none" else 3))]
+
+
+@check("reduce:var")
+def _reduce_var(data, pair):
+    """The variance kernel: the sum of squares about each output's own mean, over a
+    divisor (n - correction; 0 where n <= correction). The elements sit about an offset
+    drawn up to 1e6, where a mean's rounding is the danger (a large mean cancels)."""
+    offset = data.draw(st.sampled_from([0.0, 100.0, -3e4, 1e6]), label="offset")
+    x = data.draw(dgst.arrays(dgst.shapes(min_dims=1, max_size=1 << 17)), label="x") + F32(offset)
+    axes = _axes(data, x.ndim)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    correction = data.draw(st.sampled_from([0.0, 1.0, 0.5, float(n)]), label="correction")
+    divisor = max(n - correction, 0.0)
+    cy, gy = pair.twin("reduce", "var", x, axes, True, None, None, divisor)
+    wide = x.astype(np.float64)
+    with np.errstate(all="ignore"):   # (no element: 0 / 0)
+        mean = np.sum(wide, axis=axes, keepdims=True) / n
+        # a run's float32 mean errs by e <= gamma(n + 1) sum|x| / n, which adds n e^2 to
+        # the squares the kernel sums (tolerances.py: "reduce:var")
+        e = gamma_n(n + 1) * np.sum(np.abs(wide), axis=axes, keepdims=True) / n
+        squares = np.sum(np.square(wide - mean), axis=axes, keepdims=True) + n * e * e
+        # (a sum of squares past float32's range overflows on one side and not the other)
+        scale = np.where(squares > np.finfo(F32).max, np.inf, squares / divisor)
+    return [pair.agree("reduce:var", gy, cy, scale=scale, length=n + 3)]
 
 
 @check("reduce:sum_exp")

@@ -8,14 +8,17 @@ import functools
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from ...kernel_ops import COUNT_EQ, REDUCE, REDUCE_BACKWARD
 from ...shapes import keepdims_shape, pad4, reduced_shape, strides4
 from .. import plans
 from ..dispatch import MAX_GROUPS, grid, packed_uints, packer, push_constants
 from ..workspace import COUNTER, COUNTERS
 
-SUM, MEAN, MAX, MIN, SUM_SQUARES, SUM_EXP = REDUCE.codes("sum", "mean", "max", "min",
-                                                         "sum_squares", "sum_exp")
+SUM, MEAN, MAX, MIN, SUM_SQUARES, SUM_EXP, VAR = REDUCE.codes(
+    "sum", "mean", "max", "min", "sum_squares", "sum_exp", "var")
+VAR_PARTIALS = 3        # the floats of an item's statistics a variance leaves (reduce.comp)
 _ADDRESSES5 = packer(5)
 # A split reduction finishes in its own dispatch (reduce.comp's FINISH: the last item of
 # an output combines the partial results) where a counter per output fits in COUNTERS and,
@@ -38,36 +41,48 @@ class ReducePass(NamedTuple):
 def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | None,
                   maps: tuple | None, planner, centered: bool = False) -> tuple:
     """Reduce ``count`` elements into each of ``n_out`` outputs (``total``: the count a mean
-    divides by). ``inner``: the input is [outer][count][inner], or None to index it through
-    the 4-D ``maps``. A split reduction writes (splits, n_out) partial results and combines
-    them in the same dispatch (FINISH) where it can, else in a second pass (a mean divides
-    only there; tie counts and the partial sums of squares or exponentials are summed
-    there). ``centered``: a sum of squares or exponentials about y, one value an output
-    (reduce.comp's CENTERED)."""
+    divides by; a variance's divisor as float32 bits). ``inner``: the input is
+    [outer][count][inner], or None to index it through the 4-D ``maps``. A split reduction
+    writes (splits, n_out) partial results and combines them in the same dispatch (FINISH)
+    where it can, else in a second pass (a mean divides only there; tie counts and the
+    partial sums of squares or exponentials are summed there). ``centered``: a sum of
+    squares or exponentials about y, one value an output (reduce.comp's CENTERED). A
+    variance is never split where it cannot finish in its dispatch."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
                                                   plan.splits <= FINISH_SPLITS)
+    if code == VAR and not (final or finish):
+        plan = _finishing(plan, count, FINISH_SPLITS if n_out <= COUNTERS else 1)
+        final, finish = plan.splits == 1, plan.splits > 1
     first = SUM if code == MEAN and not (final or finish) else code
     vec = inner == 1 and count % 4 == 0
     items = plan.splits * n_out
     groups = min(items, MAX_GROUPS) if plan.group_items else grid(items)[0]
     uints = (n_out, count, plan.splits, plan.chunk, total, inner or 1,
              *(maps if inner is None else (1,) * 16))
+    partials = (plan.splits, n_out) if code != VAR else (plan.splits, n_out, VAR_PARTIALS)
     this = ReducePass((first, int(plan.group_items), int(inner is not None), int(vec),
                        int(finish), int(centered)), uints, (groups, 1, 1),
-                      None if final else (plan.splits, n_out), finish, packed_uints(uints))
+                      None if final else partials, finish, packed_uints(uints))
     if final or finish:
         return (this,)
     second = SUM if code in (COUNT_EQ, SUM_SQUARES, SUM_EXP) else code
     return (this,) + reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
 
 
+def _finishing(plan, count: int, splits: int):
+    """``plan`` with at most ``splits`` items an output (a multiple of 4 elements each)."""
+    per_split = -(-count // splits)
+    chunk = max(4, -(-per_split // 4) * 4)
+    return plans.ReducePlan(plan.group_items, max(1, -(-count // chunk)), chunk)
+
+
 @functools.lru_cache(maxsize=4096)      # called on every reduction
 def reduce_recipe(code: int, shape: tuple, axes: tuple, planner,
-                  centered: bool = False) -> tuple:
+                  centered: bool = False, divisor: float | None = None) -> tuple:
     """The passes that reduce an array of ``shape`` over ``axes`` (none when the result
-    is empty)."""
+    is empty); ``divisor``: a variance's."""
     x4 = pad4(shape)
     lead = 4 - len(shape)
     reduced = frozenset(a + lead for a in axes)
@@ -77,8 +92,14 @@ def reduce_recipe(code: int, shape: tuple, axes: tuple, planner,
     n_out, count = math.prod(kd), math.prod(rd)
     if not n_out:
         return ()
-    return reduce_passes(code, n_out, count, count, plans.reduce_layout(x4, reduced),
+    total = count if divisor is None else _float_bits(divisor)
+    return reduce_passes(code, n_out, count, total, plans.reduce_layout(x4, reduced),
                          (*kd, *st, *rd, *st), planner, centered)
+
+
+def _float_bits(value: float) -> int:
+    """value rounded to float32, as its bits (a uint push constant)."""
+    return int(np.float32(value).view(np.uint32))
 
 
 def _run(dev, passes, x, y, out) -> None:
@@ -101,17 +122,23 @@ def _run(dev, passes, x, y, out) -> None:
         x, y = dest, None
 
 
-def reduce_into(dev, code: int, x, y, out, axes, centered: bool = False) -> None:
+def reduce_into(dev, code: int, x, y, out, axes, centered: bool = False,
+                divisor: float | None = None) -> None:
     """The reduction ``code`` (REDUCE's, or COUNT_EQ with y the maximum or minimum; a sum
-    of squares or exponentials about y where ``centered``) of x over axes."""
-    _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan, centered), x, y,
-         out)
+    of squares or exponentials about y where ``centered``; a variance over ``divisor``)
+    of x over axes."""
+    _run(dev, reduce_recipe(code, x.shape, tuple(axes), plans.reduce_plan, centered,
+                            divisor), x, y, out)
 
 
-def reduce(dev, op, x, axes, keepdims=False, out=None, center=None):
+def reduce(dev, op, x, axes, keepdims=False, out=None, center=None, divisor=None):
+    code = REDUCE.code[op]
+    if code == VAR and divisor is None:
+        raise ValueError("reduce: var needs a divisor")
     if out is None:
         out = dev.empty(reduced_shape(x.shape, tuple(axes), keepdims))
-    reduce_into(dev, REDUCE.code[op], x, center, out, axes, center is not None)
+    reduce_into(dev, code, x, center, out, axes, center is not None,
+                None if code != VAR else float(divisor))
     return out
 
 
