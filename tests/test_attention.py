@@ -295,6 +295,38 @@ def test_self_attention_in_place_matches_the_composition(device, batch_first, au
             assert np.linalg.norm(fused - composed) <= 2 ** -8 * np.linalg.norm(composed)
 
 
+def test_multihead_attention_projects_keys_and_values_of_their_own_widths(device):
+    """kdim and vdim: PyTorch's separate projections and their state_dict names, keys of 5
+    features and values of 3 projected to the 8 of the heads."""
+    dg.manual_seed(2)
+    mha = nn.MultiheadAttention(8, 2, kdim=5, vdim=3, batch_first=True)
+    assert mha.in_proj_weight is None
+    sd = mha.state_dict()
+    assert list(sd) == ["q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                        "out_proj.weight", "out_proj.bias"]
+    assert [sd[k].shape for k in list(sd)[:3]] == [(8, 8), (8, 5), (8, 3)]
+    r = np.random.default_rng(6)
+    x, k, v = (r.standard_normal(s).astype(np.float32) for s in ((2, 4, 8), (2, 6, 5),
+                                                                    (2, 6, 3)))
+    bias = sd["in_proj_bias"] + r.standard_normal(24).astype(np.float32)
+    mha.load_state_dict({**sd, "in_proj_bias": bias})
+    for need_weights in (True, False):
+        out, _ = mha(dg.ag_tensor(x), dg.ag_tensor(k), dg.ag_tensor(v),
+                     need_weights=need_weights, is_causal=False)
+        bq, bk, bv = np.split(bias, 3)
+        heads = (lambda t: t.reshape(2, -1, 2, 4).transpose(0, 2, 1, 3))
+        o = attention_ref(heads(x @ sd["q_proj_weight"].T + bq),
+                          heads(k @ sd["k_proj_weight"].T + bk),
+                          heads(v @ sd["v_proj_weight"].T + bv))
+        want = o.transpose(0, 2, 1, 3).reshape(2, 4, 8) @ sd["out_proj.weight"].T + \
+            sd["out_proj.bias"]
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(dg.ShapeError, match=r"argument 'key'.*\(kdim\)"):
+        mha(dg.ag_tensor(x), dg.ag_tensor(x), dg.ag_tensor(v))
+    with pytest.raises(dg.InvalidValueError, match=r"argument 'add_bias_kv'"):
+        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+
+
 @pytest.mark.parametrize("batch_first", [True, False])
 def test_multihead_attention_takes_unbatched_inputs_as_a_batch_of_one(device, batch_first):
     """(L, E) query and (S, E) key and value, a (S,) padding mask: PyTorch's unbatched form,

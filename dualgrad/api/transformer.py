@@ -19,8 +19,11 @@ from .tensor import BOOL, Tensor, ag_param
 
 class MultiheadAttention(Module):
     """Attention of ``num_heads`` heads over ``embed_dim`` features, as
-    ``torch.nn.MultiheadAttention`` (without kdim/vdim): in_proj_weight (3E, E) and
-    in_proj_bias project query, key and value; out_proj (a Linear) the result. Inputs are
+    ``torch.nn.MultiheadAttention``: in_proj_weight (3E, E) and in_proj_bias project
+    query, key and value; out_proj (a Linear) the result. With keys of ``kdim`` or values
+    of ``vdim`` features other than E, q_proj_weight (E, E), k_proj_weight (E, kdim) and
+    v_proj_weight (E, vdim) project them instead (in_proj_weight is then None, as
+    PyTorch's). add_bias_kv and add_zero_attn are not supported (False only). Inputs are
     (L, N, E), or (N, L, E) with ``batch_first``; a boolean ``attn_mask`` or
     ``key_padding_mask`` is True where a position may NOT be attended (PyTorch's
     convention here, the opposite of scaled_dot_product_attention's); float masks add.
@@ -28,10 +31,17 @@ class MultiheadAttention(Module):
     attention is the fused kernel's (no L x S matrix kept)."""
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,
-                 bias: bool = True, batch_first: bool = False):
+                 bias: bool = True, add_bias_kv: bool = False, add_zero_attn: bool = False,
+                 kdim: int | None = None, vdim: int | None = None, batch_first: bool = False):
         super().__init__()
         fn = "MultiheadAttention"
+        for name, value in (("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
+            if checks.flag(fn, name, value):
+                raise bad_value(fn, name, value, "False (not supported)")
         self.embed_dim = e = checks.integer(fn, "embed_dim", embed_dim, 1)
+        self.kdim = e if kdim is None else checks.integer(fn, "kdim", kdim, 1)
+        self.vdim = e if vdim is None else checks.integer(fn, "vdim", vdim, 1)
+        self._qkv_same_embed_dim = self.kdim == e and self.vdim == e
         self.num_heads = checks.integer(fn, "num_heads", num_heads, 1)
         if e % self.num_heads:
             raise bad_value(fn, "embed_dim", embed_dim,
@@ -43,8 +53,15 @@ class MultiheadAttention(Module):
         self.attn_dropout = Dropout(self.dropout)
         self.batch_first = checks.flag(fn, "batch_first", batch_first)
         checks.flag(fn, "bias", bias)
-        self.in_proj_weight = ag_param(np.zeros((3 * e, e), np.float32))
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = ag_param(np.zeros((3 * e, e), np.float32))
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            self.in_proj_weight = None
+            for name, width in (("q_proj_weight", e), ("k_proj_weight", self.kdim),
+                                ("v_proj_weight", self.vdim)):
+                setattr(self, name, ag_param(np.zeros((e, width), np.float32)))
+                init.xavier_uniform_(getattr(self, name))
         self.in_proj_bias = ag_param(np.zeros(3 * e, np.float32)) if bias else None
         self.out_proj = Linear(e, e, bias)
         if bias:
@@ -58,9 +75,10 @@ class MultiheadAttention(Module):
     def _projected(self, query, key, value) -> tuple:
         """q, k, v of shape (N, L or S, E): one product where they are one tensor."""
         w, b = self.in_proj_weight, self.in_proj_bias
-        if query is key and key is value:
+        if query is key and key is value and w is not None:
             return split(linear(query, w, b), self.embed_dim, -1)
-        ws = split(w, self.embed_dim, 0)
+        ws = split(w, self.embed_dim, 0) if w is not None else \
+            (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
         bs = split(b, self.embed_dim, 0) if b is not None else (None,) * 3
         return tuple(linear(x, wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
 
@@ -88,10 +106,11 @@ class MultiheadAttention(Module):
         if query.ndim == 2 and key.ndim == 2 and value.ndim == 2:
             return self._unbatched(query, key, value, same, key_padding_mask, need_weights,
                                    attn_mask, average_attn_weights, is_causal)
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
-                raise bad_shape(fn, name, t.shape, f"3 dimensions, the last "
-                                                   f"{self.embed_dim} (embed_dim)")
+        for name, t, width, dim in (("query", query, self.embed_dim, "embed_dim"),
+                                    ("key", key, self.kdim, "kdim"),
+                                    ("value", value, self.vdim, "vdim")):
+            if t.ndim != 3 or t.shape[-1] != width:
+                raise bad_shape(fn, name, t.shape, f"3 dimensions, the last {width} ({dim})")
         checks.flag(fn, "need_weights", need_weights)
         checks.flag(fn, "is_causal", is_causal)
         if not self.batch_first:
@@ -105,7 +124,7 @@ class MultiheadAttention(Module):
         h = self.num_heads
         fused = not need_weights and key_padding_mask is None and attn_mask is None and \
             not (self.training and self.dropout > 0.0)
-        if same and fused:
+        if same and fused and self._qkv_same_embed_dim:
             out = self._self_attention(query, n, is_causal)
             if out is not None:
                 return out, None
@@ -164,7 +183,8 @@ class MultiheadAttention(Module):
         return transpose(out, (1, 0, 2)) if not self.batch_first else out
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+        dims = "" if self._qkv_same_embed_dim else f", kdim={self.kdim}, vdim={self.vdim}"
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{dims}"
 
 
 def _mask_view(shape: tuple, scores: tuple, name: str) -> tuple:
@@ -195,7 +215,8 @@ class TransformerEncoderLayer(Module):
         else:
             raise bad_type(fn, "activation", activation, '"relu", "gelu" or a callable')
         self.norm_first = checks.flag(fn, "norm_first", norm_first)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                            batch_first=batch_first)
         self.linear1 = Linear(d_model, checks.integer(fn, "dim_feedforward",
                                                       dim_feedforward, 1), bias)
         self.dropout = Dropout(dropout)
