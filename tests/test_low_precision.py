@@ -208,6 +208,33 @@ def test_a_0d_float32_tensor_does_not_promote_a_16_bit_one(device, low):
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
+def test_a_number_or_0d_tensor_beside_a_16_bit_one_is_rounded_to_its_type_first(device, low):
+    """PyTorch casts a Python number (and a 0-d float tensor) to the 16-bit operand's type,
+    through float32, before the op: the op then rounds its float32 result once."""
+    top = 256.0 if low == LOW[1] else 2048.0          # where the type's spacing is 2
+    x = dg.ag_tensor(np.array([top, top, 200.0], np.float32), dtype=low)
+    w = x.numpy().astype(np.float32)
+
+    def rounded(v):                                   # a number as PyTorch takes it
+        return np.float32(v).astype(low).astype(np.float32)
+
+    def want(values):
+        return np.asarray(values, np.float32).astype(low)
+    # rounds to 1 in the type (under half its spacing at 1), and top + near above the tie
+    near = 1 + 0.3 * 2.0 ** (-8 if low == LOW[1] else -11)
+    point = dg.ag_tensor(np.float32(near))
+    cases = [(x + near, w + rounded(near)), (near + x, rounded(near) + w),
+             (x - (-near), w + rounded(near)), (x * near, w * rounded(near)),
+             (x / (1 / near), w / rounded(1 / near)), (x ** near, w ** rounded(near)),
+             (dg.clamp(x, min=top + near), np.maximum(w, rounded(top + near))),
+             (x + point, w + rounded(near)), (dg.maximum(x, point), np.maximum(w, rounded(near)))]
+    for got, expected in cases:
+        assert got.dtype == low
+        assert _same(got.numpy(), want(expected)), (got.numpy(), want(expected))
+    assert float((x + near).numpy()[0]) == top       # the tie at top + 1 goes to even
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
 def test_normalisations_of_16_bit_input_beside_float32_parameters_keep_its_type(device, low):
     """PyTorch's mixed-type normalisations: a 16-bit input and float32 weights (a float32
     model's layer under autocast) give the input's type, the float32 result rounded once;

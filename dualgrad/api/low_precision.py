@@ -5,7 +5,9 @@ where every float tensor it was given is of that one 16-bit type, rounds its flo
 back to it (to nearest even); beside a float32 tensor, or with both 16-bit types, the
 result stays float32 (float64 beside a float64 tensor: PyTorch's promotion). As in
 PyTorch, a 0-d float tensor beside tensors with dimensions does not promote them: x16 +
-a 0-d float32 tensor is 16-bit, as x16 + a number is. That is what
+a 0-d float32 tensor is 16-bit, as x16 + a number is, and like the number (rounded to x16's
+type first, through float32, as PyTorch casts them: a bfloat16 256 + 1.001 is 256 + 1.0,
+which rounds to even, 256) the 0-d tensor is rounded to that type first. That is what
 PyTorch's kernels do for these types (they compute in float, the "opmath" type, and round
 once), so the values match PyTorch's wherever its float32 ones match ours; on both
 backends the widening and rounding are the same bits, and the differential checks bound a
@@ -110,9 +112,13 @@ def _in_float32(fn, args: tuple, kwargs: dict):
     kinds = kinds or scalars
     # (beside a float64 tensor, as float64: PyTorch's promotion; exact either way)
     wide = FLOAT64 if FLOAT64 in kinds else DEFAULT_DTYPE
+    low = next(iter(kinds)) if len(kinds) == 1 else None
 
     def widened(v):
         if isinstance(v, Tensor):
+            if low in LOW_PRECISION and v.ndim == 0 and v.dtype != low and \
+                    is_floating(v.dtype):
+                v = converted(backend, v, low)   # (PyTorch casts it to the result's type)
             if v.dtype in LOW_PRECISION:
                 v = converted(backend, v, DEFAULT_DTYPE)
                 return v if wide == DEFAULT_DTYPE else converted(backend, v, wide)
@@ -121,7 +127,6 @@ def _in_float32(fn, args: tuple, kwargs: dict):
             return type(v)(widened(item) for item in v)
         return v
     out = fn(*[widened(a) for a in args], **{k: widened(v) for k, v in kwargs.items()})
-    low = next(iter(kinds)) if len(kinds) == 1 else None
     if low not in LOW_PRECISION or autocast.keeps_float32(fn.__name__):
         return out
     return _narrowed(backend, out, low)

@@ -248,8 +248,8 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
         raise InvalidValueError("clamp: at least one of 'min' and 'max' must be given")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return _clamp_by_tensors(x, min, max)
-    lo = -math.inf if min is None else float(min)
-    hi = math.inf if max is None else float(max)
+    lo = -math.inf if min is None else _number_as(x, float(min))
+    hi = math.inf if max is None else _number_as(x, float(max))
     return _unary("clamp", "clamp", x, lo, hi)
 
 
@@ -329,6 +329,17 @@ _SCALAR_FORMS = {
 }
 
 
+def _number_as(x, value: float) -> float:
+    """A Python number beside tensor x as PyTorch takes it: rounded to x's type where that
+    is float16 or bfloat16 (through float32, as c10's conversions go), so ``x + 1.001`` of
+    a bfloat16 x adds 1.0. (The backends round it to float32 beside a float32 x.)"""
+    dtype = getattr(x, "dtype", None)
+    if dtype in LOW_PRECISION:
+        with np.errstate(over="ignore"):         # (inf past float16's range, as PyTorch)
+            return float(np.float32(value).astype(dtype))
+    return value
+
+
 # The dtypes a sum may mix (``_binary``)
 _MIXED = [{DEFAULT_DTYPE, t} for t in LOW_PRECISION]
 
@@ -342,10 +353,10 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         a, b = promoted
     if is_number(b) and not is_number(a) and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][0]
-        return _unary(form, fn, a, transform(b))
+        return _unary(form, fn, a, transform(_number_as(a, b)))
     if is_number(a) and not is_number(b) and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][1]
-        return _unary(form, fn, b, transform(a))
+        return _unary(form, fn, b, transform(_number_as(b, a)))
     names = ("input", "other") if op == "atan2" else ("a", "b")
     if is_number(a) != is_number(b):         # a number beside a tensor: a 0-d constant
         other = _tensor(fn, names[is_number(a)], b if is_number(a) else a)
