@@ -154,6 +154,20 @@ def test_std_gradient_is_zero_where_there_is_no_spread(device):
     np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_variance_of_a_large_mean_cancels_nothing(device, axis):
+    """Elements about 1e4 with a spread of 1e-2 (float32's spacing there is 1e-3): the
+    variance of the values as stored, to float32's precision, on either backend."""
+    x = (1e4 + 1e-2 * np.random.default_rng(8).standard_normal((300, 70))).astype(np.float32)
+    wide = x.astype(np.float64)
+    v, m = dg.var_mean(dg.ag_tensor(x), axis, correction=0)
+    np.testing.assert_allclose(v.numpy(), wide.var(axis), rtol=1e-5)
+    np.testing.assert_allclose(m.numpy(), wide.mean(axis), rtol=1e-6)   # (a float32 sum)
+    s, m2 = dg.std_mean(dg.ag_tensor(x), dim=axis, keepdim=True)
+    np.testing.assert_allclose(s.numpy(), wide.std(axis, ddof=1, keepdims=True), rtol=1e-5)
+    assert m2.shape == s.shape == wide.mean(axis, keepdims=True).shape
+
+
 def test_variance_of_one_element_is_nan(device):
     assert math.isnan(dg.var(dg.ag_tensor([3.0])).item())
     assert dg.var(dg.ag_tensor([3.0]), correction=0).item() == 0.0

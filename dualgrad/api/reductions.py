@@ -89,6 +89,21 @@ def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     return _make(hy, (v,), backward, backend)
 
 
+def var_mean(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
+             keepdim=None) -> tuple:
+    """(variance, mean) over ``axis``, as ``torch.var_mean``: ``var``'s and ``mean``'s
+    results (two kernels, each reading the input once)."""
+    axis, keepdims = _dim_or_axis("var_mean", axis, dim, keepdims, keepdim)
+    return var(x, axis, keepdims, correction=correction), ops.mean(x, axis, keepdims)
+
+
+def std_mean(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
+             keepdim=None) -> tuple:
+    """(standard deviation, mean) over ``axis``, as ``torch.std_mean``."""
+    axis, keepdims = _dim_or_axis("std_mean", axis, dim, keepdims, keepdim)
+    return std(x, axis, keepdims, correction=correction), ops.mean(x, axis, keepdims)
+
+
 def _finite_max(backend, hx, axes: tuple):
     """max over axes (kept), limited to the finite range: the shift of logsumexp."""
     return backend.unary("clamp", backend.reduce("max", hx, axes, keepdims=True), -_FLT_MAX,
@@ -252,4 +267,5 @@ def _install_methods() -> None:
 
 _install_methods()
 
-__all__ = ["min", "var", "std", "logsumexp", "norm", "cumsum", "prod"]
+__all__ = ["min", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "cumsum",
+           "prod"]
