@@ -52,7 +52,12 @@ void load_tiles(Floats a, Rows ra, Floats b, Rows rb, uint first, uint n) {
 
 void main() {
     uint lid = gl_LocalInvocationID.x, batch = gl_WorkGroupID.y;
-    uint row = gl_WorkGroupID.x * ROWS + lid;
+    // Under the causal mask the last query rows see the most keys: MODES 0 and 1 take the
+    // row blocks from the last, so the longest workgroups start first and the short ones
+    // fill the tail (MODE 2's first keys are its longest already).
+    uint block = CAUSAL != 0u && MODE != 2u ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x
+                                            : gl_WorkGroupID.x;
+    uint row = block * ROWS + lid;
     Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
     Rows orr = rows_of(O_ROWS, batch);
     float r0[HEAD], r1[HEAD], acc0[HEAD], acc1[HEAD];
@@ -71,7 +76,7 @@ void main() {
             p.delta.v[batch * p.L + row] = delta_i;
         }
         // keys this workgroup's rows need: all, or (causal) up to its last row
-        uint last = CAUSAL != 0u ? min(p.S, (gl_WorkGroupID.x + 1u) * ROWS) : p.S;
+        uint last = CAUSAL != 0u ? min(p.S, (block + 1u) * ROWS) : p.S;
         for (uint j0 = 0; j0 < last; j0 += TILE) {
             load_tiles(p.k, kr, p.v, kr, j0, p.S);
             barrier();

@@ -25,7 +25,9 @@ shared float red[ROWS * TX];
 
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % TX, ty = tid / TX;
-    uint batch = gl_WorkGroupID.y, row0 = gl_WorkGroupID.x * ROWS;
+    // causal: row blocks from the last, the longest (most keys seen) first
+    uint block = CAUSAL != 0u ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x;
+    uint batch = gl_WorkGroupID.y, row0 = block * ROWS;
     Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
     Rows orr = rows_of(O_ROWS, batch);
     LOAD_ROWS(qs, p.q, qr, row0, ROWS, p.L);
