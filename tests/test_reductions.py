@@ -168,6 +168,22 @@ def test_variance_of_a_large_mean_cancels_nothing(device, axis):
     assert m2.shape == s.shape == wide.mean(axis, keepdims=True).shape
 
 
+def test_unbiased_is_taken_as_pytorchs_older_spelling_of_correction(device):
+    x = np.array([[1.0, 2.0, 4.0], [3.0, 3.0, 9.0]], np.float32)
+    t = dg.ag_tensor(x)
+    for unbiased, ddof in ((True, 1), (False, 0)):
+        np.testing.assert_allclose(dg.var(t, 1, unbiased=unbiased).numpy(), x.var(1, ddof=ddof),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(t.std(unbiased=unbiased).numpy(), x.std(ddof=ddof),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(dg.var_mean(t, unbiased=unbiased)[0].numpy(),
+                                   x.var(ddof=ddof), rtol=1e-6)
+    with pytest.raises(dg.InvalidValueError, match=r"^std: give 'correction' or 'unbiased'"):
+        dg.std(t, correction=0, unbiased=True)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^var: argument 'unbiased'"):
+        dg.var(t, unbiased=1)
+
+
 def test_variance_of_one_element_is_nan(device):
     assert math.isnan(dg.var(dg.ag_tensor([3.0])).item())
     assert dg.var(dg.ag_tensor([3.0]), correction=0).item() == 0.0

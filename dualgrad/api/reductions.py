@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import bad_axis, bad_type, bad_value
+from ..errors import InvalidValueError, bad_axis, bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
@@ -42,11 +42,22 @@ def _count(x: Tensor, axes: tuple) -> int:
     return int(np.prod([x.shape[a] for a in axes])) if axes else 1
 
 
+def _correction(fn: str, correction, unbiased) -> float:
+    """``correction`` checked, or PyTorch's older ``unbiased`` (True: 1, False: 0) in its
+    place; 1 where neither is given."""
+    if unbiased is not None:
+        if correction is not None:
+            raise InvalidValueError(f"{fn}: give 'correction' or 'unbiased', not both")
+        return 1.0 if checks.flag(fn, "unbiased", unbiased) else 0.0
+    return 1.0 if correction is None else checks.number(fn, "correction", correction, 0.0)
+
+
 @computes_in_float32
-def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
-        keepdim=None) -> Tensor:
+def var(x, axis=None, keepdims=None, *, correction: float | None = None, dim=None,
+        keepdim=None, unbiased: bool | None = None) -> Tensor:
     """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
-    (``correction=1``: Bessel's; 0: the population's). One kernel reads the input once:
+    (``correction=1``, the default: Bessel's; 0: the population's; PyTorch's older
+    ``unbiased=True/False`` is taken for 1/0). One kernel reads the input once:
     each share of it is summed, then its squares are taken about its own mean, and the
     shares are merged (Chan's rule), so a large mean cancels nothing; NaN where
     n - correction <= 0 (inf for a positive sum, as PyTorch). Its gradient is PyTorch's,
@@ -54,7 +65,7 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     axis, keepdims = _dim_or_axis("var", axis, dim, keepdims, keepdim)
     x = _tensor("var", "x", x)
     checks.flag("var", "keepdims", keepdims)
-    correction = checks.number("var", "correction", correction, 0.0)
+    correction = _correction("var", correction, unbiased)
     axes = _axes("var", x, axis)
     divisor = builtins.max(_count(x, axes) - correction, 0.0)
     backend = device.active()
@@ -72,13 +83,13 @@ def var(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
 
 
 @computes_in_float32
-def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
-        keepdim=None) -> Tensor:
+def std(x, axis=None, keepdims=None, *, correction: float | None = None, dim=None,
+        keepdim=None, unbiased: bool | None = None) -> Tensor:
     """Standard deviation: sqrt(var(x, ..., correction)), as ``torch.std``; its gradient
     is 0 where the deviation is 0 (as PyTorch's: not 0 times sqrt's infinite slope)."""
     axis, keepdims = _dim_or_axis("std", axis, dim, keepdims, keepdim)
     x = _tensor("std", "x", x)         # (before var: a 16-bit x rounds once, at the end)
-    v = var(x, axis, keepdims, correction=correction)
+    v = var(x, axis, keepdims, correction=_correction("std", correction, unbiased))
     backend = device.active()
     hy = backend.unary("sqrt", handle(backend, v))
 
@@ -89,18 +100,20 @@ def std(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
     return _make(hy, (v,), backward, backend)
 
 
-def var_mean(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
-             keepdim=None) -> tuple:
+def var_mean(x, axis=None, keepdims=None, *, correction: float | None = None, dim=None,
+             keepdim=None, unbiased: bool | None = None) -> tuple:
     """(variance, mean) over ``axis``, as ``torch.var_mean``: ``var``'s and ``mean``'s
     results (two kernels, each reading the input once)."""
     axis, keepdims = _dim_or_axis("var_mean", axis, dim, keepdims, keepdim)
+    correction = _correction("var_mean", correction, unbiased)
     return var(x, axis, keepdims, correction=correction), ops.mean(x, axis, keepdims)
 
 
-def std_mean(x, axis=None, keepdims=None, *, correction: float = 1, dim=None,
-             keepdim=None) -> tuple:
+def std_mean(x, axis=None, keepdims=None, *, correction: float | None = None, dim=None,
+             keepdim=None, unbiased: bool | None = None) -> tuple:
     """(standard deviation, mean) over ``axis``, as ``torch.std_mean``."""
     axis, keepdims = _dim_or_axis("std_mean", axis, dim, keepdims, keepdim)
+    correction = _correction("std_mean", correction, unbiased)
     return std(x, axis, keepdims, correction=correction), ops.mean(x, axis, keepdims)
 
 
