@@ -54,6 +54,9 @@ from .api.tape import backward, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
 from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
 from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, after the names they use)
+from .api import methods as _methods  # noqa: E402
+
+_methods.install(globals())     # (t.exp(), t.transpose(0, 1), t.size(1), ...: PyTorch's names)
 
 __version__ = "0.1.0"
 

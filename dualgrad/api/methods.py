@@ -1,0 +1,134 @@
+"""Tensor methods under PyTorch's names, each the public function of the same name (or its
+PyTorch equivalent) with the tensor as its first argument: ``t.exp()`` is ``dg.exp(t)``,
+``t.transpose(0, 1)`` swaps two axes, ``t.size(1)`` is ``t.shape[1]``. Installed once, by
+the package, after every op module has defined its functions (methods a module installs
+itself, as ``t.sum`` or ``t.var``, are left as they are)."""
+from __future__ import annotations
+
+import math
+
+from ..errors import bad_axis
+from . import checks
+from .tensor import Tensor
+
+# t.<name>(*args) is dg.<name>(t, *args): the elementwise ops and those whose first argument
+# is the tensor, with PyTorch's argument order
+_SAME_NAME = (
+    "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+    "reciprocal", "square", "sign", "floor", "ceil", "trunc", "round", "neg", "sin", "cos",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+    "erfc", "sigmoid", "relu", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "atan2", "fmod", "remainder", "lerp", "matmul", "clamp", "softmax", "log_softmax",
+    "chunk", "split", "roll", "gather", "index_select", "argmax", "argmin", "isnan", "isinf",
+    "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
+)
+
+
+def _delegate(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = fn.__name__
+    method.__doc__ = f"``dg.{fn.__name__}(t, ...)``: " + (fn.__doc__ or "").split("\n")[0]
+    return method
+
+
+class _Size(int):
+    """A tensor's element count (NumPy's ``size``, an int) that, called as PyTorch's
+    ``size()``, gives the shape, or with a dimension its length."""
+
+    def __new__(cls, shape: tuple):
+        made = super().__new__(cls, math.prod(shape))
+        made.shape = shape
+        return made
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self.shape
+        rank = len(self.shape)
+        d = checks.integer("size", "dim", dim)
+        if not -max(rank, 1) <= d < max(rank, 1) or not rank:
+            raise bad_axis("size", "dim", dim, f"a dimension in [-{rank}, {rank})")
+        return self.shape[d]
+
+
+def _transpose(self, dim0: int = 0, dim1: int = 1):
+    """The tensor with axes ``dim0`` and ``dim1`` swapped, as ``torch.transpose``."""
+    from . import ops
+    rank = self.ndim
+    axes = list(range(rank))
+    for name, d in (("dim0", dim0), ("dim1", dim1)):
+        d = checks.integer("transpose", name, d)
+        if not -rank <= d < rank:
+            raise bad_axis("transpose", name, d, f"a dimension in [-{rank}, {rank})")
+    axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+    return ops.transpose(self, tuple(axes))
+
+
+def _permute(self, *dims):
+    """The tensor with its axes in the order ``dims``, as ``torch.permute``."""
+    from . import ops
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    return ops.transpose(self, dims)
+
+
+def _t(self):
+    """The transpose of a tensor of at most 2 dimensions, as ``torch.t``."""
+    if self.ndim > 2:
+        from ..errors import bad_shape
+        raise bad_shape("t", "self", self.shape, "at most 2 dimensions")
+    return _transpose(self, 0, 1) if self.ndim == 2 else self
+
+
+def _unbind(self, dim: int = 0) -> tuple:
+    """The slices along ``dim``, that axis removed, as ``torch.unbind``."""
+    rank = self.ndim
+    dim = checks.integer("unbind", "dim", dim)
+    if not -rank <= dim < rank:
+        raise bad_axis("unbind", "dim", dim, f"a dimension in [-{rank}, {rank})")
+    lead = (slice(None),) * (dim % rank)
+    return tuple(self[lead + (i,)] for i in range(self.shape[dim]))
+
+
+def _narrow(self, dim: int, start: int, length: int):
+    """``length`` elements along ``dim`` from ``start``, as ``torch.narrow`` (a copy)."""
+    rank = self.ndim
+    dim = checks.integer("narrow", "dim", dim)
+    if not -rank <= dim < rank:
+        raise bad_axis("narrow", "dim", dim, f"a dimension in [-{rank}, {rank})")
+    n = self.shape[dim]
+    start = checks.integer("narrow", "start", start)
+    length = checks.integer("narrow", "length", length, 0)
+    if not -n <= start <= n or start % max(n, 1) + length > n:
+        raise bad_axis("narrow", "start", start,
+                       f"a start with start + length ({length}) within {n}")
+    start %= max(n, 1)
+    return self[(slice(None),) * (dim % rank) + (slice(start, start + length),)]
+
+
+def _where(self, condition, other):
+    """``dg.where(condition, t, other)``, as ``torch.Tensor.where``."""
+    from .logic import where
+    return where(condition, self, other)
+
+
+def install(namespace: dict) -> None:
+    """Give Tensor the methods above, ``namespace`` (the package's) supplying the functions;
+    a name Tensor has already is kept."""
+    extra = {"transpose": _transpose, "permute": _permute, "t": _t, "unbind": _unbind,
+             "narrow": _narrow, "where": _where,
+             "dim": lambda self: self.ndim,
+             "contiguous": lambda self: self,
+             "tolist": lambda self: self.numpy().tolist(),
+             "amax": lambda self, dim=None, keepdim=False: namespace["max"](
+                 self, dim=dim, keepdim=keepdim),
+             "amin": lambda self, dim=None, keepdim=False: namespace["min"](
+                 self, dim=dim, keepdim=keepdim)}
+    for name in _SAME_NAME:
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, _delegate(namespace[name]))
+    for name, method in extra.items():
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, method)
+    Tensor.mT = property(lambda self: _transpose(self, -2, -1))
+    Tensor.size = property(lambda self: _Size(self.shape), doc=_Size.__doc__)

@@ -1,0 +1,62 @@
+"""Tensor methods under PyTorch's names (dualgrad/api/methods.py): each gives what the
+function of that name gives, gradients included, on both backends."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+X = np.random.default_rng(11).standard_normal((2, 3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("method, function", [
+    (lambda t: t.exp(), lambda t: dg.exp(t)),
+    (lambda t: t.abs().sqrt(), lambda t: dg.sqrt(dg.abs(t))),
+    (lambda t: t.pow(2).add(1).mul(3), lambda t: (t ** 2 + 1) * 3),
+    (lambda t: t.softmax(-1), lambda t: dg.softmax(t, dim=-1)),
+    (lambda t: t.clamp(min=0.1), lambda t: dg.clamp(t, 0.1)),
+    (lambda t: t.where(t > 0, 0.5), lambda t: dg.where(t > 0, t, 0.5)),
+    (lambda t: t.amax(1, keepdim=True), lambda t: dg.max(t, 1, True)),
+    (lambda t: t.transpose(0, 2), lambda t: dg.transpose(t, (2, 1, 0))),
+    (lambda t: t.permute(2, 0, 1), lambda t: dg.transpose(t, (2, 0, 1))),
+    (lambda t: t.permute((1, 2, 0)), lambda t: dg.transpose(t, (1, 2, 0))),
+    (lambda t: t.mT, lambda t: dg.transpose(t, (0, 2, 1))),
+    (lambda t: t[0].t(), lambda t: t[0].T),
+    (lambda t: t.narrow(2, 1, 2), lambda t: t[:, :, 1:3]),
+    (lambda t: t.narrow(-1, -3, 3), lambda t: t[..., 1:]),
+], ids=["exp", "abs sqrt", "pow add mul", "softmax", "clamp", "where", "amax", "transpose",
+        "permute", "permute tuple", "mT", "t", "narrow", "narrow from the end"])
+def test_a_method_is_its_function(device, method, function):
+    got, want = [], []
+    for call, into in ((method, got), (function, want)):
+        t = dg.ag_tensor(X, requires_grad=True)
+        with dg.with_grad_tape():
+            y = call(t)
+            dg.sum(y * y).backward()
+        into += [y.numpy(), t.grad.numpy()]
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_size_is_the_count_and_called_gives_the_shape(device):
+    t = dg.ag_tensor(X)
+    assert t.size == 24 and isinstance(t.size, int) and t.numel() == 24
+    assert t.size() == (2, 3, 4) and t.size(1) == 3 and t.size(-1) == 4
+    assert t.dim() == 3 and t.contiguous() is t
+    assert t.tolist() == X.tolist()
+    parts = t.unbind(1)
+    assert len(parts) == 3 and all(p.shape == (2, 4) for p in parts)
+    np.testing.assert_array_equal(parts[2].numpy(), X[:, 2])
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: t.size(3), dg.AxisOutOfRange, r"^size: argument 'dim'"),
+    (lambda t: t.transpose(0, 3), dg.AxisOutOfRange, r"^transpose: argument 'dim1'"),
+    (lambda t: t.t(), dg.ShapeError, r"^t: argument 'self'"),
+    (lambda t: t.narrow(1, 2, 2), dg.InvalidValueError, r"^narrow: argument 'start'"),
+    (lambda t: t.unbind(-4), dg.AxisOutOfRange, r"^unbind: argument 'dim'"),
+])
+def test_bad_arguments_name_themselves(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(dg.ag_tensor(X))
