@@ -60,3 +60,17 @@ def test_size_is_the_count_and_called_gives_the_shape(device):
 def test_bad_arguments_name_themselves(device, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call(dg.ag_tensor(X))
+
+
+def test_detach_stops_the_gradient_and_clone_passes_it(device):
+    """d/dp of sum((2p)^2) + sum(detach(2p) * p) is 8p + 2p: the clone's gradient flows
+    back, the detached value is a constant (PyTorch's detach and clone)."""
+    p = dg.ag_param(np.array([1.0, -2.0, 3.0], np.float32))
+    with dg.with_grad_tape():
+        y = p * 2
+        constant, copy = y.detach(), y.clone()
+        (dg.sum(copy * copy) + dg.sum(constant * p)).backward()
+    assert not constant.requires_grad
+    np.testing.assert_array_equal(constant.numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_array_equal(copy.numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_array_equal(p.grad.numpy(), [10.0, -20.0, 30.0])

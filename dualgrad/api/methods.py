@@ -106,6 +106,28 @@ def _narrow(self, dim: int, start: int, length: int):
     return self[(slice(None),) * (dim % rank) + (slice(start, start + length),)]
 
 
+def _detach(self):
+    """The same storage as a tensor with no history (requires_grad False), as PyTorch's
+    ``detach()``: what the tape records beyond it does not flow back here."""
+    from . import device
+    from .residency import adopt, handle
+    backend = device.active()
+    view = backend.reshape(handle(backend, self), self.shape)
+    return adopt(backend, Tensor(self.shape, self.dtype), view)
+
+
+def _clone(self):
+    """A copy in storage of its own whose gradient flows back to the tensor unchanged, as
+    PyTorch's ``clone()``."""
+    from . import device, tape
+    from .residency import adopt, handle
+    backend = device.active()
+    copied = backend.empty(self.shape, self.dtype)
+    backend.copy(copied, handle(backend, self))
+    out = adopt(backend, Tensor(self.shape, self.dtype), copied)
+    return tape.record(out, (self,), lambda g, needs: (g,), backend, None, None)
+
+
 def _where(self, condition, other):
     """``dg.where(condition, t, other)``, as ``torch.Tensor.where``."""
     from .logic import where
@@ -116,7 +138,7 @@ def install(namespace: dict) -> None:
     """Give Tensor the methods above, ``namespace`` (the package's) supplying the functions;
     a name Tensor has already is kept."""
     extra = {"transpose": _transpose, "permute": _permute, "t": _t, "unbind": _unbind,
-             "narrow": _narrow, "where": _where,
+             "narrow": _narrow, "where": _where, "detach": _detach, "clone": _clone,
              "dim": lambda self: self.ndim,
              "contiguous": lambda self: self,
              "tolist": lambda self: self.numpy().tolist(),
