@@ -168,6 +168,15 @@ def test_variance_of_a_large_mean_cancels_nothing(device, axis):
     assert m2.shape == s.shape == wide.mean(axis, keepdims=True).shape
 
 
+@pytest.mark.parametrize("shape, axis", [((40000, 3), 0), ((3, 40000), 1), ((70000, 2), 1)])
+def test_variance_of_long_runs_and_of_many_outputs(device, shape, axis):
+    """Tall columns (few outputs, long strided runs: cut into workgroup items that finish in
+    the dispatch), long rows, and more outputs than the gpu's counters."""
+    x = (5 + np.random.default_rng(9).standard_normal(shape)).astype(np.float32)
+    np.testing.assert_allclose(dg.var(dg.ag_tensor(x), axis).numpy(),
+                               x.astype(np.float64).var(axis, ddof=1), rtol=2e-6)
+
+
 def test_unbiased_is_taken_as_pytorchs_older_spelling_of_correction(device):
     x = np.array([[1.0, 2.0, 4.0], [3.0, 3.0, 9.0]], np.float32)
     t = dg.ag_tensor(x)

@@ -47,13 +47,13 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     where it can, else in a second pass (a mean divides only there; tie counts and the
     partial sums of squares or exponentials are summed there). ``centered``: a sum of
     squares or exponentials about y, one value an output (reduce.comp's CENTERED). A
-    variance is never split where it cannot finish in its dispatch."""
+    variance is never split where it cannot finish in its dispatch (``_var_plan``)."""
     plan = planner(n_out, count, inner == 1)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
                                                   plan.splits <= FINISH_SPLITS)
     if code == VAR and not (final or finish):
-        plan = _finishing(plan, count, FINISH_SPLITS if n_out <= COUNTERS else 1)
+        plan = _var_plan(n_out, count)
         final, finish = plan.splits == 1, plan.splits > 1
     first = SUM if code == MEAN and not (final or finish) else code
     vec = inner == 1 and count % 4 == 0
@@ -71,11 +71,16 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     return (this,) + reduce_passes(second, n_out, plan.splits, total, n_out, None, planner)
 
 
-def _finishing(plan, count: int, splits: int):
-    """``plan`` with at most ``splits`` items an output (a multiple of 4 elements each)."""
-    per_split = -(-count // splits)
-    chunk = max(4, -(-per_split // 4) * 4)
-    return plans.ReducePlan(plan.group_items, max(1, -(-count // chunk)), chunk)
+def _var_plan(n_out: int, count: int):
+    """A variance's plan where the planner's would need a second pass: a workgroup an item
+    (whose last item finishes the output in the dispatch) where a counter an output fits,
+    else one thread an output. (A few threads walking long strided runs instead, as for a
+    variance over the batch axis of (N, 3), left most of the GPU idle.)"""
+    if n_out > COUNTERS:
+        return plans.ReducePlan(False, 1, max(4, -(-count // 4) * 4))
+    splits = max(1, min(-(-plans.BUSY_ITEM_GROUPS // n_out), count // plans.MIN_GROUP_RUN))
+    chunk = max(4, -(-(-(-count // splits)) // 4) * 4)
+    return plans.ReducePlan(True, max(1, -(-count // chunk)), chunk)
 
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
