@@ -39,6 +39,14 @@ def test_a_method_is_its_function(device, method, function):
         np.testing.assert_array_equal(a, b)
 
 
+def test_pythons_abs_round_and_plus_give_tensors(device):
+    t = dg.ag_tensor(np.array([-1.25, 2.5, -3.75], np.float32))
+    np.testing.assert_array_equal(abs(t).numpy(), [1.25, 2.5, 3.75])
+    np.testing.assert_array_equal(round(t).numpy(), [-1.0, 2.0, -4.0])     # (half to even)
+    np.testing.assert_array_equal(round(t, 1).numpy(), np.float32([-1.2, 2.5, -3.8]))
+    assert +t is t
+
+
 def test_size_is_the_count_and_called_gives_the_shape(device):
     t = dg.ag_tensor(X)
     assert t.size == 24 and isinstance(t.size, int) and t.numel() == 24

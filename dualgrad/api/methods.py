@@ -152,5 +152,9 @@ def install(namespace: dict) -> None:
     for name, method in extra.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, method)
+    Tensor.__abs__ = lambda self: namespace["abs"](self)               # abs(t)
+    Tensor.__pos__ = lambda self: self                                 # +t, as torch.positive
+    Tensor.__round__ = lambda self, ndigits=None: namespace["round"](  # round(t), a tensor
+        self, ndigits or 0)
     Tensor.mT = property(lambda self: _transpose(self, -2, -1))
     Tensor.size = property(lambda self: _Size(self.shape), doc=_Size.__doc__)
