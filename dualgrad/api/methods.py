@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import math
 
-from ..errors import bad_axis
-from . import checks
+from ..errors import bad_axis, bad_shape
+from . import checks, device, ops, tape
+from .indexing import _axis
+from .logic import where
+from .residency import adopt, handle
 from .tensor import Tensor
 
 # t.<name>(*args) is dg.<name>(t, *args): the elementwise ops and those whose first argument
@@ -42,31 +45,21 @@ class _Size(int):
         return made
 
     def __call__(self, dim=None):
-        if dim is None:
-            return self.shape
-        rank = len(self.shape)
-        d = checks.integer("size", "dim", dim)
-        if not -max(rank, 1) <= d < max(rank, 1) or not rank:
-            raise bad_axis("size", "dim", dim, f"a dimension in [-{rank}, {rank})")
-        return self.shape[d]
+        return self.shape if dim is None else self.shape[_axis("size", "dim", dim,
+                                                                len(self.shape))]
 
 
 def _transpose(self, dim0: int = 0, dim1: int = 1):
     """The tensor with axes ``dim0`` and ``dim1`` swapped, as ``torch.transpose``."""
-    from . import ops
-    rank = self.ndim
-    axes = list(range(rank))
-    for name, d in (("dim0", dim0), ("dim1", dim1)):
-        d = checks.integer("transpose", name, d)
-        if not -rank <= d < rank:
-            raise bad_axis("transpose", name, d, f"a dimension in [-{rank}, {rank})")
-    axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+    axes = list(range(self.ndim))
+    d0, d1 = (_axis("transpose", name, d, self.ndim)
+              for name, d in (("dim0", dim0), ("dim1", dim1)))
+    axes[d0], axes[d1] = axes[d1], axes[d0]
     return ops.transpose(self, tuple(axes))
 
 
 def _permute(self, *dims):
     """The tensor with its axes in the order ``dims``, as ``torch.permute``."""
-    from . import ops
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     return ops.transpose(self, dims)
@@ -75,27 +68,19 @@ def _permute(self, *dims):
 def _t(self):
     """The transpose of a tensor of at most 2 dimensions, as ``torch.t``."""
     if self.ndim > 2:
-        from ..errors import bad_shape
         raise bad_shape("t", "self", self.shape, "at most 2 dimensions")
     return _transpose(self, 0, 1) if self.ndim == 2 else self
 
 
 def _unbind(self, dim: int = 0) -> tuple:
     """The slices along ``dim``, that axis removed, as ``torch.unbind``."""
-    rank = self.ndim
-    dim = checks.integer("unbind", "dim", dim)
-    if not -rank <= dim < rank:
-        raise bad_axis("unbind", "dim", dim, f"a dimension in [-{rank}, {rank})")
-    lead = (slice(None),) * (dim % rank)
-    return tuple(self[lead + (i,)] for i in range(self.shape[dim]))
+    dim = _axis("unbind", "dim", dim, self.ndim)
+    return tuple(self[(slice(None),) * dim + (i,)] for i in range(self.shape[dim]))
 
 
 def _narrow(self, dim: int, start: int, length: int):
     """``length`` elements along ``dim`` from ``start``, as ``torch.narrow`` (a copy)."""
-    rank = self.ndim
-    dim = checks.integer("narrow", "dim", dim)
-    if not -rank <= dim < rank:
-        raise bad_axis("narrow", "dim", dim, f"a dimension in [-{rank}, {rank})")
+    dim = _axis("narrow", "dim", dim, self.ndim)
     n = self.shape[dim]
     start = checks.integer("narrow", "start", start)
     length = checks.integer("narrow", "length", length, 0)
@@ -103,14 +88,12 @@ def _narrow(self, dim: int, start: int, length: int):
         raise bad_axis("narrow", "start", start,
                        f"a start with start + length ({length}) within {n}")
     start %= max(n, 1)
-    return self[(slice(None),) * (dim % rank) + (slice(start, start + length),)]
+    return self[(slice(None),) * dim + (slice(start, start + length),)]
 
 
 def _detach(self):
     """The same storage as a tensor with no history (requires_grad False), as PyTorch's
     ``detach()``: what the tape records beyond it does not flow back here."""
-    from . import device
-    from .residency import adopt, handle
     backend = device.active()
     view = backend.reshape(handle(backend, self), self.shape)
     return adopt(backend, Tensor(self.shape, self.dtype), view)
@@ -119,8 +102,6 @@ def _detach(self):
 def _clone(self):
     """A copy in storage of its own whose gradient flows back to the tensor unchanged, as
     PyTorch's ``clone()``."""
-    from . import device, tape
-    from .residency import adopt, handle
     backend = device.active()
     copied = backend.empty(self.shape, self.dtype)
     backend.copy(copied, handle(backend, self))
@@ -130,7 +111,6 @@ def _clone(self):
 
 def _where(self, condition, other):
     """``dg.where(condition, t, other)``, as ``torch.Tensor.where``."""
-    from .logic import where
     return where(condition, self, other)
 
 

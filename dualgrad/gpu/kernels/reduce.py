@@ -72,15 +72,14 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
 
 
 def _var_plan(n_out: int, count: int):
-    """A variance's plan where the planner's would need a second pass: a workgroup an item
-    (whose last item finishes the output in the dispatch) where a counter an output fits,
-    else one thread an output. (A few threads walking long strided runs instead, as for a
-    variance over the batch axis of (N, 3), left most of the GPU idle.)"""
+    """A variance's plan where the planner's would need a second pass: the planner's plan
+    of workgroup items (which walk strided runs too, and whose last item finishes the
+    output in the dispatch) where a counter an output fits, else one thread an output. (A
+    few threads walking long strided runs instead, as for a variance over the batch axis
+    of (N, 3), left most of the GPU idle.)"""
     if n_out > COUNTERS:
-        return plans.ReducePlan(False, 1, max(4, -(-count // 4) * 4))
-    splits = max(1, min(-(-plans.BUSY_ITEM_GROUPS // n_out), count // plans.MIN_GROUP_RUN))
-    chunk = max(4, -(-(-(-count // splits)) // 4) * 4)
-    return plans.ReducePlan(True, max(1, -(-count // chunk)), chunk)
+        return plans.ReducePlan(False, 1, (count + 3) // 4 * 4)
+    return plans.reduce_plan(n_out, count, True)
 
 
 @functools.lru_cache(maxsize=4096)      # called on every reduction
