@@ -30,6 +30,7 @@ from .api import pooling as _pooling
 from .api import windows as _windows
 from .api import normalization as _normalization
 from .api import attention as _attention
+from .api import linalg as _linalg
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
@@ -43,6 +44,7 @@ from .api.pooling import *  # noqa: F401,F403  (max_pool2d, avg_pool2d, ...)
 from .api.windows import *  # noqa: F401,F403  (unfold, fold)
 from .api.normalization import *  # noqa: F401,F403  (batch_norm, group_norm, rms_norm)
 from .api.attention import *  # noqa: F401,F403  (scaled_dot_product_attention)
+from .api.linalg import *  # noqa: F401,F403  (einsum, bmm, outer, ...)
 from .api.amp import GradScaler
 from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint
@@ -67,7 +69,7 @@ __all__ = [
     "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,
-    *_normalization.__all__, *_attention.__all__,
+    *_normalization.__all__, *_attention.__all__, *_linalg.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",

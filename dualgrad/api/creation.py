@@ -66,18 +66,21 @@ def _like(fn: str, t) -> Tensor:
     return t
 
 
+def _shaped_like(fn: str, factory, input, dtype, requires_grad: bool) -> Tensor:  # noqa: A002
+    """``factory`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
+    t = _like(fn, input)
+    return factory(t.shape, dtype=t.dtype if dtype is None else dtype,
+                   requires_grad=requires_grad)
+
+
 def zeros_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
     """Zeros of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    t = _like("zeros_like", input)
-    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype,
-                 requires_grad=requires_grad)
+    return _shaped_like("zeros_like", zeros, input, dtype, requires_grad)
 
 
 def ones_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
     """Ones of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    t = _like("ones_like", input)
-    return ones(t.shape, dtype=t.dtype if dtype is None else dtype,
-                requires_grad=requires_grad)
+    return _shaped_like("ones_like", ones, input, dtype, requires_grad)
 
 
 def full_like(input, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
@@ -140,5 +143,109 @@ def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
     return _make("randn", value, dtype, requires_grad)
 
 
+def rand_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """``rand`` of ``input``'s shape (and float dtype, unless ``dtype`` is given)."""
+    return _shaped_like("rand_like", rand, input, dtype, requires_grad)
+
+
+def randn_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """``randn`` of ``input``'s shape (and float dtype, unless ``dtype`` is given)."""
+    return _shaped_like("randn_like", randn, input, dtype, requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` for values written later, as torch.empty: zeros here (never
+    another tensor's leftover values)."""
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+
+
+def empty_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """``empty`` of ``input``'s shape and dtype: zeros."""
+    return zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Integers drawn uniformly from [low, high) (``randint(high, size)``: from 0), of
+    ``size``, from dualgrad's generator: int32 tensors (PyTorch's are int64) unless
+    ``dtype`` asks for a float type."""
+    if size is None:          # randint(high, size)
+        low, high, size = 0, low, high
+    if size is None:
+        raise InvalidValueError("randint: argument 'size' is missing; expected "
+                                "randint(high, size) or randint(low, high, size)")
+    lo = checks.integer("randint", "low", low)
+    hi = checks.integer("randint", "high", high)
+    if hi <= lo:
+        raise InvalidValueError(f"randint: argument 'high' ({hi}) must be above low ({lo})")
+    shape = _size("randint", (size,))
+    dtype = "int32" if dtype is None else dtype
+    kind = resolve_dtype("randint", dtype)
+    if kind == np.int32 and (lo < -2 ** 31 or hi > 2 ** 31):
+        raise InvalidValueError(f"randint: the range [{lo}, {hi}) does not fit int32 "
+                                "tensors")
+    value = random.generator().integers(lo, hi, shape, dtype=np.int64)
+    return _make("randint", value.astype(kind), dtype, requires_grad)
+
+
+def randperm(n: int, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0 .. n-1 from dualgrad's generator: int32 (PyTorch's int64)
+    unless ``dtype`` asks for a float type."""
+    n = checks.integer("randperm", "n", n, 0, 2 ** 31)
+    dtype = "int32" if dtype is None else dtype
+    value = random.generator().permutation(n).astype(resolve_dtype("randperm", dtype))
+    return _make("randperm", value, dtype, requires_grad)
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A tensor holding a copy of ``data``, its dtype inferred as torch.tensor infers it:
+    floats give float32, Python and NumPy integers int32 (PyTorch's int64; values must fit),
+    booleans bool, a 16-bit float array its type; ``dtype`` overrides. (``ag_tensor``
+    makes float32 of anything unless told.) A tensor given is copied, with no history."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    if dtype is None:
+        dtype = _inferred(data)
+    return ag_tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+def _inferred(data):
+    """torch.tensor's dtype for ``data``, in dualgrad's types."""
+    try:
+        kind = np.asarray(data).dtype
+    except (ValueError, TypeError):
+        return None                     # (ag_tensor names what is wrong with it)
+    if kind == np.bool_:
+        return bool
+    if kind.kind in "iu":
+        return "int32"
+    if kind.kind == "f" and kind.itemsize == 2 or str(kind) == "bfloat16":
+        return kind
+    return None
+
+
+def as_tensor(data, dtype=None) -> Tensor:
+    """``data`` itself where it is a tensor of ``dtype`` (or dtype None), else
+    ``tensor(data, dtype)``: a copy (PyTorch shares a NumPy array's memory; dualgrad's
+    tensors live in the backend's memory)."""
+    if isinstance(data, Tensor):
+        if dtype is None or resolve_dtype("as_tensor", dtype) == data.dtype:
+            return data
+        from .logic import to
+        return to(data, dtype)
+    return tensor(data, dtype)
+
+
+def from_numpy(ndarray) -> Tensor:
+    """A tensor holding a copy of the NumPy array ``ndarray`` (PyTorch's shares its memory),
+    of its dtype as ``tensor`` infers it (float64 on the cpu backend only)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise bad_type("from_numpy", "ndarray", ndarray, "a NumPy array")
+    dtype = _inferred(ndarray)
+    if dtype is None and ndarray.dtype == np.float64:
+        dtype = "float64"
+    return ag_tensor(ndarray, dtype=dtype)
+
+
 __all__ = ["zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
-           "linspace", "eye", "rand", "randn"]
+           "linspace", "eye", "rand", "randn", "rand_like", "randn_like", "empty", "empty_like",
+           "randint", "randperm", "tensor", "as_tensor", "from_numpy"]

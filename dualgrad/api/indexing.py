@@ -665,5 +665,46 @@ _install_methods()
 
 cat = concat            # PyTorch's other name
 
+def movedim(input, source, destination) -> Tensor:  # noqa: A002 - PyTorch's names
+    """The tensor with its axes ``source`` (an int or a sequence) moved to the places
+    ``destination``, the others keeping their order, as ``torch.movedim`` (a copy)."""
+    x = _tensor("movedim", "input", input, any_dtype=True)
+    src = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    dst = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if len(src) != len(dst):
+        raise bad_value("movedim", "destination", destination,
+                        f"as many axes as source ({len(src)})")
+    src = tuple(_axis("movedim", "source", d, max(x.ndim, 1)) for d in src)
+    dst = tuple(_axis("movedim", "destination", d, max(x.ndim, 1)) for d in dst)
+    for name, axes in (("source", src), ("destination", dst)):
+        if len(set(axes)) != len(axes):
+            raise bad_value("movedim", name, axes, "distinct axes")
+    if x.ndim == 0:
+        return x
+    rest = iter(a for a in range(x.ndim) if a not in src)
+    placed = dict(zip(dst, src))
+    return transpose(x, tuple(placed[i] if i in placed else next(rest)
+                              for i in range(x.ndim)))
+
+
+def swapaxes(input, axis0: int, axis1: int) -> Tensor:  # noqa: A002
+    """The tensor with two axes swapped, as ``torch.swapaxes`` (``transpose(t, a, b)``
+    there; dualgrad's ``transpose`` takes a permutation, as NumPy's)."""
+    x = _tensor("swapaxes", "input", input, any_dtype=True)
+    a = _axis("swapaxes", "axis0", axis0, max(x.ndim, 1))
+    b = _axis("swapaxes", "axis1", axis1, max(x.ndim, 1))
+    if x.ndim == 0:
+        return x
+    axes = list(range(x.ndim))
+    axes[a], axes[b] = axes[b], axes[a]
+    return transpose(x, tuple(axes))
+
+
+def swapdims(input, dim0: int, dim1: int) -> Tensor:  # noqa: A002
+    """``swapaxes``, under PyTorch's other name."""
+    return swapaxes(input, dim0, dim1)
+
+
 __all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip",
-           "concat", "cat", "stack", "split", "chunk", "roll", "repeat", "pad"]
+           "concat", "cat", "stack", "split", "chunk", "roll", "repeat", "pad", "movedim",
+           "swapaxes", "swapdims"]

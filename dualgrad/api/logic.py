@@ -463,6 +463,45 @@ def to(input, dtype) -> Tensor:  # noqa: A002
     return _to(backend, x, dtype)
 
 
+@computes_in_float32
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+            equal_nan: bool = False) -> Tensor:
+    """Whether input == other, or both are finite and |input - other| <= atol +
+    rtol * |other|, elementwise with broadcasting (in float32, integers converted), as
+    ``torch.isclose``: a boolean tensor; NaNs are close to each other with ``equal_nan``."""
+    rtol = checks.number("isclose", "rtol", rtol, 0.0)
+    atol = checks.number("isclose", "atol", atol, 0.0)
+    equal_nan = checks.flag("isclose", "equal_nan", equal_nan)
+    a, b = _promoted("isclose", *_operands("isclose", input, other))
+    _broadcast("isclose", a.shape, b.shape)
+    with tape.no_grad():
+        if not is_float(a.dtype):
+            backend = device.active()
+            a, b = _to(backend, a, DEFAULT_DTYPE), _to(backend, b, DEFAULT_DTYPE)
+        error = ops.abs(ops.sub(a, b))
+        near = logical_and(isfinite(error), le(error, ops.add(ops.abs(ops.mul(b, rtol)),
+                                                               atol)))
+        close = logical_or(eq(a, b), near)
+        if equal_nan:
+            close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
+             equal_nan: bool = False) -> bool:
+    """Whether every element pair is ``isclose``: a Python bool (the answer is read back)."""
+    return bool(all(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+def equal(input, other) -> bool:  # noqa: A002
+    """Whether the two tensors have the same shape and equal elements (NaN equals
+    nothing), as ``torch.equal``: a Python bool."""
+    a, b = _operands("equal", input, other)
+    if a.shape != b.shape:
+        return False
+    return bool(all(eq(a, b)).item())
+
+
 def _install_methods() -> None:
     T = Tensor
     T.__hash__ = object.__hash__          # (as PyTorch's: == is elementwise, hash is id)
@@ -513,4 +552,5 @@ _install_methods()
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_and",
            "logical_or", "logical_xor", "logical_not", "where", "masked_fill", "any", "all",
-           "to", "argmax", "argmin", "one_hot", "tril", "triu", "floor_divide", "remainder"]
+           "to", "argmax", "argmin", "one_hot", "tril", "triu", "floor_divide", "remainder",
+           "isclose", "allclose", "equal"]

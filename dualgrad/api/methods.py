@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import bad_axis, bad_shape
+from ..errors import bad_axis, bad_shape, bad_type
 from . import checks, device, ops, tape
 from .indexing import _axis
 from .logic import where
@@ -24,6 +24,8 @@ _SAME_NAME = (
     "atan2", "fmod", "remainder", "lerp", "matmul", "clamp", "softmax", "log_softmax",
     "chunk", "split", "roll", "gather", "index_select", "argmax", "argmin", "isnan", "isinf",
     "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
+    "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
+    "isclose", "allclose", "equal",
 )
 
 
@@ -114,6 +116,16 @@ def _where(self, condition, other):
     return where(condition, self, other)
 
 
+def _like(fn: str, other) -> Tensor:
+    if not isinstance(other, Tensor):
+        raise bad_type(fn, "other", other, "a dualgrad Tensor")
+    return other
+
+
+def _shape_of(fn: str, other) -> tuple:
+    return _like(fn, other).shape
+
+
 def install(namespace: dict) -> None:
     """Give Tensor the methods above, ``namespace`` (the package's) supplying the functions;
     a name Tensor has already is kept."""
@@ -125,7 +137,13 @@ def install(namespace: dict) -> None:
              "amax": lambda self, dim=None, keepdim=False: namespace["max"](
                  self, dim=dim, keepdim=keepdim),
              "amin": lambda self, dim=None, keepdim=False: namespace["min"](
-                 self, dim=dim, keepdim=keepdim)}
+                 self, dim=dim, keepdim=keepdim),
+             "view_as": lambda self, other: self.reshape(_shape_of("view_as", other)),
+             "reshape_as": lambda self, other: self.reshape(_shape_of("reshape_as", other)),
+             "expand_as": lambda self, other: namespace["expand"](
+                 self, _shape_of("expand_as", other)),
+             "type_as": lambda self, other: namespace["to"](
+                 self, _like("type_as", other).dtype)}
     for name in _SAME_NAME:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _delegate(namespace[name]))

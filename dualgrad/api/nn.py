@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, InvalidValueError, bad_shape, bad_type, bad_value
+from ..errors import (ArgumentTypeError, AxisOutOfRange, InvalidValueError, bad_shape,
+                      bad_type, bad_value)
 from ..kernel_ops import UNARY, KernelOp
 from . import capture, checks, device, ops, random
 from .indexing import flatten, unsqueeze
@@ -493,6 +494,97 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class Unflatten(Module):
+    """Axis ``dim`` split into ``unflattened_size`` (one entry may be -1), as PyTorch's."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim = checks.integer("Unflatten", "dim", dim)
+        try:
+            sizes = tuple(unflattened_size)
+        except TypeError:
+            raise bad_type("Unflatten", "unflattened_size", unflattened_size,
+                           "a tuple of sizes") from None
+        if not sizes:
+            raise bad_value("Unflatten", "unflattened_size", unflattened_size,
+                            "at least one size")
+        self.unflattened_size = tuple(checks.integer("Unflatten", "unflattened_size", n, -1)
+                                      for n in sizes)
+
+    def forward(self, x):
+        x = ops._tensor("Unflatten", "x", x, any_dtype=True, low_precision=True)
+        if not -x.ndim <= self.dim < x.ndim:
+            raise AxisOutOfRange(f"Unflatten: dim {self.dim} is out of range for an input "
+                                 f"of shape {x.shape}")
+        d = self.dim % x.ndim
+        sizes = self.unflattened_size
+        known = math.prod(n for n in sizes if n != -1)
+        if sizes.count(-1) > 1 or (x.shape[d] != known if -1 not in sizes else
+                                   known == 0 or x.shape[d] % known):
+            raise bad_value("Unflatten", "unflattened_size", sizes,
+                            f"sizes whose product is {x.shape[d]}, the length of dim "
+                            f"{self.dim} of the input's shape {x.shape} (one may be -1)")
+        return ops.reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class _Softmax(Module):
+    """A softmax-like op along ``dim`` (PyTorch's choice from the rank where None)."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = None if dim is None else checks.integer(type(self).__name__, "dim", dim)
+
+    def forward(self, x):
+        from . import functional
+        return getattr(functional, self.function)(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_Softmax):
+    """``softmax(x, dim)``."""
+    function = "softmax"
+
+
+class LogSoftmax(_Softmax):
+    """``log_softmax(x, dim)``."""
+    function = "log_softmax"
+
+
+class Softmin(_Softmax):
+    """``softmax(-x, dim)``."""
+    function = "softmin"
+
+
+class _ParameterType(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Parameter)
+
+
+class NNParameter(metaclass=_ParameterType):    # (dg.nn.Parameter)
+    """``dg.nn.Parameter(data, requires_grad=True)``, as PyTorch's: a trainable copy of
+    ``data`` (an array or a tensor), made by ``ag_param`` (its class is ``dg.Parameter``,
+    which ``isinstance(p, dg.nn.Parameter)`` also recognises)."""
+
+    def __new__(cls, data=None, requires_grad: bool = True):
+        flag = checks.flag("Parameter", "requires_grad", requires_grad)
+        if data is None:
+            data = np.zeros(0, np.float32)
+        dtype = None
+        if isinstance(data, Tensor):
+            dtype, data = data.dtype, data.numpy()
+        p = ag_param(data, dtype=dtype)
+        p.requires_grad = flag
+        return p
+
+
+NNParameter.__name__ = NNParameter.__qualname__ = "Parameter"
+
+
 def _activation(op: KernelOp) -> type:
     """``dg.nn.<op.layer>``: a module applying the public unary op ``op`` (its registry
     entry in ``dualgrad.kernel_ops`` names the layer)."""
@@ -607,6 +699,41 @@ class ReLU6(Module):
         return ops.relu6(x)
 
 
+def layer_norm_over(x, normalized_shape: tuple, weight, bias, eps: float,
+                    fn: str = "LayerNorm") -> Tensor:
+    """Layer norm (``fn``, named in errors) over the trailing axes ``normalized_shape`` (checked sizes) taken together,
+    scaled by ``weight`` and shifted by ``bias`` of that shape where given (ones and zeros,
+    made on the device, where not)."""
+    shape, size = normalized_shape, math.prod(normalized_shape)
+    if len(shape) == 1 and weight is not None:        # the common case, as it is
+        if bias is None:
+            bias = ops._constant(shape, 0.0, weight.dtype)     # (zeros made on the device)
+        return ops.layer_norm(x, weight, bias, eps)
+    x = ops._tensor(fn, "x", x, low_precision=True)
+    if tuple(x.shape[x.ndim - len(shape):]) != shape or x.ndim < len(shape):
+        raise bad_shape(fn, "x", x.shape, f"trailing axes {shape}")
+    dtype = weight.dtype if weight is not None else np.float32
+    weight = ops._constant((size,), 1.0, dtype) if weight is None else \
+        ops.reshape(weight, (size,))
+    bias = ops._constant((size,), 0.0, dtype) if bias is None else ops.reshape(bias, (size,))
+    flat = ops.reshape(x, x.shape[:x.ndim - len(shape)] + (size,))
+    return ops.reshape(ops.layer_norm(flat, weight, bias, eps), x.shape)
+
+
+def lookup(weight, indices, padding_idx=None) -> Tensor:
+    """Rows of the table ``weight`` at ``indices``; the row ``padding_idx`` (checked, in
+    [0, rows)) read as a constant, so it takes no gradient, as PyTorch's."""
+    rows = ops.embedding(weight, indices)
+    if padding_idx is None:
+        return rows
+    # the padding row's lookups as a constant copy (no gradient flows to the table)
+    backend = device.active()
+    copied = backend.empty(tuple(rows.shape), rows.dtype)
+    backend.copy(copied, handle(backend, rows))
+    constant = adopt(backend, Tensor(rows.shape, rows.dtype), copied)
+    return where(unsqueeze(eq(indices, padding_idx), -1), constant, rows)
+
+
 class LayerNorm(Module):
     """Normalises the trailing axes ``normalized_shape`` (an int: the last axis; a tuple:
     that many trailing axes, taken together), then scales by ``weight`` (ones) and shifts
@@ -631,22 +758,7 @@ class LayerNorm(Module):
             if affine and with_bias else None
 
     def forward(self, x):
-        shape, size = self.normalized_shape, math.prod(self.normalized_shape)
-        if len(shape) == 1 and self.weight is not None:        # the common case, as it is
-            bias = self.bias if self.bias is not None else \
-                ops._constant(shape, 0.0, self.weight.dtype)   # (zeros made on the device)
-            return ops.layer_norm(x, self.weight, bias, self.eps)
-        x = ops._tensor("LayerNorm", "x", x, low_precision=True)
-        if tuple(x.shape[x.ndim - len(shape):]) != shape or x.ndim < len(shape):
-            raise bad_shape("LayerNorm", "x", x.shape, f"trailing axes {shape}")
-        dtype = self.weight.dtype if self.weight is not None else np.float32
-        # (missing weight and bias: ones and zeros made on the device)
-        weight = ops._constant((size,), 1.0, dtype) if self.weight is None else \
-            ops.reshape(self.weight, (size,))
-        bias = ops._constant((size,), 0.0, dtype) if self.bias is None else \
-            ops.reshape(self.bias, (size,))
-        flat = ops.reshape(x, x.shape[:x.ndim - len(shape)] + (size,))
-        return ops.reshape(ops.layer_norm(flat, weight, bias, self.eps), x.shape)
+        return layer_norm_over(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         shape = self.normalized_shape[0] if len(self.normalized_shape) == 1 else \
@@ -676,15 +788,7 @@ class Embedding(Module):
         self.weight = ag_param(table)
 
     def forward(self, indices):
-        rows = ops.embedding(self.weight, indices)
-        if self.padding_idx is None:
-            return rows
-        # the padding row's lookups as a constant copy (no gradient flows to the table)
-        backend = device.active()
-        copied = backend.empty(tuple(rows.shape), rows.dtype)
-        backend.copy(copied, handle(backend, rows))
-        constant = adopt(backend, Tensor(rows.shape, rows.dtype), copied)
-        return where(unsqueeze(eq(indices, self.padding_idx), -1), constant, rows)
+        return lookup(self.weight, indices, self.padding_idx)
 
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
@@ -734,4 +838,4 @@ class Dropout(Module):
 __all__ = ["Module", "Linear", "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten",
            *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
            "Hardtanh", "ReLU6", "LayerNorm",
-           "Embedding", "Dropout"]
+           "Embedding", "Dropout", "Unflatten", "Softmax", "LogSoftmax", "Softmin"]

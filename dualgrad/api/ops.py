@@ -253,6 +253,23 @@ def clamp(x, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument n
     return _unary("clamp", "clamp", x, lo, hi)
 
 
+def clip(x, min=None, max=None) -> Tensor:  # noqa: A002
+    """``clamp``, under NumPy's and PyTorch's other name."""
+    return clamp(x, min, max)
+
+
+def numel(input) -> int:  # noqa: A002
+    """The number of elements of a tensor, as ``torch.numel``."""
+    if not isinstance(input, Tensor):
+        raise bad_type("numel", "input", input, "a dualgrad Tensor")
+    return math.prod(input.shape)
+
+
+def is_tensor(obj) -> bool:
+    """Whether ``obj`` is a dualgrad Tensor (a Parameter too), as ``torch.is_tensor``."""
+    return isinstance(obj, Tensor)
+
+
 def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x limited to [min_val, max_val], elementwise, as PyTorch's hardtanh: NaN passes
     through, and the gradient flows only strictly inside the bounds (``clamp``'s flows at
@@ -715,13 +732,58 @@ def _low_result(y: Tensor, low) -> Tensor:
 
 @computes_in_float32
 def matmul(a, b) -> Tensor:
-    """Matrix product a @ b: 2-D @ 2-D, or batched with 3-D operands (a 2-D operand is
-    shared across the batch). Full float32 arithmetic on both backends. Operands of one
-    16-bit type, or float32 ones under ``autocast``, are multiplied as they are in that
-    type with float32 accumulation, and the product is rounded to it once."""
+    """Matrix product a @ b with ``torch.matmul``'s rules: a 1-D operand is a vector (a row
+    on the left, a column on the right, its axis dropped from the result); operands of
+    more than two axes are stacks of matrices whose leading (batch) axes broadcast, and a
+    2-D operand is shared by the whole stack. Full float32 arithmetic on both backends.
+    Operands of one 16-bit type, or float32 ones under ``autocast``, are multiplied as they
+    are in that type with float32 accumulation, and the product is rounded to it once."""
     (a, b), low = _product_operands("matmul", (("a", a), ("b", b)))
-    _check_matmul("matmul", a, b, -1, -2)
-    return product(a, b, low, rounded=True)
+    for name, t in (("a", a), ("b", b)):
+        if t.ndim == 0:
+            raise bad_shape("matmul", name, t.shape, "at least 1 dimension")
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else -1]:
+        raise ShapeError(f"matmul: inner dimensions differ: a has shape {a.shape} and b has "
+                         f"shape {b.shape}")
+    if a.ndim in (2, 3) and b.ndim in (2, 3) and (a.ndim == 2 or b.ndim == 2 or
+                                                  a.shape[0] == b.shape[0]):
+        return product(a, b, low, rounded=True)         # what the kernels take as it is
+    return _stacked_product(a, b, low)
+
+
+def _stacked_product(a: Tensor, b: Tensor, low) -> Tensor:
+    """matmul of vectors or stacks (checked operands): reshaped into what the kernels take
+    (a 2-D matrix or one stack of matrices, a 2-D operand shared), multiplied once, and
+    reshaped back; the batch axes broadcast (``expand``), so their gradients sum back."""
+    from .indexing import expand
+    a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    (m, k), n = a2.shape[-2:], b2.shape[-1]
+    if b2.ndim == 2:                        # every row of the stack times one matrix
+        batch = a2.shape[:-2]
+        y = product(reshape(a2, (math.prod(batch) * m, k)), b2, low, rounded=True)
+    elif a2.ndim == 2:                      # one matrix times each of the stack
+        batch = b2.shape[:-2]
+        y = product(a2, reshape(b2, (math.prod(batch), k, n)), low, rounded=True)
+    else:
+        try:
+            batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        except ValueError:
+            raise ShapeError(f"matmul: batch sizes differ: a has shape {a.shape} and b has "
+                             f"shape {b.shape}, whose leading axes do not broadcast "
+                             "together") from None
+        stacked = []
+        for t in (a2, b2):
+            if t.shape[:-2] != batch:
+                t = expand(t, batch + t.shape[-2:])
+            stacked.append(reshape(t, (math.prod(batch),) + t.shape[-2:]))
+        y = product(stacked[0], stacked[1], low, rounded=True)
+    y = reshape(y, tuple(batch) + (m, n))
+    if a.ndim == 1:
+        y = reshape(y, y.shape[:-2] + y.shape[-1:])
+    if b.ndim == 1:
+        y = reshape(y, y.shape[:-1])
+    return y
 
 
 def product(a: Tensor, b: Tensor, low, rounded: bool = False) -> Tensor:
@@ -1149,7 +1211,7 @@ def _install_operators() -> None:
 _install_operators()
 
 __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
-           "elu", "celu", "clamp", "hardtanh",
+           "elu", "celu", "clamp", "clip", "numel", "is_tensor", "hardtanh",
            "relu6", "maximum", "lerp", "atan2", "fmod",
            "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
            "gather", "scatter_add", "linear", "layer_norm", "embedding", "dropout"]

@@ -2,6 +2,7 @@
 arguments, parameter names (so their state_dicts carry over) and initialisation."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from .attention import (attention_scores, fused_attention, fused_packed_attentio
                         kernels_take, low_precision_inputs, mask_tensor, widened)
 from .indexing import split, squeeze, unsqueeze
 from .logic import logical_not, where
-from .nn import Dropout, LayerNorm, Linear, Module
+from .nn import Dropout, LayerNorm, Linear, Module, ModuleList
 from .ops import _tensor, linear, matmul, reshape, softmax, transpose
 from .tensor import BOOL, Tensor, ag_param
 
@@ -243,6 +244,46 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._feed_forward(x))
 
 
+class TransformerEncoder(Module):
+    """``num_layers`` copies of ``encoder_layer`` applied in turn, then ``norm`` where given,
+    as ``torch.nn.TransformerEncoder``: the copies start from the layer's weights (deep
+    copies, as PyTorch's), under ``layers.0``, ``layers.1``, ... in ``state_dict()``. Each
+    copy's dropout draws masks of its own (a new seed; PyTorch's share one generator)."""
+
+    def __init__(self, encoder_layer, num_layers: int, norm=None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True):
+        super().__init__()
+        fn = "TransformerEncoder"
+        if not isinstance(encoder_layer, Module):
+            raise bad_type(fn, "encoder_layer", encoder_layer, "a Module (a "
+                           "TransformerEncoderLayer)")
+        if norm is not None and not isinstance(norm, Module):
+            raise bad_type(fn, "norm", norm, "None or a Module (a LayerNorm)")
+        count = checks.integer(fn, "num_layers", num_layers, 1)
+        checks.flag(fn, "enable_nested_tensor", enable_nested_tensor)   # (no nested tensors:
+        checks.flag(fn, "mask_check", mask_check)                       # accepted, unused)
+        copies = []
+        for _ in range(count):
+            layer = copy.deepcopy(encoder_layer)
+            for module in layer.modules():
+                if isinstance(module, Dropout):
+                    module.seed = int(random.generator().integers(0, 2 ** 63))
+                    module.step = 0
+            copies.append(layer)
+        self.layers = ModuleList(copies)
+        self.num_layers = count
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        causal = False if is_causal is None else checks.flag("TransformerEncoder",
+                                                             "is_causal", is_causal)
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=causal)
+        return x if self.norm is None else self.norm(x)
+
+
 class PositionalEmbedding(Module):
     """Adds each position's vector to the rows of x (..., T, dim), T <= ``max_len``:
     learned (a Parameter ``weight`` (max_len, dim) from N(0, 1), as an Embedding's) or, with
@@ -279,4 +320,5 @@ class PositionalEmbedding(Module):
         return f"{self.max_len}, {self.dim}, learned={self.learned}"
 
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "PositionalEmbedding"]
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "PositionalEmbedding"]

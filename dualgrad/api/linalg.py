@@ -1,0 +1,308 @@
+"""Products under PyTorch's names: ``mm bmm mv dot outer addmm tensordot einsum``.
+
+Each is made of ``matmul`` and the view and reduction ops (transpose, reshape, expand,
+sum, tril/triu), so both backends compute it with the kernels the differential suite
+checks, its gradients come from theirs, and a captured step replays it. ``einsum`` contracts
+its operands left to right, as PyTorch does without opt_einsum: each pair becomes one
+(batched) matrix product, with the labels they share and the output keeps as its batch,
+the labels they share and nothing later needs as its inner dimension, and the rest as its
+rows and columns; a label found in one operand only, and needed by nothing after, is summed
+first.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import InvalidValueError, ShapeError, bad_shape, bad_type
+from . import checks
+from .indexing import _axis, expand
+from .logic import tril, triu
+from .ops import _constant, _tensor, add, matmul, mul, reshape, sum as _sum, transpose
+from .tensor import Tensor
+
+
+def _operand(fn: str, name: str, x) -> Tensor:
+    return _tensor(fn, name, x, low_precision=True)
+
+
+def _ranked(fn: str, name: str, t: Tensor, ranks: tuple, what: str) -> Tensor:
+    if t.ndim not in ranks:
+        raise bad_shape(fn, name, t.shape, what)
+    return t
+
+
+def mm(input, mat2) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """The product of two matrices (2-D each), as ``torch.mm``."""
+    a = _ranked("mm", "input", _operand("mm", "input", input), (2,), "a 2-D matrix")
+    b = _ranked("mm", "mat2", _operand("mm", "mat2", mat2), (2,), "a 2-D matrix")
+    return matmul(a, b)
+
+
+def bmm(input, mat2) -> Tensor:  # noqa: A002
+    """The products of two stacks of matrices (3-D each, the same count), as ``torch.bmm``."""
+    a = _ranked("bmm", "input", _operand("bmm", "input", input), (3,), "a 3-D stack")
+    b = _ranked("bmm", "mat2", _operand("bmm", "mat2", mat2), (3,), "a 3-D stack")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"bmm: batch sizes differ: input has shape {a.shape} and mat2 has "
+                         f"shape {b.shape}")
+    return matmul(a, b)
+
+
+def mv(input, vec) -> Tensor:  # noqa: A002
+    """A matrix (2-D) times a vector (1-D), as ``torch.mv``."""
+    a = _ranked("mv", "input", _operand("mv", "input", input), (2,), "a 2-D matrix")
+    v = _ranked("mv", "vec", _operand("mv", "vec", vec), (1,), "a 1-D vector")
+    return matmul(a, v)
+
+
+def dot(input, other) -> Tensor:  # noqa: A002
+    """The inner product of two vectors (1-D, the same length), a 0-d tensor, as
+    ``torch.dot``."""
+    a = _ranked("dot", "input", _operand("dot", "input", input), (1,), "a 1-D vector")
+    b = _ranked("dot", "other", _operand("dot", "other", other), (1,), "a 1-D vector")
+    if a.shape != b.shape:
+        raise ShapeError(f"dot: lengths differ: input has shape {a.shape} and other has "
+                         f"shape {b.shape}")
+    return matmul(a, b)
+
+
+def outer(input, vec2) -> Tensor:  # noqa: A002
+    """The outer product of two vectors: out[i, j] = input[i] * vec2[j] (each element one
+    rounded product), as ``torch.outer``."""
+    a = _ranked("outer", "input", _operand("outer", "input", input), (1,), "a 1-D vector")
+    b = _ranked("outer", "vec2", _operand("outer", "vec2", vec2), (1,), "a 1-D vector")
+    return mul(reshape(a, a.shape + (1,)), reshape(b, (1,) + b.shape))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
+    """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape, as
+    ``torch.addmm`` (a factor of 1 is not multiplied; beta 0 ignores input, NaN included)."""
+    beta = checks.number("addmm", "beta", beta)
+    alpha = checks.number("addmm", "alpha", alpha)
+    c = _operand("addmm", "input", input)
+    y = mm(mat1, mat2)
+    if alpha != 1:
+        y = mul(y, alpha)
+    if beta == 0:
+        return y
+    return add(c if beta == 1 else mul(c, beta), y)
+
+
+def tensordot(a, b, dims=2) -> Tensor:
+    """Sums of products over axes of ``a`` and ``b``, as ``torch.tensordot``: ``dims`` an
+    int (the last ``dims`` axes of a with the first of b) or two lists of axes; the result
+    holds a's other axes, then b's."""
+    a = _operand("tensordot", "a", a)
+    b = _operand("tensordot", "b", b)
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        if not 0 <= dims <= min(a.ndim, b.ndim):
+            raise InvalidValueError(f"tensordot: argument 'dims' is {dims}; expected an int "
+                                    f"in [0, {min(a.ndim, b.ndim)}] for shapes {a.shape} "
+                                    f"and {b.shape}")
+        axes_a, axes_b = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        try:
+            axes_a, axes_b = ([int(d) for d in (side if isinstance(side, (list, tuple))
+                                                else [side])] for side in dims)
+        except (TypeError, ValueError):
+            raise bad_type("tensordot", "dims", dims, "an int or two lists of axes") from None
+        if len(axes_a) != len(axes_b):
+            raise InvalidValueError(f"tensordot: argument 'dims' is {dims}; expected two "
+                                    "lists of axes of the same length")
+    la = [chr(ord("a") + i) for i in range(a.ndim)]
+    lb = [chr(ord("A") + i) for i in range(b.ndim)]
+    for i, j in zip(axes_a, axes_b):
+        i, j = _axis("tensordot", "dims", i, a.ndim), _axis("tensordot", "dims", j, b.ndim)
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"tensordot: axis {i} of a (shape {a.shape}) and axis {j} of b "
+                             f"(shape {b.shape}) differ in length")
+        lb[j] = la[i]
+    out = [x for x in la if x not in lb] + [x for x in lb if x not in la]
+    return _einsum("tensordot", "".join(la) + "," + "".join(lb) + "->" + "".join(out),
+                   (a, b))
+
+
+# -- einsum -----------------------------------------------------------------------------------
+class _Term:
+    """An operand with one label per axis."""
+
+    def __init__(self, t: Tensor, labels: list):
+        self.t, self.labels = t, labels
+
+    def size(self, label: str) -> int:
+        return self.t.shape[self.labels.index(label)]
+
+
+def _parse(equation, count: int) -> tuple:
+    """(input subscripts, output subscripts or None) of an einsum equation, spaces removed."""
+    if not isinstance(equation, str):
+        raise bad_type("einsum", "equation", equation, "a string such as 'ij,jk->ik'")
+    text = equation.replace(" ", "")
+    if text.count("->") > 1:
+        raise InvalidValueError(f"einsum: equation {equation!r} has more than one '->'")
+    inputs, _, output = text.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != count:
+        raise InvalidValueError(f"einsum: equation {equation!r} has {len(terms)} operand "
+                                f"subscripts; {count} operands were given")
+    for term in terms + ([output] if "->" in text else []):
+        rest = term.replace("...", "", 1)
+        if "." in rest or not all(c.isalpha() and c.isascii() for c in rest):
+            raise InvalidValueError(f"einsum: equation {equation!r}: subscripts are letters, "
+                                    "with at most one '...' a term")
+    return terms, (output if "->" in text else None)
+
+
+def _labels(equation: str, term: str, t: Tensor, k: int, lead: int) -> list:
+    """One label per axis of operand k: its letters, with '...' standing for its leading
+    axes, labelled by their place from the right (shared with the other operands' ones,
+    which broadcast together)."""
+    letters = term.replace("...", "")
+    if "..." not in term:
+        if len(letters) != t.ndim:
+            raise InvalidValueError(f"einsum: equation {equation!r}: operand {k} has "
+                                    f"{t.ndim} axes (shape {t.shape}) but subscripts "
+                                    f"{term!r}")
+        return list(letters)
+    free = t.ndim - len(letters)
+    if free < 0:
+        raise InvalidValueError(f"einsum: equation {equation!r}: operand {k} has {t.ndim} "
+                                f"axes (shape {t.shape}), fewer than the subscripts {term!r}")
+    head, tail = term.split("...")
+    return list(head) + [_ellipsis_label(lead - free + i, lead) for i in range(free)] + \
+        list(tail)
+
+
+def _ellipsis_label(i: int, lead: int) -> str:
+    """The label of the i-th of ``lead`` axes that '...' stands for (not a letter)."""
+    return chr(0x100 + lead - i)
+
+
+def _diagonal(term: _Term) -> _Term:
+    """A label repeated within one operand: its diagonal, the other axis summed after the
+    off-diagonal elements are zeroed (an identity mask made on the device)."""
+    labels, t = term.labels, term.t
+    for label in dict.fromkeys(labels):
+        while labels.count(label) > 1:
+            p = labels.index(label)
+            q = labels.index(label, p + 1)
+            n = t.shape[p]
+            if t.shape[q] != n:
+                raise ShapeError(f"einsum: subscript {label} is repeated in an operand of "
+                                 f"shape {t.shape}, on axes of lengths {n} and {t.shape[q]}")
+            shape = [1] * t.ndim
+            shape[p] = shape[q] = n
+            eye = reshape(tril(triu(_constant((n, n), 1.0, t.dtype))), tuple(shape))
+            t = _sum(mul(t, eye), axis=q)
+            labels = labels[:q] + labels[q + 1:]
+    return _Term(t, labels)
+
+
+def _summed(term: _Term, needed: set) -> _Term:
+    """The term with the labels nothing needs summed away."""
+    axes = tuple(i for i, label in enumerate(term.labels) if label not in needed)
+    if not axes:
+        return term
+    return _Term(_sum(term.t, axis=axes),
+                 [label for label in term.labels if label in needed])
+
+
+def _arranged(term: _Term, order: list, sizes: dict) -> Tensor:
+    """The term's tensor with its axes in ``order`` and each broadcast to ``sizes``."""
+    t = term.t
+    perm = [term.labels.index(label) for label in order]
+    if perm != list(range(t.ndim)):
+        t = transpose(t, perm)
+    full = tuple(sizes[label] for label in order)
+    if t.shape != full:
+        t = expand(t, full)
+    return t
+
+
+def _contract(a: _Term, b: _Term, keep: set, sizes: dict) -> _Term:
+    """The pair's product as one (batched) matmul: shared labels kept are the batch,
+    shared ones not kept are summed over, the others are rows (a's) and columns (b's)."""
+    batch = [x for x in a.labels if x in b.labels and x in keep]
+    inner = [x for x in a.labels if x in b.labels and x not in keep]
+    rows = [x for x in a.labels if x not in b.labels]
+    cols = [x for x in b.labels if x not in a.labels]
+    count = [math.prod(sizes[x] for x in group) for group in (batch, rows, inner, cols)]
+    ta = reshape(_arranged(a, batch + rows + inner, sizes), (count[0], count[1], count[2]))
+    tb = reshape(_arranged(b, batch + inner + cols, sizes), (count[0], count[2], count[3]))
+    if count[0] == 1:
+        y = matmul(reshape(ta, ta.shape[1:]), reshape(tb, tb.shape[1:]))
+    else:
+        y = matmul(ta, tb)
+    labels = batch + rows + cols
+    return _Term(reshape(y, tuple(sizes[x] for x in labels)), labels)
+
+
+def _einsum(fn: str, equation: str, tensors: tuple) -> Tensor:
+    terms, output = _parse(equation, len(tensors))
+    lead = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, tensors)
+                if "..." in term), default=0)
+    ops = [_Term(t, _labels(equation, term, t, k, lead))
+           for k, (term, t) in enumerate(zip(terms, tensors))]
+    ellipsis = [_ellipsis_label(i, lead) for i in range(lead)
+                if any(_ellipsis_label(i, lead) in op.labels for op in ops)]
+    if output is None:               # implicit: '...', then the letters seen once, sorted
+        seen = [x for op in ops for x in op.labels]
+        out = ellipsis + sorted(x for x in set(seen) if x.isalpha() and seen.count(x) == 1)
+    else:
+        if "..." in output:
+            head, tail = output.split("...")
+            out = list(head) + ellipsis + list(tail)
+        else:
+            out = list(output)
+        for x in out:
+            if out.count(x) > 1:
+                raise InvalidValueError(f"{fn}: equation {equation!r}: output subscript "
+                                        f"{x} appears more than once")
+            if not any(x in op.labels for op in ops):
+                raise InvalidValueError(f"{fn}: equation {equation!r}: output subscript "
+                                        f"{x} is in no operand")
+    sizes, seen_in = {}, {}
+    for k, op in enumerate(ops):
+        for label, n in zip(op.labels, op.t.shape):
+            name = "'...'" if not label.isalpha() else f"subscript {label}"
+            if label in op.labels[:op.labels.index(label)] or op.labels.count(label) > 1:
+                lengths = {op.t.shape[i] for i, x in enumerate(op.labels) if x == label}
+                if len(lengths) > 1:
+                    raise ShapeError(f"{fn}: equation {equation!r}: {name} is repeated in "
+                                     f"operand {k} (shape {op.t.shape}) on axes of lengths "
+                                     f"{sorted(lengths)}")
+            if sizes.get(label, 1) != 1 and n not in (1, sizes[label]):
+                raise ShapeError(f"{fn}: equation {equation!r}: {name} has length "
+                                 f"{sizes[label]} in operand {seen_in[label]} and {n} in "
+                                 f"operand {k}")
+            if n != 1 or label not in sizes:
+                sizes[label], seen_in[label] = n, k
+    ops = [_diagonal(op) for op in ops]
+    result = None
+    for k, op in enumerate(ops):
+        later = set(out).union(*(o.labels for o in ops[k + 1:]))
+        op = _summed(op, later | (set(result.labels) if result is not None else set()))
+        if result is None:
+            result = op
+            continue
+        result = _summed(result, later | set(op.labels))
+        result = _contract(result, op, later, sizes)
+    result = _summed(result, set(out))
+    return _arranged(result, out, sizes)
+
+
+def einsum(equation, *operands) -> Tensor:
+    """Sums of products of the operands' elements named by ``equation``, as
+    ``torch.einsum``: ``einsum("ij,jk->ik", a, b)``, ``einsum("bhqd,bhkd->bhqk", q, k)``,
+    ``einsum("ii", a)`` (a trace); '...' stands for axes that broadcast; without '->' the
+    output is '...' then the letters seen once, in alphabetical order (capitals first). The
+    operands may also be given as one list."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise InvalidValueError("einsum: no operands given")
+    tensors = tuple(_operand("einsum", f"operands[{k}]", t) for k, t in enumerate(operands))
+    return _einsum("einsum", equation, tensors)
+
+
+__all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "tensordot", "einsum"]
