@@ -31,6 +31,8 @@ from .api import windows as _windows
 from .api import normalization as _normalization
 from .api import attention as _attention
 from .api import linalg as _linalg
+from .api import resampling as _resampling
+from .api import pointwise as _pointwise
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
@@ -45,6 +47,8 @@ from .api.windows import *  # noqa: F401,F403  (unfold, fold)
 from .api.normalization import *  # noqa: F401,F403  (batch_norm, group_norm, rms_norm)
 from .api.attention import *  # noqa: F401,F403  (scaled_dot_product_attention)
 from .api.linalg import *  # noqa: F401,F403  (einsum, bmm, outer, ...)
+from .api.resampling import pixel_shuffle, pixel_unshuffle  # noqa: F401
+from .api.pointwise import *  # noqa: F401,F403  (logaddexp, hypot, nan_to_num)
 from .api.amp import GradScaler
 from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint
@@ -52,7 +56,7 @@ from .api.gradcheck import gradcheck
 from .api.optim import clip_grad_norm, clip_grad_value
 from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
 from .api.random import manual_seed
-from .api.tape import backward, no_grad, with_grad_tape
+from .api.tape import backward, inference_mode, is_grad_enabled, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
 from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
 from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, after the names they use)
@@ -66,10 +70,11 @@ __all__ = [
     "ag_device", "devices", "tape_mem", "reset_peak_memory_stats", "transfer_stats",
     "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
-    "with_grad_tape", "no_grad", "backward", "manual_seed", "capture_step", "CapturedStep",
+    "with_grad_tape", "no_grad", "inference_mode", "is_grad_enabled", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,
     *_normalization.__all__, *_attention.__all__, *_linalg.__all__,
+    "pixel_shuffle", "pixel_unshuffle", *_pointwise.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",

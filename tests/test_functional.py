@@ -312,3 +312,172 @@ def test_movedim_swapaxes_and_the_as_methods(device):
 def test_movedim_and_swapaxes_pass_gradients_back(device):
     _same(lambda t: dg.movedim(t, 2, 0) * 3, lambda t: dg.transpose(t, (2, 0, 1)) * 3)
     _same(lambda t: dg.swapaxes(t, 1, 2), lambda t: dg.transpose(t, (0, 2, 1)))
+
+
+# -- resampling -------------------------------------------------------------------------------
+def _nearest_reference(x, size):
+    """PyTorch's nearest rule: source index floor(i * in / out), in float32."""
+    out = x
+    for axis, n in zip(range(2, x.ndim), size):
+        scale = np.float32(x.shape[axis] / n)
+        src = np.minimum(np.floor(np.arange(n, dtype=np.float32) * scale).astype(int),
+                         x.shape[axis] - 1)
+        out = np.take(out, src, axis=axis)
+    return out
+
+
+def _linear_reference(x, size, align_corners):
+    """PyTorch's linear rule along each spatial axis, the last first, in float64."""
+    out = x.astype(np.float64)
+    for axis, n in reversed(list(zip(range(2, x.ndim), size))):
+        m = x.shape[axis]
+        dst = np.arange(n, dtype=np.float64)
+        if align_corners:
+            src = dst * ((m - 1) / (n - 1) if n > 1 else 0.0)
+        else:
+            src = np.maximum((dst + 0.5) * (m / n) - 0.5, 0.0)
+        i0 = np.minimum(src.astype(int), m - 1)
+        i1 = i0 + (i0 < m - 1)
+        w = (src - i0).reshape((n,) + (1,) * (x.ndim - axis - 1))
+        out = np.take(out, i0, axis=axis) * (1 - w) + np.take(out, i1, axis=axis) * w
+    return out
+
+
+@pytest.mark.parametrize("shape, kwargs", [
+    ((2, 3, 5, 7), dict(scale_factor=2)),
+    ((2, 3, 5, 7), dict(size=(4, 9))),
+    ((2, 3, 5, 7), dict(size=(11, 3))),
+    ((2, 3, 9), dict(size=13)),
+    ((2, 3, 5, 7), dict(size=(8, 13), mode="bilinear")),
+    ((2, 3, 5, 7), dict(size=(10, 14), mode="bilinear")),
+    ((2, 3, 5, 7), dict(size=(8, 13), mode="bilinear", align_corners=True)),
+    ((2, 3, 5, 7), dict(size=(3, 4), mode="bilinear")),
+    ((2, 3, 9), dict(size=15, mode="linear")),
+], ids=["nearest x2", "nearest up", "nearest mixed", "nearest 1-D", "bilinear",
+        "bilinear x2", "bilinear corners", "bilinear down", "linear"])
+def test_interpolate_follows_torchs_rules(device, shape, kwargs):
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    t = dg.ag_tensor(x, requires_grad=True)
+    with dg.with_grad_tape():
+        y = F.interpolate(t, **kwargs)
+        dg.sum(y).backward()
+    size = y.shape[2:]
+    if kwargs.get("mode", "nearest") == "nearest":
+        want = _nearest_reference(x, size)
+        np.testing.assert_array_equal(y.numpy(), want)
+    else:
+        want = _linear_reference(x, size, kwargs.get("align_corners", False))
+        # three float32 roundings a linear step of terms no larger than max |x|, two steps
+        np.testing.assert_allclose(y.numpy(), want, rtol=0,
+                                   atol=8 * np.finfo(np.float32).eps * np.abs(x).max())
+    assert y.shape == want.shape
+    # each input element's gradient: the total weight it gets (its copies' count, or the
+    # sum of its interpolation weights), so the gradients sum to the output's size
+    assert abs(float(t.grad.numpy().sum()) - y.numpy().size) < 1e-3 * y.numpy().size
+
+
+def test_interpolate_gradients_in_float64():
+    x = np.random.default_rng(9).standard_normal((1, 2, 3, 4))
+    assert dg.gradcheck(lambda t: F.interpolate(t, size=(5, 7), mode="bilinear"), x)
+    assert dg.gradcheck(lambda t: F.interpolate(t, size=(5, 2)), x)
+
+
+def test_upsample_and_pixel_shuffle_layers(device):
+    x = np.random.default_rng(10).standard_normal((2, 8, 3, 5)).astype(np.float32)
+    t = dg.ag_tensor(x)
+    up = dg.nn.Upsample(scale_factor=2)(t).numpy()
+    np.testing.assert_array_equal(up, x.repeat(2, axis=2).repeat(2, axis=3))
+    shuffled = dg.nn.PixelShuffle(2)(t)
+    want = x.reshape(2, 2, 2, 2, 3, 5).transpose(0, 1, 4, 2, 5, 3).reshape(2, 2, 6, 10)
+    np.testing.assert_array_equal(shuffled.numpy(), want)
+    np.testing.assert_array_equal(dg.nn.PixelUnshuffle(2)(shuffled).numpy(), x)
+    np.testing.assert_array_equal(dg.pixel_shuffle(t[0], 2).numpy(), want[0])   # (3-D)
+    with pytest.raises(dg.InvalidValueError, match=r"^Upsample: argument 'mode'"):
+        dg.nn.Upsample(scale_factor=2, mode="bicubic")
+    with pytest.raises(dg.ShapeError, match=r"^pixel_shuffle: argument 'input'"):
+        dg.pixel_shuffle(dg.ones(1, 3, 2, 2), 2)
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: F.interpolate(dg.ones(1, 1, 2, 2), size=3, scale_factor=2), dg.InvalidValueError,
+     r"exactly one of 'size' and 'scale_factor'"),
+    (lambda: F.interpolate(dg.ones(1, 1, 2, 2), scale_factor=2, mode="linear"), dg.ShapeError,
+     r"3 dimensions for mode 'linear'"),
+    (lambda: F.interpolate(dg.ones(1, 1, 2, 2), scale_factor=2, align_corners=True),
+     dg.InvalidValueError, r"only the linear modes"),
+    (lambda: F.interpolate(dg.ones(1, 1, 2, 2), size=(2, 2, 2)), dg.InvalidValueError,
+     r"argument 'size' has 3 entries"),
+    (lambda: F.interpolate(dg.ones(2, 2), scale_factor=2), dg.ShapeError,
+     r"^interpolate: argument 'input'"),
+    (lambda: F.interpolate(dg.ones(1, 1, 2, 2), scale_factor=0.1), dg.InvalidValueError,
+     r"leaves an empty output"),
+])
+def test_interpolate_errors(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+# -- composites -------------------------------------------------------------------------------
+INF, NAN = float("inf"), float("nan")
+
+
+def test_logaddexp_hypot_and_nan_to_num(device):
+    a = np.array([1, -3, 1e30, -INF, INF, NAN, 0, 100, -1e-30, 3e38, INF], np.float32)
+    b = np.array([2, 5, 1e30, -INF, 1, 1, 0, -100, 1e-30, 3e38, NAN], np.float32)
+    with np.errstate(invalid="ignore"):            # (the NaN operands')
+        wide = np.logaddexp(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(dg.logaddexp(dg.ag_tensor(a), dg.ag_tensor(b)).numpy(), wide,
+                               rtol=4 * np.finfo(np.float32).eps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = np.hypot(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(dg.hypot(dg.ag_tensor(a), dg.ag_tensor(b)).numpy(), h,
+                               rtol=4 * np.finfo(np.float32).eps)
+    x = np.array([NAN, INF, -INF, 2.0], np.float32)
+    big = np.finfo(np.float32).max
+    np.testing.assert_array_equal(dg.nan_to_num(dg.ag_tensor(x)).numpy(), [0, big, -big, 2])
+    np.testing.assert_array_equal(dg.ag_tensor(x).nan_to_num(1.0, 5.0, -5.0).numpy(),
+                                  [1, 5, -5, 2])
+
+
+def test_composites_pass_gradients_in_float64():
+    rng = np.random.default_rng(12)
+    assert dg.gradcheck(dg.logaddexp, (rng.standard_normal(5), rng.standard_normal(5)))
+    assert dg.gradcheck(dg.hypot, (rng.standard_normal(5), rng.standard_normal(5)))
+    assert dg.gradcheck(lambda t: dg.nan_to_num(t * 2), rng.standard_normal(4))
+
+
+@pytest.mark.parametrize("args, want", [
+    ((2,), lambda x: np.repeat(x.reshape(-1), 2)),
+    ((2, 0), lambda x: np.repeat(x, 2, 0)),
+    ((np.array([1, 0, 2]), 1), lambda x: np.repeat(x, [1, 0, 2], 1)),
+    ((np.array([3]), -1), lambda x: np.repeat(x, 3, -1)),
+])
+def test_repeat_interleave_as_numpy_repeat(device, args, want):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = dg.ag_tensor(x, requires_grad=True)
+    with dg.with_grad_tape():
+        y = dg.repeat_interleave(t, *args)
+        dg.sum(y).backward()
+    np.testing.assert_array_equal(y.numpy(), want(x))
+    assert t.grad.numpy().sum() == y.numpy().size       # one for each copy made
+
+
+def test_repeat_interleave_errors():
+    with pytest.raises(dg.ShapeError, match=r"^repeat_interleave: argument 'repeats'"):
+        dg.repeat_interleave(dg.ones(2, 3), np.array([1, 2]), 1)
+    with pytest.raises(dg.InvalidValueError, match=r"^repeat_interleave: argument 'output_size'"):
+        dg.repeat_interleave(dg.ones(3), 2, output_size=5)
+    with pytest.raises(dg.InvalidValueError, match=r"^repeat_interleave: argument 'repeats'"):
+        dg.repeat_interleave(dg.ones(3), np.array([1, -1, 1]))
+
+
+def test_inference_mode_and_is_grad_enabled(device):
+    assert not dg.is_grad_enabled()
+    w = dg.ag_param(np.ones(2, np.float32))
+    with dg.with_grad_tape():
+        assert dg.is_grad_enabled()
+        with dg.inference_mode():
+            assert not dg.is_grad_enabled()
+            assert not (w * 2).requires_grad
+        with dg.inference_mode(False):
+            assert dg.is_grad_enabled() and (w * 2).requires_grad

@@ -235,3 +235,39 @@ def test_einsum_in_a_captured_step_replays(device):
         captured(x)
     # each step subtracts 0.1 * (column sums of x, 2 each) from every weight
     np.testing.assert_allclose(w.numpy(), before - 3 * 0.1 * 2, rtol=0, atol=1e-6)
+
+
+# -- diagonals --------------------------------------------------------------------------------
+@pytest.mark.parametrize("offset, dim1, dim2", [(0, 0, 1), (1, 1, 2), (-1, 2, 1), (2, 0, 2),
+                                                 (5, 1, 2), (-2, -1, 0)])
+def test_diagonal_as_numpy(device, offset, dim1, dim2):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    got = dg.diagonal(dg.ag_tensor(x), offset, dim1, dim2)
+    np.testing.assert_array_equal(got.numpy(), np.diagonal(x, offset, dim1, dim2))
+
+
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_diag_and_trace_as_numpy(device, k):
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = np.array([1.5, -2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(dg.diag(dg.ag_tensor(v), k).numpy(), np.diag(v, k))
+    np.testing.assert_array_equal(dg.diag(dg.ag_tensor(m), k).numpy(), np.diag(m, k))
+    assert dg.trace(dg.ag_tensor(m)).item() == np.trace(m)
+    assert dg.ag_tensor(m).diagonal(k).shape == np.diagonal(m, k).shape
+
+
+def test_diagonal_gradients_in_float64():
+    assert dg.gradcheck(lambda t: dg.diagonal(t, 1, 0, 2) * 2, RNG.standard_normal((3, 2, 4)))
+    assert dg.gradcheck(lambda t: dg.diag(t, -1), RNG.standard_normal(3))
+    assert dg.gradcheck(dg.trace, RNG.standard_normal((3, 2)))
+
+
+def test_diagonal_errors():
+    with pytest.raises(dg.ShapeError, match=r"^diagonal: argument 'input'"):
+        dg.diagonal(dg.ones(3))
+    with pytest.raises(dg.InvalidValueError, match=r"^diagonal: dim1 and dim2"):
+        dg.diagonal(dg.ones(2, 2), 0, 1, -1)
+    with pytest.raises(dg.ShapeError, match=r"^trace: argument 'input'"):
+        dg.trace(dg.ones(2, 2, 2))
+    with pytest.raises(dg.ShapeError, match=r"^diag: argument 'input'"):
+        dg.diag(dg.ones(2, 2, 2))

@@ -1,5 +1,6 @@
 """Layers over images and sequences: ``Conv1d``, ``Conv2d``, ``ConvTranspose2d``,
-``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d``, with PyTorch's arguments, parameter
+``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d``, ``Upsample``, ``PixelShuffle``,
+``PixelUnshuffle``, with PyTorch's arguments, parameter
 shapes and initialisation (weights and biases from U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
 drawn from dualgrad's generator)."""
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import bad_value
-from . import checks, conv, pooling
+from . import checks, conv, pooling, resampling
 from .indexing import pad
 from .nn import Module, _uniform
 from .tensor import ag_param
@@ -198,5 +199,59 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
+class Upsample(Module):
+    """``interpolate(x, size, scale_factor, mode, align_corners)``, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners=None, recompute_scale_factor=None):
+        super().__init__()
+        if mode not in resampling.MODES:
+            raise bad_value("Upsample", "mode", mode, f"one of {resampling.MODES}")
+        if (size is None) == (scale_factor is None):
+            raise bad_value("Upsample", "size", size, "exactly one of 'size' and "
+                            "'scale_factor' given")
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return resampling.interpolate(x, self.size, self.scale_factor, self.mode,
+                                      self.align_corners, self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        what = f"size={self.size}" if self.size is not None else \
+            f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class PixelShuffle(Module):
+    """``pixel_shuffle(x, upscale_factor)``: (*, C r^2, H, W) -> (*, C, H r, W r)."""
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = checks.integer("PixelShuffle", "upscale_factor",
+                                             upscale_factor, 1)
+
+    def forward(self, x):
+        return resampling.pixel_shuffle(x, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``pixel_unshuffle(x, downscale_factor)``: (*, C, H r, W r) -> (*, C r^2, H, W)."""
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = checks.integer("PixelUnshuffle", "downscale_factor",
+                                               downscale_factor, 1)
+
+    def forward(self, x):
+        return resampling.pixel_unshuffle(x, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d"]
+           "AdaptiveAvgPool2d", "Upsample", "PixelShuffle", "PixelUnshuffle"]

@@ -30,6 +30,7 @@ from .ops import (gelu, linear, logsigmoid, sigmoid, softplus, softsign,  # noqa
                   tanh)
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from .reductions import norm
+from .resampling import interpolate, pixel_shuffle, pixel_unshuffle  # noqa: F401
 from .windows import fold, unfold  # noqa: F401
 
 
@@ -255,7 +256,8 @@ __all__ = [
     "hardswish", "silu", "mish", "gelu", "sigmoid", "tanh", "softplus", "softsign",
     "logsigmoid", "glu", "softmax", "log_softmax", "softmin", "normalize",
     "linear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
-    "adaptive_avg_pool2d", "unfold", "fold", "pad", "one_hot",
+    "adaptive_avg_pool2d", "unfold", "fold", "pad", "one_hot", "interpolate",
+    "pixel_shuffle", "pixel_unshuffle",
     "layer_norm", "batch_norm", "group_norm", "rms_norm", "embedding", "dropout",
     "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",

@@ -705,6 +705,43 @@ def swapdims(input, dim0: int, dim1: int) -> Tensor:  # noqa: A002
     return swapaxes(input, dim0, dim1)
 
 
+def repeat_interleave(input, repeats, dim=None, *, output_size=None) -> Tensor:  # noqa: A002
+    """Each element (slice along ``dim``; of the flattened input without one) repeated
+    ``repeats`` times in place, as ``torch.repeat_interleave``: ``repeats`` an int, or one
+    count per slice (an integer array or tensor; ``output_size``, where given, must be
+    their sum). The gradient sums over the repeats."""
+    fn = "repeat_interleave"
+    x = _tensor(fn, "input", input, any_dtype=True)
+    if dim is None:
+        x, dim = reshape(x, (x.size,)), 0
+    elif x.ndim == 0:
+        x, dim = reshape(x, (1,)), _axis(fn, "dim", dim, 1)
+    else:
+        dim = _axis(fn, "dim", dim, x.ndim)
+    n = x.shape[dim]
+    if isinstance(repeats, Tensor):
+        repeats = repeats.numpy()
+    if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool):
+        r = checks.integer(fn, "repeats", repeats, 0)
+        total = n * r
+    else:
+        counts = checks.array(fn, "repeats", repeats, "iu", "an int or integer counts")
+        if counts.ndim > 1 or (counts.size not in (1, n)):
+            raise bad_shape(fn, "repeats", counts.shape, f"an int, or ({n},) counts: one a "
+                            f"slice along dim {dim}")
+        if counts.size and counts.min() < 0:
+            raise bad_value(fn, "repeats", int(counts.min()), "non-negative counts")
+        counts = np.broadcast_to(counts.reshape(-1), (n,))
+        total, r = int(counts.sum()), None
+    if output_size is not None and checks.integer(fn, "output_size", output_size, 0) != total:
+        raise bad_value(fn, "output_size", output_size, f"the repeats' total, {total}")
+    if r is not None:           # a broadcast and a reshape: nothing uploaded
+        wide = reshape(x, x.shape[:dim + 1] + (1,) + x.shape[dim + 1:])
+        wide = broadcast_to(wide, x.shape[:dim + 1] + (r,) + x.shape[dim + 1:])
+        return reshape(wide, x.shape[:dim] + (total,) + x.shape[dim + 1:])
+    return index_select(x, dim, np.repeat(np.arange(n), counts), fn)
+
+
 __all__ = ["index_select", "squeeze", "unsqueeze", "flatten", "broadcast_to", "expand", "flip",
            "concat", "cat", "stack", "split", "chunk", "roll", "repeat", "pad", "movedim",
-           "swapaxes", "swapdims"]
+           "swapaxes", "swapdims", "repeat_interleave"]

@@ -15,7 +15,7 @@ import math
 
 from ..errors import InvalidValueError, ShapeError, bad_shape, bad_type
 from . import checks
-from .indexing import _axis, expand
+from .indexing import _axis, expand, movedim, pad
 from .logic import tril, triu
 from .ops import _constant, _tensor, add, matmul, mul, reshape, sum as _sum, transpose
 from .tensor import Tensor
@@ -122,6 +122,54 @@ def tensordot(a, b, dims=2) -> Tensor:
                    (a, b))
 
 
+def trace(input) -> Tensor:  # noqa: A002
+    """The sum of a matrix's diagonal (2-D, any shape), a 0-d tensor, as ``torch.trace``."""
+    x = _ranked("trace", "input", _operand("trace", "input", input), (2,), "a 2-D matrix")
+    n = min(x.shape)
+    return _einsum("trace", "ii", (x[:n, :n],))
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # noqa: A002
+    """The diagonal of the matrices in axes ``dim1`` and ``dim2`` (``offset`` above the main
+    one, below where negative), as its last axis, as ``torch.diagonal`` (a copy)."""
+    x = _operand("diagonal", "input", input)
+    if x.ndim < 2:
+        raise bad_shape("diagonal", "input", x.shape, "at least 2 dimensions")
+    offset = checks.integer("diagonal", "offset", offset)
+    d1, d2 = _axis("diagonal", "dim1", dim1, x.ndim), _axis("diagonal", "dim2", dim2, x.ndim)
+    if d1 == d2:
+        raise InvalidValueError(f"diagonal: dim1 and dim2 are both axis {d1}; expected two "
+                                "different axes")
+    return _offset_diagonal(movedim(x, (d1, d2), (-2, -1)), offset)
+
+
+def _offset_diagonal(m: Tensor, offset: int) -> Tensor:
+    """The ``offset``-th diagonal of the matrices in m's last two axes, as its last axis."""
+    rows, cols = m.shape[-2:]
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    n = max(0, min(rows - r0, cols - c0))
+    m = m[..., r0:r0 + n, c0:c0 + n]
+    if n == 0:
+        return reshape(m, m.shape[:-2] + (0,))
+    return _einsum("diagonal", "...ii->...i", (m,))
+
+
+def diag(input, diagonal: int = 0) -> Tensor:  # noqa: A002
+    """A vector (1-D) laid on the ``diagonal``-th diagonal of a square matrix of zeros, or
+    a matrix's (2-D) ``diagonal``-th diagonal as a vector, as ``torch.diag``."""
+    x = _ranked("diag", "input", _operand("diag", "input", input), (1, 2),
+                "a 1-D vector or a 2-D matrix")
+    k = checks.integer("diag", "diagonal", diagonal)
+    if x.ndim == 2:
+        return _offset_diagonal(x, k)
+    n = x.shape[0]
+    square = mul(reshape(x, (1, n)), tril(triu(_constant((n, n), 1.0, x.dtype))))
+    if k == 0:
+        return square
+    a = abs(k)
+    return pad(square, (a, 0, 0, a) if k > 0 else (0, a, a, 0))
+
+
 # -- einsum -----------------------------------------------------------------------------------
 class _Term:
     """An operand with one label per axis."""
@@ -178,7 +226,7 @@ def _ellipsis_label(i: int, lead: int) -> str:
     return chr(0x100 + lead - i)
 
 
-def _diagonal(term: _Term) -> _Term:
+def _repeated_labels(term: _Term) -> _Term:
     """A label repeated within one operand: its diagonal, the other axis summed after the
     off-diagonal elements are zeroed (an identity mask made on the device)."""
     labels, t = term.labels, term.t
@@ -277,7 +325,7 @@ def _einsum(fn: str, equation: str, tensors: tuple) -> Tensor:
                                  f"operand {k}")
             if n != 1 or label not in sizes:
                 sizes[label], seen_in[label] = n, k
-    ops = [_diagonal(op) for op in ops]
+    ops = [_repeated_labels(op) for op in ops]
     result = None
     for k, op in enumerate(ops):
         later = set(out).union(*(o.labels for o in ops[k + 1:]))
@@ -305,4 +353,5 @@ def einsum(equation, *operands) -> Tensor:
     return _einsum("einsum", equation, tensors)
 
 
-__all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "tensordot", "einsum"]
+__all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "tensordot", "einsum", "trace",
+           "diagonal", "diag"]

@@ -25,7 +25,8 @@ _SAME_NAME = (
     "chunk", "split", "roll", "gather", "index_select", "argmax", "argmin", "isnan", "isinf",
     "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
     "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
-    "isclose", "allclose", "equal",
+    "isclose", "allclose", "equal", "repeat_interleave", "diagonal", "trace", "logaddexp",
+    "hypot", "nan_to_num",
 )
 
 

@@ -23,6 +23,7 @@ protocols let an op save work:
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
@@ -148,6 +149,20 @@ class no_grad:  # noqa: N801 - used as a function, as torch.no_grad is
             if not lifetimes.evaluations:
                 lifetimes.resume(self.before)
         return False
+
+
+def inference_mode(mode: bool = True):
+    """``no_grad()`` under PyTorch's other name (``mode=False``: a block that changes
+    nothing)."""
+    if checks.flag("inference_mode", "mode", mode):
+        return no_grad()
+    return contextlib.nullcontext()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops are being recorded for ``backward()`` now: inside ``with_grad_tape()``
+    and outside ``no_grad()``."""
+    return recording()
 
 
 def record(out: Tensor, inputs: tuple, backward, backend, owed=None, seeded=None) -> Tensor:

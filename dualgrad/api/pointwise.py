@@ -1,0 +1,59 @@
+"""Elementwise ops made of others, as PyTorch's: ``logaddexp``, ``hypot``, ``nan_to_num``.
+
+Each is a short composition of kernels the differential suite checks (their results agree
+between the backends as those do); gradients come from the parts'."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import checks
+from .logic import _operands, eq, isinf, isnan, logical_and, logical_or, where
+from .low_precision import computes_in_float32
+from .ops import _tensor, abs as abs_, add, div, exp, log1p, maximum, minimum, mul, neg, sqrt, sub
+from .tensor import Tensor
+
+
+def _floats(fn: str, a, b) -> tuple:
+    a, b = _operands(fn, a, b)
+    return _tensor(fn, "input", a), _tensor(fn, "other", b, a)
+
+
+@computes_in_float32
+def logaddexp(input, other) -> Tensor:  # noqa: A002 - PyTorch's argument names
+    """log(exp(input) + exp(other)) without overflow: max + log1p(exp(-|input - other|));
+    two equal infinities give themselves, as PyTorch's."""
+    a, b = _floats("logaddexp", input, other)
+    top = maximum(a, b)
+    spread = log1p(exp(neg(abs_(sub(a, b)))))
+    return where(logical_and(eq(a, b), isinf(a)), a, add(top, spread))
+
+
+@computes_in_float32
+def hypot(input, other) -> Tensor:  # noqa: A002
+    """sqrt(input^2 + other^2) without overflow or underflow on the way: the larger
+    magnitude times sqrt(1 + (smaller / larger)^2) (0 where both are 0; inf where either
+    is infinite, even beside a NaN, as C's hypot; NaN otherwise propagating)."""
+    a, b = _floats("hypot", input, other)
+    big, small = maximum(abs_(a), abs_(b)), minimum(abs_(a), abs_(b))
+    zero = eq(big, 0.0)
+    ratio = div(small, where(zero, 1.0, big))
+    value = mul(big, sqrt(add(mul(ratio, ratio), 1.0)))
+    return where(logical_or(isinf(a), isinf(b)), float("inf"), where(zero, 0.0, value))
+
+
+@computes_in_float32
+def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None) -> Tensor:  # noqa: A002
+    """NaN replaced by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (by default the
+    largest and the lowest finite float32), as PyTorch's; the gradient flows where the
+    element was kept."""
+    x = _tensor("nan_to_num", "input", input)
+    big = float(np.finfo(np.float32).max)
+    nan = checks.number("nan_to_num", "nan", nan)
+    pos = big if posinf is None else checks.number("nan_to_num", "posinf", posinf)
+    neg_ = -big if neginf is None else checks.number("nan_to_num", "neginf", neginf)
+    x = where(isnan(x), nan, x)
+    x = where(eq(x, float("inf")), pos, x)
+    return where(eq(x, float("-inf")), neg_, x)
+
+
+__all__ = ["logaddexp", "hypot", "nan_to_num"]
