@@ -271,6 +271,36 @@ def bench_prod(args, torch) -> list:
                         lambda t: t.prod(1), "<= 1.0")
 
 
+def bench_linalg(args, torch) -> list:
+    """Ops made of others through the API (einsum and matmul of stacks of attention's
+    shape, bilinear resizing), no tape, against PyTorch CPU's (no target: their parts are
+    measured in their own rows)."""
+    rng = np.random.default_rng(14)
+    q, k = (rng.standard_normal((4, 8, 256, 64)).astype(np.float32) for _ in range(2))
+    img = rng.standard_normal((16, 32, 64, 64)).astype(np.float32)
+    mq, mk, mi = dg.ag_tensor(q), dg.ag_tensor(k), dg.ag_tensor(img)
+    tq, tk, ti = (torch.from_numpy(v) for v in (q, k, img)) if torch else (None,) * 3
+    import dualgrad.nn.functional as F
+    cases = (
+        ("einsum bhqd,bhkd->bhqk (4, 8, 256, 64)",
+         lambda: dg.einsum("bhqd,bhkd->bhqk", mq, mk),
+         lambda: torch.einsum("bhqd,bhkd->bhqk", tq, tk)),
+        ("matmul of stacks q @ k^T (4, 8, 256, 64)",
+         lambda: mq @ mk.transpose(-2, -1), lambda: tq @ tk.transpose(-2, -1)),
+        ("interpolate bilinear x2 (16, 32, 64, 64)",
+         lambda: F.interpolate(mi, scale_factor=2, mode="bilinear"),
+         lambda: torch.nn.functional.interpolate(ti, scale_factor=2, mode="bilinear")),
+        ("interpolate nearest x2 (16, 32, 64, 64)",
+         lambda: F.interpolate(mi, scale_factor=2),
+         lambda: torch.nn.functional.interpolate(ti, scale_factor=2)))
+    rows = []
+    for name, mine, peer in cases:
+        mine()
+        rows.append((name, *interleaved(mine, peer if torch else None, args.repeats,
+                                        args.rounds), "-"))
+    return rows
+
+
 def bench_sort(args, torch) -> list:
     """sort along lines, against torch.sort (no target: a sort is not elementwise)."""
     be = device.active()
@@ -405,7 +435,7 @@ def main(argv=None) -> int:
                              "%(default)s)")
     parser.add_argument("--sections",
                         default="train,cnn,gpt,attention,unary,binary,low,scan,prod,reduce,"
-                                "sort,optim,elementwise,startup",
+                                "sort,linalg,optim,elementwise,startup",
                         help="which to run (default %(default)s)")
     parser.add_argument("--cold", action="store_true",
                         help="also time a first step with an empty Numba cache (slow)")
@@ -430,6 +460,7 @@ def main(argv=None) -> int:
                      ("prod", bench_prod, "Products"),
                      ("reduce", bench_reduce, f"Reductions, {args.elements} elements"),
                      ("sort", bench_sort, "Sorting"),
+                     ("linalg", bench_linalg, "Ops made of others"),
                      ("optim", bench_optim, "Optimizer steps"),
                      ("cnn", bench_cnn, "Convolutions"),
                      ("gpt", bench_gpt, "Transformer"),

@@ -353,8 +353,13 @@ def _linear_reference(x, size, align_corners):
     ((2, 3, 5, 7), dict(size=(8, 13), mode="bilinear", align_corners=True)),
     ((2, 3, 5, 7), dict(size=(3, 4), mode="bilinear")),
     ((2, 3, 9), dict(size=15, mode="linear")),
+    ((2, 3, 6, 8), dict(scale_factor=0.5)),
+    ((2, 3, 4, 5), dict(scale_factor=3, mode="bilinear")),
+    ((2, 3, 1, 5), dict(size=(2, 20), mode="bilinear")),
+    ((2, 3, 9), dict(scale_factor=4, mode="linear")),
 ], ids=["nearest x2", "nearest up", "nearest mixed", "nearest 1-D", "bilinear",
-        "bilinear x2", "bilinear corners", "bilinear down", "linear"])
+        "bilinear x2", "bilinear corners", "bilinear down", "linear", "nearest down",
+        "bilinear x3", "bilinear from one row", "linear x4"])
 def test_interpolate_follows_torchs_rules(device, shape, kwargs):
     x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
     t = dg.ag_tensor(x, requires_grad=True)

@@ -1,13 +1,14 @@
 """Resizing images and sequences, as PyTorch's: ``interpolate`` (nearest, linear,
 bilinear), ``pixel_shuffle`` and ``pixel_unshuffle``.
 
-All are made of other ops. Nearest by whole factors repeats each element (a broadcast and a
-reshape: nothing uploaded, so a recorded step keeps it); otherwise each resized axis takes
-its source positions with ``index_select`` and, for the linear modes, weighs two
-neighbours: along the last axis first, then the one before, so a bilinear output is
-h0 (w0 x00 + w1 x01) + h1 (w0 x10 + w1 x11), PyTorch's order of operations. Source
-positions and weights are PyTorch's (``area_pixel_compute_source_index``), computed in
-float32 as its kernels compute them.
+All are made of other ops, each resized axis in turn, the last first (PyTorch's order of
+operations: a bilinear output is h0 (w0 x00 + w1 x01) + h1 (w0 x10 + w1 x11)). Whole
+factors need no gather: nearest repeats each element (a broadcast and a reshape) or takes
+every k-th (a slice); linear weighs two slices of the input, its ends repeated, per phase
+of the factor, and interleaves the phases (a stack and a reshape). Other sizes take each
+axis's source positions with ``index_select``. Positions and weights are PyTorch's
+(``area_pixel_compute_source_index``), in float32 as its kernels compute them (a phase's
+weights rounded once from the exact ones: the same where the factor is a power of two).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape
 from . import checks
-from .indexing import expand, index_select
+from .indexing import expand, index_select, pad, stack
 from .ops import _tensor, add, mul, reshape, transpose
 from .tensor import Tensor, ag_tensor
 
@@ -62,13 +63,42 @@ def _nearest(x: Tensor, axis: int, n_out: int, factor) -> Tensor:
         wide = reshape(x, x.shape[:axis + 1] + (1,) + x.shape[axis + 1:])
         wide = expand(wide, x.shape[:axis + 1] + (r,) + x.shape[axis + 1:])
         return reshape(wide, x.shape[:axis] + (n_out,) + x.shape[axis + 1:])
+    if n_in % n_out == 0 and (factor is None or n_in // n_out * factor == 1):
+        return _take(x, axis, 0, n_in, n_in // n_out)     # every (n_in / n_out)-th: a slice
     scale = _scale(n_in, n_out, factor, False)
     src = np.floor(np.arange(n_out, dtype=np.float32) * scale).astype(np.int64)
     return index_select(x, axis, np.minimum(src, n_in - 1))
 
 
+def _take(x: Tensor, axis: int, start: int, stop: int, step: int = 1) -> Tensor:
+    return x[(slice(None),) * axis + (slice(start, stop, step),)]
+
+
+def _linear_phases(x: Tensor, axis: int, r: int) -> Tensor:
+    """Linear resizing by a whole factor r (align_corners False) without gathers: output
+    r i + s weighs the same two neighbours, shifted by s's offset, with s's weights, so
+    each phase s is two slices of the input (its ends repeated, as PyTorch clamps them)
+    and the phases interleave by a stack and a reshape."""
+    n = x.shape[axis]
+    padded = pad(x, (0, 0) * (x.ndim - axis - 1) + (1, 1), mode="replicate")
+    phases = []
+    for s in range(r):
+        src = np.float32((s + 0.5) / r - 0.5)
+        shift = int(np.floor(src))
+        w1 = np.float32(src - shift)
+        w0 = np.float32(1) - w1
+        lo = _take(padded, axis, 1 + shift, 1 + shift + n)
+        hi = _take(padded, axis, 2 + shift, 2 + shift + n)
+        phases.append(add(mul(lo, float(w0)), mul(hi, float(w1))))
+    woven = stack(phases, axis + 1)
+    return reshape(woven, x.shape[:axis] + (n * r,) + x.shape[axis + 1:])
+
+
 def _linear(x: Tensor, axis: int, n_out: int, factor, align_corners: bool) -> Tensor:
     n_in = x.shape[axis]
+    if not align_corners and n_out % n_in == 0 and n_in > 1 and \
+            (factor is None or factor == n_out // n_in):
+        return _linear_phases(x, axis, n_out // n_in)
     scale = _scale(n_in, n_out, factor, align_corners)
     dst = np.arange(n_out, dtype=np.float32)
     if align_corners:
