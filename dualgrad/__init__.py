@@ -33,6 +33,7 @@ from .api import attention as _attention
 from .api import linalg as _linalg
 from .api import resampling as _resampling
 from .api import pointwise as _pointwise
+from .api import statistics as _statistics
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
@@ -49,6 +50,7 @@ from .api.attention import *  # noqa: F401,F403  (scaled_dot_product_attention)
 from .api.linalg import *  # noqa: F401,F403  (einsum, bmm, outer, ...)
 from .api.resampling import pixel_shuffle, pixel_unshuffle  # noqa: F401
 from .api.pointwise import *  # noqa: F401,F403  (logaddexp, hypot, nan_to_num)
+from .api.statistics import *  # noqa: F401,F403  (median, quantile, nansum, ...)
 from .api.amp import GradScaler
 from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint
@@ -74,7 +76,7 @@ __all__ = [
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,
     *_normalization.__all__, *_attention.__all__, *_linalg.__all__,
-    "pixel_shuffle", "pixel_unshuffle", *_pointwise.__all__,
+    "pixel_shuffle", "pixel_unshuffle", *_pointwise.__all__, *_statistics.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",

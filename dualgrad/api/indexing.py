@@ -705,19 +705,23 @@ def swapdims(input, dim0: int, dim1: int) -> Tensor:  # noqa: A002
     return swapaxes(input, dim0, dim1)
 
 
+def flat_or_axis(fn: str, x: Tensor, dim) -> tuple:
+    """(x, dim) for an op along ``dim``: x flattened (dim 0) where ``dim`` is None, a 0-d x
+    as one element, else the checked dim."""
+    if dim is None:
+        return reshape(x, (x.size,)), 0
+    if x.ndim == 0:
+        return reshape(x, (1,)), _axis(fn, "dim", dim, 1)
+    return x, _axis(fn, "dim", dim, x.ndim)
+
+
 def repeat_interleave(input, repeats, dim=None, *, output_size=None) -> Tensor:  # noqa: A002
     """Each element (slice along ``dim``; of the flattened input without one) repeated
     ``repeats`` times in place, as ``torch.repeat_interleave``: ``repeats`` an int, or one
     count per slice (an integer array or tensor; ``output_size``, where given, must be
     their sum). The gradient sums over the repeats."""
     fn = "repeat_interleave"
-    x = _tensor(fn, "input", input, any_dtype=True)
-    if dim is None:
-        x, dim = reshape(x, (x.size,)), 0
-    elif x.ndim == 0:
-        x, dim = reshape(x, (1,)), _axis(fn, "dim", dim, 1)
-    else:
-        dim = _axis(fn, "dim", dim, x.ndim)
+    x, dim = flat_or_axis(fn, _tensor(fn, "input", input, any_dtype=True), dim)
     n = x.shape[dim]
     if isinstance(repeats, Tensor):
         repeats = repeats.numpy()

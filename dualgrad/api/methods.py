@@ -26,7 +26,9 @@ _SAME_NAME = (
     "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
     "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
     "isclose", "allclose", "equal", "repeat_interleave", "diagonal", "trace", "logaddexp",
-    "hypot", "nan_to_num",
+    "hypot", "nan_to_num", "median", "nanmedian", "kthvalue", "quantile", "nansum", "nanmean",
+    "count_nonzero", "aminmax", "diff", "take_along_dim", "masked_select", "nonzero",
+    "argwhere",
 )
 
 
