@@ -63,8 +63,10 @@ from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
 from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
 from . import data, nn, optim, residency, texts  # noqa: E402  (submodules, after the names they use)
 from .api import methods as _methods  # noqa: E402
+from .api import inplace as _inplace  # noqa: E402
 
 _methods.install(globals())     # (t.exp(), t.transpose(0, 1), t.size(1), ...: PyTorch's names)
+_inplace.install()               # (t.zero_(), t.add_(g, alpha=-lr), ...)
 
 __version__ = "0.1.0"
 

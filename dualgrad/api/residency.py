@@ -117,10 +117,14 @@ def host_value(backend, t: Tensor):
     device); the caller must not modify it. A value read is kept: the tensor no longer
     ends with its scope."""
     data = t.data
-    if data is None or (t._scope is not None and not t._scope.alive):
+    ptr = t.ptr
+    if data is None or (t._scope is not None and not t._scope.alive) or \
+            (ptr is not None and t._seen != ptr.writes):      # (written through a view)
         h = handle(backend, t)
         data = t.data if backend.host_storage else backend.download(h)
         t.data = data
+        if ptr is not None:
+            t._seen = ptr.writes
     t._scope = None
     return data
 

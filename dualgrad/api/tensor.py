@@ -54,7 +54,7 @@ class Tensor:
     ``dg.ag_tensor(array)``; ops return new tensors."""
 
     __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "persistent", "_grad",
-                 "_node", "_scope", "_hooks", "__weakref__")
+                 "_node", "_scope", "_hooks", "_seen", "__weakref__")
     __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
 
     def __init__(self, shape: tuple, dtype, requires_grad: bool = False,
@@ -71,6 +71,7 @@ class Tensor:
         self._node = None
         self._scope = None        # the scope a computed tensor lives in (scopes.py)
         self._hooks = None        # post-accumulate-grad hooks of a leaf (tape.py)
+        self._seen = 0            # the device storage's write count when ``data`` was read
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -168,9 +169,11 @@ class Tensor:
         return int(self.item())
 
     def written(self) -> None:
-        """Note an in-place write to the storage: a device tensor's host cache is stale."""
+        """Note an in-place write to the storage: the host cache of a device tensor, and of
+        every other view of its storage (``detach()``, ``reshape``), is stale."""
         if self.ptr is not None:
             self.data = None
+            self.ptr.wrote()
 
     # -- gradient ----------------------------------------------------------------------------
     @property

@@ -137,12 +137,15 @@ class Block:
 class Allocation:
     """A range of a block. ``live`` until its pool is reset (arena) or released."""
 
-    __slots__ = ("pool", "block", "offset", "nbytes", "generation", "address", "__weakref__")
+    __slots__ = ("pool", "block", "offset", "nbytes", "generation", "address", "writes",
+                 "__weakref__")
 
     def __init__(self, pool, block: Block, offset: int, nbytes: int, generation: int):
         self.pool, self.block, self.offset, self.nbytes = pool, block, offset, nbytes
         self.generation = generation
         self.address = block.address + offset
+        self.writes = 0         # in-place writes noted (``DeviceArray.wrote``): host copies
+                                # of the range made before the last one are stale
 
     @property
     def live(self) -> bool:
@@ -195,6 +198,15 @@ class DeviceArray:
     @property
     def scope(self) -> str:
         return self.alloc.pool.scope
+
+    @property
+    def writes(self) -> int:
+        """In-place writes noted on the storage so far, through any view of it."""
+        return self.alloc.writes
+
+    def wrote(self) -> None:
+        """Note an in-place write: every view's host copy made before it is stale."""
+        self.alloc.writes += 1
 
     @property
     def live(self) -> bool:

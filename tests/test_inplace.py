@@ -1,0 +1,146 @@
+"""In-place tensor methods under PyTorch's names (dualgrad/api/inplace.py) on both
+backends: each writes what the op of its name computes into the tensor's own storage,
+which views of that storage see; refused inside a tape, and a failing call changes
+nothing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+A = np.random.default_rng(31).standard_normal((2, 3)).astype(np.float32)
+B = np.random.default_rng(32).standard_normal((2, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("inplace, outofplace", [
+    (lambda t: t.add_(dg.ag_tensor(B)), lambda t: t + dg.ag_tensor(B)),
+    (lambda t: t.add_(dg.ag_tensor(B), alpha=-0.5), lambda t: t + dg.ag_tensor(B) * -0.5),
+    (lambda t: t.sub_(1.5), lambda t: t - 1.5),
+    (lambda t: t.mul_(dg.ag_tensor(B[0])), lambda t: t * dg.ag_tensor(B[0])),
+    (lambda t: t.div_(4.0), lambda t: t / 4.0),
+    (lambda t: t.pow_(2), lambda t: t ** 2),
+    (lambda t: t.clamp_(-0.5, 0.5), lambda t: dg.clamp(t, -0.5, 0.5)),
+    (lambda t: t.clip_(min=0.0), lambda t: dg.clamp(t, 0.0)),
+    (lambda t: t.neg_(), lambda t: -t),
+    (lambda t: t.abs_(), dg.abs),
+    (lambda t: t.exp_(), dg.exp),
+    (lambda t: t.abs_().log_(), lambda t: dg.log(dg.abs(t))),
+    (lambda t: t.abs_().sqrt_(), lambda t: dg.sqrt(dg.abs(t))),
+    (lambda t: t.sigmoid_(), dg.sigmoid),
+    (lambda t: t.tanh_(), dg.tanh),
+    (lambda t: t.relu_(), dg.relu),
+    (lambda t: t.lerp_(dg.ag_tensor(B), 0.25), lambda t: dg.lerp(t, dg.ag_tensor(B), 0.25)),
+    (lambda t: t.addcmul_(dg.ag_tensor(B), dg.ag_tensor(B), value=0.5),
+     lambda t: t + dg.ag_tensor(B) * 0.5 * dg.ag_tensor(B)),
+    (lambda t: t.addcdiv_(dg.ag_tensor(A), dg.ag_tensor(B)), lambda t: t + dg.ag_tensor(A) /
+     dg.ag_tensor(B)),
+    (lambda t: t.masked_fill_(dg.ag_tensor(A) > 0, 9.0),
+     lambda t: dg.masked_fill(t, dg.ag_tensor(A) > 0, 9.0)),
+    (lambda t: t.mul_(3).add_(1), lambda t: t * 3 + 1),
+], ids=["add_", "add_ alpha", "sub_", "mul_ broadcast", "div_", "pow_", "clamp_", "clip_",
+        "neg_", "abs_", "exp_", "log_", "sqrt_", "sigmoid_", "tanh_", "relu_", "lerp_",
+        "addcmul_", "addcdiv_", "masked_fill_", "chained"])
+def test_an_inplace_method_writes_its_op(device, inplace, outofplace):
+    want = outofplace(dg.ag_tensor(A)).numpy()
+    t = dg.ag_tensor(A)
+    assert inplace(t) is t
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_fill_zero_copy_and_random(device):
+    t = dg.ag_tensor(A)
+    np.testing.assert_array_equal(t.fill_(2.5).numpy(), np.full((2, 3), 2.5))
+    np.testing.assert_array_equal(t.zero_().numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(t.copy_(B).numpy(), B)
+    np.testing.assert_array_equal(t.copy_(dg.ag_tensor(A[1])).numpy(), np.stack([A[1]] * 2))
+    np.testing.assert_array_equal(t.fill_(dg.ones(1) * 3).numpy(), np.full((2, 3), 3.0))
+    i = dg.tensor([1, 2, 3])
+    np.testing.assert_array_equal(i.copy_(dg.tensor([1.7, -2.2, 3.9])).numpy(), [1, -2, 3])
+    np.testing.assert_array_equal(i.add_(2).numpy(), [3, 0, 5])
+    dg.manual_seed(3)
+    u = t.uniform_(-1, 1).numpy()
+    dg.manual_seed(3)
+    np.testing.assert_array_equal(dg.zeros(2, 3).uniform_(-1, 1).numpy(), u)
+    assert -1 <= u.min() and u.max() < 1
+    assert t.normal_(5.0, 0.1).numpy().mean() > 4
+
+
+def test_a_parameter_written_in_place_stays_resident_and_trains(device):
+    w = dg.ag_param(np.ones((2, 3), np.float32))
+    w.mul_(2.0).add_(dg.ones(3), alpha=0.5)            # 2.5 everywhere
+    opt = dg.optim.SGD([w], lr=0.1)
+    with dg.with_grad_tape():
+        dg.sum(w * 2.0).backward()
+    w.grad.mul_(0.5)                                   # gradient scaled in place: 1.0
+    opt.step()
+    np.testing.assert_allclose(w.numpy(), np.full((2, 3), 2.4), rtol=1e-6)
+    ema = dg.zeros(2, 3)
+    ema.mul_(0.9).add_(w, alpha=0.1)
+    np.testing.assert_allclose(ema.numpy(), np.full((2, 3), 0.24), rtol=1e-6)
+
+
+def test_views_of_the_storage_see_writes(device):
+    w = dg.ag_param(np.ones(3, np.float32))
+    view = w.detach()
+    np.testing.assert_array_equal(view.numpy(), np.ones(3))    # (read: cached on the host)
+    opt = dg.optim.SGD([w], lr=0.5)
+    with dg.with_grad_tape():
+        dg.sum(w * 2.0).backward()
+    opt.step()                                  # written by the optimizer's kernel ...
+    np.testing.assert_array_equal(view.numpy(), np.zeros(3))   # ... seen through the view
+    view.fill_(7.0)
+    np.testing.assert_array_equal(w.numpy(), np.full(3, 7.0))
+    flat = w.reshape(3, 1)
+    flat.zero_()
+    np.testing.assert_array_equal(w.numpy(), np.zeros(3))
+
+
+def test_inplace_inside_a_tape_is_refused_and_changes_nothing(device):
+    w = dg.ag_param(A)
+    with dg.with_grad_tape():
+        y = dg.sum(w * w)
+        with pytest.raises(dg.CallOrderError, match=r"^add_: in-place ops run outside"):
+            w.add_(1.0)
+        with pytest.raises(RuntimeError):               # (a RuntimeError, as PyTorch's)
+            w.zero_()
+        y.backward()
+    np.testing.assert_array_equal(w.numpy(), A)
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * A)
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: t.add_(dg.ones(4, 2, 3)), dg.ShapeError, r"^add_: the result's shape"),
+    (lambda t: dg.tensor([1, 2, 3, 4, 5, 6]).reshape(2, 3).mul_(t), dg.ArgumentTypeError,
+     r"^mul_: the result is float32"),
+    (lambda t: t.fill_("x"), dg.ArgumentTypeError, r"^fill_: argument 'value'"),
+    (lambda t: t.fill_(dg.ones(2)), dg.ShapeError, r"^fill_: argument 'value'"),
+    (lambda t: dg.tensor([1, 2]).uniform_(), dg.ArgumentTypeError, r"^uniform_: the tensor"),
+    (lambda t: t.clamp_(), dg.InvalidValueError, r"^clamp: at least one"),
+])
+def test_a_failing_inplace_call_changes_nothing(device, call, error, pattern):
+    t = dg.ag_tensor(A)
+    with pytest.raises(error, match=pattern):
+        call(t)
+    np.testing.assert_array_equal(t.numpy(), A)
+
+
+def test_inplace_writes_replay_in_a_captured_step(device):
+    w = dg.ag_param(np.ones(4, np.float32))
+    opt = dg.optim.SGD([w], lr=0.25)
+
+    def step(x):
+        with dg.with_grad_tape():
+            dg.sum(dg.ag_tensor(x) * w).backward()
+        w.grad.clamp_(max=1.0)
+        opt.step()
+        opt.zero_grad()
+        w.mul_(0.5)
+    captured = dg.capture_step(step)
+    want = np.ones(4, np.float32)
+    for _ in range(4):
+        captured(np.full(4, 3.0, np.float32))
+        want = (want - np.float32(0.25)) * np.float32(0.5)
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-6)
+    if device == "gpu":                       # (the cpu backend runs each step again)
+        assert captured.replayable and captured.replays >= 2, captured.reason
