@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import bad_value
-from . import checks, conv, pooling, resampling
+from . import checks, conv, one_d, pooling, resampling
 from .indexing import pad
 from .nn import Module, _uniform
 from .tensor import ag_param
@@ -113,22 +113,148 @@ class Conv2d(_ConvNd):
                          dilation, groups, bias, padding_mode)
 
 
-class ConvTranspose2d(_ConvNd):
-    """``conv_transpose2d`` of (N, in_channels, H, W) inputs; weight
-    (in, out / groups, kh, kw)."""
+class _ConvTransposeNd(_ConvNd):
+    """What the transposed convolution layers share: weight (in, out / groups, *kernel)."""
 
     transposed = True
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  output_padding=0, groups: int = 1, bias: bool = True, dilation=1):
+        fn = type(self).__name__
         if isinstance(padding, str):
-            raise bad_value("ConvTranspose2d", "padding", padding, "an int or 2 ints")
-        super().__init__("ConvTranspose2d", in_channels, out_channels, kernel_size, stride,
-                         padding, dilation, groups, bias, output_padding=output_padding)
+            raise bad_value(fn, "padding", padding, f"an int or {self.spatial} ints")
+        super().__init__(fn, in_channels, out_channels, kernel_size, stride, padding,
+                         dilation, groups, bias, output_padding=output_padding)
 
     def forward(self, x):
-        return conv.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                     self.output_padding, self.groups, self.dilation)
+        convolve = one_d.conv_transpose1d if self.spatial == 1 else conv.conv_transpose2d
+        return convolve(x, self.weight, self.bias, self.stride, self.padding,
+                        self.output_padding, self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """``conv_transpose1d`` of (N, in_channels, L) inputs; weight (in, out / groups, k)."""
+
+    spatial = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """``conv_transpose2d`` of (N, in_channels, H, W) inputs; weight
+    (in, out / groups, kh, kw)."""
+
+
+class MaxPool1d(Module):
+    """``max_pool1d`` with these settings (``stride`` defaults to the kernel size)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False):
+        super().__init__()
+        fn = "MaxPool1d"
+        self.kernel_size = pair(fn, "kernel_size", kernel_size, 1, 1)[0]
+        self.stride = self.kernel_size if stride is None else pair(fn, "stride", stride, 1, 1)[0]
+        self.padding = pair(fn, "padding", padding, 0, 1)[0]
+        self.dilation = pair(fn, "dilation", dilation, 1, 1)[0]
+        self.return_indices = checks.flag(fn, "return_indices", return_indices)
+        self.ceil_mode = checks.flag(fn, "ceil_mode", ceil_mode)
+
+    def forward(self, x):
+        return one_d.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                                self.ceil_mode, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    """``avg_pool1d`` with these settings (``stride`` defaults to the kernel size)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        super().__init__()
+        fn = "AvgPool1d"
+        self.kernel_size = pair(fn, "kernel_size", kernel_size, 1, 1)[0]
+        self.stride = self.kernel_size if stride is None else pair(fn, "stride", stride, 1, 1)[0]
+        self.padding = pair(fn, "padding", padding, 0, 1)[0]
+        self.ceil_mode = checks.flag(fn, "ceil_mode", ceil_mode)
+        self.count_include_pad = checks.flag(fn, "count_include_pad", count_include_pad)
+
+    def forward(self, x):
+        return one_d.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                                self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """``adaptive_avg_pool1d`` to ``output_size``."""
+
+    def __init__(self, output_size: int):
+        super().__init__()
+        self.output_size = pair("AdaptiveAvgPool1d", "output_size", output_size, 1, 1)[0]
+
+    def forward(self, x):
+        return one_d.adaptive_avg_pool1d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class _PadNd(Module):
+    """``pad(x, padding, mode, value)`` over the last ``spatial`` axes: ``padding`` an int
+    (every side) or (left, right[, top, bottom]), as PyTorch's padding layers."""
+
+    spatial, mode = 2, "constant"
+
+    def __init__(self, padding, value: float = 0.0):
+        super().__init__()
+        fn = type(self).__name__
+        self.padding = pair(fn, "padding", padding, 0, 2 * self.spatial)
+        self.value = checks.number(fn, "value", value) if self.mode == "constant" else 0.0
+
+    def forward(self, x):
+        return pad(x, self.padding, mode=self.mode, value=self.value)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}" + (f", value={self.value}" if self.value else "")
+
+
+def _pad_layer(name: str, spatial: int, mode: str, doc: str) -> type:
+    return type(name, (_PadNd,), {"spatial": spatial, "mode": mode, "__doc__": doc,
+                                  "__module__": __name__})
+
+
+ZeroPad1d = _pad_layer("ZeroPad1d", 1, "constant", "Zeros padded at both ends of L.")
+ZeroPad2d = _pad_layer("ZeroPad2d", 2, "constant", "Zeros padded around H and W.")
+
+
+class ConstantPad1d(_PadNd):
+    """``value`` padded at both ends of L."""
+    spatial = 1
+
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
+
+class ConstantPad2d(_PadNd):
+    """``value`` padded around H and W."""
+
+    def __init__(self, padding, value: float):
+        super().__init__(padding, value)
+
+
+ReflectionPad1d = _pad_layer("ReflectionPad1d", 1, "reflect",
+                             "L padded by its mirror image about the edge elements.")
+ReflectionPad2d = _pad_layer("ReflectionPad2d", 2, "reflect",
+                             "H and W padded by their mirror images about the edges.")
+ReplicationPad1d = _pad_layer("ReplicationPad1d", 1, "replicate",
+                              "L padded by copies of its edge elements.")
+ReplicationPad2d = _pad_layer("ReplicationPad2d", 2, "replicate",
+                              "H and W padded by copies of their edge elements.")
+CircularPad1d = _pad_layer("CircularPad1d", 1, "circular", "L padded by wrapping around.")
+CircularPad2d = _pad_layer("CircularPad2d", 2, "circular",
+                           "H and W padded by wrapping around.")
 
 
 class MaxPool2d(Module):
@@ -253,5 +379,8 @@ class PixelUnshuffle(Module):
         return f"downscale_factor={self.downscale_factor}"
 
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d", "Upsample", "PixelShuffle", "PixelUnshuffle"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "Upsample",
+           "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d",
+           "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+           "ReplicationPad2d", "CircularPad1d", "CircularPad2d"]

@@ -24,7 +24,10 @@ from .losses import (binary_cross_entropy as _bce, binary_cross_entropy_with_log
                      smooth_l1_loss as _smooth_l1_loss, softmax_cross_entropy)
 from .losses import huber_loss  # noqa: F401
 from .nn import layer_norm_over, lookup
-from .normalization import batch_norm, group_norm, rms_norm  # noqa: F401
+from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
+from .one_d import (adaptive_avg_pool1d, avg_pool1d, conv_transpose1d,  # noqa: F401
+                    max_pool1d)
+from .pointwise import prelu  # noqa: F401
 from .indexing import _axis, chunk, pad  # noqa: F401
 from .ops import (gelu, linear, logsigmoid, sigmoid, softplus, softsign,  # noqa: F401
                   tanh)
@@ -185,6 +188,34 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return out
 
 
+def _channel_dropout(fn: str, spatial: int, input, p, training, inplace):  # noqa: A002
+    """Whole channels zeroed (the mask (N, C, 1, ...) dropped out, times the input)."""
+    p = checks.number(fn, "p", p, 0.0, 1.0)
+    training = checks.flag(fn, "training", training)
+    _not_inplace(fn, inplace)
+    x = ops._tensor(fn, "input", input, low_precision=True)
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise InvalidValueError(f"{fn}: argument 'input' has shape {x.shape}; expected "
+                                f"{spatial + 2}-D (N, C, ...) or {spatial + 1}-D (C, ...)")
+    if not training or p == 0.0:
+        return x
+    lead = x.ndim - spatial
+    ones = ops._constant(x.shape[:lead] + (1,) * spatial, 1.0, x.dtype)
+    return ops.mul(x, dropout(ones, p, True))
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Whole channels of (N, C, L) or (C, L) zeroed with probability ``p``, the rest scaled
+    by 1 / (1 - p), in training."""
+    return _channel_dropout("dropout1d", 1, input, p, training, inplace)
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):  # noqa: A002
+    """Whole channels of (N, C, H, W) or (C, H, W) zeroed with probability ``p``, the rest
+    scaled by 1 / (1 - p), in training."""
+    return _channel_dropout("dropout2d", 2, input, p, training, inplace)
+
+
 def _draw() -> int:
     return int(random.generator().integers(0, 2 ** 63))
 
@@ -258,7 +289,9 @@ __all__ = [
     "linear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "unfold", "fold", "pad", "one_hot", "interpolate",
     "pixel_shuffle", "pixel_unshuffle",
-    "layer_norm", "batch_norm", "group_norm", "rms_norm", "embedding", "dropout",
+    "layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm", "embedding",
+    "dropout", "dropout1d", "dropout2d", "prelu", "max_pool1d", "avg_pool1d",
+    "adaptive_avg_pool1d", "conv_transpose1d",
     "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",

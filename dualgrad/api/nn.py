@@ -699,6 +699,104 @@ class ReLU6(Module):
         return ops.relu6(x)
 
 
+class PReLU(Module):
+    """``prelu(x, weight)``: ``num_parameters`` slopes (1, or one a channel), starting at
+    ``init``, as PyTorch's."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25):
+        super().__init__()
+        self.num_parameters = checks.integer("PReLU", "num_parameters", num_parameters, 1)
+        value = checks.number("PReLU", "init", init)
+        self.weight = ag_param(np.full(self.num_parameters, value, np.float32))
+
+    def forward(self, x):
+        from .pointwise import prelu
+        return prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class ParameterList(Module):
+    """Parameters held in a list, registered as "0", "1", ... (they train and are
+    checkpointed); an array or a tensor given becomes a Parameter, as in PyTorch. Indexing,
+    ``len``, iteration, ``append``, ``extend``."""
+
+    def __init__(self, values=()):
+        super().__init__()
+        self.extend(values)
+
+    def append(self, value) -> "ParameterList":
+        setattr(self, str(len(self)), _as_parameter("ParameterList", f"values[{len(self)}]",
+                                                    value))
+        return self
+
+    def extend(self, values) -> "ParameterList":
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, i):
+        items = list(self._parameters.values())
+        return items[checks.integer("ParameterList", "index", i, -len(items), len(items))]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+
+class ParameterDict(Module):
+    """Parameters held by name (they train and are checkpointed under it); ``d[name]``,
+    ``d[name] = value`` (an array or tensor becomes a Parameter), ``in``, ``len``, ``keys``,
+    ``values``, ``items``, in insertion order."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        for name, value in (dict(parameters) if parameters is not None else {}).items():
+            self[name] = value
+
+    def __setitem__(self, name: str, value) -> None:
+        if not isinstance(name, str) or not name or "." in name:
+            raise bad_value("ParameterDict", "name", name, "a non-empty string without '.'")
+        setattr(self, name, _as_parameter("ParameterDict", name, value))
+
+    def __getitem__(self, name: str):
+        if name not in self._parameters:
+            raise KeyError(name)
+        return self._parameters[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+
+def _as_parameter(fn: str, name: str, value) -> Parameter:
+    """A Parameter as it is, else a new one holding the value (an array or a tensor)."""
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):
+        return ag_param(value.numpy(), dtype=value.dtype)
+    if isinstance(value, (np.ndarray, list, tuple)) or checks.is_number(value):
+        return ag_param(value)
+    raise bad_type(fn, name, value, "a Parameter, a tensor or an array")
+
+
 def layer_norm_over(x, normalized_shape: tuple, weight, bias, eps: float,
                     fn: str = "LayerNorm") -> Tensor:
     """Layer norm (``fn``, named in errors) over the trailing axes ``normalized_shape`` (checked sizes) taken together,
@@ -812,7 +910,7 @@ class Dropout(Module):
             capture.on_replay(lambda: (self.training, self.p))
             return x
         recorded = (self.seed, self.step)
-        out = ops.dropout(x, self.p, self.seed, self.step)
+        out = self._drop(x)
         if ops.recomputing():            # (the first run's draw, already counted)
             return out
         self.step += 1
@@ -820,6 +918,9 @@ class Dropout(Module):
         # from a slot rewritten here.
         capture.on_replay(lambda: (self.training, self.p), lambda: self._replayed(recorded))
         return out
+
+    def _drop(self, x):
+        return ops.dropout(x, self.p, self.seed, self.step)
 
     def _replayed(self, recorded: tuple) -> None:
         device.active().replay_dropout(recorded, self.seed, self.step)
@@ -835,7 +936,37 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+class _ChannelDropout(Dropout):
+    """Dropout of whole channels: each (sample, channel) kept or zeroed as one, as
+    PyTorch's Dropout1d / Dropout2d: a mask of shape (N, C, 1, ...) dropped out, times x."""
+
+    spatial = 2
+
+    def _drop(self, x):
+        x = ops._tensor(type(self).__name__, "x", x, low_precision=True)
+        if x.ndim not in (self.spatial + 1, self.spatial + 2):
+            raise bad_shape(type(self).__name__, "x", x.shape,
+                            f"{self.spatial + 2}-D (N, C, ...) or {self.spatial + 1}-D "
+                            "(C, ...)")
+        lead = x.ndim - self.spatial
+        ones = ops._constant(x.shape[:lead] + (1,) * self.spatial, 1.0, x.dtype)
+        return ops.mul(x, ops.dropout(ones, self.p, self.seed, self.step))
+
+
+class Dropout1d(_ChannelDropout):
+    """Zeroes whole channels of (N, C, L) or (C, L) inputs with probability ``p``, scaling
+    the rest by 1 / (1 - p), in training mode."""
+    spatial = 1
+
+
+class Dropout2d(_ChannelDropout):
+    """Zeroes whole channels of (N, C, H, W) or (C, H, W) inputs with probability ``p``,
+    scaling the rest by 1 / (1 - p), in training mode."""
+    spatial = 2
+
+
 __all__ = ["Module", "Linear", "Sequential", "ModuleList", "ModuleDict", "Identity", "Flatten",
            *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
            "Hardtanh", "ReLU6", "LayerNorm",
-           "Embedding", "Dropout", "Unflatten", "Softmax", "LogSoftmax", "Softmin"]
+           "Embedding", "Dropout", "Unflatten", "Softmax", "LogSoftmax", "Softmin",
+           "Dropout1d", "Dropout2d", "PReLU", "ParameterList", "ParameterDict"]

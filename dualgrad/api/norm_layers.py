@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import bad_shape, bad_value
 from . import checks, normalization
 from .nn import Module
+from .ops import _tensor, reshape
 from .tensor import ag_param
 
 
@@ -93,6 +94,53 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
+class _InstanceNorm(Module):
+    """``instance_norm``: each channel of each sample normalised over its other axes;
+    weight ones and bias zeros with ``affine`` (off by default, as PyTorch's). Running
+    statistics are not kept (``track_running_stats`` False, PyTorch's default)."""
+
+    spatial = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False):
+        super().__init__()
+        fn = type(self).__name__
+        self.num_features = checks.integer(fn, "num_features", num_features, 1)
+        self.eps = checks.number(fn, "eps", eps, 0.0, lo_open=True)
+        self.momentum = checks.number(fn, "momentum", momentum, 0.0, 1.0)
+        self.affine = checks.flag(fn, "affine", affine)
+        if checks.flag(fn, "track_running_stats", track_running_stats):
+            raise bad_value(fn, "track_running_stats", True, "False (running statistics "
+                            "are not kept)")
+        self.weight = ag_param(np.ones(num_features, np.float32)) if affine else None
+        self.bias = ag_param(np.zeros(num_features, np.float32)) if affine else None
+
+    def forward(self, x):
+        fn = type(self).__name__
+        x = _tensor(fn, "x", x)
+        if x.ndim not in (self.spatial + 1, self.spatial + 2) or \
+                x.shape[x.ndim - self.spatial - 1] != self.num_features:
+            raise bad_shape(fn, "x", x.shape, f"(N, {self.num_features}, ...) or "
+                            f"({self.num_features}, ...) with {self.spatial} spatial axes")
+        batched = x if x.ndim == self.spatial + 2 else reshape(x, (1,) + x.shape)
+        y = normalization.instance_norm(batched, weight=self.weight, bias=self.bias,
+                                        eps=self.eps)
+        return y if x.ndim == self.spatial + 2 else reshape(y, x.shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, affine={self.affine}"
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of (N, C, L) or (C, L) inputs."""
+    spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of (N, C, H, W) or (C, H, W) inputs."""
+    spatial = 2
+
+
 class RMSNorm(Module):
     """``rms_norm`` over the trailing ``normalized_shape``; weight ones
     (``elementwise_affine``)."""
@@ -118,4 +166,4 @@ class RMSNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d"]

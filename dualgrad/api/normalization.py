@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_shape, bad_type
+from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
 from . import checks, device
 from .low_precision import computes_in_float32, converted, in_input_type
 from .ops import _same_dtype, _tensor, mean, reshape, rsqrt
@@ -194,4 +194,24 @@ def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:  # noqa:
     return y
 
 
-__all__ = ["batch_norm", "group_norm", "rms_norm"]
+def instance_norm(input, running_mean=None, running_var=None, weight=None,  # noqa: A002
+                  bias=None, use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> Tensor:
+    """Normalises each channel of each sample of ``input`` (N, C, ...) over its other axes,
+    then ``weight`` and ``bias`` per channel, as ``torch.nn.functional.instance_norm``
+    (a group norm with a group a channel). Running statistics are not kept: they must be
+    None (``use_input_stats`` True), PyTorch's default."""
+    fn = "instance_norm"
+    for name, value in (("running_mean", running_mean), ("running_var", running_var)):
+        if value is not None:
+            raise bad_value(fn, name, "a tensor", "None (running statistics are not kept)")
+    if not checks.flag(fn, "use_input_stats", use_input_stats):
+        raise bad_value(fn, "use_input_stats", False, "True (the input's own statistics)")
+    checks.number(fn, "momentum", momentum, 0.0, 1.0)
+    x = _tensor(fn, "input", input)
+    if x.ndim < 3:
+        raise bad_shape(fn, "input", x.shape, "(N, C, L) or (N, C, H, W)")
+    return group_norm(x, x.shape[1], weight, bias, eps)
+
+
+__all__ = ["batch_norm", "group_norm", "rms_norm", "instance_norm"]

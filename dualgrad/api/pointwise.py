@@ -1,4 +1,5 @@
-"""Elementwise ops made of others, as PyTorch's: ``logaddexp``, ``hypot``, ``nan_to_num``.
+"""Elementwise ops made of others, as PyTorch's: ``logaddexp``, ``hypot``, ``nan_to_num``,
+``prelu``.
 
 Each is a short composition of kernels the differential suite checks (their results agree
 between the backends as those do); gradients come from the parts'."""
@@ -6,10 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import bad_shape
 from . import checks
-from .logic import _operands, eq, isinf, isnan, logical_and, logical_or, where
+from .logic import _operands, eq, ge, isinf, isnan, logical_and, logical_or, where
 from .low_precision import computes_in_float32
-from .ops import _tensor, abs as abs_, add, div, exp, log1p, maximum, minimum, mul, neg, sqrt, sub
+from .ops import (_tensor, abs as abs_, add, div, exp, log1p, maximum, minimum, mul, neg,
+                  reshape, sqrt, sub)
 from .tensor import Tensor
 
 
@@ -56,4 +59,23 @@ def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None) -> Tensor:  # 
     return where(eq(x, float("-inf")), neg_, x)
 
 
-__all__ = ["logaddexp", "hypot", "nan_to_num"]
+@computes_in_float32
+def prelu(input, weight) -> Tensor:  # noqa: A002
+    """input where it is >= 0, else weight * input, as ``torch.nn.functional.prelu``:
+    ``weight`` one slope, or one a channel (axis 1 of a batched input, 0 of a 1-D one)."""
+    x = _tensor("prelu", "input", input)
+    w = _tensor("prelu", "weight", weight, x)
+    if w.ndim > 1:
+        raise bad_shape("prelu", "weight", w.shape, "(1,) or (channels,)")
+    if w.size != 1:
+        axis = 1 if x.ndim >= 2 else 0
+        if x.ndim == 0 or x.shape[axis] != w.size:
+            raise bad_shape("prelu", "weight", w.shape,
+                            f"(1,) or one slope a channel of input {x.shape}")
+        w = reshape(w, (w.size,) + (1,) * (x.ndim - axis - 1))
+    elif w.ndim:
+        w = reshape(w, ())
+    return where(ge(x, 0.0), x, mul(w, x))
+
+
+__all__ = ["logaddexp", "hypot", "nan_to_num", "prelu"]
