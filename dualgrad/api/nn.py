@@ -38,6 +38,27 @@ def _refuse_unregistered_collection(module, name, value) -> None:
             "an attribute of its own")
 
 
+def _hooked(m) -> bool:
+    return m._forward_hooks is not None or m._forward_pre_hooks is not None
+
+
+class RemovableHandle:
+    """What a module's hook registration returns: ``remove()`` unregisters the hook."""
+
+    _count = 0
+
+    def __init__(self, module, kind: str):
+        RemovableHandle._count += 1
+        self.key, self._module, self._kind = RemovableHandle._count, module, kind
+
+    def remove(self) -> None:
+        hooks = self._module.__dict__.get(self._kind)
+        if hooks is not None:
+            hooks.pop(self.key, None)
+            if not hooks:
+                object.__setattr__(self._module, self._kind, None)
+
+
 class Module:
     """Base class: attributes that are Parameters or Modules are registered in order of
     assignment; ``forward`` is what calling the module runs."""
@@ -71,8 +92,43 @@ class Module:
         """What calling the module computes; subclasses define it."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
+    _forward_pre_hooks = _forward_hooks = None     # (a dict once a hook is registered)
+
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if self._forward_pre_hooks is None and self._forward_hooks is None:
+            return self.forward(*args, **kwargs)
+        for hook in list((self._forward_pre_hooks or {}).values()):
+            changed = hook(self, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        out = self.forward(*args, **kwargs)
+        for hook in list((self._forward_hooks or {}).values()):
+            changed = hook(self, args, out)
+            if changed is not None:
+                out = changed
+        return out
+
+    def register_forward_pre_hook(self, hook) -> "RemovableHandle":
+        """Call ``hook(module, args)`` before each forward, as PyTorch's: a value it returns
+        (a tuple, or one argument) replaces the positional arguments. Returns a handle whose
+        ``remove()`` unregisters it."""
+        return self._hook("_forward_pre_hooks", "register_forward_pre_hook", hook)
+
+    def register_forward_hook(self, hook) -> "RemovableHandle":
+        """Call ``hook(module, args, output)`` after each forward, as PyTorch's: a value it
+        returns replaces the output. Returns a handle whose ``remove()`` unregisters it."""
+        return self._hook("_forward_hooks", "register_forward_hook", hook)
+
+    def _hook(self, kind: str, fn: str, hook) -> "RemovableHandle":
+        if not callable(hook):
+            raise bad_type(fn, "hook", hook, "a callable")
+        hooks = self.__dict__.get(kind)
+        if hooks is None:
+            hooks = {}
+            object.__setattr__(self, kind, hooks)
+        handle_ = RemovableHandle(self, kind)
+        hooks[handle_.key] = hook
+        return handle_
 
     # -- parameters and state ------------------------------------------------------------------
     def named_parameters(self, prefix: str = ""):
@@ -188,6 +244,27 @@ class Module:
             raise bad_type("register_parameter", "param", param, "a dg.nn.Parameter or None "
                            "(dg.ag_param(array))")
         setattr(self, name, param)
+
+    def register_module(self, name: str, module) -> None:
+        """``add_module``, under PyTorch's other name."""
+        self.add_module(name, module)
+
+    def get_parameter(self, target: str):
+        """The parameter at dotted path ``target`` ("block.0.weight")."""
+        return self._get_named("get_parameter", target, "_parameters")
+
+    def get_buffer(self, target: str):
+        """The buffer at dotted path ``target`` ("norm.running_mean")."""
+        return self._get_named("get_buffer", target, "_buffers")
+
+    def _get_named(self, fn: str, target: str, table: str):
+        path, _, name = target.rpartition(".")
+        owner = self.get_submodule(path)
+        found = getattr(owner, table).get(name)
+        if found is None:
+            raise InvalidValueError(f"{fn}: {type(owner).__name__} has no "
+                                    f"{table[1:-1]} '{name}' (path '{target}')")
+        return found
 
     def get_submodule(self, target: str):
         """The descendant at dotted path ``target`` ("" for this module)."""
@@ -367,7 +444,8 @@ class Sequential(Module):
         while i < len(modules):
             m = modules[i]
             if (type(m) is Linear and i + 1 < len(modules)    # (not subclasses: they may
-                    and type(modules[i + 1]) is ReLU):  # noqa: F821 (made below)
+                    and type(modules[i + 1]) is ReLU  # noqa: F821 (made below)
+                    and not _hooked(m) and not _hooked(modules[i + 1])):   # (hooks see both)
                 x = ops.linear(x, m.weight, m.bias, activation="relu")
                 i += 2
                 continue

@@ -6,7 +6,7 @@ from ..api import norm_layers as _norm_layers
 from ..api import transformer as _transformer
 from ..api import recurrent as _recurrent
 from ..api import nn as _nn
-from . import functional  # noqa: F401  (dg.nn.functional)
+from . import functional, utils  # noqa: F401  (dg.nn.functional, dg.nn.utils)
 from ..api.conv_layers import *  # noqa: F401,F403
 from ..api.loss_layers import *  # noqa: F401,F403
 from ..api.norm_layers import *  # noqa: F401,F403
@@ -16,4 +16,4 @@ from ..api.nn import *  # noqa: F401,F403
 from ..api.nn import NNParameter as Parameter
 
 __all__ = [*_nn.__all__, *_conv_layers.__all__, *_norm_layers.__all__, *_transformer.__all__, *_recurrent.__all__, *_loss_layers.__all__, "init", "functional",
-           "Parameter"]
+           "utils", "Parameter"]

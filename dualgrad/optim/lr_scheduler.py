@@ -1,0 +1,10 @@
+"""The schedules under PyTorch's module name (``torch.optim.lr_scheduler.StepLR`` is
+``dg.optim.lr_scheduler.StepLR``): see ``dualgrad.api.schedules``."""
+from ..api.schedules import (ConstantLR, CosineAnnealingLR,  # noqa: F401
+                             CosineAnnealingWarmRestarts, CyclicLR, ExponentialLR, LinearLR,
+                             LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR,
+                             ReduceLROnPlateau, SequentialLR, StepLR, WarmupCosineLR)
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
+           "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "WarmupCosineLR",
+           "OneCycleLR", "CyclicLR", "SequentialLR", "ReduceLROnPlateau"]
