@@ -187,3 +187,49 @@ def test_bad_arguments_are_named(make, error, pattern):
     with pytest.raises(error, match=pattern):
         make()
     assert dg.api.random.get_state() == state      # nothing drawn by a refused loader
+
+
+# -- Dataset, Subset, ConcatDataset, random_split (PyTorch's names) ----------------------------
+class _Squares(dg.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return np.float32([i]), i * i
+
+
+def test_datasets_join_and_subset_as_torch():
+    joined = _Squares(10) + _Squares(5)
+    assert len(joined) == 15 and joined[12][1] == 4 and joined[-1][1] == 16
+    with pytest.raises(IndexError):
+        joined[15]
+    part = dg.data.Subset(joined, [14, 0, -2])
+    assert len(part) == 3 and [part[k][1] for k in range(3)] == [16, 0, 9]
+    table = dg.data.TensorDataset(np.arange(10, dtype=np.float32)[:, None], np.arange(10))
+    rows = dg.data.Subset(table, [3, 1, 4])
+    (x, y), = list(dg.data.DataLoader(rows, batch_size=3, to_device=False))
+    np.testing.assert_array_equal(y, [3, 1, 4])
+    np.testing.assert_array_equal(x[:, 0], [3.0, 1.0, 4.0])
+    with pytest.raises(dg.InvalidValueError, match=r"^Subset: argument 'indices'"):
+        dg.data.Subset(table, [10])
+
+
+def test_random_split_is_a_seeded_partition():
+    data = _Squares(20)
+    a, b = dg.data.random_split(data, [0.7, 0.3], seed=1)
+    assert (len(a), len(b)) == (14, 6)
+    assert sorted(np.concatenate([a.indices, b.indices]).tolist()) == list(range(20))
+    again, _ = dg.data.random_split(data, [14, 6], seed=1)
+    np.testing.assert_array_equal(again.indices, a.indices)
+    parts = dg.data.random_split(_Squares(10), [1 / 3, 1 / 3, 1 / 3], seed=2)
+    assert [len(p) for p in parts] == [4, 3, 3]      # (the one left over to the first)
+    with pytest.raises(dg.InvalidValueError, match=r"^random_split: argument 'lengths'"):
+        dg.data.random_split(data, [5, 6])
+
+
+def test_utils_data_is_pytorchs_module_name():
+    from dualgrad.utils.data import DataLoader, random_split
+    assert DataLoader is dg.data.DataLoader and random_split is dg.data.random_split

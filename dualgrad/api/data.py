@@ -1,4 +1,5 @@
-"""Batches from arrays (``dg.data``): TensorDataset and DataLoader, as PyTorch's.
+"""Batches from arrays (``dg.data``): TensorDataset, DataLoader, Dataset, Subset,
+ConcatDataset and random_split, as PyTorch's.
 
 The loader gathers the rows of each batch on a background thread, ``prefetch`` batches
 ahead, so the gather (the costly part with shuffled rows) runs while the step runs; the
@@ -53,6 +54,107 @@ class TensorDataset:
     def rows(self, index: np.ndarray) -> tuple:
         """The rows ``index`` of every array, gathered at once."""
         return tuple(np.take(a, index, axis=0) for a in self.arrays)
+
+
+class Dataset:
+    """A map-style dataset to subclass, as ``torch.utils.data.Dataset``: define
+    ``__len__`` and ``__getitem__`` (a sample: an array, or a tuple of fields); ``a + b``
+    joins two."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__} does not define __getitem__")
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} does not define __len__")
+
+    def __add__(self, other) -> "ConcatDataset":
+        return ConcatDataset([self, other])
+
+
+def _rows_of(dataset, index: np.ndarray) -> tuple:
+    """The samples ``index`` of ``dataset`` as stacked columns: gathered at once where the
+    dataset can (a TensorDataset, a Subset of one), else sample by sample."""
+    if hasattr(dataset, "rows"):
+        return dataset.rows(index)
+    return _Stacked(dataset).rows(index)
+
+
+def _sized(fn: str, dataset) -> None:
+    if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+        raise bad_type(fn, "dataset", dataset, "a dataset with len() and [i]")
+
+
+class Subset(Dataset):
+    """The samples ``indices`` of ``dataset``, in that order, as
+    ``torch.utils.data.Subset``."""
+
+    def __init__(self, dataset, indices):
+        _sized("Subset", dataset)
+        index = checks.array("Subset", "indices", np.asarray(indices), "iu", "sample indices")
+        n = len(dataset)
+        if index.ndim != 1 or (index.size and (index.min() < -n or index.max() >= n)):
+            raise bad_value("Subset", "indices", f"shape {index.shape}",
+                            f"a 1-D list of indices in [-{n}, {n})")
+        self.dataset, self.indices = dataset, np.where(index < 0, index + n, index)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        return self.dataset[int(self.indices[i])]
+
+    def rows(self, index: np.ndarray) -> tuple:
+        return _rows_of(self.dataset, self.indices[index])
+
+
+class ConcatDataset(Dataset):
+    """Datasets one after another, as ``torch.utils.data.ConcatDataset``."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise bad_value("ConcatDataset", "datasets", self.datasets, "at least one dataset")
+        for d in self.datasets:
+            _sized("ConcatDataset", d)
+        self.ends = np.cumsum([len(d) for d in self.datasets])
+
+    def __len__(self) -> int:
+        return int(self.ends[-1])
+
+    def __getitem__(self, i):
+        n = len(self)
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"ConcatDataset: index {i} is out of range for {n} samples")
+        i %= n
+        k = int(np.searchsorted(self.ends, i, side="right"))
+        return self.datasets[k][i - (int(self.ends[k - 1]) if k else 0)]
+
+
+def random_split(dataset, lengths, seed: int | None = None) -> list:
+    """``dataset`` cut into Subsets of ``lengths`` (counts that add up to its length, or
+    fractions that add up to 1: floored, the samples left over given one each to the first
+    parts, as PyTorch's) over a permutation drawn from ``seed`` (None: from dualgrad's
+    generator, ``manual_seed``); PyTorch's ``generator`` argument is ``seed`` here."""
+    _sized("random_split", dataset)
+    n = len(dataset)
+    values = [float(v) for v in lengths]
+    if all(0 <= v <= 1 for v in values) and abs(sum(values) - 1) < 1e-9 and \
+            sum(values) != n:
+        counts = [int(np.floor(n * v)) for v in values]
+        for k in range(n - sum(counts)):
+            counts[k % len(counts)] += 1
+    else:
+        counts = [checks.integer("random_split", "lengths", v, 0) for v in lengths]
+    if sum(counts) != n:
+        raise bad_value("random_split", "lengths", list(lengths),
+                        f"counts adding up to the dataset's {n} samples, or fractions "
+                        "adding up to 1")
+    if seed is None:
+        seed = int(random.generator().integers(2 ** 63))
+    order = np.random.default_rng(checks.integer("random_split", "seed", seed, 0)).permutation(n)
+    cuts = np.cumsum([0] + counts)
+    return [Subset(dataset, order[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 class _Stacked:
@@ -129,6 +231,8 @@ class DataLoader:
             self.dataset, self._single = TensorDataset(dataset), True
         elif isinstance(dataset, tuple):
             self.dataset = TensorDataset(*dataset)
+        elif hasattr(dataset, "rows") and hasattr(dataset, "__len__"):
+            self.dataset = dataset              # (a Subset: its rows gathered at once)
         elif hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__"):
             self.dataset = _Stacked(dataset)
         else:
