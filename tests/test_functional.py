@@ -486,3 +486,46 @@ def test_inference_mode_and_is_grad_enabled(device):
             assert not (w * 2).requires_grad
         with dg.inference_mode(False):
             assert dg.is_grad_enabled() and (w * 2).requires_grad
+
+
+# -- decoders ---------------------------------------------------------------------------------
+def test_transformer_decoder_layer_names_and_blocks(device):
+    dg.manual_seed(4)
+    layer = dg.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    attn = ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    want = ([f"self_attn.{k}" for k in attn] + [f"multihead_attn.{k}" for k in attn] +
+            [f"{m}.{p}" for m in ("linear1", "linear2", "norm1", "norm2", "norm3")
+             for p in ("weight", "bias")])
+    assert list(layer.state_dict()) == want                   # (PyTorch's keys, in order)
+    rng = np.random.default_rng(5)
+    tgt = dg.ag_tensor(rng.standard_normal((2, 4, 8)).astype(np.float32))
+    memory = dg.ag_tensor(rng.standard_normal((2, 6, 8)).astype(np.float32))
+    got = layer(tgt, memory, tgt_is_causal=True)
+    x = layer.norm1(tgt + layer.self_attn(tgt, tgt, tgt, need_weights=False,
+                                          is_causal=True)[0])
+    x = layer.norm2(x + layer.multihead_attn(x, memory, memory, need_weights=False)[0])
+    x = layer.norm3(x + layer.linear2(dg.relu(layer.linear1(x))))
+    np.testing.assert_array_equal(got.numpy(), x.numpy())
+
+
+def test_transformer_is_an_encoder_then_a_decoder(device):
+    dg.manual_seed(6)
+    model = dg.nn.Transformer(8, 2, 2, 1, 16, dropout=0.0, batch_first=True, norm_first=True)
+    rng = np.random.default_rng(7)
+    src = dg.ag_tensor(rng.standard_normal((2, 5, 8)).astype(np.float32))
+    tgt = dg.ag_tensor(rng.standard_normal((2, 3, 8)).astype(np.float32))
+    mask = dg.nn.Transformer.generate_square_subsequent_mask(3)
+    np.testing.assert_array_equal(mask.numpy(), np.triu(np.full((3, 3), -np.inf), 1))
+    got = model(src, tgt, tgt_mask=mask)
+    want = model.decoder(tgt, model.encoder(src), tgt_mask=mask)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert got.shape == (2, 3, 8) and len(model.decoder.layers) == 1
+    keys = list(model.state_dict())
+    assert keys[0] == "encoder.layers.0.self_attn.in_proj_weight"
+    assert "decoder.layers.0.multihead_attn.out_proj.bias" in keys and keys[-1] == \
+        "decoder.norm.bias"
+    with dg.with_grad_tape():
+        dg.sum(model(src, tgt, tgt_mask=mask)).backward()
+    assert model.decoder.layers[0].multihead_attn.in_proj_weight.grad is not None
+    with pytest.raises(dg.ArgumentTypeError, match=r"^TransformerDecoder: argument 'norm'"):
+        dg.nn.TransformerDecoder(model.decoder.layers[0], 2, norm=3)

@@ -15,7 +15,7 @@ from .indexing import split, squeeze, unsqueeze
 from .logic import logical_not, where
 from .nn import Dropout, LayerNorm, Linear, Module, ModuleList
 from .ops import _tensor, linear, matmul, reshape, softmax, transpose
-from .tensor import BOOL, Tensor, ag_param
+from .tensor import BOOL, Tensor, ag_param, ag_tensor
 
 
 class MultiheadAttention(Module):
@@ -244,6 +244,30 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._feed_forward(x))
 
 
+def _clones(layer: Module, count: int) -> ModuleList:
+    """``count`` deep copies of ``layer`` (its weights, as PyTorch's), each dropout with a
+    seed of its own (PyTorch's share one generator)."""
+    copies = []
+    for _ in range(count):
+        clone = copy.deepcopy(layer)
+        for module in clone.modules():
+            if isinstance(module, Dropout):
+                module.seed = int(random.generator().integers(0, 2 ** 63))
+                module.step = 0
+        copies.append(clone)
+    return ModuleList(copies)
+
+
+def _stack_parts(fn: str, layer, layer_kind: type, norm, num_layers) -> int:
+    """Check a stack's arguments: the layer, the final norm, the count."""
+    if not isinstance(layer, Module):
+        raise bad_type(fn, fn.replace("Transformer", "").lower() + "_layer", layer,
+                       f"a Module (a {layer_kind.__name__})")
+    if norm is not None and not isinstance(norm, Module):
+        raise bad_type(fn, "norm", norm, "None or a Module (a LayerNorm)")
+    return checks.integer(fn, "num_layers", num_layers, 1)
+
+
 class TransformerEncoder(Module):
     """``num_layers`` copies of ``encoder_layer`` applied in turn, then ``norm`` where given,
     as ``torch.nn.TransformerEncoder``: the copies start from the layer's weights (deep
@@ -254,23 +278,10 @@ class TransformerEncoder(Module):
                  enable_nested_tensor: bool = True, mask_check: bool = True):
         super().__init__()
         fn = "TransformerEncoder"
-        if not isinstance(encoder_layer, Module):
-            raise bad_type(fn, "encoder_layer", encoder_layer, "a Module (a "
-                           "TransformerEncoderLayer)")
-        if norm is not None and not isinstance(norm, Module):
-            raise bad_type(fn, "norm", norm, "None or a Module (a LayerNorm)")
-        count = checks.integer(fn, "num_layers", num_layers, 1)
+        count = _stack_parts(fn, encoder_layer, TransformerEncoderLayer, norm, num_layers)
         checks.flag(fn, "enable_nested_tensor", enable_nested_tensor)   # (no nested tensors:
         checks.flag(fn, "mask_check", mask_check)                       # accepted, unused)
-        copies = []
-        for _ in range(count):
-            layer = copy.deepcopy(encoder_layer)
-            for module in layer.modules():
-                if isinstance(module, Dropout):
-                    module.seed = int(random.generator().integers(0, 2 ** 63))
-                    module.step = 0
-            copies.append(layer)
-        self.layers = ModuleList(copies)
+        self.layers = _clones(encoder_layer, count)
         self.num_layers = count
         self.norm = norm
 
@@ -282,6 +293,119 @@ class TransformerEncoder(Module):
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                       is_causal=causal)
         return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """Self-attention over the target, attention to the encoder's output (``memory``) and
+    a feed-forward block, each with a residual connection and layer norm, as
+    ``torch.nn.TransformerDecoderLayer`` (after each block by default, before it with
+    ``norm_first``)."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True):
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                         batch_first, norm_first, bias)
+        # PyTorch's order of registration: self_attn, multihead_attn, linear1, dropout,
+        # linear2, norm1..3, dropout1..3 (state_dict keys follow it)
+        parts = dict(self._modules)
+        self._modules.clear()
+        for name in ("self_attn",):
+            self._modules[name] = parts[name]
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                                 batch_first=batch_first)
+        for name in ("linear1", "dropout", "linear2", "norm1", "norm2"):
+            self._modules[name] = parts[name]
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, bias=bias)
+        for name in ("dropout1", "dropout2"):
+            self._modules[name] = parts[name]
+        self.dropout3 = Dropout(dropout)
+
+    def _cross(self, x, memory, mask, padding, is_causal):
+        out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=padding,
+                                     need_weights=False, attn_mask=mask, is_causal=is_causal)
+        return self.dropout2(out)
+
+    def _feed_forward(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                tgt_is_causal: bool = False, memory_is_causal: bool = False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._attend(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._cross(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                memory_is_causal)
+            return x + self._feed_forward(self.norm3(x))
+        x = self.norm1(x + self._attend(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._cross(x, memory, memory_mask, memory_key_padding_mask,
+                                       memory_is_causal))
+        return self.norm3(x + self._feed_forward(x))
+
+
+class TransformerDecoder(Module):
+    """``num_layers`` copies of ``decoder_layer`` applied in turn to the target, each
+    attending to ``memory``, then ``norm`` where given, as ``torch.nn.TransformerDecoder``
+    (copies as TransformerEncoder's)."""
+
+    def __init__(self, decoder_layer, num_layers: int, norm=None):
+        super().__init__()
+        count = _stack_parts("TransformerDecoder", decoder_layer, TransformerDecoderLayer,
+                             norm, num_layers)
+        self.layers = _clones(decoder_layer, count)
+        self.num_layers = count
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None,
+                tgt_key_padding_mask=None, memory_key_padding_mask=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        causal = False if tgt_is_causal is None else checks.flag(
+            "TransformerDecoder", "tgt_is_causal", tgt_is_causal)
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                      memory_key_padding_mask, causal, memory_is_causal)
+        return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """An encoder and a decoder of ``num_encoder_layers`` and ``num_decoder_layers`` layers,
+    each stack ending in a LayerNorm, as ``torch.nn.Transformer``;
+    ``forward(src, tgt, ...)`` gives the decoder's output."""
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True):
+        super().__init__()
+        args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                batch_first, norm_first, bias)
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(*args), num_encoder_layers,
+            LayerNorm(d_model, layer_norm_eps, bias=bias))
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(*args), num_decoder_layers,
+            LayerNorm(d_model, layer_norm_eps, bias=bias))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                            memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int) -> Tensor:
+        """A float (sz, sz) mask: 0 on and below the diagonal, -inf above it (the causal
+        mask), as PyTorch's."""
+        n = checks.integer("generate_square_subsequent_mask", "sz", sz, 1)
+        mask = np.triu(np.full((n, n), -np.inf, np.float32), 1)
+        return ag_tensor(mask)
 
 
 class PositionalEmbedding(Module):
@@ -321,4 +445,4 @@ class PositionalEmbedding(Module):
 
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
-           "PositionalEmbedding"]
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "PositionalEmbedding"]
