@@ -24,6 +24,10 @@ from .losses import (binary_cross_entropy as _bce, binary_cross_entropy_with_log
                      smooth_l1_loss as _smooth_l1_loss, softmax_cross_entropy)
 from .losses import huber_loss  # noqa: F401
 from .nn import layer_norm_over, lookup
+from .pair_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
+                          hinge_embedding_loss, margin_ranking_loss,
+                          multilabel_soft_margin_loss, pairwise_distance, poisson_nll_loss,
+                          soft_margin_loss, triplet_margin_loss)
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
 from .one_d import (adaptive_avg_pool1d, avg_pool1d, conv_transpose1d,  # noqa: F401
                     max_pool1d)
@@ -295,5 +299,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-    "cosine_similarity",
+    "cosine_similarity", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
+    "cosine_embedding_loss", "pairwise_distance", "triplet_margin_loss", "poisson_nll_loss",
+    "gaussian_nll_loss", "multilabel_soft_margin_loss",
 ]

@@ -3,7 +3,7 @@ checked when the module is made; a weight given as an array becomes a tensor the
 is uploaded once, not at every call."""
 from __future__ import annotations
 
-from . import losses
+from . import losses, pair_losses
 from .nn import Module
 from .tensor import Tensor, ag_tensor
 
@@ -136,5 +136,116 @@ class CosineSimilarity(Module):
         return losses.cosine_similarity(x1, x2, self.dim, self.eps)
 
 
+class _Margin(_Loss):
+    """A loss module with a ``margin``."""
+
+    default_margin = 0.0
+
+    def __init__(self, margin: float | None = None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.margin = pair_losses.checks.number(type(self).__name__, "margin",
+                                                self.default_margin if margin is None
+                                                else margin)
+
+
+class MarginRankingLoss(_Margin):
+    """``margin_ranking_loss``: max(0, -y (x1 - x2) + margin)."""
+
+    def forward(self, input1, input2, target):
+        return pair_losses.margin_ranking_loss(input1, input2, target, self.margin,
+                                               self.reduction)
+
+
+class HingeEmbeddingLoss(_Margin):
+    """``hinge_embedding_loss``: x where y is 1, max(0, margin - x) where it is -1."""
+
+    default_margin = 1.0
+
+    def forward(self, input, target):  # noqa: A002
+        return pair_losses.hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+class CosineEmbeddingLoss(_Margin):
+    """``cosine_embedding_loss``: 1 - cos where y is 1, max(0, cos - margin) where -1."""
+
+    def forward(self, input1, input2, target):
+        return pair_losses.cosine_embedding_loss(input1, input2, target, self.margin,
+                                                 self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """``soft_margin_loss``: log(1 + exp(-y x))."""
+
+    def forward(self, input, target):  # noqa: A002
+        return pair_losses.soft_margin_loss(input, target, self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """``triplet_margin_loss`` with ``margin``, ``p``, ``eps`` and ``swap``."""
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, reduction: str = "mean"):
+        super().__init__(reduction)
+        fn = "TripletMarginLoss"
+        self.margin = pair_losses.checks.number(fn, "margin", margin, 0.0, lo_open=True)
+        self.p, self.eps = p, pair_losses.checks.number(fn, "eps", eps, 0.0)
+        self.swap = pair_losses.checks.flag(fn, "swap", swap)
+
+    def forward(self, anchor, positive, negative):
+        return pair_losses.triplet_margin_loss(anchor, positive, negative, self.margin,
+                                               self.p, self.eps, self.swap, self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """``poisson_nll_loss`` with ``log_input``, ``full`` and ``eps``."""
+
+    def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8,
+                 reduction: str = "mean"):
+        super().__init__(reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, input, target):  # noqa: A002
+        return pair_losses.poisson_nll_loss(input, target, self.log_input, self.full,
+                                            self.eps, self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """``gaussian_nll_loss`` with ``full`` and ``eps``; called with (input, target, var)."""
+
+    def __init__(self, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):  # noqa: A002
+        return pair_losses.gaussian_nll_loss(input, target, var, self.full, self.eps,
+                                             self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """``multilabel_soft_margin_loss`` with a class ``weight``."""
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.weight = _tensor_or_none(weight)
+
+    def forward(self, input, target):  # noqa: A002
+        return pair_losses.multilabel_soft_margin_loss(input, target, self.weight,
+                                                       self.reduction)
+
+
+class PairwiseDistance(Module):
+    """``pairwise_distance(x1, x2, p, eps, keepdim)``."""
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return pair_losses.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
 __all__ = ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-           "NLLLoss", "CrossEntropyLoss", "KLDivLoss", "CosineSimilarity"]
+           "NLLLoss", "CrossEntropyLoss", "KLDivLoss", "CosineSimilarity",
+           "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss",
+           "SoftMarginLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "MultiLabelSoftMarginLoss", "PairwiseDistance"]
