@@ -149,3 +149,45 @@ def test_parameter_containers_register_and_train(device):
         m.scales.append("x")
     with pytest.raises(dg.InvalidValueError, match=r"^ParameterDict: argument 'name'"):
         m.shifts["a.b"] = np.ones(1)
+
+
+def test_shrinkages_threshold_and_their_layers(device):
+    x = np.linspace(-2, 2, 17).astype(np.float32)
+    t = dg.ag_tensor(x)
+    np.testing.assert_array_equal(F.hardshrink(t, 0.5).numpy(), np.where(np.abs(x) > 0.5, x, 0))
+    np.testing.assert_array_equal(
+        dg.nn.Softshrink(0.5)(t).numpy(),
+        np.where(x > 0.5, x - np.float32(0.5), np.where(x < -0.5, x + np.float32(0.5), 0)))
+    np.testing.assert_allclose(dg.nn.Tanhshrink()(t).numpy(), x - np.tanh(x), atol=2e-7)
+    np.testing.assert_array_equal(dg.nn.Threshold(0.25, -3.0)(t).numpy(),
+                                  np.where(x > 0.25, x, -3.0))
+    np.testing.assert_array_equal(dg.nn.Hardshrink(1.0)(t).numpy(), F.hardshrink(t, 1.0).numpy())
+    np.testing.assert_array_equal(dg.nn.GLU(0)(dg.ag_tensor(X)).numpy(),
+                                  F.glu(dg.ag_tensor(X), 0).numpy())
+    with pytest.raises(dg.InvalidValueError, match=r"^threshold: argument 'inplace'"):
+        F.threshold(t, 0.0, 0.0, True)
+
+
+def test_bilinear_layer(device):
+    dg.manual_seed(9)
+    layer = dg.nn.Bilinear(4, 5, 3)
+    a = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((2, 5)).astype(np.float32)
+    w, bias = layer.weight.numpy().astype(np.float64), layer.bias.numpy()
+    want = np.einsum("bi,oij,bj->bo", a, w, b) + bias
+    np.testing.assert_allclose(layer(dg.ag_tensor(a), dg.ag_tensor(b)).numpy(), want,
+                               atol=1e-5)
+    assert np.abs(w).max() <= 0.5 and layer.weight.shape == (3, 4, 5)     # U(-1/2, 1/2)
+
+
+def test_embedding_from_pretrained(device):
+    table = np.arange(6, dtype=np.float32).reshape(3, 2)
+    frozen = dg.nn.Embedding.from_pretrained(table)
+    np.testing.assert_array_equal(frozen(np.array([2, 0])).numpy(), table[[2, 0]])
+    assert frozen.weight.requires_grad is False
+    trained = dg.nn.Embedding.from_pretrained(dg.ag_tensor(table), freeze=False)
+    with dg.with_grad_tape():
+        dg.sum(trained(np.array([1, 1]))).backward()
+    np.testing.assert_array_equal(trained.weight.grad.numpy(), [[0, 0], [2, 2], [0, 0]])
+    with pytest.raises(dg.ShapeError, match=r"^Embedding.from_pretrained: argument 'embed"):
+        dg.nn.Embedding.from_pretrained(np.ones(3))

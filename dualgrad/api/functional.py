@@ -31,7 +31,8 @@ from .pair_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: F40
 from .normalization import batch_norm, group_norm, instance_norm, rms_norm  # noqa: F401
 from .one_d import (adaptive_avg_pool1d, avg_pool1d, conv_transpose1d,  # noqa: F401
                     max_pool1d)
-from .pointwise import prelu  # noqa: F401
+from .pointwise import hardshrink, prelu, softshrink, tanhshrink  # noqa: F401
+from .pointwise import threshold as _threshold
 from .indexing import _axis, chunk, pad  # noqa: F401
 from .ops import (gelu, linear, logsigmoid, sigmoid, softplus, softsign,  # noqa: F401
                   tanh)
@@ -81,6 +82,20 @@ hardsigmoid = _without_inplace(ops.hardsigmoid)
 hardswish = _without_inplace(ops.hardswish)
 silu = _without_inplace(ops.silu)
 mish = _without_inplace(ops.mish)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):  # noqa: A002
+    """input where input > threshold, else value."""
+    _not_inplace("threshold", inplace)
+    return _threshold(input, threshold, value)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = input1 . weight[o] . input2 + bias[o], as
+    ``torch.nn.functional.bilinear`` (weight (out, in1, in2))."""
+    from .linalg import einsum
+    y = einsum("...i,oij,...j->...o", input1, weight, input2)
+    return y if bias is None else ops.add(y, bias)
 
 
 def glu(input, dim: int = -1):  # noqa: A002
@@ -289,7 +304,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
 __all__ = [
     "relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardsigmoid",
     "hardswish", "silu", "mish", "gelu", "sigmoid", "tanh", "softplus", "softsign",
-    "logsigmoid", "glu", "softmax", "log_softmax", "softmin", "normalize",
+    "logsigmoid", "glu", "hardshrink", "softshrink", "tanhshrink", "threshold", "bilinear",
+    "softmax", "log_softmax", "softmin", "normalize",
     "linear", "conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "unfold", "fold", "pad", "one_hot", "interpolate",
     "pixel_shuffle", "pixel_unshuffle",

@@ -795,6 +795,98 @@ class PReLU(Module):
         return f"num_parameters={self.num_parameters}"
 
 
+class _Shrink(Module):
+    """A shrinkage with ``lambd``."""
+
+    function = "hardshrink"
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = checks.number(type(self).__name__, "lambd", lambd, 0.0)
+
+    def forward(self, x):
+        from . import pointwise
+        return getattr(pointwise, self.function)(x, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Hardshrink(_Shrink):
+    """``hardshrink(x, lambd)``: x where |x| > lambd, else 0."""
+    function = "hardshrink"
+
+
+class Softshrink(_Shrink):
+    """``softshrink(x, lambd)``: x shrunk toward 0 by lambd, 0 within it."""
+    function = "softshrink"
+
+
+class Tanhshrink(Module):
+    """``tanhshrink(x)``: x - tanh(x)."""
+
+    def forward(self, x):
+        from .pointwise import tanhshrink
+        return tanhshrink(x)
+
+
+class Threshold(Module):
+    """``threshold(x, threshold, value)``: x above the threshold, else value."""
+
+    def __init__(self, threshold: float, value: float):
+        super().__init__()
+        self.threshold = checks.number("Threshold", "threshold", threshold)
+        self.value = checks.number("Threshold", "value", value)
+
+    def forward(self, x):
+        from .pointwise import threshold
+        return threshold(x, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}"
+
+
+class GLU(Module):
+    """``glu(x, dim)``: the first half along ``dim`` times the sigmoid of the second."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = checks.integer("GLU", "dim", dim)
+
+    def forward(self, x):
+        from .functional import glu
+        return glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Bilinear(Module):
+    """y = x1 . weight . x2 + bias: weight (out, in1, in2) and bias from
+    U(-1/sqrt(in1), 1/sqrt(in1)), as PyTorch's."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True):
+        super().__init__()
+        fn = "Bilinear"
+        self.in1_features = checks.integer(fn, "in1_features", in1_features, 1)
+        self.in2_features = checks.integer(fn, "in2_features", in2_features, 1)
+        self.out_features = checks.integer(fn, "out_features", out_features, 1)
+        bound = 1.0 / math.sqrt(self.in1_features)
+        self.weight = ag_param(_uniform(bound, (self.out_features, self.in1_features,
+                                                self.in2_features)))
+        self.bias = ag_param(_uniform(bound, (self.out_features,))) \
+            if checks.flag(fn, "bias", bias) else None
+
+    def forward(self, x1, x2):
+        from .functional import bilinear
+        return bilinear(x1, x2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
 class ParameterList(Module):
     """Parameters held in a list, registered as "0", "1", ... (they train and are
     checkpointed); an array or a tensor given becomes a Parameter, as in PyTorch. Indexing,
@@ -966,6 +1058,28 @@ class Embedding(Module):
     def forward(self, indices):
         return lookup(self.weight, indices, self.padding_idx)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None,
+                        max_norm=None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, sparse: bool = False):
+        """An Embedding holding a copy of ``embeddings`` (rows, dim), frozen (no gradient)
+        unless ``freeze`` is False, as PyTorch's. ``max_norm``, ``scale_grad_by_freq`` and
+        ``sparse`` are not offered."""
+        fn = "Embedding.from_pretrained"
+        for name, value, default in (("max_norm", max_norm, None),
+                                     ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                     ("sparse", sparse, False)):
+            if value is not default and value != default:
+                raise bad_value(fn, name, value, f"{default!r} (not offered)")
+        table = embeddings.numpy() if isinstance(embeddings, Tensor) else \
+            host_array(fn, "embeddings", embeddings)
+        if table.ndim != 2:
+            raise bad_shape(fn, "embeddings", table.shape, "(rows, dim)")
+        layer = cls(table.shape[0], table.shape[1], padding_idx)
+        store_weight(layer.weight, table.astype(layer.weight.dtype))
+        layer.weight.requires_grad = not checks.flag(fn, "freeze", freeze)
+        return layer
+
     def extra_repr(self) -> str:
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
@@ -1047,4 +1161,5 @@ __all__ = ["Module", "Linear", "Sequential", "ModuleList", "ModuleDict", "Identi
            *ACTIVATIONS, "GELU", "LeakyReLU", "ELU", "CELU",
            "Hardtanh", "ReLU6", "LayerNorm",
            "Embedding", "Dropout", "Unflatten", "Softmax", "LogSoftmax", "Softmin",
-           "Dropout1d", "Dropout2d", "PReLU", "ParameterList", "ParameterDict"]
+           "Dropout1d", "Dropout2d", "PReLU", "ParameterList", "ParameterDict", "Hardshrink",
+           "Softshrink", "Tanhshrink", "Threshold", "GLU", "Bilinear"]

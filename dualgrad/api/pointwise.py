@@ -1,5 +1,5 @@
 """Elementwise ops made of others, as PyTorch's: ``logaddexp``, ``hypot``, ``nan_to_num``,
-``prelu``.
+``prelu`` and the shrinkages ``hardshrink softshrink tanhshrink threshold``.
 
 Each is a short composition of kernels the differential suite checks (their results agree
 between the backends as those do); gradients come from the parts'."""
@@ -9,10 +9,10 @@ import numpy as np
 
 from ..errors import bad_shape
 from . import checks
-from .logic import _operands, eq, ge, isinf, isnan, logical_and, logical_or, where
+from .logic import _operands, eq, ge, gt, isinf, isnan, logical_and, logical_or, lt, where
 from .low_precision import computes_in_float32
 from .ops import (_tensor, abs as abs_, add, div, exp, log1p, maximum, minimum, mul, neg,
-                  reshape, sqrt, sub)
+                  reshape, sqrt, sub, tanh)
 from .tensor import Tensor
 
 
@@ -78,4 +78,37 @@ def prelu(input, weight) -> Tensor:  # noqa: A002
     return where(ge(x, 0.0), x, mul(w, x))
 
 
-__all__ = ["logaddexp", "hypot", "nan_to_num", "prelu"]
+@computes_in_float32
+def hardshrink(input, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """input where |input| > lambd, else 0."""
+    x = _tensor("hardshrink", "input", input)
+    lambd = checks.number("hardshrink", "lambd", lambd, 0.0)
+    return where(gt(abs_(x), lambd), x, 0.0)
+
+
+@computes_in_float32
+def softshrink(input, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """input - lambd above lambd, input + lambd below -lambd, else 0."""
+    x = _tensor("softshrink", "input", input)
+    lambd = checks.number("softshrink", "lambd", lambd, 0.0)
+    return where(gt(x, lambd), sub(x, lambd), where(lt(x, -lambd), add(x, lambd), 0.0))
+
+
+@computes_in_float32
+def tanhshrink(input) -> Tensor:  # noqa: A002
+    """input - tanh(input)."""
+    x = _tensor("tanhshrink", "input", input)
+    return sub(x, tanh(x))
+
+
+@computes_in_float32
+def threshold(input, threshold: float, value: float) -> Tensor:  # noqa: A002
+    """input where input > threshold, else value, as ``torch.nn.functional.threshold``."""
+    x = _tensor("threshold", "input", input)
+    bound = checks.number("threshold", "threshold", threshold)
+    value = checks.number("threshold", "value", value)
+    return where(gt(x, bound), x, value)
+
+
+__all__ = ["logaddexp", "hypot", "nan_to_num", "prelu", "hardshrink", "softshrink",
+           "tanhshrink", "threshold"]
