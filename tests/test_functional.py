@@ -529,3 +529,24 @@ def test_transformer_is_an_encoder_then_a_decoder(device):
     assert model.decoder.layers[0].multihead_attn.in_proj_weight.grad is not None
     with pytest.raises(dg.ArgumentTypeError, match=r"^TransformerDecoder: argument 'norm'"):
         dg.nn.TransformerDecoder(model.decoder.layers[0], 2, norm=3)
+
+
+# -- devices named as PyTorch names them -------------------------------------------------------
+def test_to_a_device_name_keeps_the_tensor_on_the_active_backend(device):
+    t = dg.ag_tensor(X)
+    model = dg.nn.Linear(4, 2)
+    assert t.to("cpu") is t and t.cpu() is t and model.to("cpu") is model
+    assert t.to("cpu", "bfloat16").dtype == dg.bfloat16
+    assert t.to(dtype="float16").dtype == dg.float16 and t.to(dg.tensor([1])).dtype == np.int32
+    assert t.to("float32") is t
+    if device == "gpu":
+        assert t.to("cuda:0") is t and t.cuda() is t and model.cuda() is model
+        assert t.to("gpu") is t
+    else:
+        with pytest.raises(dg.InvalidValueError, match=r"^to: argument 'device' is 'cuda'.*"
+                                                       r"dg.ag_device\('gpu'\)"):
+            t.to("cuda")
+        with pytest.raises(dg.InvalidValueError, match=r"^Module.to: argument 'device'"):
+            model.cuda()
+    with pytest.raises(dg.ArgumentTypeError, match=r"^to: argument 'dtype'"):
+        t.to("float16", "bfloat16")

@@ -93,6 +93,24 @@ def ag_device(name: str | None = None) -> str:
         return previous
 
 
+def is_placement(fn: str, value) -> bool:
+    """Whether ``value`` names where a tensor lives, as PyTorch's ``.to(device)`` takes it:
+    "cpu", "gpu", "cuda" or "cuda:N". Tensors live on the active backend, so "cpu" (the
+    host, where ``numpy()`` reads any tensor) and the active backend's name are accepted as
+    they are; naming the gpu while the cpu backend is active raises, saying how to select
+    it."""
+    if not isinstance(value, str):
+        return False
+    kind, _, index = value.strip().lower().partition(":")
+    if kind not in ("cpu", "gpu", "cuda") or (index and not index.isdigit()):
+        return False
+    if kind != "cpu" and active().name == "cpu":
+        raise bad_value(fn, "device", value, "'cpu' while the cpu backend is active: tensors "
+                        "live on the active backend; select the gpu for the whole program "
+                        "with dg.ag_device('gpu')")
+    return True
+
+
 _software_noticed = False
 
 

@@ -528,8 +528,10 @@ def _install_methods() -> None:
     T.argmax = lambda a, dim=None, keepdim=False: argmax(a, dim, keepdim)
     T.argmin = lambda a, dim=None, keepdim=False: argmin(a, dim, keepdim)
     T.all = lambda a, dim=None, keepdim=False: all(a, dim, keepdim)
-    T.to = lambda a, dtype: to(a, dtype)
-    T.astype = T.to
+    T.to = _tensor_to
+    T.astype = lambda a, dtype: to(a, dtype)
+    T.cpu = lambda a: _tensor_to(a, "cpu")
+    T.cuda = lambda a, device=None: _tensor_to(a, "cuda")
     T.float = lambda a: to(a, np.float32)
     T.double = lambda a: to(a, np.float64)
     T.int = lambda a: to(a, np.int32)
@@ -537,6 +539,24 @@ def _install_methods() -> None:
     T.bool = lambda a: to(a, np.bool_)
     T.half = lambda a: to(a, np.float16)
     T.bfloat16 = lambda a: to(a, "bfloat16")
+
+
+def _tensor_to(self, *args, dtype=None, non_blocking: bool = False, copy: bool = False):
+    """``t.to(dtype)``, ``t.to(device)``, ``t.to(device, dtype)`` or ``t.to(other)``, as
+    PyTorch's: a device name ("cpu", "gpu", "cuda", "cuda:N") changes nothing (tensors live
+    on the active backend: ``device.is_placement``); a dtype converts, as ``to``."""
+    target = dtype
+    for k, arg in enumerate(args):
+        if isinstance(arg, Tensor):
+            target = arg.dtype
+        elif not device.is_placement("to", arg):
+            if target is not None and k:
+                raise bad_type("to", "dtype", arg, "one dtype")
+            target = arg
+    checks.flag("to", "non_blocking", non_blocking)
+    if target is None or (np.dtype(resolve_dtype("to", target)) == self.dtype and not copy):
+        return self
+    return to(self, target)
 
 
 def _bitwise(name: str, fn, a, b) -> Tensor:

@@ -341,13 +341,21 @@ class Module:
         return self
 
     # -- dtypes -------------------------------------------------------------------------------
-    def to(self, dtype):
+    def to(self, *args, dtype=None, non_blocking: bool = False):
         """Convert every float parameter and buffer to ``dtype`` (float32, float64 on the
         cpu, float16, bfloat16) in place, as PyTorch's ``Module.to(dtype)``: the same
         Parameter objects, their gradients dropped; integer and boolean buffers stay.
         Returns the module. A float32 rounds to nearest even (as ``Tensor.to``); the
         optimizers update float32 and float64 parameters only (a 16-bit model is for
-        running; train under ``dg.autocast``)."""
+        running; train under ``dg.autocast``). A device name ("cpu", "gpu", "cuda")
+        changes nothing: the model lives on the active backend (``dg.ag_device``)."""
+        for arg in args:
+            if not device.is_placement("Module.to", arg):
+                if dtype is not None:
+                    raise bad_type("Module.to", "dtype", arg, "one dtype")
+                dtype = arg
+        if dtype is None:
+            return self
         dtype = resolve_dtype("Module.to", dtype, floats_only=True)
         if not device.active().supports(dtype):
             raise ArgumentTypeError(f"Module.to: the {device.active().name} backend has no "
@@ -362,6 +370,16 @@ class Module:
     def float(self):
         """``to("float32")``."""
         return self.to(np.float32)
+
+    def cpu(self):
+        """The module itself: it lives on the active backend, whose values ``numpy()``
+        reads on the host (as after PyTorch's ``cpu()``)."""
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """The module itself where the gpu backend is active (else an error saying how to
+        select it): it lives on the active backend."""
+        return self.to("cuda")
 
     def double(self):
         """``to("float64")`` (the cpu backend)."""
