@@ -18,6 +18,7 @@ from .errors import (ArgumentTypeError, AxisOutOfRange, CallOrderError, Checkpoi
                      GradcheckError, GraphFreedError, IndexOutOfRange, IndexShapeError,
                      InvalidValueError, ShapeError, TensorTooLarge, ValidationError)
 from .api.io import load_checkpoint, save_checkpoint
+from .api.serialization import load, save
 from .api.torch_io import load_torch_state_dict, read_safetensors
 from .api import creation as _creation
 from .api import indexing as _indexing
@@ -88,7 +89,7 @@ __all__ = [
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",
     "GradScaler",
-    "save_checkpoint", "load_checkpoint", "load_torch_state_dict", "read_safetensors",
+    "save_checkpoint", "load_checkpoint", "save", "load", "load_torch_state_dict", "read_safetensors",
     "DualgradError", "IndexOutOfRange", "AxisOutOfRange", "IndexShapeError", "ShapeError",
     "InvalidValueError", "ArgumentTypeError", "CallOrderError",
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
