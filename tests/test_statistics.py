@@ -121,3 +121,13 @@ def test_take_along_dim_masked_select_and_nonzero(device):
         dg.take_along_dim(t, np.array([0, 1]), 1)
     with pytest.raises(dg.InvalidValueError, match=r"^masked_select: argument 'mask'"):
         dg.masked_select(t, np.array([1, 0, 1, 0]))
+
+
+def test_where_of_a_condition_alone_gives_its_indices(device):
+    mask = Y > 0
+    rows, cols = dg.where(dg.ag_tensor(mask))
+    want = np.nonzero(mask)
+    np.testing.assert_array_equal(rows.numpy(), want[0])
+    np.testing.assert_array_equal(cols.numpy(), want[1])
+    with pytest.raises(dg.ArgumentTypeError, match=r"^where: give both"):
+        dg.where(dg.ag_tensor(mask), 1.0)

@@ -198,11 +198,21 @@ def logical_not(input) -> Tensor:  # noqa: A002
     return _result(backend, backend.logic("logical_not", handle(backend, x)))
 
 
+_ONLY_CONDITION = object()
+
+
 @computes_in_float32
-def where(condition, input, other) -> Tensor:  # noqa: A002
+def where(condition, input=_ONLY_CONDITION, other=_ONLY_CONDITION) -> Tensor:  # noqa: A002
     """``input`` where ``condition`` (a boolean tensor or array) holds, else ``other``,
     broadcasting the three, as ``torch.where``; either value may be a number. The
-    gradient goes to the side each element was taken from."""
+    gradient goes to the side each element was taken from. ``where(condition)`` alone is
+    ``nonzero(condition, as_tuple=True)``, as PyTorch's."""
+    if input is _ONLY_CONDITION and other is _ONLY_CONDITION:
+        from .statistics import nonzero
+        return nonzero(condition, as_tuple=True)
+    if input is _ONLY_CONDITION or other is _ONLY_CONDITION:
+        raise ArgumentTypeError("where: give both 'input' and 'other', or neither (the "
+                                "indices where condition holds)")
     cond = _operand("where", "condition", condition)
     if cond.dtype != BOOL:
         raise ArgumentTypeError(f"where: argument 'condition' is a {cond.dtype} tensor; "
