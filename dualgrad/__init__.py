@@ -66,7 +66,7 @@ from .api.random import manual_seed
 from .api.tape import backward, inference_mode, is_grad_enabled, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
 from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
-from . import data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
+from . import autograd, data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
 from .api import methods as _methods  # noqa: E402
 from .api import inplace as _inplace  # noqa: E402
 

@@ -28,7 +28,7 @@ import sys
 import threading
 
 from ..backend import EVAL, TAPE
-from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type
+from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type, bad_value
 from . import checks, device, scopes
 from .residency import adopt, handle, keep_host_values
 from .tensor import HookHandle, Tensor, host_array
@@ -301,15 +301,114 @@ def backward(tensor: Tensor, grad=None, retain_graph: bool = False) -> None:
                seeded)
 
 
+class _Capture:
+    """``grad()``'s targets: id of a leaf or of a computed tensor's node -> its summed
+    gradient (storage), in the order asked."""
+
+    def __init__(self, keys: list):
+        self.sums = dict.fromkeys(keys)
+
+    def __contains__(self, key) -> bool:
+        return key in self.sums
+
+    def add(self, key, g, backend, owed=None, settled=False) -> None:
+        if owed is not None and settled:
+            # (the consumers applied the node's owed transform as they stored g: what is
+            # here is past the fused activation, not the tensor's own gradient)
+            raise InvalidValueError(
+                "grad: the gradient of this tensor is not kept: it is the output of a "
+                "linear layer with its ReLU fused (Sequential's Linear + ReLU, or "
+                "linear(..., activation='relu')), whose consumers take the gradient past "
+                "the ReLU; ask for the gradient of the layer's input or of a later tensor")
+        previous = self.sums[key]
+        if previous is None:
+            copy = backend.empty(tuple(g.shape), g.dtype)    # (g may be reused by the walk)
+            backend.copy(copy, g)
+            self.sums[key] = copy
+        else:
+            self.sums[key] = backend.binary("add", previous, g)
+
+
+def _leading_to(order: list, capture: _Capture) -> set:
+    """Ids of the nodes from which a gradient reaches one of ``capture``'s tensors."""
+    relevant = set()
+    for node in order:                            # (inputs before outputs)
+        if id(node) in capture or any(
+                inp is not None and (id(inp) in capture if inp.__class__ is not Node
+                                     else id(inp) in relevant) for inp in node.inputs):
+            relevant.add(id(node))
+    return relevant
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused=None, materialize_grads: bool = False) -> tuple:
+    """The gradients of ``outputs`` (a tensor or a sequence, each with its
+    ``grad_outputs`` entry, or of one element) with respect to each of ``inputs``, as
+    ``torch.autograd.grad``: returned as tensors, nothing added to any ``.grad``. The graph
+    is freed unless ``retain_graph``. An input the outputs do not depend on raises, unless
+    ``allow_unused`` (its gradient None, or zeros with ``materialize_grads``).
+    ``create_graph`` (gradients of gradients) is not offered."""
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for name, items in (("outputs", outs), ("inputs", ins)):
+        if not items:
+            raise bad_value("grad", name, items, "at least one tensor")
+        for k, t in enumerate(items):
+            if not isinstance(t, Tensor):
+                raise bad_type("grad", f"{name}[{k}]", t, "a Tensor")
+    if checks.flag("grad", "create_graph", create_graph):
+        raise bad_value("grad", "create_graph", True, "False (gradients of gradients are "
+                        "not offered)")
+    keep = False if retain_graph is None else checks.flag("grad", "retain_graph", retain_graph)
+    unused = materialize_grads if allow_unused is None else checks.flag(
+        "grad", "allow_unused", allow_unused)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outs) if grad_outputs is None else [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outs):
+        raise bad_value("grad", "grad_outputs", f"{len(grad_outputs)} entries",
+                        f"one for each of the {len(outs)} outputs")
+    for k, t in enumerate(ins):
+        if t._node is None and not t.requires_grad:
+            raise bad_value("grad", f"inputs[{k}]", "a tensor that does not require grad",
+                            "a tensor the outputs were computed from with requires_grad")
+    backend = device.active()
+    capture = _Capture([id(t._node) if t._node is not None else id(t) for t in ins])
+    for k, (out, g) in enumerate(zip(outs, grad_outputs)):
+        seed = _seed_grad(out, g.numpy() if isinstance(g, Tensor) else g, backend)
+        key = id(out._node) if out._node is not None else id(out)
+        if key in capture:
+            capture.add(key, seed, backend)
+        if out._node is not None:
+            _propagate(out, seed, backend, keep or k + 1 < len(outs), None, capture)
+    result = []
+    for k, t in enumerate(ins):
+        h = capture.sums[id(t._node) if t._node is not None else id(t)]
+        if h is None:
+            if not unused:
+                raise bad_value("grad", f"inputs[{k}]", "a tensor the outputs do not depend "
+                                "on", "every input used (or allow_unused=True)")
+            if not materialize_grads:
+                result.append(None)
+                continue
+            h = backend.empty(t.shape, t.dtype)
+            backend.fill(h, 0.0)
+        result.append(adopt(backend, Tensor(t.shape, t.dtype), h))
+    return tuple(result)
+
+
 def backward_from(tensor: Tensor, g) -> None:
     """``backward`` from a recorded ``tensor`` given its gradient as storage ``g`` of the
     active backend (a checkpointed function's recomputed output)."""
     _propagate(tensor, g, device.active(), False, None)
 
 
-def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> None:
+def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded,
+               capture=None) -> None:
     """Walk the graph under ``tensor`` in reverse from its gradient ``seed`` (``seeded``:
-    its inputs' gradients made by its forward, where ``seed`` is them)."""
+    its inputs' gradients made by its forward, where ``seed`` is them). With ``capture``
+    (``grad()``'s), the gradients of the tensors it names are summed there instead of
+    into any ``.grad``."""
     order = _topological(tensor._node)
     for node in order:
         if node.backend is not backend:
@@ -319,10 +418,11 @@ def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded) -> Non
     depth = getattr(_local, "depth", 0)
     # Hooks fire in the outermost walk only: a checkpointed function's walk inside it
     # accumulates into leaves that the outer graph lists as its node's inputs.
-    hooked = _hooked_leaves(order) if depth == 0 and HookHandle.registered else None
+    hooked = _hooked_leaves(order) if depth == 0 and HookHandle.registered and \
+        capture is None else None
     _local.depth = depth + 1
     try:
-        _walk(order, seed, backend, seeded, hooked, retain_graph)
+        _walk(order, seed, backend, seeded, hooked, retain_graph, capture)
     finally:
         _local.depth = depth
         callbacks = _local.__dict__.pop("callbacks", ()) if depth == 0 else ()
@@ -367,13 +467,16 @@ def queue_callback(callback) -> None:
     _local.__dict__.setdefault("callbacks", []).append(callback)
 
 
-def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> None:
+def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool,
+          capture=None) -> None:
     """Run the rules of ``order``'s nodes from the last (the root, whose gradient is
     ``seed``) to the first, summing the gradients that meet at a node; each node is freed
     once its rule has run (unless ``retain_graph``), and each gradient once used, so
-    memory falls as the walk goes."""
+    memory falls as the walk goes. With ``capture`` only the gradients that lead to its
+    tensors are made, and theirs are summed there."""
     grads = {id(order[-1]): seed}
     settled = set()         # nodes whose every gradient so far came Settled
+    relevant = _leading_to(order, capture) if capture is not None else None
     for k, node in enumerate(reversed(order)):
         g = grads.pop(id(node), None)
         if g is None:
@@ -381,7 +484,13 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
                 _fire(hooked[k])
             continue
         inputs = node.inputs
-        needs = [_need(i, backend) for i in inputs]
+        if capture is not None:
+            if id(node) in capture:             # a computed tensor asked for: its gradient
+                capture.add(id(node), g, backend, owed=node.owed, settled=id(node) in settled)
+            needs = [inp is not None and (id(inp) in capture if inp.__class__ is not Node
+                                          else id(inp) in relevant) for inp in inputs]
+        else:
+            needs = [_need(i, backend) for i in inputs]
         if g is seeded:                 # the root's input gradients, made by its forward
             gis = seeded
         else:
@@ -399,7 +508,10 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool) -> Non
                 gi = gi.g
             key = id(inp)
             if inp.__class__ is not Node:
-                accumulate_leaf(inp, gi, backend, into(need))
+                if capture is not None:
+                    capture.add(key, gi, backend)
+                else:
+                    accumulate_leaf(inp, gi, backend, into(need))
             elif key in grads:          # (settled stays so only if this one is too)
                 grads[key] = backend.binary("add", grads[key], gi)
                 if not came_settled:
