@@ -271,3 +271,17 @@ def test_diagonal_errors():
         dg.trace(dg.ones(2, 2, 2))
     with pytest.raises(dg.ShapeError, match=r"^diag: argument 'input'"):
         dg.diag(dg.ones(2, 2, 2))
+
+
+@pytest.mark.parametrize("p, rows", [(2.0, (30, 40)), (2.0, (5, 7)), (1.0, (6, 4)),
+                                     (3.0, (3, 5))])
+def test_cdist_as_numpy(device, p, rows):
+    a = RNG.standard_normal((2, rows[0], 5)).astype(np.float32)
+    b = RNG.standard_normal((2, rows[1], 5)).astype(np.float32)
+    want = (np.abs(a[:, :, None].astype(np.float64) - b[:, None]) ** p).sum(-1) ** (1 / p)
+    got = dg.cdist(dg.ag_tensor(a), dg.ag_tensor(b), p)
+    assert got.shape == (2,) + rows
+    # the product form (more than 25 rows) loses up to |a|^2 + |b|^2 cancelled digits
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=2e-6 * (1 + want.max() ** 2))
+    assert dg.gradcheck(lambda x, y: dg.cdist(x, y, p), (a[0, :4].astype(np.float64),
+                                                          b[0, :3].astype(np.float64)))

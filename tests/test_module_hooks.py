@@ -71,3 +71,16 @@ def test_lr_scheduler_is_the_schedules_module():
     assert StepLR is dg.optim.StepLR
     schedule.step()
     assert schedule.get_last_lr() == [0.05]
+
+
+def test_pad_sequence(device):
+    from dualgrad.nn.utils.rnn import pad_sequence
+    seqs = [np.full((n, 2), n, np.float32) for n in (2, 4, 3)]
+    out = pad_sequence([dg.ag_tensor(s) for s in seqs], batch_first=True, padding_value=-1.0)
+    assert out.shape == (3, 4, 2)
+    np.testing.assert_array_equal(out.numpy()[0], [[2, 2], [2, 2], [-1, -1], [-1, -1]])
+    left = pad_sequence([dg.ag_tensor(s) for s in seqs], padding_side="left")
+    assert left.shape == (4, 3, 2)
+    np.testing.assert_array_equal(left.numpy()[:, 2, 0], [0, 3, 3, 3])
+    with pytest.raises(dg.ShapeError, match=r"^pad_sequence: sequences\[1\]"):
+        pad_sequence([dg.ones(2, 2), dg.ones(3, 3)])

@@ -131,3 +131,25 @@ def test_where_of_a_condition_alone_gives_its_indices(device):
     np.testing.assert_array_equal(cols.numpy(), want[1])
     with pytest.raises(dg.ArgumentTypeError, match=r"^where: give both"):
         dg.where(dg.ag_tensor(mask), 1.0)
+
+
+def test_unique_and_bincount_as_numpy(device):
+    x = np.array([[3, 1, 3], [2, 1, 2]])
+    values, inverse, counts = dg.unique(dg.tensor(x), return_inverse=True, return_counts=True)
+    want = np.unique(x, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(values.numpy(), want[0])
+    np.testing.assert_array_equal(inverse.numpy(), want[1].reshape(x.shape))
+    np.testing.assert_array_equal(counts.numpy(), want[2])
+    assert values.dtype == np.int32 and dg.unique(dg.ag_tensor(Y)).dtype == dg.float32
+    columns = dg.unique(dg.tensor(x), dim=1)
+    np.testing.assert_array_equal(columns.numpy(), np.unique(x, axis=1))
+    np.testing.assert_array_equal(dg.bincount(np.array([0, 2, 2, 5]), minlength=7).numpy(),
+                                  [1, 0, 2, 0, 0, 1, 0])
+    weights = dg.ag_tensor(np.array([0.5, 1, 2, 3], np.float32), requires_grad=True)
+    with dg.with_grad_tape():
+        sums = dg.bincount(np.array([0, 2, 2, 5]), weights)
+        dg.sum(sums * dg.ag_tensor(np.arange(6, dtype=np.float32))).backward()
+    np.testing.assert_array_equal(sums.numpy(), [0.5, 0, 3, 0, 0, 3])
+    np.testing.assert_array_equal(weights.grad.numpy(), [0, 2, 2, 5])     # each weight's bin
+    with pytest.raises(dg.InvalidValueError, match=r"^bincount: argument 'input'"):
+        dg.bincount(np.array([1, -1]))

@@ -170,6 +170,41 @@ def diag(input, diagonal: int = 0) -> Tensor:  # noqa: A002
     return pad(square, (a, 0, 0, a) if k > 0 else (0, a, a, 0))
 
 
+def cdist(x1, x2, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """The ``p``-norm distances between each row of ``x1`` (..., P, M) and each of ``x2``
+    (..., R, M): (..., P, R), as ``torch.cdist``. Euclidean distances of more than 25 rows
+    a side take PyTorch's product form, sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)) (one matmul;
+    within float32's cancellation of the exact value: close points lose digits, as in
+    PyTorch); other cases take the difference of every pair (P R M values)."""
+    fn = "cdist"
+    a, b = _operand(fn, "x1", x1), _operand(fn, "x2", x2)
+    for name, t in (("x1", a), ("x2", b)):
+        if t.ndim < 2:
+            raise bad_shape(fn, name, t.shape, "(..., rows, features)")
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"cdist: x1 has {a.shape[-1]} features and x2 {b.shape[-1]}")
+    p = checks.number(fn, "p", p, 0.0)
+    modes = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+             "donot_use_mm_for_euclid_dist")
+    if compute_mode not in modes:
+        raise InvalidValueError(f"cdist: argument 'compute_mode' is {compute_mode!r}; "
+                                f"expected one of {modes}")
+    product = p == 2.0 and (compute_mode == "use_mm_for_euclid_dist" or (
+        compute_mode == modes[0] and (a.shape[-2] > 25 or b.shape[-2] > 25)))
+    if product:
+        from .ops import clamp, sqrt, sub, sum as sum_
+        na = sum_(mul(a, a), -1, True)                        # (..., P, 1)
+        nb = sum_(mul(b, b), -1, True)                        # (..., R, 1)
+        cross = matmul(a, movedim(b, -1, -2))                 # (..., P, R)
+        squared = sub(add(na, movedim(nb, -1, -2)), mul(cross, 2.0))
+        return sqrt(clamp(squared, min=0.0))
+    from .reductions import norm
+    diff = add(reshape(a, a.shape[:-1] + (1, a.shape[-1])),
+               mul(reshape(b, b.shape[:-2] + (1,) + b.shape[-2:]), -1.0))
+    return norm(diff, p, dim=-1)
+
+
 # -- einsum -----------------------------------------------------------------------------------
 class _Term:
     """An operand with one label per axis."""
@@ -354,4 +389,4 @@ def einsum(equation, *operands) -> Tensor:
 
 
 __all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "tensordot", "einsum", "trace",
-           "diagonal", "diag"]
+           "diagonal", "diag", "cdist"]

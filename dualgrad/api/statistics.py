@@ -271,7 +271,60 @@ def argwhere(input) -> Tensor:  # noqa: A002
     return nonzero(input)
 
 
+def unique(input, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+           return_counts: bool = False, dim=None):
+    """The distinct values of ``input`` (of the flattened input, or the distinct slices
+    along ``dim``), sorted, as ``torch.unique``; with ``return_inverse`` also where each
+    element (slice) went, with ``return_counts`` how often each occurs (int32 tensors).
+    The values are read to the host (the result's length depends on them); no gradient."""
+    x = _operand("unique", "input", input)
+    checks.flag("unique", "sorted", sorted)
+    inverse = checks.flag("unique", "return_inverse", return_inverse)
+    counts = checks.flag("unique", "return_counts", return_counts)
+    value = x.numpy()
+    if dim is None:
+        found = np.unique(value.reshape(-1), return_inverse=True, return_counts=True)
+        inv = found[1].reshape(value.shape)
+    else:
+        d = _axis("unique", "dim", dim, max(x.ndim, 1))
+        found = np.unique(value, return_inverse=True, return_counts=True, axis=d)
+        inv = found[1].reshape(-1)
+    dtype = "int32" if x.dtype.kind in "iu" else (bool if x.dtype == np.bool_ else x.dtype)
+    out = [ag_tensor(found[0], dtype=dtype)]
+    if inverse:
+        out.append(ag_tensor(inv.astype(np.int32), dtype="int32"))
+    if counts:
+        out.append(ag_tensor(found[2].astype(np.int32), dtype="int32"))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def bincount(input, weights=None, minlength: int = 0) -> Tensor:  # noqa: A002
+    """How often each value 0, 1, ... occurs in the non-negative integers ``input`` (1-D),
+    at least ``minlength`` bins, as ``torch.bincount``: int32 counts, or with ``weights``
+    the sum of each value's weights (float, gradients flowing to the weights). The values
+    are read to the host (the bin count depends on them)."""
+    fn = "bincount"
+    idx = input.numpy() if isinstance(input, Tensor) else \
+        checks.array(fn, "input", input, "iu", "non-negative integers")
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise bad_value(fn, "input", f"{idx.dtype} of shape {idx.shape}",
+                        "a 1-D array of non-negative integers")
+    if idx.size and idx.min() < 0:
+        raise bad_value(fn, "input", int(idx.min()), "non-negative integers")
+    bins = max(checks.integer(fn, "minlength", minlength, 0), int(idx.max()) + 1 if idx.size
+               else 0)
+    if weights is None:
+        return ag_tensor(np.bincount(idx, minlength=bins).astype(np.int32), dtype="int32")
+    w = _tensor(fn, "weights", weights)
+    if w.shape != idx.shape:
+        raise ShapeError(f"bincount: argument 'weights' has shape {w.shape}; expected "
+                         f"input's {idx.shape}")
+    from .creation import zeros
+    from .ops import scatter_add
+    return scatter_add(zeros(bins, dtype=w.dtype), 0, idx, w)
+
+
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nansum", "nanmean",
            "count_nonzero", "aminmax", "diff", "take_along_dim", "masked_select", "nonzero",
-           "argwhere"]
+           "argwhere", "unique", "bincount"]
 

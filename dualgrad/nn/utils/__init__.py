@@ -1,12 +1,13 @@
-"""``dg.nn.utils``: ``torch.nn.utils``'s gradient clipping and parameter vectors, under
-PyTorch's names."""
+"""``dg.nn.utils``: ``torch.nn.utils``'s gradient clipping and parameter vectors, and
+``rnn.pad_sequence``, under PyTorch's names."""
 from __future__ import annotations
 
-from ..api.indexing import concat
-from ..api.ops import reshape
-from ..api.optim import clip_grad_norm, clip_grad_value
-from ..api.tensor import Tensor
-from ..errors import ShapeError, bad_type
+from ...api.indexing import concat
+from ...api.ops import reshape
+from ...api.optim import clip_grad_norm, clip_grad_value
+from ...api.tensor import Tensor
+from ...errors import ShapeError, bad_type
+from . import rnn  # noqa: F401  (dg.nn.utils.rnn.pad_sequence)
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0):
@@ -51,4 +52,4 @@ def vector_to_parameters(vec, parameters) -> None:
 
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
-           "vector_to_parameters"]
+           "vector_to_parameters", "rnn"]
