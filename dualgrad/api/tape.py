@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import weakref
 
 from ..backend import EVAL, TAPE
 from ..errors import GraphFreedError, InvalidValueError, bad_shape, bad_type, bad_value
@@ -467,6 +468,76 @@ def queue_callback(callback) -> None:
     _local.__dict__.setdefault("callbacks", []).append(callback)
 
 
+class _Watch:
+    """A tensor whose gradient is watched in backward(): ``retain_grad()`` keeps it in
+    ``.grad`` (of a computed tensor), ``register_hook(fn)`` hands it to ``fn`` first (which
+    may return a replacement)."""
+
+    __slots__ = ("tensor", "retain", "hooks")
+
+    def __init__(self, tensor: Tensor, key: int, watches: dict):
+        # (the entry goes with the tensor: a later node or leaf may reuse the id)
+        self.tensor = weakref.ref(tensor, lambda _: watches.pop(key, None))
+        self.retain = False
+        self.hooks = []
+
+
+def _watched() -> dict:
+    """This thread's watches: id of a computed tensor's node, or of a leaf -> _Watch."""
+    found = getattr(_local, "watched", None)
+    if found is None:
+        found = _local.watched = {}
+    return found
+
+
+def watch(t: Tensor) -> _Watch:
+    """The watch of ``t``'s gradient (made on first use)."""
+    key = id(t._node) if t._node is not None else id(t)
+    watches = _watched()
+    w = watches.get(key)
+    if w is None or w.tensor() is not t:
+        w = watches[key] = _Watch(t, key, watches)
+    return w
+
+
+def _watch_of(watches: dict, key: int, node_or_leaf):
+    """The live watch of this node (its tensor's node must still be it) or leaf, or None."""
+    w = watches.get(key)
+    if w is None:
+        return None
+    t = w.tensor()
+    if t is None or (t is not node_or_leaf and t._node is not node_or_leaf):
+        return None
+    return w
+
+
+def _watched_gradient(w: _Watch, g, backend, settled_owed: bool):
+    """``g`` after ``w``'s hooks (each given it as a tensor, which it may replace), kept in
+    the tensor's ``.grad`` where retained."""
+    t = w.tensor()
+    if t is None:
+        return g
+    if settled_owed:
+        raise InvalidValueError(
+            "backward: the gradient of a watched tensor is not kept: it is the output of a "
+            "linear layer with its ReLU fused, whose consumers take the gradient past the "
+            "ReLU; watch the layer's input or a later tensor")
+    for hook in list(w.hooks):
+        result = hook(adopt(backend, Tensor(t.shape, t.dtype), g))
+        if result is not None:
+            if not isinstance(result, Tensor) or result.shape != t.shape:
+                raise bad_type("register_hook", "hook", hook, "a function returning None "
+                               f"or a tensor of shape {t.shape}")
+            g = handle(backend, result)
+    if w.retain and t._node is not None:
+        copy = backend.empty(t.shape, t.dtype)
+        backend.copy(copy, g)
+        t._grad = adopt(backend, Tensor(t.shape, t.dtype), copy) if t._grad is None else \
+            adopt(backend, Tensor(t.shape, t.dtype),
+                  backend.binary("add", handle(backend, t._grad), copy))
+    return g
+
+
 def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool,
           capture=None) -> None:
     """Run the rules of ``order``'s nodes from the last (the root, whose gradient is
@@ -477,12 +548,18 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool,
     grads = {id(order[-1]): seed}
     settled = set()         # nodes whose every gradient so far came Settled
     relevant = _leading_to(order, capture) if capture is not None else None
+    watches = getattr(_local, "watched", None) if capture is None else None
     for k, node in enumerate(reversed(order)):
         g = grads.pop(id(node), None)
         if g is None:
             if hooked is not None and k in hooked:
                 _fire(hooked[k])
             continue
+        if watches:
+            w = _watch_of(watches, id(node), node)
+            if w is not None:
+                g = _watched_gradient(w, g, backend,
+                                      node.owed is not None and id(node) in settled)
         inputs = node.inputs
         if capture is not None:
             if id(node) in capture:             # a computed tensor asked for: its gradient
@@ -510,8 +587,13 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool,
             if inp.__class__ is not Node:
                 if capture is not None:
                     capture.add(key, gi, backend)
-                else:
-                    accumulate_leaf(inp, gi, backend, into(need))
+                    continue
+                w = _watch_of(watches, key, inp) if watches else None
+                if w is not None and w.hooks:
+                    changed = _watched_gradient(w, gi, backend, False)
+                    if changed is not gi:
+                        gi, need = changed, True        # (a new tensor: not the Into store)
+                accumulate_leaf(inp, gi, backend, into(need))
             elif key in grads:          # (settled stays so only if this one is too)
                 grads[key] = backend.binary("add", grads[key], gi)
                 if not came_settled:

@@ -186,6 +186,27 @@ class Tensor:
     def grad(self, value) -> None:
         self._grad = None if value is None else _grad_from(self, value)
 
+    def retain_grad(self) -> None:
+        """Keep this computed tensor's gradient in ``.grad`` at the next ``backward()``
+        through it, as PyTorch's (a leaf keeps its own anyway)."""
+        from . import tape
+        if self._node is not None:
+            tape.watch(self).retain = True
+
+    def register_hook(self, hook) -> "GradHookHandle":
+        """Call ``hook(grad)`` with this tensor's gradient during ``backward()``, as
+        PyTorch's: a tensor it returns replaces the gradient (what flows on, and what a
+        leaf accumulates). Returns a handle whose ``remove()`` unregisters it."""
+        from . import tape
+        if not callable(hook):
+            raise bad_type("register_hook", "hook", hook, "a callable")
+        if self._node is None and not self.requires_grad:
+            raise InvalidValueError("register_hook: the tensor does not require grad; no "
+                                    "gradient will reach it")
+        watch = tape.watch(self)
+        watch.hooks.append(hook)
+        return GradHookHandle(watch, hook)
+
     def register_post_accumulate_grad_hook(self, hook) -> "HookHandle":
         """Call ``hook(tensor)`` during each ``backward()`` once this leaf's gradient for
         that pass is complete in ``.grad`` (as PyTorch's hook of that name: what data
@@ -206,6 +227,19 @@ class Tensor:
         """Backpropagate from this tensor (see ``dg.backward``)."""
         from .tape import backward
         backward(self, grad, retain_graph)
+
+
+class GradHookHandle:
+    """What ``register_hook`` returns: ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_watch", "_hook")
+
+    def __init__(self, watch, hook):
+        self._watch, self._hook = watch, hook
+
+    def remove(self) -> None:
+        if self._hook in self._watch.hooks:
+            self._watch.hooks.remove(self._hook)
 
 
 class HookHandle:
