@@ -487,6 +487,17 @@ def test_inference_mode_and_is_grad_enabled(device):
         with dg.inference_mode(False):
             assert dg.is_grad_enabled() and (w * 2).requires_grad
 
+        @dg.no_grad()
+        def evaluate():
+            return (w * 2).requires_grad, dg.is_grad_enabled()
+
+        @dg.inference_mode(False)
+        def unchanged():
+            return dg.is_grad_enabled()
+        assert evaluate() == (False, False) and dg.is_grad_enabled() and unchanged()
+    with pytest.raises(dg.ArgumentTypeError, match=r"^no_grad: argument 'fn'"):
+        dg.no_grad()(3)
+
 
 # -- decoders ---------------------------------------------------------------------------------
 def test_transformer_decoder_layer_names_and_blocks(device):

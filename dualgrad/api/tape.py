@@ -24,6 +24,7 @@ protocols let an op save work:
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 import weakref
@@ -118,13 +119,24 @@ class with_grad_tape:  # noqa: N801 - used as a function, as torch.no_grad is
 
 
 class no_grad:  # noqa: N801 - used as a function, as torch.no_grad is
-    """Run ops without recording: ``with dg.no_grad(): ...``. Inside a tape it only pauses
+    """Run ops without recording: ``with dg.no_grad(): ...``, or as a decorator
+    (``@dg.no_grad()``: each call of the function runs so). Inside a tape it only pauses
     recording. Outside a tape it is an evaluation: it first frees the memory of the
     previous evaluation's tensors (so an evaluation loop does not grow device memory), and
     what it computes lives until the next one; the last tape's tensors (a loss) stay
     readable."""
 
     __slots__ = ("lifetimes", "counted", "before", "was")
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise bad_type("no_grad", "fn", fn, "a function to decorate")
+
+        @functools.wraps(fn)
+        def decorated(*args, **kwargs):
+            with no_grad():             # (a new block each call: blocks nest, not reenter)
+                return fn(*args, **kwargs)
+        return decorated
 
     def __enter__(self):
         backend = device.active()
@@ -157,7 +169,17 @@ def inference_mode(mode: bool = True):
     nothing)."""
     if checks.flag("inference_mode", "mode", mode):
         return no_grad()
-    return contextlib.nullcontext()
+    return _Unchanged()
+
+
+class _Unchanged(contextlib.ContextDecorator):
+    """A block (or decorator) that changes nothing: ``inference_mode(False)``."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
 
 
 def is_grad_enabled() -> bool:
