@@ -84,3 +84,15 @@ def test_pad_sequence(device):
     np.testing.assert_array_equal(left.numpy()[:, 2, 0], [0, 3, 3, 3])
     with pytest.raises(dg.ShapeError, match=r"^pad_sequence: sequences\[1\]"):
         pad_sequence([dg.ones(2, 2), dg.ones(3, 3)])
+
+
+def test_module_zero_grad_to_none_or_zeros(device):
+    m = _model()
+    with dg.with_grad_tape():
+        dg.sum(m(dg.ones(2, 2))).backward()
+    kept = m[0].weight.grad
+    m.zero_grad(set_to_none=False)
+    assert m[0].weight.grad is kept
+    np.testing.assert_array_equal(kept.numpy(), np.zeros((3, 2)))
+    m.zero_grad()
+    assert all(p.grad is None for p in m.parameters())

@@ -404,10 +404,18 @@ class Module:
         """Set evaluation mode (Dropout is the identity)."""
         return self.train(False)
 
-    def zero_grad(self) -> None:
-        """Clear every parameter's gradient."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient: to None, or (``set_to_none=False``) to zeros
+        in place, as PyTorch's."""
+        if checks.flag("zero_grad", "set_to_none", set_to_none):
+            for p in self.parameters():
+                p.grad = None
+            return
+        backend = device.active()
         for p in self.parameters():
-            p.grad = None
+            if p.grad is not None:
+                backend.fill(handle(backend, p.grad), 0.0)
+                p.grad.written()
 
     def __repr__(self) -> str:
         inner = "".join(f"\n  ({name}): " + repr(m).replace("\n", "\n  ")
