@@ -66,6 +66,12 @@ from .api.random import manual_seed
 from .api.tape import backward, inference_mode, is_grad_enabled, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
 from .api.tensor import BFLOAT16 as bfloat16, DEFAULT_DTYPE as float32, FLOAT16 as float16
+from .api.tensor import dtype_names as _dtype_names
+
+# PyTorch's dtype names: float64 double half float int32 int64 long int bool (integer
+# tensors are int32: int64 and long name it too). They shadow Python's float, int and bool
+# in this module's namespace, whose code calls none of those.
+globals().update(_dtype_names())
 from . import autograd, data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
 from .api import methods as _methods  # noqa: E402
 from .api import inplace as _inplace  # noqa: E402
@@ -79,6 +85,7 @@ __all__ = [
     "ag_device", "devices", "tape_mem", "reset_peak_memory_stats", "transfer_stats",
     "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
+    "float64", "double", "half", "float", "int32", "int64", "long", "int", "bool",
     "with_grad_tape", "no_grad", "inference_mode", "is_grad_enabled", "backward", "manual_seed", "capture_step", "CapturedStep",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,

@@ -561,3 +561,19 @@ def test_to_a_device_name_keeps_the_tensor_on_the_active_backend(device):
             model.cuda()
     with pytest.raises(dg.ArgumentTypeError, match=r"^to: argument 'dtype'"):
         t.to("float16", "bfloat16")
+
+
+def test_factories_take_device_and_torchs_dtype_names(device):
+    where = dg.ones(1).device
+    assert where == device
+    t = dg.arange(5, dtype=dg.long, device=where)
+    assert t.dtype == np.int32 and dg.zeros(2, 3, device=where).shape == (2, 3)
+    assert dg.tensor([1, 2], dtype=dg.int64, device=where).dtype == np.int32
+    assert dg.full_like(t, 7, device=where).numpy().tolist() == [7] * 5
+    assert dg.ones(2).to(dg.long).dtype == np.int32 and dg.float == dg.float32
+    assert dg.double == np.float64 and dg.half == dg.float16 and dg.bool == np.bool_
+    if device == "cpu":
+        with pytest.raises(dg.InvalidValueError, match=r"^zeros: argument 'device' is 'cuda'"):
+            dg.zeros(2, device="cuda")
+    with pytest.raises(dg.ArgumentTypeError, match=r"^randn: argument 'device'"):
+        dg.randn(2, device=0)

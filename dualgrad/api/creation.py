@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import InvalidValueError, bad_type
 from ..shapes import MAX_RANK
 from . import checks, random
+from .device import is_placement
 from .checks import is_number
 from .tensor import Tensor, ag_tensor, resolve_dtype
 
@@ -29,7 +30,15 @@ def _size(fn: str, size: tuple) -> tuple:
     return tuple(checks.integer(fn, "size", n, 0) for n in size)
 
 
-def _make(fn: str, value: np.ndarray, dtype, requires_grad: bool) -> Tensor:
+def _placed(fn: str, where) -> None:
+    """``device=`` as PyTorch's factories take it: None or a device name (``x.device``),
+    which changes nothing (tensors are made on the active backend)."""
+    if where is not None and not is_placement(fn, where):
+        raise bad_type(fn, "device", where, "None or a device name ('cpu', 'gpu', 'cuda')")
+
+
+def _make(fn: str, value: np.ndarray, dtype, requires_grad: bool, where=None) -> Tensor:
+    _placed(fn, where)
     checks.flag(fn, "requires_grad", requires_grad)
     return ag_tensor(value, requires_grad=requires_grad, dtype=dtype)
 
@@ -40,24 +49,25 @@ def _number(fn: str, name: str, value) -> float:
     return float(value)
 
 
-def zeros(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
     shape = _size("zeros", size)
-    return _make("zeros", np.zeros(shape, resolve_dtype("zeros", dtype)), dtype, requires_grad)
+    return _make("zeros", np.zeros(shape, resolve_dtype("zeros", dtype)),
+                 dtype, requires_grad, device)
 
 
-def ones(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
     shape = _size("ones", size)
-    return _make("ones", np.ones(shape, resolve_dtype("ones", dtype)), dtype, requires_grad)
+    return _make("ones", np.ones(shape, resolve_dtype("ones", dtype)), dtype, requires_grad, device)
 
 
-def full(size, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value`` (inf and NaN allowed)."""
     shape = _size("full", (size,))
     value = _number("full", "fill_value", fill_value)
     return _make("full", np.full(shape, value, resolve_dtype("full", dtype)), dtype,
-                 requires_grad)
+                 requires_grad, device)
 
 
 def _like(fn: str, t) -> Tensor:
@@ -66,31 +76,33 @@ def _like(fn: str, t) -> Tensor:
     return t
 
 
-def _shaped_like(fn: str, factory, input, dtype, requires_grad: bool) -> Tensor:  # noqa: A002
+def _shaped_like(fn: str, factory, input, dtype, requires_grad: bool,  # noqa: A002
+                 where=None) -> Tensor:
     """``factory`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
     t = _like(fn, input)
     return factory(t.shape, dtype=t.dtype if dtype is None else dtype,
-                   requires_grad=requires_grad)
+                   requires_grad=requires_grad, device=where)
 
 
-def zeros_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def zeros_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """Zeros of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    return _shaped_like("zeros_like", zeros, input, dtype, requires_grad)
+    return _shaped_like("zeros_like", zeros, input, dtype, requires_grad, device)
 
 
-def ones_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def ones_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """Ones of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    return _shaped_like("ones_like", ones, input, dtype, requires_grad)
+    return _shaped_like("ones_like", ones, input, dtype, requires_grad, device)
 
 
-def full_like(input, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def full_like(input, fill_value, dtype=None, requires_grad: bool = False,
+              device=None) -> Tensor:  # noqa: A002
     """``fill_value`` in ``input``'s shape (and dtype, unless ``dtype`` is given)."""
     t = _like("full_like", input)
     return full(t.shape, fill_value, dtype=t.dtype if dtype is None else dtype,
-                requires_grad=requires_grad)
+                requires_grad=requires_grad, device=device)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """start, start + step, ... below ``end`` (``arange(n)``: 0 .. n-1), as torch.arange;
     the values are computed in float64, then rounded to the dtype."""
     if end is None:
@@ -107,10 +119,12 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False) -> 
                                 f"from start ({lo}) toward end ({hi})")
     count = max(0, math.ceil((hi - lo) / d))
     value = lo + d * np.arange(count, dtype=np.float64)
-    return _make("arange", value.astype(resolve_dtype("arange", dtype)), dtype, requires_grad)
+    return _make("arange", value.astype(resolve_dtype("arange", dtype)),
+                 dtype, requires_grad, device)
 
 
-def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,
+             device=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as
     torch.linspace (computed in float64, then rounded to the dtype)."""
     lo = _number("linspace", "start", start)
@@ -118,53 +132,55 @@ def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False) ->
     n = checks.integer("linspace", "steps", steps, 0)
     value = np.linspace(lo, hi, n, dtype=np.float64)
     return _make("linspace", value.astype(resolve_dtype("linspace", dtype)), dtype,
-                 requires_grad)
+                 requires_grad, device)
 
 
-def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
+        device=None) -> Tensor:
     """An n x m (default n x n) matrix with ones on the diagonal."""
     rows = checks.integer("eye", "n", n, 0)
     cols = rows if m is None else checks.integer("eye", "m", m, 0)
     return _make("eye", np.eye(rows, cols, dtype=resolve_dtype("eye", dtype)), dtype,
-                 requires_grad)
+                 requires_grad, device)
 
 
-def rand(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def rand(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """Uniform values in [0, 1), drawn from dualgrad's generator (``manual_seed``)."""
     shape = _size("rand", size)
     value = random.generator().random(shape, dtype=resolve_dtype("rand", dtype, True))
-    return _make("rand", value, dtype, requires_grad)
+    return _make("rand", value, dtype, requires_grad, device)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def randn(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """Standard normal values, drawn from dualgrad's generator (``manual_seed``)."""
     shape = _size("randn", size)
     value = random.generator().standard_normal(shape, dtype=resolve_dtype("randn", dtype))
-    return _make("randn", value, dtype, requires_grad)
+    return _make("randn", value, dtype, requires_grad, device)
 
 
-def rand_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def rand_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """``rand`` of ``input``'s shape (and float dtype, unless ``dtype`` is given)."""
-    return _shaped_like("rand_like", rand, input, dtype, requires_grad)
+    return _shaped_like("rand_like", rand, input, dtype, requires_grad, device)
 
 
-def randn_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def randn_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """``randn`` of ``input``'s shape (and float dtype, unless ``dtype`` is given)."""
-    return _shaped_like("randn_like", randn, input, dtype, requires_grad)
+    return _shaped_like("randn_like", randn, input, dtype, requires_grad, device)
 
 
-def empty(*size, dtype=None, requires_grad: bool = False) -> Tensor:
+def empty(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of ``size`` for values written later, as torch.empty: zeros here (never
     another tensor's leftover values)."""
-    return zeros(*size, dtype=dtype, requires_grad=requires_grad)
+    return zeros(*size, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def empty_like(input, dtype=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def empty_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """``empty`` of ``input``'s shape and dtype: zeros."""
-    return zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+    return zeros_like(input, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False,
+            device=None) -> Tensor:
     """Integers drawn uniformly from [low, high) (``randint(high, size)``: from 0), of
     ``size``, from dualgrad's generator: int32 tensors (PyTorch's are int64) unless
     ``dtype`` asks for a float type."""
@@ -184,23 +200,24 @@ def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False) 
         raise InvalidValueError(f"randint: the range [{lo}, {hi}) does not fit int32 "
                                 "tensors")
     value = random.generator().integers(lo, hi, shape, dtype=np.int64)
-    return _make("randint", value.astype(kind), dtype, requires_grad)
+    return _make("randint", value.astype(kind), dtype, requires_grad, device)
 
 
-def randperm(n: int, dtype=None, requires_grad: bool = False) -> Tensor:
+def randperm(n: int, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A random permutation of 0 .. n-1 from dualgrad's generator: int32 (PyTorch's int64)
     unless ``dtype`` asks for a float type."""
     n = checks.integer("randperm", "n", n, 0, 2 ** 31)
     dtype = "int32" if dtype is None else dtype
     value = random.generator().permutation(n).astype(resolve_dtype("randperm", dtype))
-    return _make("randperm", value, dtype, requires_grad)
+    return _make("randperm", value, dtype, requires_grad, device)
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor holding a copy of ``data``, its dtype inferred as torch.tensor infers it:
     floats give float32, Python and NumPy integers int32 (PyTorch's int64; values must fit),
     booleans bool, a 16-bit float array its type; ``dtype`` overrides. (``ag_tensor``
     makes float32 of anything unless told.) A tensor given is copied, with no history."""
+    _placed("tensor", device)
     if isinstance(data, Tensor):
         data = data.numpy()
     if dtype is None:
@@ -223,10 +240,11 @@ def _inferred(data):
     return None
 
 
-def as_tensor(data, dtype=None) -> Tensor:
+def as_tensor(data, dtype=None, device=None) -> Tensor:
     """``data`` itself where it is a tensor of ``dtype`` (or dtype None), else
     ``tensor(data, dtype)``: a copy (PyTorch shares a NumPy array's memory; dualgrad's
     tensors live in the backend's memory)."""
+    _placed("as_tensor", device)
     if isinstance(data, Tensor):
         if dtype is None or resolve_dtype("as_tensor", dtype) == data.dtype:
             return data

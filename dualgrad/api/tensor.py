@@ -79,6 +79,13 @@ class Tensor:
         return self.ptr.scope if self.ptr is not None else "pass"
 
     @property
+    def device(self) -> str:
+        """Where the tensor is used: the active backend's name ("cpu" or "gpu"), which the
+        factories' ``device=`` and ``t.to()`` take, as code written for PyTorch passes
+        ``x.device`` on."""
+        return device.active().name
+
+    @property
     def ndim(self) -> int:
         return len(self.shape)
 
@@ -288,6 +295,13 @@ def _grad_from(t: Tensor, value) -> Tensor:
                                                       t.persistent), kept=t._scope is None)
 
 
+def dtype_names() -> dict:
+    """PyTorch's names of the dtypes, as the package exports them (``dg.long`` ...)."""
+    return {"float64": np.dtype(np.float64), "double": np.dtype(np.float64),
+            "half": FLOAT16, "float": DEFAULT_DTYPE, "int32": INT32, "int64": INT32,
+            "long": INT32, "int": INT32, "bool": BOOL}
+
+
 def resolve_dtype(fn: str, dtype, floats_only: bool = False) -> np.dtype:
     """``dtype`` (None: float32) checked: float32, float64, int32, bool, float16 or
     bfloat16 (``floats_only``: the four float types)."""
@@ -299,6 +313,9 @@ def resolve_dtype(fn: str, dtype, floats_only: bool = False) -> np.dtype:
         resolved = np.dtype(dtype)
     except TypeError:
         raise bad_type(fn, "dtype", dtype, wanted) from None
+    if resolved.kind in "iu" and not floats_only:
+        resolved = INT32        # (PyTorch's int64 indices, its long: int32 here; values
+                                # past int32's range are refused where they are made)
     if resolved not in (_FLOAT_DTYPES + LOW_PRECISION if floats_only else _DTYPES):
         hint = " (integer tensors are int32)" if resolved.kind in "iu" else ""
         raise ArgumentTypeError(f"{fn}: argument 'dtype' is {resolved}; expected "
@@ -321,10 +338,11 @@ def host_array(fn: str, arg: str, value, dtype=None) -> np.ndarray:
     if dtype in LOW_PRECISION:        # rounded once, from float32 (as .to() rounds)
         with np.errstate(over="ignore"):              # (inf past the type's range)
             return np.asarray(array, dtype=DEFAULT_DTYPE, order="C").astype(dtype)
-    if dtype == INT32 and array.dtype.kind in "iu" and array.size and (
-            array.min() < -2 ** 31 or array.max() >= 2 ** 31):
+    if dtype == INT32 and array.dtype.kind in "iuf" and array.size and (
+            not np.isfinite(array).all() or array.min() <= -2 ** 31 - 1 or
+            array.max() >= 2 ** 31):      # (floats truncate toward zero, as PyTorch's)
         raise bad_value(fn, arg, f"values in [{array.min()}, {array.max()}]",
-                        "integers within int32's range")
+                        "finite numbers within int32's range")
     return np.asarray(array, dtype=dtype, order="C")     # keeps 0-d arrays 0-d
 
 
