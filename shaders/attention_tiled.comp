@@ -23,6 +23,32 @@ shared vec4 vs[COLS * SROW];
 shared vec4 pt[COLS * TROW];           // the weights, transposed: pt[key][rows]
 shared float red[ROWS * TX];
 
+// The next tile's keys and values, loaded into registers while this tile is multiplied out
+// (its loads in flight behind the products), then stored once every read of this tile is
+// done: about a tenth faster at T = 1024-4096 (bench/RESULTS.md).
+const uint CARRIED = (COLS * QROW + THREADS - 1) / THREADS;   // quads a thread carries
+vec4 k_next[CARRIED], v_next[CARRIED];
+
+void fetch(Rows kr, uint j0) {
+    for (uint i = 0; i < CARRIED; ++i) {
+        uint e = gl_LocalInvocationIndex + i * THREADS, r = e / QROW, c = e % QROW;
+        bool in_ = e < COLS * QROW && j0 + r < p.S;
+        uint at = in_ ? row_at(kr, j0 + r) / 4 + c : 0u;
+        k_next[i] = in_ ? load_quad(p.k, at) : vec4(0.0);
+        v_next[i] = in_ ? load_quad(p.v, at) : vec4(0.0);
+    }
+}
+
+void stash() {
+    for (uint i = 0; i < CARRIED; ++i) {
+        uint e = gl_LocalInvocationIndex + i * THREADS, r = e / QROW, c = e % QROW;
+        if (e < COLS * QROW) {
+            ks[r * SROW + c] = k_next[i];
+            vs[r * SROW + c] = v_next[i];
+        }
+    }
+}
+
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % TX, ty = tid / TX;
     // causal: row blocks from the last, the longest (most keys seen) first
@@ -40,11 +66,13 @@ void main() {
     }
     // keys this workgroup's rows need: all, or (causal) up to its last row
     uint last = CAUSAL != 0u ? min(p.S, row0 + ROWS) : p.S;
+    if (last > 0u) {
+        fetch(kr, 0u);
+        stash();
+    }
     for (uint j0 = 0; j0 < last; j0 += COLS) {
-        barrier();                     // the last tile's reads are done
-        LOAD_ROWS(ks, p.k, kr, j0, COLS, p.S);
-        LOAD_ROWS(vs, p.v, kr, j0, COLS, p.S);
-        barrier();
+        barrier();                     // this tile is stored
+        if (j0 + COLS < last) fetch(kr, j0 + COLS);     // (in flight while this one is used)
         SCORES(s, qs, ks, ty, tx);
         float top[4];
         for (uint r = 0; r < 4; ++r) {
@@ -76,6 +104,10 @@ void main() {
             pt[(tx + 8u * c) * TROW + ty] = vec4(s[0][c], s[1][c], s[2][c], s[3][c]);
         barrier();
         ACCUMULATE(acc, pt, vs, ty, tx);
+        if (j0 + COLS < last) {
+            barrier();                 // every read of this tile's ks and vs is done
+            stash();
+        }
     }
     barrier();                         // every read of red is done
     for (uint r = 0; r < 4; ++r) red[(4u * ty + r) * TX + tx] = l[r];

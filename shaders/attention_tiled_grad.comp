@@ -27,6 +27,42 @@ shared vec4 wt[COLS * TROW];           // the weights p, transposed: wt[query][k
 shared vec4 dt[COLS * TROW];           // ds, transposed
 shared float lse_s[COLS], delta_s[COLS];   // the streamed queries' lse and delta
 
+// The next tile's queries, their gradients and statistics, loaded into registers while
+// this tile is multiplied out, then stored once every read of this tile is done (as
+// attention_tiled.comp's keys): the quads of a q and a g tile a thread carries, and (the
+// first COLS threads) a query's lse and delta.
+const uint CARRIED = (COLS * QROW + THREADS - 1) / THREADS;
+vec4 q_next[CARRIED], g_next[CARRIED];
+float lse_next, delta_next;
+
+void fetch(Rows qr, Rows orr, uint batch, uint i0) {
+    uint lid = gl_LocalInvocationIndex;
+    for (uint i = 0; i < CARRIED; ++i) {
+        uint e = lid + i * THREADS, r = e / QROW, c = e % QROW;
+        bool in_ = e < COLS * QROW && i0 + r < p.L;
+        q_next[i] = in_ ? load_quad(p.q, row_at(qr, i0 + r) / 4 + c) : vec4(0.0);
+        g_next[i] = in_ ? load_quad(p.g, row_at(orr, i0 + r) / 4 + c) : vec4(0.0);
+    }
+    bool row = lid < COLS && i0 + lid < p.L;
+    lse_next = row ? p.lse.v[batch * p.L + i0 + lid] : 0.0;
+    delta_next = row ? p.delta.v[batch * p.L + i0 + lid] : 0.0;
+}
+
+void stash() {
+    uint lid = gl_LocalInvocationIndex;
+    for (uint i = 0; i < CARRIED; ++i) {
+        uint e = lid + i * THREADS, r = e / QROW, c = e % QROW;
+        if (e < COLS * QROW) {
+            ar[r * SROW + c] = q_next[i];
+            br[r * SROW + c] = g_next[i];
+        }
+    }
+    if (lid < COLS) {
+        lse_s[lid] = lse_next;
+        delta_s[lid] = delta_next;
+    }
+}
+
 void keys(uint tx, uint ty, uint batch, uint key0) {
     Rows qr = rows_of(Q_ROWS, batch), kr = rows_of(K_ROWS, batch);
     Rows orr = rows_of(O_ROWS, batch);
@@ -41,16 +77,13 @@ void keys(uint tx, uint ty, uint batch, uint key0) {
     float s[4][4], dp[4][4];
     // queries that may see this workgroup's keys: all, or (causal) from its first key
     uint first = CAUSAL != 0u ? key0 / COLS * COLS : 0u;
+    if (first < p.L) {
+        fetch(qr, orr, batch, first);
+        stash();
+    }
     for (uint i0 = first; i0 < p.L; i0 += COLS) {
-        barrier();
-        LOAD_ROWS(ar, p.q, qr, i0, COLS, p.L);
-        LOAD_ROWS(br, p.g, orr, i0, COLS, p.L);
-        if (gl_LocalInvocationIndex < COLS) {
-            uint i = i0 + gl_LocalInvocationIndex;
-            lse_s[gl_LocalInvocationIndex] = i < p.L ? p.lse.v[batch * p.L + i] : 0.0;
-            delta_s[gl_LocalInvocationIndex] = i < p.L ? p.delta.v[batch * p.L + i] : 0.0;
-        }
-        barrier();
+        barrier();                     // this tile is stored
+        if (i0 + COLS < p.L) fetch(qr, orr, batch, i0 + COLS);  // (in flight meanwhile)
         SCORES(s, xs, ar, ty, tx);     // (keys x queries: the transposed scores)
         SCORES(dp, ys, br, ty, tx);
         for (uint c = 0; c < 4; ++c) {
@@ -68,6 +101,10 @@ void keys(uint tx, uint ty, uint batch, uint key0) {
         barrier();
         ACCUMULATE(gv, wt, br, ty, tx);
         ACCUMULATE(gk, dt, ar, ty, tx);
+        if (i0 + COLS < p.L) {
+            barrier();                 // every read of this tile is done
+            stash();
+        }
     }
     for (uint r = 0; r < 4; ++r) {
         uint j = key0 + 4u * ty + r;
