@@ -82,3 +82,35 @@ def test_detach_stops_the_gradient_and_clone_passes_it(device):
     np.testing.assert_array_equal(constant.numpy(), [2.0, -4.0, 6.0])
     np.testing.assert_array_equal(copy.numpy(), [2.0, -4.0, 6.0])
     np.testing.assert_array_equal(p.grad.numpy(), [10.0, -20.0, 30.0])
+
+
+def test_more_of_torchs_methods(device):
+    t = dg.ag_tensor(X)
+    np.testing.assert_array_equal(dg.add(t, t, alpha=2).numpy(), X + 2 * X)
+    np.testing.assert_array_equal(t.sub(1.0, alpha=0.5).numpy(), X - np.float32(0.5))
+    np.testing.assert_array_equal(t.clamp_min(0.0).numpy(), np.maximum(X, 0))
+    np.testing.assert_array_equal(dg.clamp_max(t, 0.0).numpy(), np.minimum(X, 0))
+    np.testing.assert_array_equal(dg.addcmul(t, t, t, value=2).numpy(),
+                                  X + (np.float32(2) * X) * X)
+    np.testing.assert_array_equal(t.addcdiv(t, t + 4.0).numpy(), X + X / (X + np.float32(4)))
+    np.testing.assert_array_equal(t.scatter_add(0, np.zeros((1, 3, 4), np.int64),
+                                                t[:1]).numpy()[0], 2 * X[0])
+    assert t.new_zeros(2, 3).dtype == t.dtype and t.new_full((2,), 5).numpy().tolist() == [5, 5]
+    assert t.new_ones(1).numpy().tolist() == [1] and t.new_empty(2).shape == (2,)
+    assert t.new_tensor([1, 2]).dtype == dg.float32 and t.is_floating_point()
+    assert not dg.tensor([1]).is_floating_point() and t.element_size() == 4
+    assert t.nelement() == 24 and t.is_contiguous() and t.unflatten(2, (2, 2)).shape == (2, 3, 2, 2)
+    assert (t > 0).logical_and(t > 1).dtype == np.bool_
+
+
+def test_leaf_flags_as_torchs(device):
+    x = dg.ag_tensor(X)
+    assert x.is_leaf and x.grad_fn is None and x.requires_grad_() is x and x.requires_grad
+    with dg.with_grad_tape():
+        y = x * 2.0
+        assert not y.is_leaf and y.grad_fn is not None
+        with pytest.raises(dg.InvalidValueError, match=r"^requires_grad_: argument 'self'"):
+            y.requires_grad_(False)
+        assert y.detach_() is y and y.is_leaf and not y.requires_grad
+    with pytest.raises(dg.InvalidValueError, match=r"^requires_grad_: argument 'requires_grad'"):
+        dg.tensor([1, 2]).requires_grad_()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import bad_axis, bad_shape, bad_type
+from ..errors import bad_axis, bad_shape, bad_type, bad_value
 from . import checks, device, ops, tape
 from .indexing import _axis
 from .logic import where
@@ -26,7 +26,8 @@ _SAME_NAME = (
     "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
     "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
     "isclose", "allclose", "equal", "repeat_interleave", "diagonal", "trace", "logaddexp",
-    "hypot", "nan_to_num", "median", "nanmedian", "kthvalue", "quantile", "nansum", "nanmean",
+    "hypot", "nan_to_num", "addcmul", "addcdiv", "clamp_min", "clamp_max", "scatter_add",
+    "logical_and", "logical_or", "logical_xor", "median", "nanmedian", "kthvalue", "quantile", "nansum", "nanmean",
     "count_nonzero", "aminmax", "diff", "take_along_dim", "masked_select", "nonzero",
     "argwhere",
 )
@@ -119,6 +120,34 @@ def _where(self, condition, other):
     return where(condition, self, other)
 
 
+def _unflatten(self, dim: int, sizes):
+    """Axis ``dim`` split into ``sizes`` (one may be -1), as ``torch.unflatten``."""
+    from .nn import Unflatten
+    return Unflatten(dim, sizes)(self)
+
+
+def _requires_grad_(self, requires_grad: bool = True):
+    """Set whether this leaf takes a gradient; returns it, as PyTorch's."""
+    flag = checks.flag("requires_grad_", "requires_grad", requires_grad)
+    if self._node is not None:
+        raise bad_value("requires_grad_", "self", "a computed tensor", "a leaf (a tensor "
+                        "made by ag_tensor or a parameter): a computed one's flag follows "
+                        "its inputs")
+    if flag and not (self.dtype.kind == "f" or self.dtype.name == "bfloat16"):
+        raise bad_value("requires_grad_", "requires_grad", True,
+                        f"False for a {self.dtype} tensor (float tensors take gradients)")
+    self.requires_grad = flag
+    return self
+
+
+def _detach_(self):
+    """This tensor cut from its history in place (a leaf that takes no gradient), as
+    PyTorch's ``detach_()``; returns it."""
+    self._node = None
+    self.requires_grad = False
+    return self
+
+
 def _like(fn: str, other) -> Tensor:
     if not isinstance(other, Tensor):
         raise bad_type(fn, "other", other, "a dualgrad Tensor")
@@ -146,7 +175,31 @@ def install(namespace: dict) -> None:
              "expand_as": lambda self, other: namespace["expand"](
                  self, _shape_of("expand_as", other)),
              "type_as": lambda self, other: namespace["to"](
-                 self, _like("type_as", other).dtype)}
+                 self, _like("type_as", other).dtype),
+             "unflatten": _unflatten,
+             "new_zeros": lambda self, *size, dtype=None, device=None, requires_grad=False:
+                 namespace["zeros"](*size, dtype=self.dtype if dtype is None else dtype,
+                                    device=device, requires_grad=requires_grad),
+             "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False:
+                 namespace["ones"](*size, dtype=self.dtype if dtype is None else dtype,
+                                   device=device, requires_grad=requires_grad),
+             "new_empty": lambda self, *size, dtype=None, device=None, requires_grad=False:
+                 namespace["empty"](*size, dtype=self.dtype if dtype is None else dtype,
+                                    device=device, requires_grad=requires_grad),
+             "new_full": lambda self, size, fill_value, dtype=None, device=None,
+             requires_grad=False: namespace["full"](
+                 size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                 device=device, requires_grad=requires_grad),
+             "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False:
+                 namespace["tensor"](data, dtype=self.dtype if dtype is None else dtype,
+                                     device=device, requires_grad=requires_grad),
+             "is_floating_point": lambda self: self.dtype.kind == "f" or
+             self.dtype.name == "bfloat16",
+             "is_contiguous": lambda self: True,      # (every tensor here is: copies)
+             "element_size": lambda self: self.dtype.itemsize,
+             "nelement": lambda self: math.prod(self.shape),
+             "requires_grad_": _requires_grad_,
+             "detach_": _detach_}
     for name in _SAME_NAME:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, _delegate(namespace[name]))
@@ -158,4 +211,9 @@ def install(namespace: dict) -> None:
     Tensor.__round__ = lambda self, ndigits=None: namespace["round"](  # round(t), a tensor
         self, ndigits or 0)
     Tensor.mT = property(lambda self: _transpose(self, -2, -1))
+    Tensor.is_leaf = property(lambda self: self._node is None,
+                              doc="Whether the tensor was not computed by a recorded op.")
+    Tensor.grad_fn = property(lambda self: self._node, doc="The tape's record of the op that "
+                              "computed the tensor, or None for a leaf (as PyTorch's, an "
+                              "object to test against None).")
     Tensor.size = property(lambda self: _Size(self.shape), doc=_Size.__doc__)

@@ -412,15 +412,24 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
 
 
 @computes_in_float32
-def add(a, b) -> Tensor:
-    """a + b with NumPy broadcasting; either may be a number."""
-    return _binary("add", "add", a, b)
+def add(a, b, *, alpha=1) -> Tensor:
+    """a + b with NumPy broadcasting; either may be a number; ``alpha``: a + alpha b, as
+    PyTorch's (alpha b rounded, then added)."""
+    return _binary("add", "add", a, _scaled("add", b, alpha))
 
 
 @computes_in_float32
-def sub(a, b) -> Tensor:
-    """a - b with NumPy broadcasting; either may be a number."""
-    return _binary("sub", "sub", a, b)
+def sub(a, b, *, alpha=1) -> Tensor:
+    """a - b with NumPy broadcasting; either may be a number; ``alpha``: a - alpha b."""
+    return _binary("sub", "sub", a, _scaled("sub", b, alpha))
+
+
+def _scaled(fn: str, b, alpha):
+    """b, or alpha b where alpha is not 1."""
+    alpha = checks.number(fn, "alpha", alpha)
+    if alpha == 1.0:
+        return b
+    return mul(b, alpha) if isinstance(b, Tensor) or not is_number(b) else b * alpha
 
 
 @computes_in_float32

@@ -110,5 +110,34 @@ def threshold(input, threshold: float, value: float) -> Tensor:  # noqa: A002
     return where(gt(x, bound), x, value)
 
 
+@computes_in_float32
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:  # noqa: A002
+    """input + value * tensor1 * tensor2, as ``torch.addcmul`` (in its order: value times
+    tensor1 first)."""
+    t1 = _tensor("addcmul", "tensor1", tensor1)
+    value = checks.number("addcmul", "value", value)
+    return add(input, mul(t1 if value == 1 else mul(t1, value), tensor2))
+
+
+@computes_in_float32
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:  # noqa: A002
+    """input + value * tensor1 / tensor2, as ``torch.addcdiv``."""
+    t1 = _tensor("addcdiv", "tensor1", tensor1)
+    value = checks.number("addcdiv", "value", value)
+    return add(input, div(t1 if value == 1 else mul(t1, value), tensor2))
+
+
+def clamp_min(input, min) -> Tensor:  # noqa: A002
+    """``clamp(input, min=min)``."""
+    from .ops import clamp
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max) -> Tensor:  # noqa: A002
+    """``clamp(input, max=max)``."""
+    from .ops import clamp
+    return clamp(input, max=max)
+
+
 __all__ = ["logaddexp", "hypot", "nan_to_num", "prelu", "hardshrink", "softshrink",
-           "tanhshrink", "threshold"]
+           "tanhshrink", "threshold", "addcmul", "addcdiv", "clamp_min", "clamp_max"]
