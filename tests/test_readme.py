@@ -48,3 +48,13 @@ def test_the_capture_example_runs_and_replays(gpu, capsys):
     exec(compile(readme_example("@dg.capture_step"), str(README), "exec"), {})
     loss, replays = capsys.readouterr().out.split()
     assert 0 < float(loss) < 2.5 and int(replays) == 48
+
+
+def test_the_coming_from_pytorch_example_runs(device, tmp_path, monkeypatch):
+    code = readme_example("import dualgrad as torch")
+    assert 'device = "cpu"' in code
+    code = code.replace('device = "cpu"', f'device = "{device}"')
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(code, str(README), "exec"), scope)
+    assert np.isfinite(scope["loss"].item()) and (tmp_path / "model.pt").exists()
