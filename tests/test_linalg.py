@@ -207,7 +207,8 @@ def test_einsum_takes_a_list_and_its_method_names():
     ("ijk", ((2, 3),), dg.InvalidValueError, r"operand 0 has 2 axes"),
     ("i1", ((2, 3),), dg.InvalidValueError, r"subscripts are letters"),
     ("ij->i->j", ((2, 3),), dg.InvalidValueError, r"more than one '->'"),
-    ("ij,jk", ((2, 3), (4, 5)), dg.ShapeError, r"subscript j has length 3 in operand 0 and 4 in operand 1"),
+    ("ij,jk", ((2, 3), (4, 5)), dg.ShapeError,
+     r"subscript j has length 3 in operand 0 and 4 in operand 1"),
     ("ii", ((2, 3),), dg.ShapeError, r"subscript i is repeated"),
 ])
 def test_einsum_errors(equation, shapes, error, pattern):

@@ -38,7 +38,8 @@ CASES = [
          ((W[0] ** 2).sum(1) + 1e-12) * ((W[1] ** 2).sum(1) + 1e-12)),
          np.maximum(0, (W[0] * W[1]).sum(1) / np.sqrt(
              ((W[0] ** 2).sum(1) + 1e-12) * ((W[1] ** 2).sum(1) + 1e-12)) - 0.1)).mean()),
-    ("pairwise_distance", lambda t: F.pairwise_distance(t(A), t(B), 3.0), _distance(W[0], W[1], 3.0)),
+    ("pairwise_distance", lambda t: F.pairwise_distance(t(A), t(B), 3.0),
+     _distance(W[0], W[1], 3.0)),
     ("triplet_margin_loss", lambda t: F.triplet_margin_loss(t(A), t(B), t(C), 0.5, swap=True),
      np.maximum(0, 0.5 + _distance(W[0], W[1]) - np.minimum(
          _distance(W[0], W[2]), _distance(W[1], W[2]))).mean()),

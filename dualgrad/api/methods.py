@@ -27,7 +27,8 @@ _SAME_NAME = (
     "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
     "isclose", "allclose", "equal", "repeat_interleave", "diagonal", "trace", "logaddexp",
     "hypot", "nan_to_num", "addcmul", "addcdiv", "clamp_min", "clamp_max", "scatter_add",
-    "logical_and", "logical_or", "logical_xor", "median", "nanmedian", "kthvalue", "quantile", "nansum", "nanmean",
+    "logical_and", "logical_or", "logical_xor", "median", "nanmedian", "kthvalue", "quantile",
+    "nansum", "nanmean",
     "count_nonzero", "aminmax", "diff", "take_along_dim", "masked_select", "nonzero",
     "argwhere",
 )

@@ -995,9 +995,9 @@ def _as_parameter(fn: str, name: str, value) -> Parameter:
 
 def layer_norm_over(x, normalized_shape: tuple, weight, bias, eps: float,
                     fn: str = "LayerNorm") -> Tensor:
-    """Layer norm (``fn``, named in errors) over the trailing axes ``normalized_shape`` (checked sizes) taken together,
-    scaled by ``weight`` and shifted by ``bias`` of that shape where given (ones and zeros,
-    made on the device, where not)."""
+    """Layer norm (``fn``, named in errors) over the trailing axes ``normalized_shape``
+    (checked sizes) taken together, scaled by ``weight`` and shifted by ``bias`` of that
+    shape where given (ones and zeros, made on the device, where not)."""
     shape, size = normalized_shape, math.prod(normalized_shape)
     if len(shape) == 1 and weight is not None:        # the common case, as it is
         if bias is None:
