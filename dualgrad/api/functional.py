@@ -23,7 +23,7 @@ from .losses import (binary_cross_entropy as _bce, binary_cross_entropy_with_log
                      mse_loss as _mse_loss, nll_loss as _nll_loss,
                      smooth_l1_loss as _smooth_l1_loss, softmax_cross_entropy)
 from .losses import huber_loss  # noqa: F401
-from .nn import layer_norm_over, lookup
+from .nn import channel_ones, layer_norm_over, lookup
 from .pair_losses import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                           hinge_embedding_loss, margin_ranking_loss,
                           multilabel_soft_margin_loss, pairwise_distance, poisson_nll_loss,
@@ -212,14 +212,9 @@ def _channel_dropout(fn: str, spatial: int, input, p, training, inplace):  # noq
     p = checks.number(fn, "p", p, 0.0, 1.0)
     training = checks.flag(fn, "training", training)
     _not_inplace(fn, inplace)
-    x = ops._tensor(fn, "input", input, low_precision=True)
-    if x.ndim not in (spatial + 1, spatial + 2):
-        raise InvalidValueError(f"{fn}: argument 'input' has shape {x.shape}; expected "
-                                f"{spatial + 2}-D (N, C, ...) or {spatial + 1}-D (C, ...)")
+    x, ones = channel_ones(fn, "input", input, spatial)
     if not training or p == 0.0:
         return x
-    lead = x.ndim - spatial
-    ones = ops._constant(x.shape[:lead] + (1,) * spatial, 1.0, x.dtype)
     return ops.mul(x, dropout(ones, p, True))
 
 

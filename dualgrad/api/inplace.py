@@ -20,6 +20,7 @@ from ..errors import ArgumentTypeError, CallOrderError, ShapeError, bad_type
 from . import checks, device, init, ops, tape
 from .indexing import broadcast_to
 from .logic import masked_fill, to
+from .pointwise import addcmul, addcdiv
 from .residency import handle
 from .tensor import Tensor, is_float
 
@@ -32,9 +33,10 @@ def _writable(fn: str, t: Tensor) -> None:
                              "new tensor")
 
 
-def write(fn: str, t: Tensor, value) -> Tensor:
+def write(fn: str, t: Tensor, value, any_dtype: bool = False) -> Tensor:
     """Copy ``value`` (a tensor, converted to t's dtype and broadcast to its shape) into
-    t's storage; returns t."""
+    t's storage; returns t. A float value goes into an integer tensor only with
+    ``any_dtype`` (copy_'s conversion, as PyTorch's)."""
     if value.shape != t.shape:
         try:
             shape = np.broadcast_shapes(value.shape, t.shape)
@@ -45,7 +47,7 @@ def write(fn: str, t: Tensor, value) -> Tensor:
                              f"the tensor's {t.shape}")
         value = broadcast_to(value, t.shape)
     if value.dtype != t.dtype:
-        if is_float(value.dtype) and not is_float(t.dtype) and fn != "copy_":
+        if is_float(value.dtype) and not is_float(t.dtype) and not any_dtype:
             raise ArgumentTypeError(f"{fn}: the result is {value.dtype}, which the {t.dtype} "
                                     "tensor cannot hold in place (convert the tensor first)")
         value = to(value, t.dtype)
@@ -93,7 +95,7 @@ def _copy_(self, src):
     if not isinstance(src, Tensor):
         src = ops._tensor("copy_", "src", src, self if is_float(self.dtype) else None,
                           any_dtype=True, low_precision=True)
-    return write("copy_", self, src)
+    return write("copy_", self, src, any_dtype=True)
 
 
 def _random(name: str, draw):
@@ -109,13 +111,9 @@ def _random(name: str, draw):
     return method
 
 
-def _scaled(t, value):
-    return t if value == 1 else ops.mul(t, value)
-
-
 _COMPUTED = {
-    "add_": lambda t, other, alpha=1: ops.add(t, other if alpha == 1 else ops.mul(other, alpha)),
-    "sub_": lambda t, other, alpha=1: ops.sub(t, other if alpha == 1 else ops.mul(other, alpha)),
+    "add_": ops.add,                    # (alpha=: a + alpha b, as PyTorch's)
+    "sub_": ops.sub,
     "mul_": ops.mul,
     "div_": ops.div,
     "pow_": ops.pow,
@@ -130,9 +128,8 @@ _COMPUTED = {
     "tanh_": ops.tanh,
     "relu_": ops.relu,
     "lerp_": ops.lerp,
-    # (PyTorch's order: self + value * t1 * t2, self + value * t1 / t2)
-    "addcmul_": lambda t, t1, t2, value=1: ops.add(t, ops.mul(_scaled(t1, value), t2)),
-    "addcdiv_": lambda t, t1, t2, value=1: ops.add(t, ops.div(_scaled(t1, value), t2)),
+    "addcmul_": addcmul,
+    "addcdiv_": addcdiv,
     "masked_fill_": masked_fill,
 }
 

@@ -163,7 +163,7 @@ def diag(input, diagonal: int = 0) -> Tensor:  # noqa: A002
     if x.ndim == 2:
         return _offset_diagonal(x, k)
     n = x.shape[0]
-    square = mul(reshape(x, (1, n)), tril(triu(_constant((n, n), 1.0, x.dtype))))
+    square = mul(reshape(x, (1, n)), _identity(n, x.dtype))
     if k == 0:
         return square
     a = abs(k)
@@ -206,6 +206,11 @@ def cdist(x1, x2, p: float = 2.0,
 
 
 # -- einsum -----------------------------------------------------------------------------------
+def _identity(n: int, dtype) -> Tensor:
+    """The n x n identity, made on the device (no upload: a recorded step keeps it)."""
+    return tril(triu(_constant((n, n), 1.0, dtype)))
+
+
 class _Term:
     """An operand with one label per axis."""
 
@@ -275,7 +280,7 @@ def _repeated_labels(term: _Term) -> _Term:
                                  f"shape {t.shape}, on axes of lengths {n} and {t.shape[q]}")
             shape = [1] * t.ndim
             shape[p] = shape[q] = n
-            eye = reshape(tril(triu(_constant((n, n), 1.0, t.dtype))), tuple(shape))
+            eye = reshape(_identity(n, t.dtype), tuple(shape))
             t = _sum(mul(t, eye), axis=q)
             labels = labels[:q] + labels[q + 1:]
     return _Term(t, labels)

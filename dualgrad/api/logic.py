@@ -564,9 +564,8 @@ def _tensor_to(self, *args, dtype=None, non_blocking: bool = False, copy: bool =
                 raise bad_type("to", "dtype", arg, "one dtype")
             target = arg
     checks.flag("to", "non_blocking", non_blocking)
-    if target is None or (np.dtype(resolve_dtype("to", target)) == self.dtype and not copy):
-        return self
-    return to(self, target)
+    out = self if target is None else to(self, target)
+    return out.clone() if checks.flag("to", "copy", copy) and out is self else out
 
 
 def _bitwise(name: str, fn, a, b) -> Tensor:

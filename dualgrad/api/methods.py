@@ -24,7 +24,7 @@ _SAME_NAME = (
     "atan2", "fmod", "remainder", "lerp", "matmul", "clamp", "softmax", "log_softmax",
     "chunk", "split", "roll", "gather", "index_select", "argmax", "argmin", "isnan", "isinf",
     "isfinite", "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "tril", "triu",
-    "clip", "movedim", "swapaxes", "swapdims", "numel", "outer", "dot", "mv", "mm", "bmm",
+    "clip", "movedim", "swapaxes", "swapdims", "outer", "dot", "mv", "mm", "bmm",
     "isclose", "allclose", "equal", "repeat_interleave", "diagonal", "trace", "logaddexp",
     "hypot", "nan_to_num", "addcmul", "addcdiv", "clamp_min", "clamp_max", "scatter_add",
     "logical_and", "logical_or", "logical_xor", "median", "nanmedian", "kthvalue", "quantile",

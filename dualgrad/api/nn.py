@@ -1161,14 +1161,20 @@ class _ChannelDropout(Dropout):
     spatial = 2
 
     def _drop(self, x):
-        x = ops._tensor(type(self).__name__, "x", x, low_precision=True)
-        if x.ndim not in (self.spatial + 1, self.spatial + 2):
-            raise bad_shape(type(self).__name__, "x", x.shape,
-                            f"{self.spatial + 2}-D (N, C, ...) or {self.spatial + 1}-D "
-                            "(C, ...)")
-        lead = x.ndim - self.spatial
-        ones = ops._constant(x.shape[:lead] + (1,) * self.spatial, 1.0, x.dtype)
+        x, ones = channel_ones(type(self).__name__, "x", x, self.spatial)
         return ops.mul(x, ops.dropout(ones, self.p, self.seed, self.step))
+
+
+def channel_ones(fn: str, name: str, x, spatial: int) -> tuple:
+    """(x, checked as (N, C, ...) or (C, ...) with ``spatial`` trailing axes; ones of its
+    channels' shape (N, C, 1, ...), made on the device): what a channel dropout drops out
+    and multiplies x by."""
+    x = ops._tensor(fn, name, x, low_precision=True)
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise bad_shape(fn, name, x.shape, f"{spatial + 2}-D (N, C, ...) or {spatial + 1}-D "
+                        "(C, ...)")
+    lead = x.ndim - spatial
+    return x, ops._constant(x.shape[:lead] + (1,) * spatial, 1.0, x.dtype)
 
 
 class Dropout1d(_ChannelDropout):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import bad_shape
+from ..errors import ShapeError, bad_shape
 from . import checks, logic, ops
 from .losses import _reduced, _reduction, _same_shape, _tensor, _weight
 from .low_precision import computes_in_float32
@@ -20,7 +20,7 @@ def _signs(fn: str, target, like: Tensor) -> Tensor:
     y = _tensor(fn, "target", target, like)
     try:
         ops._broadcast(fn, y.shape, like.shape)
-    except Exception:
+    except ShapeError:
         raise bad_shape(fn, "target", y.shape, f"a shape that broadcasts to {like.shape}") \
             from None
     return y

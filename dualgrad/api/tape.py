@@ -552,11 +552,7 @@ def _watched_gradient(w: _Watch, g, backend, settled_owed: bool):
                                f"or a tensor of shape {t.shape}")
             g = handle(backend, result)
     if w.retain and t._node is not None:
-        copy = backend.empty(t.shape, t.dtype)
-        backend.copy(copy, g)
-        t._grad = adopt(backend, Tensor(t.shape, t.dtype), copy) if t._grad is None else \
-            adopt(backend, Tensor(t.shape, t.dtype),
-                  backend.binary("add", handle(backend, t._grad), copy))
+        accumulate_leaf(t, g, backend)          # (into .grad, as a leaf's: a copy, then sums)
     return g
 
 
