@@ -16,8 +16,11 @@ One product on BLAS's threads among them would wake its workers again. A model w
 kernels all run on the calling thread (a small MLP) keeps BLAS's threads: their spinning
 slows nothing there, and one thread runs a 0.1-1 ms product 1.6-2 times as slowly.
 
-Cutting a product by rows or columns leaves each element's sum as it was (BLAS blocks the
-inner dimension alike in every part), so the results are the bits of the uncut call.
+Cutting a product by rows or columns leaves each element's sum as it was where BLAS blocks
+the inner dimension alike in every part, as OpenBLAS's AVX-512 kernels do: the results are
+then the bits of the uncut call. OpenBLAS 0.3.31's Haswell (AVX2) kernels sum some elements
+of a part in another order, so there a product's last bits depend on how it was cut (as
+on BLAS's own threads they depend on their count); the gpu is held to tolerances, not bits.
 
 BLAS's thread count is process-wide: held at one while one of these products (or a kernel
 that makes its own on every core, ``one_thread``) runs, and restored after it. Where

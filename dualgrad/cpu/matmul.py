@@ -1,8 +1,9 @@
 """Matrix products through NumPy's BLAS (sgemm for float32, dgemm for float64).
 
 The reference product is BLAS's: float32 accumulation in the library's blocked order (big
-products cut across the cores, ``blas.py``, with the same bits). Its agreement with the GPU
-kernel is bounded by a tolerance that grows with the inner dimension.
+products cut across the cores, ``blas.py``, with the same bits where BLAS allows). Its
+agreement with the GPU kernel is bounded by a tolerance that grows with the inner
+dimension.
 Transposed operands are passed to BLAS as transposed views, never copied.
 """
 from __future__ import annotations
