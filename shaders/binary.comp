@@ -28,6 +28,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #include "pairs16.glsl"
+#include "quotient.glsl"
 
 // Element i, and quad q, of an operand: float32, or (`narrow`) LOW's type widened.
 float element(Floats f, uint i, bool narrow) {
@@ -45,7 +46,7 @@ float forward(float x, float y) {
     if (OP == ADD) return x + y;
     if (OP == SUB) return x - y;
     if (OP == MUL) return x * y;
-    if (OP == DIV) return x / y;
+    if (OP == DIV) return quotient(x, y);
     if (OP == POW) return pow_c(x, y);
     if (OP == MAXIMUM) return (x > y || isnan(x)) ? x : y;
     if (OP == ATAN2) return atan2_f(x, y);
@@ -59,7 +60,7 @@ vec2 backward(float x, float y, float g) {
     if (OP == ADD) return vec2(g, g);
     if (OP == SUB) return vec2(g, -g);
     if (OP == MUL) return vec2(g * y, g * x);
-    if (OP == DIV) return vec2(g / y, -g * x / (y * y));
+    if (OP == DIV) return vec2(quotient(g, y), -quotient(g * x, y * y));
     if (OP == POW) {
         float gx = y == 0.0 ? 0.0 : g * y * pow_c(x, y - 1.0);
         float gy = (x == 0.0 && y >= 0.0) ? 0.0 : g * pow_c(x, y) * log(x);

@@ -108,6 +108,7 @@ vec2 sigmoid_pair(float x) {
 }
 
 #include "trig.glsl"
+#include "quotient.glsl"
 
 float forward(float x, float a, float b) {
     if (OP == NEG) return -x;
@@ -121,9 +122,9 @@ float forward(float x, float a, float b) {
     if (OP == TANH) return tanh_f(x);
     if (OP == ADD_SCALAR) return x + a;
     if (OP == MUL_SCALAR) return x * a;
-    if (OP == DIV_SCALAR) return x / a;
+    if (OP == DIV_SCALAR) return quotient(x, a);
     if (OP == RSUB_SCALAR) return a - x;
-    if (OP == RDIV_SCALAR) return a / x;
+    if (OP == RDIV_SCALAR) return quotient(a, x);
     if (OP == POW_SCALAR) return pow_c(x, a);
     if (OP == RPOW_SCALAR) return pow_c(a, x);
     if (OP == SILU) return x * sigmoid_f(x);
@@ -183,9 +184,9 @@ float backward(float x, float y, float g, float a, float b) {
     if (OP == TANH) return g * (1.0 - y * y);
     if (OP == ADD_SCALAR) return g;
     if (OP == MUL_SCALAR) return g * a;
-    if (OP == DIV_SCALAR) return g / a;
+    if (OP == DIV_SCALAR) return quotient(g, a);
     if (OP == RSUB_SCALAR) return -g;
-    if (OP == RDIV_SCALAR) return -g * a / (x * x);
+    if (OP == RDIV_SCALAR) return -quotient(g * a, x * x);
     if (OP == POW_SCALAR) return a == 0.0 ? 0.0 : g * a * pow_c(x, a - 1.0);
     if (OP == RPOW_SCALAR) return (a == 0.0 && x >= 0.0) ? 0.0 : g * y * log(a);
     if (OP == SILU) {

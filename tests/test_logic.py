@@ -355,6 +355,23 @@ def test_float_fmod_remainder_and_floor_division_as_cs_and_pythons(device, name)
         same_floats(operator(5.5, t(b)).numpy(), ours(t(np.full(1, 5.5)), t(b)).numpy())
 
 
+def test_division_by_numbers_past_2_to_the_126(device):
+    """A quotient whose divisor is past 2^126 is still the quotient (a device dividing
+    through the reciprocal would flush 1/y to 0 there: hypot(3e38, 3e38) was 3e38)."""
+    x = np.array([3e38, 1e38, -2e38, 5e37, 7e30, 3e38], np.float32)
+    y = np.array([3e38, 9e37, 1e38, -3.3e38, 2.0 ** 127, np.inf], np.float32)
+    want = (x.astype(np.float64) / y).astype(np.float32)
+    got = (t(x) / t(y)).numpy()
+    np.testing.assert_allclose(got, want, rtol=3 * 2.0 ** -23)
+    assert got[0] == 1.0 and got[-1] == 0.0
+    assert dg.hypot(t(x[:1]), t(x[:1])).numpy()[0] == np.inf
+    # ... and with a number on either side
+    np.testing.assert_allclose((t(x) / 3e38).numpy(), (x / np.float64(3e38)).astype(np.float32),
+                               rtol=3 * 2.0 ** -23)
+    np.testing.assert_allclose((3e38 / t(y[:-1])).numpy(),
+                               (np.float64(3e38) / y[:-1]).astype(np.float32), rtol=3 * 2.0 ** -23)
+
+
 def test_gradients_of_fmod_and_remainder_use_the_exact_quotients(device):
     x = np.array([1.0, -7.5, 7.5, 0.25], np.float32)
     y = np.array([0.1, 2.0, -2.0, 3.0], np.float32)
