@@ -550,6 +550,19 @@ def test_reduce_plan_covers_every_element():
     assert plans.reduce_plan(1, 1 << 24, True).splits > 100          # a full sum spreads out
 
 
+def test_a_variance_walks_runs_of_at_most_var_run():
+    """A variance's workgroup item walks its run twice: runs of at most VAR_RUN elements, so
+    the second walk finds them in the cache, cover every element in one dispatch."""
+    from dualgrad.gpu.kernels import reduce as gpu_reduce
+    for n_out, count in [(1, 1 << 24), (2, 2_100_004), (1, 5000), (3, 40000)]:
+        (only,) = gpu_reduce.reduce_passes(gpu_reduce.VAR, n_out, count, 0, 1, None,
+                                           plans.reduce_plan)
+        _, _, splits, chunk = only.uints[:4]
+        assert chunk <= plans.VAR_RUN and (splits - 1) * chunk < count <= splits * chunk
+    sum_plan = plans.reduce_plan(1, 1 << 24, True)
+    assert sum_plan.chunk > plans.VAR_RUN                   # (a sum reads each run once)
+
+
 @pytest.mark.parametrize("shape4,reduced,inner", [
     ((1, 1, 7, 40), {3}, 1), ((1, 1, 40, 7), {2}, 7), ((1, 2, 30, 3), {2}, 3),
     ((3, 4, 5, 6), {1, 3}, None), ((3, 4, 1, 6), {1, 2}, 6), ((1, 1, 5, 9), {2, 3}, 1),

@@ -168,10 +168,12 @@ def test_variance_of_a_large_mean_cancels_nothing(device, axis):
     assert m2.shape == s.shape == wide.mean(axis, keepdims=True).shape
 
 
-@pytest.mark.parametrize("shape, axis", [((40000, 3), 0), ((3, 40000), 1), ((70000, 2), 1)])
+@pytest.mark.parametrize("shape, axis", [((40000, 3), 0), ((3, 40000), 1), ((70000, 2), 1),
+                                         ((2, 2_100_004), 1)])
 def test_variance_of_long_runs_and_of_many_outputs(device, shape, axis):
     """Tall columns (few outputs, long strided runs: cut into workgroup items that finish in
-    the dispatch), long rows, and more outputs than the gpu's counters."""
+    the dispatch), long rows, more outputs than the gpu's counters, and rows long enough
+    that the gpu cuts them into more items than a sum would (plans.VAR_RUN)."""
     x = (5 + np.random.default_rng(9).standard_normal(shape)).astype(np.float32)
     np.testing.assert_allclose(dg.var(dg.ag_tensor(x), axis).numpy(),
                                x.astype(np.float64).var(axis, ddof=1), rtol=2e-6)

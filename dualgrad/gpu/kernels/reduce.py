@@ -49,6 +49,8 @@ def reduce_passes(code: int, n_out: int, count: int, total: int, inner: int | No
     squares or exponentials about y, one value an output (reduce.comp's CENTERED). A
     variance is never split where it cannot finish in its dispatch (``_var_plan``)."""
     plan = planner(n_out, count, inner == 1)
+    if code == VAR and plan.group_items and plan.chunk > plans.VAR_RUN:
+        plan = plans.ReducePlan(True, -(-count // plans.VAR_RUN), plans.VAR_RUN)
     final = plan.splits == 1
     finish = not final and n_out <= COUNTERS and (plan.group_items or
                                                   plan.splits <= FINISH_SPLITS)
