@@ -6,6 +6,7 @@ steps the benchmarks time.
     python3 bench/profile_gpu.py --case gpt --autocast bfloat16
     python3 bench/profile_gpu.py --case cnn --steps 5
     python3 bench/profile_gpu.py --case conv --conv 64:56   # conv2d 3x3 fwd+bwd alone
+    python3 bench/profile_gpu.py --case attention --length 4096   # the attention case
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
 kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch).
@@ -23,6 +24,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
 from dualgrad.gpu.timer import KernelTimer  # noqa: E402
+from attention_cases import attention_name, ours_attention  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv  # noqa: E402
 from gpt_cases import gpt_data, gpt_train_step, ours_gpt_model  # noqa: E402
 from timing import on_batch  # noqa: E402
@@ -40,10 +42,11 @@ def gpt_step(shape: tuple, autocast: str | None):
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=("gpt", "cnn", "conv"), default="gpt")
+    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention"), default="gpt")
     p.add_argument("--gpt", default="32,128,256,4,8", help="batch,context,dim,layers,heads")
     p.add_argument("--cnn", type=int, default=128, help="the CNN's batch")
     p.add_argument("--conv", default="64:56", help="channels:size of the conv case")
+    p.add_argument("--length", type=int, default=4096, help="the attention case's T")
     p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of steps first")
@@ -57,6 +60,8 @@ def main(argv=None) -> None:
         channels, size = (int(v) for v in args.conv.split(":"))
         step = ours_conv(dg, args.cnn, channels, size)
         what = f"conv2d 3x3 fwd+bwd {args.cnn}x{channels}x{size}x{size}"
+    elif args.case == "attention":
+        step, what = ours_attention(dg, args.length), attention_name(args.length)
     else:
         step, what = ours_cnn_step(dg, args.cnn), f"CNN step, batch {args.cnn}"
         if args.autocast:

@@ -194,6 +194,11 @@ def _describe(vk, instance, index: int, pd) -> dict:
     vk.vkGetPhysicalDeviceProperties2(pd, vk.VkPhysicalDeviceProperties2(pNext=subgroups))
     scans = bool(subgroups.supportedOperations & vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT and
                  subgroups.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+    atomics = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT()
+    has_atomics = FLOAT_ATOMICS in {e.extensionName for e in
+                                    vk.vkEnumerateDeviceExtensionProperties(pd, None)}
+    if has_atomics:
+        vk.vkGetPhysicalDeviceFeatures2(pd, vk.VkPhysicalDeviceFeatures2(pNext=atomics))
     api = props.apiVersion
     usable = bool(compute) and bool(bda.bufferDeviceAddress) and scans and \
         (api >> 22, (api >> 12) & 0x3FF) >= API_VERSION
@@ -207,7 +212,12 @@ def _describe(vk, instance, index: int, pd) -> dict:
             "preserves_nan": bool(floats.shaderSignedZeroInfNanPreserveFloat32),
             "preserves_denormals": bool(floats.shaderDenormPreserveFloat32),
             "tensor_cores": usable and features.bf16_tensor_cores(vk, instance, pd),
-            "host_import": _host_import_alignment(vk, pd)}
+            "host_import": _host_import_alignment(vk, pd),
+            "float_atomics": has_atomics and bool(atomics.shaderBufferFloat32AtomicAdd)}
+
+
+# Adding float32 atomically to buffers: attention's backward accumulates dq so.
+FLOAT_ATOMICS = "VK_EXT_shader_atomic_float"
 
 
 HOST_IMPORT = "VK_EXT_external_memory_host"
@@ -325,6 +335,7 @@ class Context:
         # (the variable is read first so that a bad value is refused on every device)
         self.tensor_cores = features.requested() and bool(info["tensor_cores"])
         self.host_import = info["host_import"]       # the alignment, or 0: see HostBuffer
+        self.float_atomics = info.get("float_atomics", False)
         self.device = self._create_device()
         self.queue = vk.vkGetDeviceQueue(self.device, self.queue_family, 0)
         self.pipelines = Pipelines(self)
@@ -338,6 +349,11 @@ class Context:
             extensions, head, chain = features.device_chain(vk, head)
         if self.host_import:
             extensions = extensions + [HOST_IMPORT]
+        if self.float_atomics:
+            head = vk.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+                pNext=head, shaderBufferFloat32AtomicAdd=vk.VK_TRUE)
+            chain = [*chain, head]
+            extensions = extensions + [FLOAT_ATOMICS]
         features2 = vk.VkPhysicalDeviceFeatures2(pNext=head)
         priorities = vk.ffi.new("float[]", [1.0])
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family,

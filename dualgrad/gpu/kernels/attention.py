@@ -1,9 +1,10 @@
 """Fused attention and its backward, no L x S matrix stored; the twin of
 ``dualgrad/cpu/attention.py``. attention.comp gives each thread a row; for rows (heads) of 64
-the forward and the keys' gradients take tiled shaders instead (attention_tiled.comp,
-attention_tiled_grad.comp: a thread a 4 x 4 block of scores), the queries' gradient stays a
-thread a row, which measured faster. Every shader finds its rows by strides (``Layout``):
-contiguous (B, L, D) arrays, or self-attention's projection read in place
+tiled shaders take the forward and both gradients instead (attention_tiled.comp,
+attention_tiled_dq.comp, attention_tiled_grad.comp: a thread a 4 x 2 block of scores; on a
+device that adds float32 atomically, attention_tiled_grad_dq.comp makes dq beside dk and
+dv, and attention_tiled_dq.comp only delta). Every shader finds its rows by strides
+(``Layout``): contiguous (B, L, D) arrays, or self-attention's projection read in place
 (``attention_packed``). float16 and bfloat16 q, k, v (and o, g) are read and their outputs
 written in 16 bits by the shaders' LOW form (attention16.glsl: rows of an even length;
 others through float32 copies), lse and delta staying float32."""
@@ -23,14 +24,17 @@ _ADDRESSES = packer(10)
 F32 = np.dtype(np.float32)
 ROWS = 64            # a workgroup's rows in attention.comp
 MAX_HEAD = 128       # the longest rows its registers and shared tiles are sized for
-# The tiles' gain, H200, causal, T = 128-2048: heads of 64, forward 1.7x and keys 1.5-1.8x
-# faster; heads of 32 (which the shaders take too), forward no faster, keys 1.4-1.9x slower.
+# Rows the tiles take (their 16 column groups split a row of 64 into quads). Heads of 32
+# stay with a thread a row: the tiled backward (8 groups) was 4% slower for the GPT
+# benchmark's 32 x 8 heads of 128 x 32 on an H100.
 TILED_HEADS = (64,)
-# A workgroup's query rows in attention_tiled.comp and keys in attention_tiled_grad.comp:
-# the first whose shared memory the device grants (48 KiB on NVIDIA's; lavapipe's 32 KiB
-# takes the second).
+# A workgroup's query rows in attention_tiled.comp and attention_tiled_dq.comp, and keys in
+# attention_tiled_grad.comp: the first whose shared memory the device grants (48 KiB on
+# NVIDIA's; lavapipe's 32 KiB takes the second).
 TILED_ROWS = (64, 32)
 TILED_GRAD_ROWS = (32, 16)
+# Column groups of a tile (the shaders' TX): a thread's score block is 4 x (32 / groups).
+FORWARD_GROUPS = GRAD_GROUPS = 16
 COLS = 32                # streamed rows a tile
 STREAMED_ROWS = (32, 16)  # attention.comp's streamed rows a step, by shared memory
 QUADS_A_ROW = 68 // 4    # a shared row's quads: a head of 64, and 4 floats apart
@@ -39,13 +43,19 @@ QUADS_A_ROW = 68 // 4    # a shared row's quads: a head of 64, and 4 floats apar
 def _forward_bytes(rows: int) -> int:
     """attention_tiled.comp's shared memory: q rows, k and v tiles, the weights, the maxima."""
     return 16 * (rows * QUADS_A_ROW + 2 * COLS * QUADS_A_ROW + COLS * (rows + 4) // 4) \
-        + 4 * rows * 8
+        + 4 * rows * FORWARD_GROUPS
 
 
 def _keys_bytes(rows: int) -> int:
     """attention_tiled_grad.comp's: k and v rows, q and g tiles, p and ds, lse and delta."""
     return 16 * (2 * rows * QUADS_A_ROW + 2 * COLS * QUADS_A_ROW + 2 * COLS * (rows + 4) // 4) \
         + 8 * COLS
+
+
+def _queries_bytes(rows: int) -> int:
+    """attention_tiled_dq.comp's: q and g rows, k and v tiles, ds, lse and delta."""
+    return 16 * (2 * rows * QUADS_A_ROW + 2 * COLS * QUADS_A_ROW + COLS * (rows + 4) // 4) \
+        + 8 * rows
 
 
 def _streamed_bytes(head: int):
@@ -106,8 +116,9 @@ def _tiled(head: int, addresses, layout: Layout) -> bool:
         all(n % 4 == 0 for n in layout[1:])
 
 
-def _spec(head: int, causal: bool, rows: int, low: int) -> tuple:
-    return (head, int(causal), rows // 4 * 8, rows, low)
+def _spec(head: int, causal: bool, rows: int, low: int, groups: int) -> tuple:
+    """A tiled shader's specialization: its threads are rows / 4 row groups by ``groups``."""
+    return (head, int(causal), rows // 4 * groups, rows, low)
 
 
 def _forward(dev, addresses, reads, o, lse, batch, rows, keys, head, causal, scale, layout):
@@ -116,7 +127,7 @@ def _forward(dev, addresses, reads, o, lse, batch, rows, keys, head, causal, sca
     low = ROUND16.get(o.dtype, 0)
     tile = _tile_rows(dev, TILED_ROWS, _forward_bytes)
     if tile and _tiled(head, (*addresses, o.address), layout):
-        dev.launch("attention_tiled", _spec(head, causal, tile, low), push,
+        dev.launch("attention_tiled", _spec(head, causal, tile, low, FORWARD_GROUPS), push,
                    _groups(rows, batch, tile), reads, [o, lse])
     else:
         dev.launch("attention", _stream_spec(dev, 0, head, causal, low), push,
@@ -132,13 +143,26 @@ def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, 
                   *(a for _, a in grads)), rows, keys, scale, layout)
     written = [h for h, _ in grads]
     low = ROUND16.get(o.dtype, 0)
-    dev.launch("attention", _stream_spec(dev, 1, head, causal, low), push,
-               _groups(rows, batch), [*reads, o, lse, g], [written[0], delta])
-    tile = _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
-    if tile and _tiled(head, (*addresses, g.address, *(a for _, a in grads)), layout):
-        dev.launch("attention_tiled_grad", _spec(head, causal, tile, low), push,
-                   _groups(keys, batch, tile), [*reads, lse, g, delta], written[1:])
+    tiled = _tiled(head, (*addresses, o.address, g.address, *(a for _, a in grads)), layout)
+    query_rows = tiled and _tile_rows(dev, TILED_GRAD_ROWS, _queries_bytes)
+    key_rows = tiled and _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
+    if query_rows and key_rows:
+        # dq added atomically by the keys' kernel, a share a tile of queries, where the
+        # device adds float32 atomically: it then recomputes no weights of its own
+        atomic = low == 0 and dev.ctx.float_atomics
+        if atomic:
+            dev.fill(written[0], 0.0)
+        dev.launch("attention_tiled_dq",
+                   (*_spec(head, causal, query_rows, low, GRAD_GROUPS), int(atomic)), push,
+                   _groups(rows, batch, query_rows), [*reads, o, lse, g],
+                   [delta] if atomic else [written[0], delta])
+        dev.launch("attention_tiled_grad_dq" if atomic else "attention_tiled_grad",
+                   _spec(head, causal, key_rows, low, GRAD_GROUPS), push,
+                   _groups(keys, batch, key_rows), [*reads, lse, g, delta],
+                   written if atomic else written[1:])
     else:
+        dev.launch("attention", _stream_spec(dev, 1, head, causal, low), push,
+                   _groups(rows, batch), [*reads, o, lse, g], [written[0], delta])
         dev.launch("attention", _stream_spec(dev, 2, head, causal, low), push,
                    _groups(keys, batch), [*reads, lse, g, delta], written[1:])
 
