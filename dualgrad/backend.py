@@ -64,7 +64,7 @@ class Backend(abc.ABC):
 
     name: str = "?"
     # Whether storage handles are host arrays: a tensor's storage is then its host value
-    # (``data``), and nothing is ever moved or rescued.
+    # (``_host``), and nothing is ever moved or rescued.
     host_storage: bool = False
 
     # -- storage ----------------------------------------------------------------------------

@@ -421,7 +421,7 @@ def test_a_cpu_parameter_moves_to_the_device_once(gpu):
             loss = dg.sum(w * w)
             loss.backward()
     assert dg.tape_mem()["p_n_buffers"] >= 2           # the weight and its gradient
-    assert w.scope == "persistent" and w.data is None
+    assert w.scope == "persistent" and w._host is None
     assert dg.transfer_stats()["h2d_bytes"] == w.size * 4
     np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 6.0))
 

@@ -96,6 +96,40 @@ def test_views_of_the_storage_see_writes(device):
     np.testing.assert_array_equal(w.numpy(), np.zeros(3))
 
 
+def test_data_is_the_storage_without_history_as_pytorchs(device):
+    """p.data: what PyTorch code writes through (init, EMA, clipping by hand) reaches the
+    parameter on both backends, and a view taken before an optimizer step sees the step."""
+    lin = dg.nn.Linear(3, 2)
+    d = lin.weight.data
+    assert d.shape == (2, 3) and not d.requires_grad and d.is_leaf and lin.weight.requires_grad
+    dg.manual_seed(0)
+    lin.weight.data.normal_(mean=0.0, std=0.02)          # (nanoGPT's initialisation)
+    dg.manual_seed(0)
+    want = dg.zeros(2, 3).normal_(mean=0.0, std=0.02).numpy()
+    np.testing.assert_array_equal(lin.weight.numpy(), want)
+    lin.bias.data.zero_()
+    lin.weight.data.mul_(0.5)
+    np.testing.assert_array_equal(lin.weight.numpy(), want * np.float32(0.5))
+    opt = dg.optim.SGD(lin.parameters(), lr=0.1)
+    with dg.with_grad_tape():
+        dg.sum(lin(dg.ones(4, 3))).backward()
+    opt.step()
+    np.testing.assert_array_equal(d.numpy(), lin.weight.numpy())
+    np.testing.assert_array_equal(lin.bias.numpy(), np.full(2, -0.4, np.float32))
+    lin.weight.data = np.ones((2, 3))                      # written in, converted
+    np.testing.assert_array_equal(d.numpy(), np.ones((2, 3)))
+
+
+def test_assigning_data_of_another_shape_is_refused_and_changes_nothing(device):
+    w = dg.ag_param(A)
+    with pytest.raises(dg.ShapeError, match=r"^data: argument 'value' has shape \(3,\)"):
+        w.data = np.ones(3, np.float32)
+    with dg.with_grad_tape():
+        with pytest.raises(dg.CallOrderError, match=r"^data: in-place ops run outside"):
+            w.data = np.zeros_like(A)
+    np.testing.assert_array_equal(w.numpy(), A)
+
+
 def test_inplace_inside_a_tape_is_refused_and_changes_nothing(device):
     w = dg.ag_param(A)
     with dg.with_grad_tape():

@@ -21,7 +21,7 @@ def test_the_example_runs_on_each_backend(device, tmp_path, monkeypatch):
     assert (tmp_path / "model.ckpt").exists()
     assert dg.ag_device() == "cpu"
     # the weights came back from the device with the device's values
-    assert all(p.ptr is None and p.data is not None for p in scope["model"].parameters())
+    assert all(p.ptr is None and p._host is not None for p in scope["model"].parameters())
 
 
 def test_the_commands_named_in_the_readme_exist():

@@ -134,7 +134,7 @@ def test_resident_and_host_optimizers_agree_numerically(gpu):
 def test_a_resident_weight_is_rescued_when_the_device_is_released(gpu):
     d = matrix(np.linspace(0.1, 1.6, 16), 4, 4)
     w = dg.ag_param(d)
-    assert w.data is None          # the value exists only in the device buffer
+    assert w._host is None          # the value exists only in the device buffer
     # Releasing the device frees the persistent pool. Without a rescue the weight would be
     # gone outright, which for a trained model is the most expensive failure in this area.
     dg.ag_device("cpu")
@@ -150,7 +150,7 @@ def test_a_tape_reset_does_not_drag_weights_off_the_device(gpu):
     # The rescue is per pool: a pass reset must leave persistent weights alone.
     assert w.ptr is not None
     assert ptr_is_live(w)
-    assert w.data is None
+    assert w._host is None
 
 
 @pytest.mark.gpu

@@ -21,7 +21,7 @@ def _detached(t: Tensor) -> Tensor:
     """A leaf sharing ``t``'s storage, taking a gradient where ``t`` does (an input of the
     recomputation)."""
     d = Tensor(t.shape, t.dtype, requires_grad=t.requires_grad)
-    d.ptr, d.data, d._scope = t.ptr, t.data, t._scope
+    d.ptr, d._host, d._scope = t.ptr, t._host, t._scope
     if capture.local.step is not None:       # (a recorded step need not keep it)
         capture.local.step.made(d)
     return d

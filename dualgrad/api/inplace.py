@@ -11,6 +11,8 @@ reads, not copies, and has no version counters to notice one written under it (P
 raises at backward; here the write is refused up front). Outside a tape nothing is
 recorded, so a parameter may be written there (PyTorch asks for ``no_grad()`` for that).
 Slices (``t[0]``) are copies in dualgrad, so writing into one leaves ``t`` as it was.
+``t.data`` is PyTorch's too: the storage as a tensor without history, whose in-place
+methods write into t; ``t.data = value`` writes value in (of t's shape).
 """
 from __future__ import annotations
 
@@ -98,6 +100,26 @@ def _copy_(self, src):
     return write("copy_", self, src, any_dtype=True)
 
 
+def _get_data(self):
+    """PyTorch's ``t.data``: t's storage as a tensor with no history (``t.detach()``), so
+    ``p.data.mul_(0.5)`` or ``p.weight.data.normal_(0, 0.02)`` writes into t."""
+    return self.detach()
+
+
+def _set_data(self, value):
+    """``t.data = value``: value's elements written into t's storage, as ``t.copy_(value)``
+    outside the tape. PyTorch would also take another shape and dtype, making t a new
+    tensor; here the shape must be t's (its dtype is converted), so the storage a
+    parameter, its optimizer and its views share stays one."""
+    _writable("data", self)
+    shape = getattr(value, "shape", np.shape(value))
+    if tuple(shape) != self.shape:
+        raise ShapeError(f"data: argument 'value' has shape {tuple(shape)}; expected the "
+                         f"tensor's {self.shape} (values are written into its storage; "
+                         "make a new tensor for another shape)")
+    _copy_(self, value)
+
+
 def _random(name: str, draw):
     def method(self, *args, **kwargs):
         _writable(name, self)
@@ -143,3 +165,4 @@ def install() -> None:
     for name, method in methods.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, method)
+    Tensor.data = property(_get_data, _set_data, doc=_get_data.__doc__)

@@ -100,10 +100,12 @@ def _narrow(self, dim: int, start: int, length: int):
 
 def _detach(self):
     """The same storage as a tensor with no history (requires_grad False), as PyTorch's
-    ``detach()``: what the tape records beyond it does not flow back here."""
+    ``detach()``: what the tape records beyond it does not flow back here. A view of a
+    persistent tensor (a parameter) is persistent too: it outlives tapes as its storage
+    does."""
     backend = device.active()
     view = backend.reshape(handle(backend, self), self.shape)
-    return adopt(backend, Tensor(self.shape, self.dtype), view)
+    return adopt(backend, Tensor(self.shape, self.dtype, persistent=self.persistent), view)
 
 
 def _clone(self):

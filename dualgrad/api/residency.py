@@ -1,8 +1,8 @@
 """Residency: which storage a tensor holds, and how to write it without losing that.
 
-A Tensor has ``data`` (a host array or None) and ``ptr`` (a backend's device storage or
-None). On a backend whose storage is host memory (cpu) the storage is ``data`` and ``ptr``
-stays None. On a device backend (gpu) ``ptr`` is the storage and ``data`` at most a read
+A Tensor has ``_host`` (a host array or None) and ``ptr`` (a backend's device storage or
+None). On a backend whose storage is host memory (cpu) the storage is ``_host`` and ``ptr``
+stays None. On a device backend (gpu) ``ptr`` is the storage and ``_host`` at most a read
 cache, dropped whenever the storage is written. This module is the one place that decides
 (the backends deal in storage handles only):
 
@@ -21,6 +21,8 @@ back to the device once, at its next use there).
 from __future__ import annotations
 
 import threading
+
+import numpy as np
 
 from ..errors import ArgumentTypeError, DeadTensorError, ShapeError, bad_type
 from . import capture, device, scopes
@@ -43,7 +45,7 @@ def handle(backend, t: Tensor):
             if step is not None:
                 step.used(t)
         return ptr
-    data = t.data
+    data = t._host
     if data is None:
         raise DeadTensorError(
             f"this {t.scope} tensor of shape {t.shape} has no value: its device memory was "
@@ -61,7 +63,7 @@ def handle(backend, t: Tensor):
     h = backend.upload(data, t.persistent)
     t.ptr = h
     if t.persistent:
-        t.data = None                        # the device copy is now the value
+        t._host = None                        # the device copy is now the value
     (_resident.get(backend) or _track(backend)).add(t)
     return h
 
@@ -72,9 +74,9 @@ def adopt(backend, t: Tensor, h, kept: bool = False) -> Tensor:
     (a value from the host, a gradient of one) outlives it: where ``h`` is pass storage,
     it is moved out before that storage is freed (``keep_host_values``)."""
     if backend.host_storage:
-        t.data, t.ptr = h, None
+        t._host, t.ptr = h, None
     else:
-        t.ptr, t.data = h, None
+        t.ptr, t._host = h, None
         tracked = _resident.get(backend)
         if tracked is None:
             tracked = _track(backend)
@@ -116,13 +118,13 @@ def host_value(backend, t: Tensor):
     """``t``'s current value as a host array (downloaded and cached where it lives on a
     device); the caller must not modify it. A value read is kept: the tensor no longer
     ends with its scope."""
-    data = t.data
+    data = t._host
     ptr = t.ptr
     if data is None or (t._scope is not None and not t._scope.alive) or \
             (ptr is not None and t._seen != ptr.writes):      # (written through a view)
         h = handle(backend, t)
-        data = t.data if backend.host_storage else backend.download(h)
-        t.data = data
+        data = t._host if backend.host_storage else backend.download(h)
+        t._host = data
         if ptr is not None:
             t._seen = ptr.writes
     t._scope = None
@@ -138,8 +140,8 @@ def rescue(backend) -> None:
         ptr = t.ptr
         if ptr is None or not backend.owns(ptr):
             continue
-        if t.data is None:
-            t.data = backend.download(ptr)
+        if t._host is None:
+            t._host = backend.download(ptr)
         t.ptr = None
 
 
@@ -180,18 +182,29 @@ def write_resident(t, value, fn: str = "write_resident") -> None:
 
 
 def store_weight(t, value) -> None:
-    """Set ``t``'s value, keeping it resident when its device buffer is live."""
+    """Set ``t``'s value, keeping it resident when its device buffer is live, and writing
+    into its host array where that is its storage: views of the storage (``detach()``,
+    ``t.data``) see the value on the cpu as on a device."""
     t = _tensor("store_weight", t)
     if ptr_is_live(t):
         write_resident(t, value, "store_weight")
+    elif t.ptr is None and (t._scope is None or t._scope.alive) and _host_storage(t):
+        np.copyto(t._host, _value("store_weight", t, value))
     else:
         set_host_data(t, value, "store_weight")
+
+
+def _host_storage(t) -> bool:
+    """Whether ``t``'s host array can take a value in place."""
+    h = t._host
+    return isinstance(h, np.ndarray) and h.flags.writeable and h.shape == t.shape and \
+        h.dtype == t.dtype
 
 
 def set_host_data(t, value, fn: str = "set_host_data") -> None:
     """Give ``t`` a host value and drop its device pointer. (``fn`` names the caller in
     errors.)"""
     t = _tensor(fn, t)
-    t.data = _value(fn, t, value).copy()
+    t._host = _value(fn, t, value).copy()
     t.ptr = None
     t._scope = None

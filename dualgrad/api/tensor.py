@@ -2,9 +2,10 @@
 
 Storage follows the residency rules (``residency.py``):
 
-- ``data`` is a host array or None; ``ptr`` a device buffer or None. On cpu ``ptr`` is None and
-  ``data`` is the storage. On gpu ``ptr`` is the storage and ``data`` at most a read cache,
-  dropped whenever the buffer is written.
+- ``_host`` is a host array or None; ``ptr`` a device buffer or None. On cpu ``ptr`` is None
+  and ``_host`` is the storage. On gpu ``ptr`` is the storage and ``_host`` at most a read
+  cache, dropped whenever the buffer is written. (``t.data`` is PyTorch's: the tensor's
+  storage as a tensor without history.)
 - ``scope`` is ``"persistent"`` for a tensor in the device's persistent pool, else ``"pass"``
   (the pools each tape or evaluation frees; on cpu it means "no pool"). ``persistent`` says
   that a tensor's value outlives every tape (parameters, optimizer state, values from the
@@ -53,7 +54,7 @@ class Tensor:
     """An n-dimensional float array that autograd can track. Make one with
     ``dg.ag_tensor(array)``; ops return new tensors."""
 
-    __slots__ = ("shape", "dtype", "data", "ptr", "requires_grad", "persistent", "_grad",
+    __slots__ = ("shape", "dtype", "_host", "ptr", "requires_grad", "persistent", "_grad",
                  "_node", "_scope", "_hooks", "_seen", "__weakref__")
     __array_ufunc__ = None       # NumPy defers to our operators: ndarray + Tensor -> Tensor
 
@@ -61,7 +62,7 @@ class Tensor:
                  persistent: bool = False):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
-        self.data = None
+        self._host = None
         self.ptr = None
         self.requires_grad = requires_grad
         # Whether the value outlives every tape (parameters, their gradients, optimizer
@@ -71,7 +72,7 @@ class Tensor:
         self._node = None
         self._scope = None        # the scope a computed tensor lives in (scopes.py)
         self._hooks = None        # post-accumulate-grad hooks of a leaf (tape.py)
-        self._seen = 0            # the device storage's write count when ``data`` was read
+        self._seen = 0            # the device storage's write count when ``_host`` was read
 
     # -- what it is --------------------------------------------------------------------------
     @property
@@ -179,7 +180,7 @@ class Tensor:
         """Note an in-place write to the storage: the host cache of a device tensor, and of
         every other view of its storage (``detach()``, ``reshape``), is stale."""
         if self.ptr is not None:
-            self.data = None
+            self._host = None
             self.ptr.wrote()
 
     # -- gradient ----------------------------------------------------------------------------
