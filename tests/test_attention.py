@@ -445,18 +445,24 @@ def test_positional_embeddings_add_each_positions_row(device):
         learned(dg.ag_tensor(np.zeros((9, 6), np.float32)))
 
 
-@pytest.mark.gpu
-def test_heads_of_64_take_the_tiled_kernels_on_this_device(gpu, monkeypatch):
-    # The tiles (64 or 32 rows a workgroup, as the device's shared memory allows) must be
-    # what runs here, else the differential checks of heads of 64 test the other kernel.
-    from dualgrad.api import device
-    dev = device.active().device
+def shaders_launched(dev, monkeypatch) -> list:
+    """The names of the shaders ``dev`` launches from now on, in order."""
     launched, launch = [], type(dev).launch
 
     def spy(self, shader, spec, *rest):
         launched.append(shader)
         return launch(self, shader, spec, *rest)
     monkeypatch.setattr(type(dev), "launch", spy)
+    return launched
+
+
+@pytest.mark.gpu
+def test_heads_of_64_take_the_tiled_kernels_on_this_device(gpu, monkeypatch):
+    # The tiles (64 or 32 rows a workgroup, as the device's shared memory allows) must be
+    # what runs here, else the differential checks of heads of 64 test the other kernel.
+    from dualgrad.api import device
+    dev = device.active().device
+    launched = shaders_launched(dev, monkeypatch)
     rng = np.random.default_rng(3)
     q, k, v = (dg.ag_tensor(rng.standard_normal((2, 70, 64)).astype(np.float32),
                             requires_grad=True) for _ in range(3))
@@ -497,3 +503,41 @@ def test_dq_added_atomically_agrees_with_dq_in_tiles(gpu, monkeypatch, packed):
     np.testing.assert_allclose(atomic, tiled, rtol=1e-5, atol=1e-6)
     if not packed:
         np.testing.assert_array_equal(atomic[:, :, 1:], tiled[:, :, 1:])    # dk, dv
+
+
+@pytest.fixture
+def deterministic():
+    dg.use_deterministic_algorithms(True)
+    yield
+    dg.use_deterministic_algorithms(False)
+
+
+@pytest.mark.gpu
+def test_deterministic_algorithms_give_dq_the_same_bits_each_run(gpu, deterministic,
+                                                                  monkeypatch):
+    # Under use_deterministic_algorithms(True) dq takes its own kernel, whose sums come in
+    # one order: two runs agree bit for bit, whatever the device adds atomically.
+    from dualgrad.api import device
+    dev = device.active().device
+    launched = shaders_launched(dev, monkeypatch)
+    assert dg.are_deterministic_algorithms_enabled()
+    x = np.random.default_rng(8).standard_normal((3, 3, 90, 64)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        q, k, v = (dg.ag_tensor(a, requires_grad=True) for a in x)
+        with dg.with_grad_tape():
+            out = dg.scaled_dot_product_attention(q, k, v, is_causal=True)
+            dg.sum(out * out).backward()
+        runs.append([t.grad.numpy() for t in (q, k, v)])
+    for first, second in zip(*runs):
+        np.testing.assert_array_equal(first, second)
+    assert "attention_tiled_grad" in launched and "attention_tiled_grad_dq" not in launched
+
+
+def test_use_deterministic_algorithms_takes_flags_only():
+    with pytest.raises(dg.ArgumentTypeError,
+                       match=r"^use_deterministic_algorithms: argument 'mode' has type str"):
+        dg.use_deterministic_algorithms("yes")
+    with pytest.raises(dg.ArgumentTypeError, match=r"argument 'warn_only' has type int"):
+        dg.use_deterministic_algorithms(True, warn_only=1)
+    assert not dg.are_deterministic_algorithms_enabled()       # (unchanged by either)

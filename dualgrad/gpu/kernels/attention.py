@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ... import determinism
 from ..dispatch import ROUND16, packer
 from ..memory import DeviceArray
 from . import logic
@@ -148,8 +149,10 @@ def _backward(dev, addresses, grads, reads, o, lse, g, batch, rows, keys, head, 
     key_rows = tiled and _tile_rows(dev, TILED_GRAD_ROWS, _keys_bytes)
     if query_rows and key_rows:
         # dq added atomically by the keys' kernel, a share a tile of queries, where the
-        # device adds float32 atomically: it then recomputes no weights of its own
-        atomic = low == 0 and dev.ctx.float_atomics
+        # device adds float32 atomically: it then recomputes no weights of its own (its
+        # sums then come in any order: not under use_deterministic_algorithms)
+        atomic = low == 0 and dev.ctx.float_atomics and \
+            not determinism.are_deterministic_algorithms_enabled()
         if atomic:
             dev.fill(written[0], 0.0)
         dev.launch("attention_tiled_dq",
