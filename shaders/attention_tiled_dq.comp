@@ -15,7 +15,7 @@ layout(constant_id = 2) const uint THREADS = 128;
 layout(constant_id = 3) const uint ROWS = 32;     // 32, or 16 where shared memory is short
 // 1 / 2: q, k, v, o, g and the gradients stored as float16 / bfloat16 (attention16.glsl)
 layout(constant_id = 4) const uint LOW = 0;
-// 1: delta alone (attention_tiled_grad.comp's DQ form makes dq)
+// 1: delta alone (attention_tiled_grad_dq.comp makes dq)
 layout(constant_id = 5) const uint DELTA_ONLY = 0;
 const uint TX = 16;                    // column groups (attention_tiles.glsl)
 #include "attention_tiles.glsl"
@@ -27,30 +27,7 @@ shared vec4 vs[COLS * SROW];           // ... and values
 shared vec4 dt[COLS * TROW];           // ds, transposed: dt[key][rows]
 shared float lse_s[ROWS], delta_s[ROWS];
 
-// The next tile's keys and values, loaded into registers while this tile is multiplied
-// out, then stored once every read of this tile is done (as attention_tiled.comp's).
-const uint CARRIED = (COLS * QROW + THREADS - 1) / THREADS;
-vec4 k_next[CARRIED], v_next[CARRIED];
-
-void fetch(Rows kr, uint j0) {
-    for (uint i = 0; i < CARRIED; ++i) {
-        uint e = gl_LocalInvocationIndex + i * THREADS, r = e / QROW, c = e % QROW;
-        bool in_ = e < COLS * QROW && j0 + r < p.S;
-        uint at = in_ ? row_at(kr, j0 + r) / 4 + c : 0u;
-        k_next[i] = in_ ? load_quad(p.k, at) : vec4(0.0);
-        v_next[i] = in_ ? load_quad(p.v, at) : vec4(0.0);
-    }
-}
-
-void stash() {
-    for (uint i = 0; i < CARRIED; ++i) {
-        uint e = gl_LocalInvocationIndex + i * THREADS, r = e / QROW, c = e % QROW;
-        if (e < COLS * QROW) {
-            ks[r * SROW + c] = k_next[i];
-            vs[r * SROW + c] = v_next[i];
-        }
-    }
-}
+#include "attention_kv_ahead.glsl"
 
 void main() {
     uint tid = gl_LocalInvocationIndex, tx = tid % TX, ty = tid / TX;
@@ -70,7 +47,8 @@ void main() {
         float delta = 0.0, lse = 0.0;
         if (row < p.L) {
             uint at = row_at(orr, row) / 4u;
-            for (uint e = 0; e < QROW; ++e) DOT4(delta, gs[tid * SROW + e], load_quad(p.o, at + e));
+            for (uint e = 0; e < QROW; ++e)
+                DOT4(delta, gs[tid * SROW + e], load_quad(p.o, at + e));
             lse = p.lse.v[batch * p.L + row];
             p.delta.v[batch * p.L + row] = delta;
         }

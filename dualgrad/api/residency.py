@@ -188,13 +188,13 @@ def store_weight(t, value) -> None:
     t = _tensor("store_weight", t)
     if ptr_is_live(t):
         write_resident(t, value, "store_weight")
-    elif t.ptr is None and (t._scope is None or t._scope.alive) and _host_storage(t):
+    elif t.ptr is None and (t._scope is None or t._scope.alive) and _writable_host_array(t):
         np.copyto(t._host, _value("store_weight", t, value))
     else:
         set_host_data(t, value, "store_weight")
 
 
-def _host_storage(t) -> bool:
+def _writable_host_array(t) -> bool:
     """Whether ``t``'s host array can take a value in place."""
     h = t._host
     return isinstance(h, np.ndarray) and h.flags.writeable and h.shape == t.shape and \
