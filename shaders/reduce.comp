@@ -4,12 +4,13 @@
 // backward); the twin of dualgrad/cpu/reduce.py. MIN is -max(-x), bit for bit: NaN wins, -0 against +0 gives -0.
 // SUM_SQUARES squares each element as it reads it (term) and adds like SUM; with CENTERED,
 // (x - y[o])^2, about a center an output. SUM_EXP adds exp(x - y[o]) (a log-sum-exp's, y
-// the maximum). VAR (a variance) sums each item's run, then its deviations from the run's
-// mean c, d = x - c, as sum(d) and sum(d^2) in a second walk (from the cache: the run was
-// just read), and keeps the item's statistics: its count, its mean as c + lo (lo = sum(d) /
-// n, which c's rounding leaves), and M2 = sum(d^2) - sum(d) lo, the squares about that
-// mean; items are merged by Chan's rule in order of s, and the result is M2 over the
-// divisor the push constants' `total` carries (as float bits).
+// the maximum). VAR (a variance) keeps statistics of runs: a count, a mean as c + lo (lo =
+// sum(d) / n of the deviations d = x - c from a center c), and M2 = sum(d^2) - sum(d) lo,
+// the squares about that mean. A workgroup item's threads each walk their share once,
+// centered on its first element (docs/numerics.md: why that keeps the bound); a thread's
+// item sums its run, then walks it again about its float32 mean. Shares and items are
+// merged by Chan's rule in a fixed order (items in order of s), and the result is M2 over
+// the divisor the push constants' `total` carries (as float bits).
 //
 // The work is split into items: output element o, share s of its reduced elements (the
 // s-th run of `chunk` of them). An item's result goes to out[s * n_out + o], so with
@@ -57,7 +58,7 @@ layout(push_constant) uniform Push {
 } p;
 
 shared float part[WG];
-shared vec4 stats[WG];                // VAR: pairs of sums, then statistics, for the trees
+shared vec4 stats[WG];                // VAR: statistics, for the trees
 shared bool last_item;
 
 // NaN wins; -0 against +0 gives +0: the same in any order
@@ -181,13 +182,23 @@ vec2 walk_deviations(uint base, uint r0, uint r1, uint first, uint step, float c
     return acc;
 }
 
-// VAR: a run's statistics (count, mean c + lo, M2), from its count n, the rounded mean c
-// and the sums of its deviations from c. sum(d^2) - sum(d) lo removes what c's distance
-// from the mean added (n lo^2); nothing may go below 0 by rounding (a NaN stays).
+// VAR: a run's statistics (count, mean c + lo, M2), from its count n, its center c and
+// the sums of its deviations from c. sum(d^2) - sum(d) lo removes what c's distance from
+// the mean added (n lo^2); nothing may go below 0 by rounding (a NaN stays).
 vec4 run_stats(float n, float c, vec2 d) {
     if (n == 0.0) return vec4(0.0);
     float lo = d.x / n, m2 = d.y - d.x * lo;
     return vec4(n, c, lo, m2 < 0.0 ? 0.0 : m2);
+}
+
+// VAR: the statistics of the elements walk() would take, about the first of them, c. As c
+// is one of them, (c - mean)^2 <= M2 and the squares summed are at most (n + 1) M2.
+vec4 walk_stats(uint base, uint r0, uint r1, uint first, uint step) {
+    uint r = r0 + (VEC != 0 ? 4 * first : first), stride = VEC != 0 ? 4 * step : step;
+    if (r >= r1) return vec4(0.0);
+    float c = p.x.v[offset_of(base, r)];
+    vec2 d = walk_deviations(base, r0, r1, first, step, c);
+    return run_stats(float((r1 - r + stride - 1) / stride * (stride / step)), c, d);
 }
 
 // VAR: Chan's merge of two runs' statistics: M2 is a's, b's and delta^2 n_a n_b / n, all
@@ -252,15 +263,14 @@ float combine_group(float v) {
     return all;
 }
 
-// VAR: the workgroup's pairs of sums added by a tree, or (`stats`) its statistics merged
-// by one, in a fixed order; every thread gets the result.
-vec4 combine_group_var(vec4 v, bool is_stats) {
+// VAR: the workgroup's statistics merged by a tree, in a fixed order; every thread gets
+// the result.
+vec4 combine_group_var(vec4 v) {
     uint lid = gl_LocalInvocationID.x;
     stats[lid] = v;
     barrier();
     [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s) stats[lid] = is_stats ? merge(stats[lid], stats[lid + s])
-                                           : stats[lid] + stats[lid + s];
+        if (lid < s) stats[lid] = merge(stats[lid], stats[lid + s]);
         barrier();
     }
     vec4 all = stats[0];
@@ -272,16 +282,12 @@ vec4 combine_group_var(vec4 v, bool is_stats) {
 // (GROUP_ITEMS) or by one thread.
 vec4 var_item(uint o, uint r0, uint r1) {
     uint base = base_of(o);
-    float n = float(r1 - r0);
     if (GROUP_ITEMS == 0) {
+        float n = float(r1 - r0);
         float c = walk(base, r0, r1, 0, 1, 0.0) / n;
         return run_stats(n, c, walk_deviations(base, r0, r1, 0, 1, c));
     }
-    uint lid = gl_LocalInvocationID.x;
-    float c = combine_group(walk(base, r0, r1, lid, WG, 0.0)) / n;
-    vec2 d = combine_group_var(vec4(walk_deviations(base, r0, r1, lid, WG, c), 0.0, 0.0),
-                               false).xy;
-    return run_stats(n, c, d);
+    return combine_group_var(walk_stats(base, r0, r1, gl_LocalInvocationID.x, WG));
 }
 
 void main_var() {
@@ -310,7 +316,7 @@ void main_var() {
         }
         barrier();
         if (last_item) {
-            vec4 all = combine_group_var(gather_stats(o, lid, WG), true);
+            vec4 all = combine_group_var(gather_stats(o, lid, WG));
             if (lid == 0) {
                 p.final_.v[o] = finish(all.w);
                 p.counters.v[o] = 0;

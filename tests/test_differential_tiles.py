@@ -551,16 +551,23 @@ def test_reduce_plan_covers_every_element():
 
 
 def test_a_variance_walks_runs_of_at_most_var_run():
-    """A variance's workgroup item walks its run twice: runs of at most VAR_RUN elements, so
-    the second walk finds them in the cache, cover every element in one dispatch."""
+    """A variance's workgroup item walks at most VAR_RUN elements, so that a thread's share
+    of m about one of its elements stays within the tolerance's bound ((m + 3)(m + 1) <=
+    n + 3, reduce.comp), and its items cover every element in one dispatch. Where a sum's runs
+    are no longer, the variance takes the sum's plan (one read of each element)."""
     from dualgrad.gpu.kernels import reduce as gpu_reduce
-    for n_out, count in [(1, 1 << 24), (2, 2_100_004), (1, 5000), (3, 40000)]:
+    for n_out, count in [(1, 1 << 24), (2, 2_100_004), (1, 5000), (3, 40000), (1024, 1 << 20),
+                         (1, 300)]:
         (only,) = gpu_reduce.reduce_passes(gpu_reduce.VAR, n_out, count, 0, 1, None,
                                            plans.reduce_plan)
         _, _, splits, chunk = only.uints[:4]
         assert chunk <= plans.VAR_RUN and (splits - 1) * chunk < count <= splits * chunk
-    sum_plan = plans.reduce_plan(1, 1 << 24, True)
-    assert sum_plan.chunk > plans.VAR_RUN                   # (a sum reads each run once)
+        m = -(-chunk // plans.WG)
+        assert (m + 3) * (m + 1) <= count + 3
+        sum_plan = plans.reduce_plan(n_out, count, True)
+        if sum_plan.chunk <= plans.VAR_RUN:
+            assert (splits, chunk) == (sum_plan.splits, sum_plan.chunk)
+    assert plans.reduce_plan(1024, 1 << 20, True).chunk > plans.VAR_RUN     # (capped above)
 
 
 @pytest.mark.parametrize("shape4,reduced,inner", [

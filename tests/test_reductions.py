@@ -172,8 +172,8 @@ def test_variance_of_a_large_mean_cancels_nothing(device, axis):
                                          ((2, 2_100_004), 1)])
 def test_variance_of_long_runs_and_of_many_outputs(device, shape, axis):
     """Tall columns (few outputs, long strided runs: cut into workgroup items that finish in
-    the dispatch), long rows, more outputs than the gpu's counters, and rows long enough
-    that the gpu cuts them into more items than a sum would (plans.VAR_RUN)."""
+    the dispatch), long rows, more outputs than the gpu's counters, and rows cut into
+    items whose threads each walk a share about one of its elements (reduce.comp)."""
     x = (5 + np.random.default_rng(9).standard_normal(shape)).astype(np.float32)
     np.testing.assert_allclose(dg.var(dg.ag_tensor(x), axis).numpy(),
                                x.astype(np.float64).var(axis, ddof=1), rtol=2e-6)

@@ -78,7 +78,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float)
     k and v (..., S, E) with the same leading axes; None where the kernels do not take the
     shapes (then the caller composes it)."""
     lead, (length, e), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    batch = int(np.prod(lead))
+    batch = math.prod(lead)
     if v.shape[-1] != e or not kernels_take(batch, s, e):
         return None
     backend = device.active()
@@ -150,7 +150,7 @@ def attention_scores(fn: str, q: Tensor, k: Tensor, attn_mask, is_causal: bool,
                      scale) -> Tensor:
     """q @ k^T * scale with the masks applied, (..., L, S)."""
     lead, (length, e), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
-    batch = int(np.prod(lead))
+    batch = math.prod(lead)
     scale = 1.0 / math.sqrt(e) if scale is None else checks.number(fn, "scale", scale)
     q3, k3 = reshape(q, (batch, length, e)), reshape(k, (batch, s, e))
     scores = reshape(matmul(q3, transpose(k3, (0, 2, 1))) * scale, lead + (length, s))
@@ -212,7 +212,7 @@ def _attend(fn, q, k, v, attn_mask, p, is_causal, scale):
         weights = where(hidden, 0.0, softmax(where(hidden, 0.0, scores), -1))
     weights = fresh_dropout(weights, p)
     lead, length, s = q.shape[:-2], q.shape[-2], k.shape[-2]
-    batch = int(np.prod(lead))
+    batch = math.prod(lead)
     out = matmul(reshape(weights, (batch, length, s)), reshape(v, (batch, s, v.shape[-1])))
     return reshape(out, lead + (length, v.shape[-1]))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, IndexOutOfRange, InvalidValueError, ShapeError, bad_type
+from ..errors import ArgumentTypeError, IndexOutOfRange, ShapeError, bad_type
 from ..shapes import MAX_RANK
 from . import checks, device, ops, tape
 from .low_precision import computes_in_float32, converted, refuse_low_precision

@@ -587,13 +587,13 @@ def reshape(x, *shape) -> Tensor:
     if len(unknown) > 1 or builtins.any(n < -1 for n in shape):
         raise bad_value("reshape", "shape", shape,
                         "non-negative sizes with at most one -1")
-    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    known = math.prod(n for n in shape if n != -1)
     if unknown:
         if known == 0 or x.size % known:
             raise bad_value("reshape", "shape", shape,
                             f"a shape with {x.size} elements (the input's {x.shape})")
         shape = tuple(x.size // known if n == -1 else n for n in shape)
-    if int(np.prod(shape, dtype=np.int64)) != x.size:
+    if math.prod(shape) != x.size:
         raise bad_value("reshape", "shape", shape,
                         f"a shape with {x.size} elements (the input's {x.shape})")
     if len(shape) > MAX_RANK:

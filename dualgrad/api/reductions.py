@@ -39,7 +39,7 @@ def _without_axes(backend, hk, axes: tuple, keepdims: bool):
 
 
 def _count(x: Tensor, axes: tuple) -> int:
-    return int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    return math.prod(x.shape[a] for a in axes)
 
 
 def _correction(fn: str, correction, unbiased) -> float:
@@ -58,8 +58,8 @@ def var(x, axis=None, keepdims=None, *, correction: float | None = None, dim=Non
     """Variance over ``axis``: sum((x - mean)**2) / (n - correction), as ``torch.var``
     (``correction=1``, the default: Bessel's; 0: the population's; PyTorch's older
     ``unbiased=True/False`` is taken for 1/0). One kernel reads the input once:
-    each share of it is summed, then its squares are taken about its own mean, and the
-    shares are merged (Chan's rule), so a large mean cancels nothing; NaN where
+    each share of it takes its squares about its own mean, and the shares are merged
+    (Chan's rule), so a large mean cancels nothing; NaN where
     n - correction <= 0 (inf for a positive sum, as PyTorch). Its gradient is PyTorch's,
     2 (x - mean) g / (n - correction)."""
     axis, keepdims = _dim_or_axis("var", axis, dim, keepdims, keepdim)

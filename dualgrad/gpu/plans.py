@@ -213,10 +213,11 @@ BUSY_ITEM_GROUPS = 1024           # workgroups a pass aims for when a workgroup 
 BUSY_ITEM_THREADS = 1 << 17       # threads a pass aims for when a thread runs an item
 MIN_GROUP_RUN = 8 * WG            # the fewest elements a workgroup item sums
 MIN_THREAD_RUN = 32               # the fewest elements a thread item sums
-# The most elements a workgroup's variance item walks: it walks its run twice, and runs of
-# 16 KiB keep the second walk in the cache (the GPU's thousand-odd workgroups in flight
-# read 16 MiB at once; runs of 64 KiB came from memory again).
-VAR_RUN = 4 * WG * 4
+# The most elements a workgroup's variance item walks. Each thread takes m = VAR_RUN / WG
+# of them about one of its own, summing squares of at most (m + 1) times their M2: within
+# the tolerance's gamma(n + 3) bound while (m + 3)(m + 1) <= n + 3, which m <= 64 keeps
+# for any n (n >= the run's 256 m). As long as a sum's runs: a variance takes its plan.
+VAR_RUN = 16 * WG * 4
 
 
 class ReducePlan(NamedTuple):

@@ -430,14 +430,16 @@ TOLERANCES: dict = {
                                     "range, which a device may flush (each below 1.2e-38, at "
                                     "most 2^17 of them)",
                                     ulps=1, gamma=1, atol=2.0 ** -100),
-    "reduce:var": Tolerance("a run's mean c is a float32 sum over n (within e = gamma(n + 1) "
-                            "sum|x| / n of the mean); its squares about c are summed as "
-                            "sum_squares' (gamma(n + 3) of their sum T = M2 + n (c - mean)^2 "
-                            "<= M2 + n e^2), the correction sum(x - c)^2 / n errs by 2 gamma "
-                            "T at most, and Chan's merges of runs add non-negative terms "
-                            "whose delta is as accurate (a gamma more): 4 gamma(n + 3) of "
-                            "M2 + n e^2 (the check's S, over the divisor); then the division "
-                            "and the cpu's one rounding",
+    "reduce:var": Tolerance("each share of a run (a workgroup thread's m elements, or a "
+                            "thread item's whole run) sums its squares about a center c as "
+                            "sum_squares' (gamma(m + 3) of T = M2_s + m (c - mean_s)^2) and "
+                            "removes sum(x - c)^2 / m (2 gamma T at most); c is one of the "
+                            "share's elements (T <= (m + 1) M2_s, and plans.VAR_RUN keeps "
+                            "(m + 3)(m + 1) <= n + 3) or its float32 mean (within e = "
+                            "gamma(n + 1) sum|x| / n: T <= M2 + n e^2); Chan's merges of "
+                            "shares add non-negative terms whose delta is as accurate (a "
+                            "gamma more): 4 gamma(n + 3) of M2 + n e^2 (the check's S, over "
+                            "the divisor); then the division and the cpu's one rounding",
                             ulps=2, gamma=4),
     "reduce:sum_exp": Tolerance("each term exp(x - c) errs by Vulkan's 3 + 2|d| ULP (d = "
                                 "x - c) and d's rounding (|d| u absolute: |d| / 2 ULP of the "
