@@ -775,8 +775,10 @@ def test_mse_loss(device, rng):
     check(gt, -2 * d / d.size, "composite")
 
 
-@pytest.mark.parametrize("shape, eps", [((4, 7), 1e-5), ((2, 3, 16), 1e-5), ((5, 3), 1e-2)])
+@pytest.mark.parametrize("shape, eps", [((4, 7), 1e-5), ((2, 3, 16), 1e-5), ((5, 3), 1e-2),
+                                        ((19, 300), 1e-5), ((3, 1500), 1e-5)])
 def test_layer_norm(device, shape, eps, rng):
+    """Rows shorter and longer than the gpu's subgroup form takes (SUBGROUP_ROW_MAX)."""
     x = rng.uniform(-2, 2, shape).astype(F32)
     w = rng.uniform(0.5, 1.5, shape[-1]).astype(F32)
     b = rng.uniform(-1, 1, shape[-1]).astype(F32)

@@ -6,14 +6,28 @@ from ..dispatch import MAX_GROUPS, grid, push_constants
 from .softmax import rows
 
 
+# Rows of at most this many elements take a subgroup each (layernorm.comp's SUBGROUP_ROWS),
+# a workgroup's 8 of them where subgroups are 32 wide; longer rows a workgroup each.
+SUBGROUP_ROW_MAX = 1024
+SUBGROUPS_A_GROUP = 256 // 32
+
+
+def _spec_and_groups(backward: int, count: int, n: int) -> tuple:
+    """layernorm.comp's specialization and its workgroups for ``count`` rows of ``n``."""
+    if n <= SUBGROUP_ROW_MAX:
+        return (backward, 1), (min(-(-count // SUBGROUPS_A_GROUP), MAX_GROUPS), 1, 1)
+    return (backward, 0), (min(count, MAX_GROUPS), 1, 1)
+
+
 def layer_norm(dev, x, gamma, beta, eps):
     count, n = rows(x)
     y, mean, rstd = dev.empty(x.shape), dev.empty((count,)), dev.empty((count,))
     if x.size:
-        dev.launch("layernorm", (0,),
+        spec, groups = _spec_and_groups(0, count, n)
+        dev.launch("layernorm", spec,
                    push_constants((x.address, gamma.address, beta.address, 0, y.address,
                                    mean.address, rstd.address), (count, n), (eps,)),
-                   (min(count, MAX_GROUPS), 1, 1), [x, gamma, beta], [y, mean, rstd])
+                   groups, [x, gamma, beta], [y, mean, rstd])
     return y, mean, rstd
 
 
@@ -41,10 +55,11 @@ def layer_norm_backward(dev, x, gamma, mean, rstd, g):
     count, n = rows(x)
     dx, dgamma, dbeta = dev.empty(x.shape), dev.empty((n,)), dev.empty((n,))
     if x.size:
-        dev.launch("layernorm", (1,),
+        spec, groups = _spec_and_groups(1, count, n)
+        dev.launch("layernorm", spec,
                    push_constants((x.address, gamma.address, 0, g.address, dx.address,
                                    mean.address, rstd.address), (count, n), (0.0,)),
-                   (min(count, MAX_GROUPS), 1, 1), [x, gamma, g, mean, rstd], [dx])
+                   groups, [x, gamma, g, mean, rstd], [dx])
         _param_grads(dev, x, g, mean, rstd, dgamma, dbeta, count, n)
     else:
         dev.fill(dgamma, 0.0)
