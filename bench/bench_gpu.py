@@ -466,6 +466,8 @@ def bench_memory(args, ours, torch) -> list:
          lambda: be.reduce("sum_squares", ha, (0,)),
          lambda x, y, x2: torch.linalg.vector_norm(x)),
         ("dg.var (all)", 4 * n, lambda: dg.var(ta_ours), lambda x, y, x2: x.var()),
+        ("var (all), the backend's call", 4 * n,
+         lambda: be.reduce("var", ha, (0,), divisor=n - 1), lambda x, y, x2: x.var()),
         ("dg.logsumexp (all)", 8 * n, lambda: dg.logsumexp(ta_ours, 0),
          lambda x, y, x2: x.logsumexp(0)),
         ("prod (all)", 4 * n, lambda: be.reduce("prod", ha, (0,)), lambda x, y, x2: x.prod()),
