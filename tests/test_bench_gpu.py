@@ -30,7 +30,7 @@ def test_gpu_benchmark_prints_its_table():
     rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)ms\s+(n/a|\d+\.\d+ms)\s+(n/a|\d+\.\d+)\s+<= ",
                       out, re.M)
     names = [r[0] for r in rows]
-    assert len(rows) == 9 + 14 + 2, out           # matmul cases, memory cases, two steps
+    assert len(rows) == 9 + 15 + 2, out           # matmul cases, memory cases, two steps
     assert any(n.startswith("matmul 64^3") for n in names)
     # Each matmul row also shows one call and its wait (ours alone without a peer).
     waits = [re.search(r"; a call and its wait (\d+)(/\d+)?us\]$", n) for n in names[:9]]
