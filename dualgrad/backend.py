@@ -343,12 +343,14 @@ class Backend(abc.ABC):
         dtype. Exact."""
 
     @abc.abstractmethod
-    def cast(self, x, dtype):
+    def cast(self, x, dtype, out=None):
         """x converted to ``dtype`` (float32, int32, bool; float64 on backends with it;
         float16 and bfloat16 from and to float32 only): a float to int32 truncates toward
         zero, saturating past int32's range, NaN giving 0; to bool nonzero (NaN too) is 1;
         an int to float rounds to nearest; a float32 to a 16-bit float rounds to nearest
-        even (past the largest finite value to inf; NaN stays NaN), and back is exact."""
+        even (past the largest finite value to inf; NaN stays NaN), and back is exact.
+        ``out``: storage of x's shape and ``dtype`` to write it into (a leaf's first
+        gradient: tape.Into), returned."""
 
     @abc.abstractmethod
     def argreduce(self, op: str, x, outer: int, n: int, inner: int):

@@ -96,6 +96,24 @@ def test_a_product_of_the_other_16_bit_type_is_converted_to_autocasts(device, rn
     np.testing.assert_array_equal(y.numpy(), want.numpy())
 
 
+@pytest.mark.parametrize("low", TYPES)
+def test_a_leafs_first_gradient_through_a_conversion_needs_no_copy(device, rng, monkeypatch,
+                                                                   low):
+    """A float32 leaf converted to 16 bits (as autocast's products convert parameters)
+    gets its first gradient converted straight into its .grad's storage."""
+    from dualgrad.api import device as devices
+    backend, copies = devices.active(), []
+    copy = type(backend).copy
+    t = dg.ag_tensor(rng.standard_normal((6, 10)).astype(np.float32), requires_grad=True)
+    with dg.with_grad_tape():
+        loss = dg.sum(t.to(low) * 3.0)
+        monkeypatch.setattr(type(backend), "copy",
+                            lambda self, *args: (copies.append(args), copy(self, *args))[1])
+        loss.backward()
+    assert t.grad.dtype == "float32" and copies == []
+    np.testing.assert_array_equal(t.grad.numpy(), np.full((6, 10), 3.0, np.float32))
+
+
 def test_other_ops_compute_in_float32_as_without_it(device, rng):
     x = dg.ag_tensor(rng.standard_normal((4, 9)).astype(np.float32))
     ln = dg.nn.LayerNorm(9)

@@ -63,13 +63,13 @@ def converted(backend, t: Tensor, dtype) -> Tensor:
     (One 16-bit type to the other goes through float32: exact, then one rounding.)"""
     source = t.dtype
 
-    def cast(h, to):
+    def cast(h, to, out=None):
         if h.dtype.itemsize == 2 and to.itemsize == 2 and h.dtype != to:
             h = backend.cast(h, DEFAULT_DTYPE)
-        return backend.cast(h, to)
+        return backend.cast(h, to, out)
 
-    def backward(g, needs):
-        return (cast(g, source),)
+    def backward(g, needs):           # (a leaf's first gradient: written in its storage)
+        return (cast(g, source, tape.into(needs[0])),)
     out = adopt(backend, Tensor(t.shape, dtype), cast(handle(backend, t), np.dtype(dtype)))
     return tape.record(out, (t,), backward, backend)
 

@@ -193,8 +193,11 @@ class CpuBackend(Backend):
     def where(self, cond, a, b):
         return logic.where(cond, a, b)
 
-    def cast(self, x, dtype):
-        return logic.cast(x, dtype)
+    def cast(self, x, dtype, out=None):
+        if out is None:
+            return logic.cast(x, dtype)
+        out[...] = logic.cast(x, dtype)
+        return out
 
     def argreduce(self, op, x, outer, n, inner):
         return argreduce.argreduce(op, x, outer, n, inner)

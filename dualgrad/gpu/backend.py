@@ -187,8 +187,8 @@ class GpuBackend(Backend):
     def where(self, cond, a, b):
         return logic.where(self.device, cond, a, b)
 
-    def cast(self, x, dtype):
-        return logic.cast(self.device, x, dtype)
+    def cast(self, x, dtype, out=None):
+        return logic.cast(self.device, x, dtype, out)
 
     def argreduce(self, op, x, outer, n, inner):
         return argreduce.argreduce(self.device, op, x, outer, n, inner)
