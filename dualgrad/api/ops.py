@@ -91,6 +91,8 @@ def _same_dtype(fn: str, a: Tensor, b: Tensor) -> None:
 
 
 def _broadcast(fn: str, a: tuple, b: tuple) -> tuple:
+    if a == b:                             # (most operands: no NumPy call)
+        return a
     try:
         shape = np.broadcast_shapes(a, b)
     except ValueError:
@@ -368,17 +370,18 @@ def _binary(op: str, fn: str, a, b) -> Tensor:
         if isinstance(promoted, Tensor):
             return promoted
         a, b = promoted
-    if is_number(b) and not is_number(a) and op in _SCALAR_FORMS:
+    a_number, b_number = is_number(a), is_number(b)
+    if b_number and not a_number and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][0]
         return _unary(form, fn, a, transform(_number_as(a, b)))
-    if is_number(a) and not is_number(b) and op in _SCALAR_FORMS:
+    if a_number and not b_number and op in _SCALAR_FORMS:
         form, transform = _SCALAR_FORMS[op][1]
         return _unary(form, fn, b, transform(_number_as(b, a)))
     names = ("input", "other") if op == "atan2" else ("a", "b")
-    if is_number(a) != is_number(b):         # a number beside a tensor: a 0-d constant
-        other = _tensor(fn, names[is_number(a)], b if is_number(a) else a)
-        number = _constant((), float(a if is_number(a) else b), other.dtype)
-        a, b = (number, other) if is_number(a) else (other, number)
+    if a_number != b_number:                 # a number beside a tensor: a 0-d constant
+        other = _tensor(fn, names[a_number], b if a_number else a)
+        number = _constant((), float(a if a_number else b), other.dtype)
+        a, b = (number, other) if a_number else (other, number)
     # The kernels take operands of one 16-bit type and one shape, and a sum or difference
     # of a float32 and a 16-bit operand of one shape (a residual under autocast: a float32
     # result, as the float32 op of the widened operand); the rest: low_precision.py.
@@ -426,6 +429,8 @@ def sub(a, b, *, alpha=1) -> Tensor:
 
 def _scaled(fn: str, b, alpha):
     """b, or alpha b where alpha is not 1."""
+    if alpha.__class__ is int and alpha == 1:       # (the default, checked cheaply)
+        return b
     alpha = checks.number(fn, "alpha", alpha)
     if alpha == 1.0:
         return b
