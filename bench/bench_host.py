@@ -132,7 +132,9 @@ def cases(package: str, hidden: int, batch: int, live_steps: bool = False,
         for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5),
                                     (t5, t6), (t6, t7))):
             spent[i] += b - a
+    xp = dg.ag_param(np.ones((256, 1024), np.float32))
     calls = {
+        "x + x of 256 x 1024, the public op": lambda: xp + xp,
         "sum of 1M": lambda: be.reduce("sum", x, (0,)),
         "add of 1M, into one output": lambda: be.binary("add", x, y, out=out),
         "relu of 1M, into one output": lambda: be.unary("relu", x, out=out),

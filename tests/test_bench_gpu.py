@@ -119,7 +119,7 @@ def test_host_benchmark_compares_with_a_revision():
     assert result.returncode == 0, result.stderr
     rows = re.findall(r"^  (\S.*?)\s+(\d+\.\d+)us\s+(\d+\.\d+)us\s+(\d+\.\d+)$",
                       result.stdout, re.M)
-    assert len(rows) == 9, result.stdout
+    assert len(rows) == 10, result.stdout
     assert rows[-1][0] == "eager Adam step, MLP 784-32-32-10, batch 16"
     for name, ours, theirs, ratio in rows:
         assert float(ours) > 0 and float(theirs) > 0, name
