@@ -414,7 +414,7 @@ def sweep_matmul(args, ours, torch) -> None:
     try:
         for name, (m, n, k), flops, mine, peer, sync_peer in matmul_runs(args, ours, torch):
             plans.ONE_PIECE_TILES = own
-            best = chosen(m, n, k, 1, *limits)
+            best = chosen(m, n, k, 1, *limits, 1 if args.low == "bfloat16" else 3)
             if args.low == "bfloat16" and isinstance(best.tile, plans.TensorTile):
                 best = best._replace(tile=plans.one_piece(best.tile, limits[0]))
             measure = case_timer(args, ours, torch, peer, sync_peer, _calls(flops),
@@ -435,9 +435,10 @@ def sweep_matmul(args, ours, torch) -> None:
                     mark = "*" if (tile, plan.splits) == (best.tile, best.splits) else ""
                     ratio = f" ({t / tp:.2f})" if tp else ""
                     results.append((t / tp if tp else t, f"{label}({plan.splits}){mark} "
-                                    f"{t * 1e3:.3f} [{flops / t / 1e12:.1f}]{ratio}"))
+                                    f"{t * 1e3:.3f} [{flops / t / 1e12:.1f}]{ratio}", mark))
             results.sort()
-            cells = "  ".join(cell for _, cell in results[:8])
+            shown = results[:8] + [r for r in results[8:] if r[2]]   # (and the plan's)
+            cells = "  ".join(cell for _, cell, _ in shown)
             print(f"  {name:<24} {cells}", flush=True)
     finally:
         plans.matmul_plan, plans.ONE_PIECE_TILES = chosen, own

@@ -182,8 +182,8 @@ def test_serial_products_wait_for_each_other(gpu):
 @pytest.mark.parametrize("mode", [[], ["--recorded"]])
 def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys, mode):
     """--sweep (here one small square, no peer), its calls one by one or recorded and
-    replayed: a line per case, its eight fastest plans in order of time, and the planner
-    as it was afterwards."""
+    replayed: a line per case, its eight fastest plans in order of time, then the plan's
+    choice (starred) where it is not among them, and the planner as it was afterwards."""
     bench_gpu = bench_module()
     from dualgrad.gpu import plans
     natural = plans.matmul_plan
@@ -194,10 +194,12 @@ def test_the_sweep_prints_the_best_tiles_of_each_case(gpu, capsys, mode):
     out = capsys.readouterr().out
     assert ("recorded and replayed (kernels)" in out) == bool(mode), out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("  32^3")]
-    cells = re.findall(r"(\S+)\((\d+)\)\*? (\d+\.\d+) \[\d+\.\d+\]", line)
-    assert len(cells) == 8, line
-    times = [float(c[2]) for c in cells]
+    cells = re.findall(r"(\S+)\((\d+)\)(\*?) (\d+\.\d+) \[\d+\.\d+\]", line)
+    assert len(cells) in (8, 9), line
+    times = [float(c[3]) for c in cells[:8]]
     assert times == sorted(times) and times[0] > 0, line
+    starred = [i for i, c in enumerate(cells) if c[2]]
+    assert len(starred) == 1 and (len(cells) == 8 or starred == [8]), line
 
 
 def test_tiles_names_the_sweeps_tiles_by_label_or_shape():

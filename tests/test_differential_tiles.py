@@ -364,6 +364,16 @@ def test_small_products_take_k_steps_of_32_where_k_and_the_device_allow():
     assert plans.TILES["rows"].bk == plans.TILES["cols"].bk == 32
 
 
+def test_square_tiles_take_over_from_deep_at_two_workgroups_a_sm():
+    deep, square = plans.TILES["deep"], plans.TILES["square"]
+    assert plans.matmul_plan(4096, 768, 256, 1)[:2] == (deep, 1)      # square: 192 groups
+    assert plans.matmul_plan(4096, 256, 1024, 1)[:2] == (deep, 1)     # 64, split in 2
+    assert plans.matmul_plan(4096, 1152, 256, 1)[:2] == (square, 1)   # 288
+    # Where K is not whole steps of 32, square's threshold stays the one against medium.
+    assert plans.matmul_plan(4096, 768, 250, 1)[:2] == (square, 1)
+    assert plans.matmul_plan(1024, 1024, 600, 1)[:2] == (square, 2)
+
+
 def test_deep_products_short_of_workgroups_split_k():
     deep = plans.TILES["deep"]
     assert plans.matmul_plan(256, 1024, 1024, 1)[:2] == (deep, 4)      # 32 groups, 128 slices

@@ -88,6 +88,14 @@ def test_the_planner_takes_tensor_cores_only_for_big_whole_block_products():
     small = plans.TENSOR_TILES["small"]
     assert plans.matmul_plan(1024, 1024, 1024, 1, tensor_cores=True) == (small, 1, 1024)
     assert plans.matmul_plan(1024, 1024, 1024, 2, tensor_cores=True).tile == wide
+    # Where even 64 x 64 tiles make fewer workgroups than BUSY_GROUPS (a GPT feed-forward's
+    # g^T x: 2^30 multiply-adds in 64 tiles of K 4096), the fma kernel, which splits K;
+    # a product of one piece (bfloat16) keeps the tensor cores.
+    assert plans.matmul_plan(1024, 256, 4096, 1, tensor_cores=True)[:2] == (
+        plans.TILES["deep"], 4)
+    assert plans.matmul_plan(1024, 256, 4096, 2, tensor_cores=True).tile == small
+    assert plans.matmul_plan(1024, 256, 4096, 1, tensor_cores=True, pieces=1) == (
+        small, 1, 4096)
     # The narrow tile where only it fits (128 threads a workgroup at most).
     assert not wide.fits(threads=128) and narrow.fits(threads=128)
     assert plans.matmul_plan(*big, 48 << 10, 128, True).tile == narrow

@@ -99,6 +99,10 @@ TILES = {
 MIN_DEEP_K = 64                   # two of "deep"'s K steps
 WIDE_GROUPS = 120                 # about one workgroup of "wide" per SM
 SQUARE_GROUPS = 64
+# Below two workgroups of "square" per SM, "deep"'s twice as many take less time (H100, 4096
+# rows by 256 or 768 columns: 0.78-0.88 of square's time, split or not; 4096 x 1024 x 256,
+# 256 of them, 1.07: bench/RESULTS.md).
+SQUARE_OVER_DEEP = 256
 # Split K: K is halved until there are about as many slices as SMs (an H200 has 132), and
 # the last slice of each tile adds the partial products within the dispatch; below
 # SPLIT_FROM_K the half of the K loop a split saves is worth less than its epilogue.
@@ -108,7 +112,9 @@ SPLIT_FROM_K = 512
 # Products on tensor cores (where the device has them): whole 16 x 16 output blocks, K deep
 # enough for the float32 error bound (tolerances.py: K >= 248), and enough work to pay for
 # the split pass; 128 x 128 tiles where they fill the GPU, 64 x 64 where those would leave
-# half the SMs idle (docs/performance.md).
+# half the SMs idle, and for the float32-accurate products (three pieces) none where even
+# those would: the kernel does not split K, the fma kernel does. A product of one piece
+# keeps them: its K steps are a sixth of the work (docs/performance.md).
 TENSOR_TILES = {
     "wide": TensorTile(128, 128, 16, 64, 32),
     "narrow": TensorTile(128, 64, 16, 64, 32),
@@ -176,10 +182,12 @@ def sliced(tile: Tile, k: int, splits: int) -> MatmulPlan:
 
 @functools.lru_cache(maxsize=4096)     # called on every dispatch
 def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
-                threads: int = 1024, tensor_cores: bool = False) -> MatmulPlan:
+                threads: int = 1024, tensor_cores: bool = False,
+                pieces: int = 3) -> MatmulPlan:
     """The tile and split for C (m x n) = A (m x k) @ B (k x n), batch times, on a device
     with ``shared`` bytes of shared memory and ``threads`` invocations per workgroup, and
-    bfloat16 tensor cores if ``tensor_cores``."""
+    bfloat16 tensor cores if ``tensor_cores``; ``pieces``, the bfloat16 pieces of each
+    operand a tensor-core product would multiply (3: float32-accurate)."""
     def groups(tile):
         return _cdiv(m, tile.bm) * _cdiv(n, tile.bn) * batch
     if (tensor_cores and m % 16 == 0 and n % 16 == 0 and k >= MIN_TENSOR_K
@@ -188,8 +196,10 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
         if tile is not None:
             if 2 * groups(tile) <= BUSY_GROUPS and small.fits(shared, threads):
                 tile = small
-            return MatmulPlan(tile, 1, k)
-    wide, square = TILES["wide"], TILES["square"]
+            if groups(tile) >= BUSY_GROUPS or pieces == 1:
+                return MatmulPlan(tile, 1, k)
+    wide, square, deep = TILES["wide"], TILES["square"], TILES["deep"]
+    deep_fits = k >= MIN_DEEP_K and k % deep.bk == 0 and deep.fits(shared, threads)
     if m <= 16:
         tile = TILES["rows"]
     elif n <= 16:
@@ -197,12 +207,12 @@ def matmul_plan(m: int, n: int, k: int, batch: int, shared: int = 48 << 10,
     elif (groups(wide) >= WIDE_GROUPS and wide.fits(shared, threads)
           and _cdiv(n, wide.bn) * wide.bn == _cdiv(n, square.bn) * square.bn):
         tile = wide                       # (only where its columns pad N no more than 128's)
-    elif (groups(square) >= (SQUARE_GROUPS if k >= SPLIT_FROM_K else BUSY_GROUPS)
+    elif (groups(square) >= (SQUARE_OVER_DEEP if deep_fits else
+                             SQUARE_GROUPS if k >= SPLIT_FROM_K else BUSY_GROUPS)
           and square.fits(shared, threads)):
         tile = square                     # (a split fills the rest of the GPU if K allows)
-    elif (k >= MIN_DEEP_K and k % TILES["deep"].bk == 0
-          and TILES["deep"].fits(shared, threads)):
-        tile = TILES["deep"]
+    elif deep_fits:
+        tile = deep
     else:
         tile = TILES["medium"]
     return split_k(tile, m, n, k, batch)

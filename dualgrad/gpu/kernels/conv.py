@@ -62,7 +62,7 @@ def tensor_recipe(dims: tuple, shape: tuple, limits: tuple, pieces: int,
     would take them for a product of ``dims``; the weight's pieces from a split pass of its
     own. None where not."""
     m, n, k, batch = dims
-    if not isinstance(planner(m, n, k, batch, *limits).tile, plans.TensorTile):
+    if not isinstance(planner(m, n, k, batch, *limits, pieces).tile, plans.TensorTile):
         return None
     # 64 x 64 tiles: each K step's windows are loaded and split by the product's own
     # threads, and the small tile's were the fastest (H200: 64 channels of 56 x 56, 0.92

@@ -107,7 +107,7 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     b_sk, b_sn = (1, cb) if trans_b else (cb, 1)
     a_bs = math.prod(a_shape) // batch if len(a_shape) == 3 else 0
     b_bs = math.prod(b_shape) // batch if len(b_shape) == 3 else 0
-    plan = planner(m, n, k, batch, *limits)
+    plan = planner(m, n, k, batch, *limits, pieces)
     t = plan.tile
     if isinstance(t, plans.TensorTile):        # (K whole: no split)
         if pieces == 1:
@@ -227,8 +227,9 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     if kind[3] and (batch != 1 or len(a.shape) != 2):     # row sums of one matrix only
         kind = kind[:3] + (False,)
     limits = dev.matmul_limits if tensor_cores else dev.fma_limits
+    pieces = 1 if low == BFLOAT16 else 3         # (a tensor-core product's; fma: unused)
     r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits, plans.matmul_plan,
-                      kind)
+                      kind, pieces)
     tensor = r.split is not None
     if out.dtype != F32 and (out.dtype != low or max(r.groups) > MAX_GROUPS or
                              (kind[2] if tensor else not r.spec[9])):
@@ -242,8 +243,7 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     if low is not None:
         stored = 4 * (a.dtype == low) + 8 * (b.dtype == low) + 16 * (out.dtype == low)
         r = matmul_recipe(a.shape, b.shape, trans_a, trans_b, dims, limits,
-                          plans.matmul_plan, kind, 1 if tensor and low == BFLOAT16 else 3,
-                          ROUND16[low] + stored)
+                          plans.matmul_plan, kind, pieces, ROUND16[low] + stored)
     gx, gy, gz = r.groups
     if gx > MAX_GROUPS or gy > MAX_GROUPS or gz > MAX_GROUPS:
         _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low)
