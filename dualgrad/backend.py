@@ -300,11 +300,13 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def layer_norm(self, x, gamma, beta, eps: float):
-        """(y, mean, rstd) of layer normalisation over the last axis."""
+        """(y, mean, rstd) of layer normalisation over the last axis; ``beta`` None: no
+        shift (not a shift by zeros, which would turn -0 into +0)."""
 
     @abc.abstractmethod
-    def layer_norm_backward(self, x, gamma, mean, rstd, g):
-        """(dx, dgamma, dbeta)."""
+    def layer_norm_backward(self, x, gamma, mean, rstd, g, out=(None, None)):
+        """(dx, dgamma, dbeta); ``out``: storage dgamma and dbeta are written into (a
+        leaf's first gradient), None for new storage."""
 
     @abc.abstractmethod
     def embedding(self, table, idx):
@@ -312,8 +314,9 @@ class Backend(abc.ABC):
         (table.shape[1],). Exact."""
 
     @abc.abstractmethod
-    def embedding_backward(self, idx, g, num_rows: int):
-        """dL/dtable: each looked-up row's gradient added into the row, in position order."""
+    def embedding_backward(self, idx, g, num_rows: int, out=None):
+        """dL/dtable: each looked-up row's gradient added into the row, in position order;
+        into ``out`` where given."""
 
     @abc.abstractmethod
     def gather(self, x, idx, skip: int):

@@ -14,6 +14,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint BACKWARD = 0;
 layout(constant_id = 1) const uint SUBGROUP_ROWS = 0;
+layout(constant_id = 2) const uint BIAS = 1;       // the forward adds beta (0: none given)
 #include "rows.glsl"
 
 layout(push_constant) uniform Push {
@@ -46,8 +47,10 @@ void main() {
             }
             float rs = 1.0 / sqrt(row_sum(v) / float(p.n) + p.eps);
             if (lane == 0) { p.mean.v[r] = mu; p.rstd.v[r] = rs; }
-            for (uint j = lane; j < p.n; j += width)
-                p.out_.v[base + j] = (p.x.v[base + j] - mu) * rs * p.gamma.v[j] + p.beta.v[j];
+            for (uint j = lane; j < p.n; j += width) {
+                float y = (p.x.v[base + j] - mu) * rs * p.gamma.v[j];
+                p.out_.v[base + j] = BIAS != 0 ? y + p.beta.v[j] : y;
+            }
         } else {
             float mu = p.mean.v[r], rs = p.rstd.v[r];
             float a = 0.0, b = 0.0;

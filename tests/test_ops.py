@@ -802,6 +802,60 @@ def test_layer_norm(device, shape, eps, rng):
     check(db, g64.sum(axes), "exact", n=rows, mag=np.abs(g64).sum(axes))
 
 
+@pytest.mark.parametrize("n", [7, 300, 1500])
+def test_layer_norm_without_bias_shifts_nothing(device, n, rng, monkeypatch):
+    """bias None (LayerNorm(bias=False)): no shift, not a shift by zeros (-0 stays -0, as
+    PyTorch's), nothing filled on the device; the same bits otherwise, and gradients for x
+    and the weight only."""
+    from dualgrad.api import device as devices
+    x = rng.uniform(-2, 2, (5, n)).astype(F32)
+    w = rng.uniform(0.5, 1.5, n).astype(F32)
+    w[:3] = [0.0, -0.0, -1.0]                       # zeros of both signs times xhat
+    g = rng.uniform(-1, 1, (5, n)).astype(F32)
+    y, (dx, dw) = run(lambda s, t: dg.layer_norm(s, t, eps=1e-5), [x, w], g)
+    y0, (dx0, dw0, _) = run(lambda s, t, u: dg.layer_norm(s, t, u, eps=1e-5),
+                            [x, w, np.zeros(n, F32)], g)
+    np.testing.assert_array_equal(dx, dx0)
+    np.testing.assert_array_equal(dw, dw0)
+    np.testing.assert_array_equal(y, y0)            # (equal: -0 == +0)
+    below = x[:, :2] < x.astype(np.float64).mean(axis=1, keepdims=True)
+    np.testing.assert_array_equal(np.signbit(y[:, :2]), below != np.signbit(w[:2]))
+    assert not np.signbit(y0[:, :2]).any()          # (-0 + 0 is +0)
+    backend = devices.active()
+    fills = []
+    fill = type(backend).fill
+    monkeypatch.setattr(type(backend), "fill",
+                        lambda self, *args: (fills.append(args), fill(self, *args))[1])
+    norm = dg.nn.LayerNorm(n, bias=False)
+    with dg.with_grad_tape():
+        out = norm(dg.ag_tensor(x))
+    assert fills == [] and norm.bias is None and out.shape == (5, n)
+
+
+def test_layer_norm_and_embedding_write_a_parameters_first_gradient_in_place(device, rng,
+                                                                             monkeypatch):
+    """The weight's, bias's and table's first gradients are written into their .grad
+    storage (no copy after), and a second backward adds to them."""
+    from dualgrad.api import device as devices
+    backend, copies = devices.active(), []
+    copy = type(backend).copy
+    monkeypatch.setattr(type(backend), "copy",
+                        lambda self, *args: (copies.append(args), copy(self, *args))[1])
+    table = dg.ag_param(rng.standard_normal((5, 8)).astype(F32))
+    norm = dg.nn.LayerNorm(8)
+    idx = np.array([[1, 4, 1]])
+    grads = []
+    for _ in range(2):
+        with dg.with_grad_tape():
+            dg.sum(norm(dg.embedding(table, idx)) * 2.0).backward()
+        grads.append([p.grad.numpy().copy() for p in (table, norm.weight, norm.bias)])
+    assert copies == []
+    np.testing.assert_array_equal(grads[0][2], np.full(8, 6.0, F32))     # 3 rows of 2
+    for first, second in zip(*grads):
+        np.testing.assert_array_equal(second, 2 * first)
+    assert not grads[0][0][[0, 2, 3]].any()                # rows never looked up
+
+
 @pytest.mark.parametrize("idx", [[[1, 3, 1], [0, 3, 3]], [5, 0, 5, 5], [[[2]]]])
 def test_embedding(device, idx, rng):
     idx = np.array(idx, np.int64)

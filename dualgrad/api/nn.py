@@ -997,11 +997,10 @@ def layer_norm_over(x, normalized_shape: tuple, weight, bias, eps: float,
                     fn: str = "LayerNorm") -> Tensor:
     """Layer norm (``fn``, named in errors) over the trailing axes ``normalized_shape``
     (checked sizes) taken together, scaled by ``weight`` and shifted by ``bias`` of that
-    shape where given (ones and zeros, made on the device, where not)."""
+    shape where given (ones made on the device where no weight is; no shift where no bias
+    is)."""
     shape, size = normalized_shape, math.prod(normalized_shape)
     if len(shape) == 1 and weight is not None:        # the common case, as it is
-        if bias is None:
-            bias = ops._constant(shape, 0.0, weight.dtype)     # (zeros made on the device)
         return ops.layer_norm(x, weight, bias, eps)
     x = ops._tensor(fn, "x", x, low_precision=True)
     if tuple(x.shape[x.ndim - len(shape):]) != shape or x.ndim < len(shape):
@@ -1009,7 +1008,7 @@ def layer_norm_over(x, normalized_shape: tuple, weight, bias, eps: float,
     dtype = weight.dtype if weight is not None else np.float32
     weight = ops._constant((size,), 1.0, dtype) if weight is None else \
         ops.reshape(weight, (size,))
-    bias = ops._constant((size,), 0.0, dtype) if bias is None else ops.reshape(bias, (size,))
+    bias = None if bias is None else ops.reshape(bias, (size,))
     flat = ops.reshape(x, x.shape[:x.ndim - len(shape)] + (size,))
     return ops.reshape(ops.layer_norm(flat, weight, bias, eps), x.shape)
 

@@ -1093,26 +1093,30 @@ def scatter_add(input, dim: int, index, src) -> Tensor:  # noqa: A002 - PyTorch'
 
 @in_input_type
 @computes_in_float32
-def layer_norm(x, weight, bias, eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
+def layer_norm(x, weight, bias=None, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance);
+    no shift where ``bias`` is None."""
     x = _tensor("layer_norm", "x", x, weight)
     weight = _tensor("layer_norm", "weight", weight, x)
-    bias = _tensor("layer_norm", "bias", bias, x)
+    params = (weight,) if bias is None else (weight, _tensor("layer_norm", "bias", bias, x))
     if x.ndim == 0:
         raise bad_shape("layer_norm", "x", x.shape, "at least one dimension")
-    for name, t in (("weight", weight), ("bias", bias)):
+    for name, t in zip(("weight", "bias"), params):
         _same_dtype("layer_norm", x, t)
         if t.shape != (x.shape[-1],):
             raise bad_shape("layer_norm", name, t.shape, f"({x.shape[-1]},) to match x")
     eps = checks.number("layer_norm", "eps", eps, 0.0, lo_open=True)
     backend = device.active()
     hx, hw = handle(backend, x), handle(backend, weight)
-    hy, hmean, hrstd = backend.layer_norm(hx, hw, handle(backend, bias), eps)
+    hb = handle(backend, params[1]) if bias is not None else None
+    hy, hmean, hrstd = backend.layer_norm(hx, hw, hb, eps)
 
     def backward(g, needs):
-        dx, dw, db = backend.layer_norm_backward(hx, hw, hmean, hrstd, g)
-        return tuple(d if need else None for d, need in zip((dx, dw, db), needs))
-    return _make(hy, (x, weight, bias), backward, backend)
+        # (the parameters' sums written into a leaf's first .grad where they may be)
+        into = [_into(need, t.dtype) for need, t in zip(needs[1:], params)] + [None]
+        grads = backend.layer_norm_backward(hx, hw, hmean, hrstd, g, tuple(into[:2]))
+        return tuple(d if need else None for d, need in zip(grads, needs))
+    return _make(hy, (x, *params), backward, backend)
 
 
 @computes_in_float32
@@ -1130,7 +1134,8 @@ def embedding(table, indices) -> Tensor:
     hy = backend.embedding(handle(backend, table), hi)
 
     def backward(g, needs):
-        return (backend.embedding_backward(hi, g, table.shape[0]),)
+        return (backend.embedding_backward(hi, g, table.shape[0],
+                                           _into(needs[0], table.dtype)),)
     return _make(hy, (table,), backward, backend)
 
 

@@ -169,14 +169,14 @@ class CpuBackend(Backend):
     def layer_norm(self, x, gamma, beta, eps):
         return layernorm.layer_norm(x, gamma, beta, eps)
 
-    def layer_norm_backward(self, x, gamma, mean, rstd, g):
-        return layernorm.layer_norm_backward(x, gamma, mean, rstd, g)
+    def layer_norm_backward(self, x, gamma, mean, rstd, g, out=(None, None)):
+        return layernorm.layer_norm_backward(x, gamma, mean, rstd, g, out)
 
     def embedding(self, table, idx):
         return embedding.embedding(table, idx)
 
-    def embedding_backward(self, idx, g, num_rows):
-        return embedding.embedding_backward(idx, g, num_rows)
+    def embedding_backward(self, idx, g, num_rows, out=None):
+        return embedding.embedding_backward(idx, g, num_rows, out)
 
     def gather(self, x, idx, skip):
         return gather.gather(x, idx, skip)

@@ -86,9 +86,13 @@ def _forward(x, gamma, beta, eps, y, mean, rstd):
         rs = 1.0 / math.sqrt(_squares(x[r], mu) / n + eps)
         mean[r] = mu
         rstd[r] = rs
-        for j in range(n):
-            y[r, j] = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j]) + \
-                np.float64(beta[j])
+        if beta is None:
+            for j in range(n):
+                y[r, j] = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j])
+        else:
+            for j in range(n):
+                y[r, j] = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j]) + \
+                    np.float64(beta[j])
 
 
 @kernel
@@ -109,8 +113,9 @@ def _backward(x, gamma, mean, rstd, g, dx, dgamma, dbeta):
             dx[r, j] = rs * (np.float64(g[r, j]) * np.float64(gamma[j]) - a - xhat * b)
 
 
-def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float):
-    """Returns (y, mean, rstd); mean and rstd have one entry per row."""
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps: float):
+    """Returns (y, mean, rstd); mean and rstd have one entry per row. ``beta`` None: no
+    shift."""
     rows = x.size // x.shape[-1] if x.shape[-1] else 0
     y = np.empty_like(x)
     mean, rstd = np.empty(rows, x.dtype), np.empty(rows, x.dtype)
@@ -120,8 +125,9 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float):
     return y, mean, rstd
 
 
-def layer_norm_backward(x, gamma, mean, rstd, g):
-    """Returns (dx, dgamma, dbeta)."""
+def layer_norm_backward(x, gamma, mean, rstd, g, out=(None, None)):
+    """Returns (dx, dgamma, dbeta); dgamma and dbeta written into ``out``'s arrays where
+    given."""
     n = x.shape[-1]
     rows = x.size // n if n else 0
     dx = np.empty_like(x)
@@ -140,4 +146,12 @@ def layer_norm_backward(x, gamma, mean, rstd, g):
     for k in range(1, groups):
         dgamma += dgamma64[k]
         dbeta += dbeta64[k]
-    return dx, dgamma.astype(x.dtype), dbeta.astype(x.dtype)
+    return (dx, *(_stored(sums, into, x.dtype) for sums, into in zip((dgamma, dbeta), out)))
+
+
+def _stored(sums: np.ndarray, into, dtype) -> np.ndarray:
+    """float64 ``sums`` rounded to ``dtype``, in ``into`` where given."""
+    if into is None:
+        return sums.astype(dtype)
+    into[...] = sums
+    return into

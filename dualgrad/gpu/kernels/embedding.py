@@ -17,9 +17,10 @@ def embedding(dev, table, idx):
     return dev.reshape(out, tuple(idx.shape) + (dim,))
 
 
-def embedding_backward(dev, idx, g, num_rows):
+def embedding_backward(dev, idx, g, num_rows, out=None):
+    """The table's gradient (into ``out`` where given): every row written."""
     dim, n = g.shape[-1], idx.size
-    out = dev.empty((num_rows, dim))
+    out = dev.empty((num_rows, dim)) if out is None else out
     if not n or not dim:
         dev.fill(out, 0.0)
         return out

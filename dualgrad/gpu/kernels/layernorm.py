@@ -20,14 +20,17 @@ def _spec_and_groups(backward: int, count: int, n: int) -> tuple:
 
 
 def layer_norm(dev, x, gamma, beta, eps):
+    """(y, mean, rstd); ``beta`` None: no shift (layernorm.comp's BIAS 0)."""
     count, n = rows(x)
     y, mean, rstd = dev.empty(x.shape), dev.empty((count,)), dev.empty((count,))
     if x.size:
         spec, groups = _spec_and_groups(0, count, n)
-        dev.launch("layernorm", spec,
-                   push_constants((x.address, gamma.address, beta.address, 0, y.address,
+        shift = beta.address if beta is not None else 0
+        dev.launch("layernorm", spec + (int(beta is not None),),
+                   push_constants((x.address, gamma.address, shift, 0, y.address,
                                    mean.address, rstd.address), (count, n), (eps,)),
-                   groups, [x, gamma, beta], [y, mean, rstd])
+                   groups, [x, gamma] + ([beta] if beta is not None else []),
+                   [y, mean, rstd])
     return y, mean, rstd
 
 
@@ -51,9 +54,11 @@ def _param_grads(dev, x, g, mean, rstd, dgamma, dbeta, count: int, n: int) -> No
                [dgamma, dbeta])
 
 
-def layer_norm_backward(dev, x, gamma, mean, rstd, g):
+def layer_norm_backward(dev, x, gamma, mean, rstd, g, out=(None, None)):
+    """(dx, dgamma, dbeta), dgamma and dbeta in ``out``'s storage where given."""
     count, n = rows(x)
-    dx, dgamma, dbeta = dev.empty(x.shape), dev.empty((n,)), dev.empty((n,))
+    dx = dev.empty(x.shape)
+    dgamma, dbeta = (o if o is not None else dev.empty((n,)) for o in out)
     if x.size:
         spec, groups = _spec_and_groups(1, count, n)
         dev.launch("layernorm", spec,
