@@ -170,13 +170,14 @@ class CpuBackend(Backend):
         return layernorm.layer_norm(x, gamma, beta, eps)
 
     def layer_norm_backward(self, x, gamma, mean, rstd, g, out=(None, None)):
-        return layernorm.layer_norm_backward(x, gamma, mean, rstd, g, out)
+        dx, dgamma, dbeta = layernorm.layer_norm_backward(x, gamma, mean, rstd, g)
+        return dx, _into(out[0], dgamma), _into(out[1], dbeta)
 
     def embedding(self, table, idx):
         return embedding.embedding(table, idx)
 
     def embedding_backward(self, idx, g, num_rows, out=None):
-        return embedding.embedding_backward(idx, g, num_rows, out)
+        return _into(out, embedding.embedding_backward(idx, g, num_rows))
 
     def gather(self, x, idx, skip):
         return gather.gather(x, idx, skip)
@@ -194,10 +195,7 @@ class CpuBackend(Backend):
         return logic.where(cond, a, b)
 
     def cast(self, x, dtype, out=None):
-        if out is None:
-            return logic.cast(x, dtype)
-        out[...] = logic.cast(x, dtype)
-        return out
+        return _into(out, logic.cast(x, dtype))
 
     def argreduce(self, op, x, outer, n, inner):
         return argreduce.argreduce(op, x, outer, n, inner)

@@ -29,13 +29,8 @@ def embedding(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return out.reshape(idx.shape + (table.shape[1],))
 
 
-def embedding_backward(idx: np.ndarray, g: np.ndarray, num_rows: int,
-                       out: np.ndarray | None = None) -> np.ndarray:
-    """dL/dtable: each position's gradient row added into the row it looked up (into
-    ``out`` where given)."""
+def embedding_backward(idx: np.ndarray, g: np.ndarray, num_rows: int) -> np.ndarray:
+    """dL/dtable: each position's gradient row added into the row it looked up."""
     acc = np.zeros((num_rows, g.shape[-1]), np.float64)
     _scatter_add(idx.reshape(-1), g.reshape(idx.size, g.shape[-1]), acc)
-    if out is None:
-        return acc.astype(g.dtype)
-    out[...] = acc
-    return out
+    return acc.astype(g.dtype)

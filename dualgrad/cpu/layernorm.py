@@ -86,13 +86,11 @@ def _forward(x, gamma, beta, eps, y, mean, rstd):
         rs = 1.0 / math.sqrt(_squares(x[r], mu) / n + eps)
         mean[r] = mu
         rstd[r] = rs
-        if beta is None:
-            for j in range(n):
-                y[r, j] = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j])
-        else:
-            for j in range(n):
-                y[r, j] = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j]) + \
-                    np.float64(beta[j])
+        for j in range(n):
+            v = (np.float64(x[r, j]) - mu) * rs * np.float64(gamma[j])
+            if beta is not None:          # (None: no shift, so -0 stays -0)
+                v += np.float64(beta[j])
+            y[r, j] = v
 
 
 @kernel
@@ -125,9 +123,8 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps: f
     return y, mean, rstd
 
 
-def layer_norm_backward(x, gamma, mean, rstd, g, out=(None, None)):
-    """Returns (dx, dgamma, dbeta); dgamma and dbeta written into ``out``'s arrays where
-    given."""
+def layer_norm_backward(x, gamma, mean, rstd, g):
+    """Returns (dx, dgamma, dbeta)."""
     n = x.shape[-1]
     rows = x.size // n if n else 0
     dx = np.empty_like(x)
@@ -146,12 +143,4 @@ def layer_norm_backward(x, gamma, mean, rstd, g, out=(None, None)):
     for k in range(1, groups):
         dgamma += dgamma64[k]
         dbeta += dbeta64[k]
-    return (dx, *(_stored(sums, into, x.dtype) for sums, into in zip((dgamma, dbeta), out)))
-
-
-def _stored(sums: np.ndarray, into, dtype) -> np.ndarray:
-    """float64 ``sums`` rounded to ``dtype``, in ``into`` where given."""
-    if into is None:
-        return sums.astype(dtype)
-    into[...] = sums
-    return into
+    return dx, dgamma.astype(x.dtype), dbeta.astype(x.dtype)
