@@ -132,18 +132,19 @@ def bench_elementwise(args) -> list:
 
 def bench_unary(args, torch) -> list:
     """Each public unary op's forward over ``args.elements`` float32 elements, the kernel
-    alone (no tape), against PyTorch CPU's."""
+    alone (no tape) against PyTorch CPU's, each writing into an output made once."""
     n = args.elements
     rng = np.random.default_rng(4)
     inputs = {k: draw(rng, n).astype(np.float32) for k, draw in UNARY_INPUTS.items()}
     tensors = {k: torch.from_numpy(v) for k, v in inputs.items()} if torch else {}
     be = device.active()
     out = np.empty(n, np.float32)
+    their_out = torch.empty(n) if torch else None      # (both write into storage of their own)
     rows = []
     for op, a, kind, theirs in unary_cases(torch):
         x = inputs[kind]
         mine = (lambda o=op, x=x, a=a: be.unary(o, x, a, out=out))
-        peer = (lambda f=theirs, t=tensors.get(kind): f(t)) if torch else None
+        peer = (lambda f=theirs, t=tensors.get(kind): f(t, out=their_out)) if torch else None
         mine()
         rows.append((f"unary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
                      "<= 1.0"))

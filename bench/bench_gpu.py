@@ -509,13 +509,14 @@ def bench_unary(args, ours, torch) -> list:
     tensors = {k: torch.from_numpy(v).cuda() for k, v in inputs.items()} if torch else {}
     be = ours.backend
     out = be.empty((n,), persistent=True)
+    their_out = torch.empty(n, device="cuda") if torch else None   # (each writes in place)
     rows = []
     for op, a, kind, theirs in unary_cases(torch):
         if args.unary and op not in args.unary:
             continue
         h = handles[kind]
         mine = (lambda o=op, h=h, a=a: be.unary(o, h, a, out=out))
-        peer = (lambda f=theirs, t=tensors.get(kind): f(t)) if torch else None
+        peer = (lambda f=theirs, t=tensors.get(kind): f(t, out=their_out)) if torch else None
         t_ours, t_peer = timed(args, mine, peer, ours.sync,
                                torch.cuda.synchronize if torch else None, 20)
         speed = f"{8 * n / t_ours / 1e9:.0f}" + (f"/{8 * n / t_peer / 1e9:.0f}" if t_peer
