@@ -1,12 +1,13 @@
 """Where a training step's device time goes: each shader's time a step, timed on the device
-(``dualgrad.gpu.timer.KernelTimer``: a timestamp after each dispatch), for the GPT and CNN
-steps the benchmarks time.
+(``dualgrad.gpu.timer.KernelTimer``: a timestamp after each dispatch), for the GPT, CNN and
+MLP steps the benchmarks time.
 
     python3 bench/profile_gpu.py --case gpt                # the GPT step, float32
     python3 bench/profile_gpu.py --case gpt --autocast bfloat16
     python3 bench/profile_gpu.py --case cnn --steps 5
     python3 bench/profile_gpu.py --case conv --conv 64:56   # conv2d 3x3 fwd+bwd alone
     python3 bench/profile_gpu.py --case attention --length 4096   # the attention case
+    python3 bench/profile_gpu.py --case mlp --mlp 4096:1024  # the MLP 784-H-H-10's Adam step
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
 kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch).
@@ -24,6 +25,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import dualgrad as dg  # noqa: E402
 from dualgrad.api import device  # noqa: E402
 from dualgrad.gpu.timer import KernelTimer  # noqa: E402
+from bench_cpu import _mlp_data, mlp_train_step  # noqa: E402
 from attention_cases import attention_name, ours_attention  # noqa: E402
 from cnn_cases import ours_cnn_step, ours_conv  # noqa: E402
 from gpt_cases import gpt_data, gpt_train_step, ours_gpt_model  # noqa: E402
@@ -39,13 +41,23 @@ def gpt_step(shape: tuple, autocast: str | None):
     return on_batch(dg, step, gpt_data(batch, context), False, "GPT")
 
 
+def mlp_step(hidden: int, batch: int, autocast: str | None):
+    """The MLP 784-H-H-10's Adam step on one batch (bench_gpu.py's training section)."""
+    x, y = _mlp_data(hidden, batch)
+    step = mlp_train_step(hidden)
+    if autocast:
+        step = dg.autocast(autocast)(step)
+    return lambda: step(x, y)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention"), default="gpt")
+    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention", "mlp"), default="gpt")
     p.add_argument("--gpt", default="32,128,256,4,8", help="batch,context,dim,layers,heads")
     p.add_argument("--cnn", type=int, default=128, help="the CNN's batch")
     p.add_argument("--conv", default="64:56", help="channels:size of the conv case")
+    p.add_argument("--mlp", default="4096:1024", help="hidden:batch of the mlp case")
     p.add_argument("--length", type=int, default=4096, help="the attention case's T")
     p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
     p.add_argument("--steps", type=int, default=5)
@@ -60,6 +72,10 @@ def main(argv=None) -> None:
         channels, size = (int(v) for v in args.conv.split(":"))
         step = ours_conv(dg, args.cnn, channels, size)
         what = f"conv2d 3x3 fwd+bwd {args.cnn}x{channels}x{size}x{size}"
+    elif args.case == "mlp":
+        hidden, batch = (int(v) for v in args.mlp.split(":"))
+        step, what = mlp_step(hidden, batch, args.autocast), f"MLP 784-{hidden}-{hidden}-10 " \
+            f"Adam step, batch {batch}"
     elif args.case == "attention":
         step, what = ours_attention(dg, args.length), attention_name(args.length)
     else:

@@ -315,3 +315,18 @@ def test_the_profile_prints_each_shaders_device_time():
     rows = dict(re.findall(r"^  (\w+)\s+(\d+\.\d+)\s", result.stdout, re.M))
     assert {"matmul", "attention", "layernorm", "optim", "all"} <= set(rows), result.stdout
     assert float(rows["all"]) >= float(rows["matmul"]) > 0
+
+
+@pytest.mark.gpu
+def test_the_profile_times_the_mlp_step_and_its_autocast_form():
+    require_gpu()
+    script = BENCH.parent / "profile_gpu.py"
+    for extra in ([], ["--autocast", "bfloat16"]):
+        result = subprocess.run([sys.executable, str(script), "--case", "mlp", "--mlp", "32:16",
+                                 "--steps", "1", "--warmup", "0", *extra],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        assert "MLP 784-32-32-10 Adam step, batch 16" in result.stdout
+        rows = dict(re.findall(r"^  (\w+)\s+(\d+\.\d+)\s", result.stdout, re.M))
+        assert {"optim", "softmax", "all"} <= set(rows), result.stdout
+        assert float(rows["all"]) > float(rows["optim"]) > 0
