@@ -2,6 +2,7 @@
 prints its table: every case with our time and a ratio, or "n/a" without a CUDA peer."""
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
@@ -330,3 +331,15 @@ def test_the_profile_times_the_mlp_step_and_its_autocast_form():
         rows = dict(re.findall(r"^  (\w+)\s+(\d+\.\d+)\s", result.stdout, re.M))
         assert {"optim", "softmax", "all"} <= set(rows), result.stdout
         assert float(rows["all"]) > float(rows["optim"]) > 0
+
+
+def test_tensor_peak_says_how_to_build_its_shader_when_it_is_missing(tmp_path):
+    script = BENCH.parent / "tensor_peak.py"
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    code = ("import sys, pathlib; sys.path.insert(0, sys.argv[1]); import tensor_peak; "
+            "tensor_peak.SPIRV = pathlib.Path(sys.argv[2]); tensor_peak.main([])")
+    result = subprocess.run([sys.executable, "-c", code, str(script.parent),
+                             str(tmp_path / "missing.spv")], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode != 0
+    assert "missing.spv is missing (run with --build first)" in result.stderr
