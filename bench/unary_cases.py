@@ -43,9 +43,9 @@ def unary_cases(torch) -> list:
                              lambda x, out: aten.leaky_relu.out(x, 0.01, out=out)),
               "hardsigmoid": (F.hardsigmoid, lambda x, out: aten.hardsigmoid.out(x, out=out)),
               "hardswish": (F.hardswish, lambda x, out: aten.hardswish.out(x, out=out)),
-              # (F.softsign is x / (1 + |x|), two ops: their division writes into out)
-              "softsign": (F.softsign,
-                           lambda x, out: torch.div(x, x.abs().add_(1.0), out=out)),
+              # (F.softsign is x / (1 + |x|), ops of their own: made in out, no temporary)
+              "softsign": (F.softsign, lambda x, out: torch.div(
+                  x, torch.abs(x, out=out).add_(1.0), out=out)),
               "logsigmoid": (F.logsigmoid, lambda x, out: aten.log_sigmoid.out(x, out=out))}
     return rows + [(op, a, "normal", _call(*theirs[op])) for op, a in _ACTIVATIONS]
 
