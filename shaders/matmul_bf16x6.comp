@@ -53,6 +53,14 @@
 #include "split3.glsl"
 #include "round16.glsl"
 #include "windows.glsl"     // WINDOWS 1 (constants 18-31): B is a convolution's windows
+// bench/kernel_parts.py builds the kernel without the K loop's global loads (NO_LOADS 1)
+// or without its products and shared reads (NO_PRODUCTS 1), to time each part alone.
+#ifndef NO_LOADS
+#define NO_LOADS 0
+#endif
+#ifndef NO_PRODUCTS
+#define NO_PRODUCTS 0
+#endif
 
 layout(constant_id = 0) const uint BM = 128;    // tile rows
 layout(constant_id = 1) const uint BN = 64;     // tile columns
@@ -235,7 +243,10 @@ void main() {
     // barrier a step, were 15-45% slower on an H200: bench/RESULTS.md.)
     for (uint t = 0; t < steps; ++t) {
         bool more = t + 1 < steps;
+#if !NO_LOADS
         if (more) fetch(m0, n0, (t + 1) * BK, pa_base, pb_base, b_base);
+#endif
+#if !NO_PRODUCTS
         [[unroll]] for (uint kk = 0; kk < BK; kk += 16) if (PIECES == 1) {
             FragB b0[RN];
             [[unroll]] for (uint j = 0; j < RN; ++j) b0[j] = frag_b(0, wc + 16 * j, kk);
@@ -266,6 +277,7 @@ void main() {
                 }
             }
         }
+#endif
         barrier();
         if (more) stash();
         barrier();      // unconditional: inside the if, the kernel ran erratically (H200)

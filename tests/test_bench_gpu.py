@@ -343,3 +343,29 @@ def test_tensor_peak_says_how_to_build_its_shader_when_it_is_missing(tmp_path):
                             env=env, timeout=120)
     assert result.returncode != 0
     assert "missing.spv is missing (run with --build first)" in result.stderr
+
+
+def test_kernel_parts_says_how_to_build_its_shaders_when_they_are_missing(tmp_path):
+    script = BENCH.parent / "kernel_parts.py"
+    code = ("import sys, pathlib; sys.path.insert(0, sys.argv[1]); import kernel_parts; "
+            "kernel_parts.HERE = pathlib.Path(sys.argv[2]); kernel_parts.main([])")
+    result = subprocess.run([sys.executable, "-c", code, str(script.parent), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "matmul_bf16x6_no_loads.spv" in result.stderr
+    assert "missing (run with --build first)" in result.stderr
+
+
+@pytest.mark.gpu
+def test_kernel_parts_times_a_part_on_tensor_cores_and_refuses_a_device_without(gpu):
+    from dualgrad.api import device
+    tensor_cores = bool(device.active().ctx.info.get("tensor_cores"))
+    result = subprocess.run([sys.executable, str(BENCH.parent / "kernel_parts.py"), "--part",
+                             "whole", "--precision", "bfloat16", "--squares", "256"],
+                            capture_output=True, text=True, timeout=300)
+    if tensor_cores:
+        assert result.returncode == 0, result.stderr
+        assert re.search(r"256\^3 +tc 128x128 w64 k32", result.stdout), result.stdout
+    else:
+        assert result.returncode != 0
+        assert "no bfloat16 cooperative matrices" in result.stderr
