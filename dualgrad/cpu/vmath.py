@@ -346,15 +346,16 @@ INV_LN10 = 0.4342944819032518
 @scalar
 def vexp2(x):
     """2**x = 2**k exp(f ln 2), x = k + f with k the nearest integer (so an integral x gives
-    its power of two exactly); 2**k in two halves, as _split's."""
+    its power of two exactly); 2**k in two halves, as _split's. |f ln 2| <= ln(2)/2 is
+    _expm1_reduced's range already, so exp(f ln 2) needs no second reduction."""
     c = -1100.0 if x < -1100.0 else (1100.0 if x > 1100.0 else x)   # NaN passes through
     t = c + ROUND
     t = ROUND if t != t else t
     kf = t - ROUND
     k = _as_int64(t) - _ROUND_BITS
     half = k >> 1
-    e = vexp((c - kf) * LN2)
-    return _as_float64((half + 1023) << 52) * (_as_float64((k - half + 1023) << 52) * e)
+    s2 = _as_float64((k - half + 1023) << 52)
+    return _as_float64((half + 1023) << 52) * (s2 + s2 * _expm1_reduced((c - kf) * LN2))
 
 
 @scalar
