@@ -35,6 +35,7 @@ gets kernels compiled anew.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from numba import types
@@ -298,20 +299,44 @@ def vatan2(y, x):
     return math.copysign(a, y) if a == a else a
 
 
-# asin and acos as the angle of (sqrt((1 - x)(1 + x)), x): for a float32 x, 1 - x and 1 + x
-# are exact in float64 and their product rounds once, so the side r carries about 1.5 ULP
-# (float64) into atan2, where it moves the angle by less than that (near +-1, where r is
-# small, the angle is pi/2 - r/|x| and r's error is relative to r, not to pi/2).
+# asin and acos from one series: asin(s) = s + s w P(w), w = s^2, for 0 <= s <= 1/2 (Taylor's
+# coefficients (2n)! / (4^n (n!)^2 (2n + 1)), n = 1..22, exact rationals rounded once: the
+# terms left out sum to below 5e-17 of the result), and past 1/2 through
+# asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2)), where 1 - a and the halving are exact. One
+# square root and no division, where the angle of (sqrt((1 - x)(1 + x)), x) by vatan2
+# took two divisions besides.
+_ASIN_DOWN = np.array([float(Fraction(math.factorial(2 * n), 4 ** n * math.factorial(n) ** 2
+                                      * (2 * n + 1))) for n in range(22, 0, -1)])
+
+
+@scalar
+def _asin_parts(x):
+    """(t, far) for |x| <= 1: far = |x| > 1/2; t = asin(|x|) where not far, else
+    asin(sqrt((1 - |x|) / 2)). NaN for NaN and outside [-1, 1] (a negative root)."""
+    a = abs(x)
+    far = a > 0.5
+    w = 0.5 * (1.0 - a) if far else a * a
+    s = math.sqrt(w) if far else a
+    p = 0.0
+    for i in range(_ASIN_DOWN.size):
+        p = p * w + _ASIN_DOWN[i]
+    return s + s * (w * p), far
+
+
 @scalar
 def vasin(x):
     """asin(x), float64 in and out (NaN outside [-1, 1]); signed zeros kept."""
-    return vatan2(x, math.sqrt((1.0 - x) * (1.0 + x)))
+    t, far = _asin_parts(x)
+    return math.copysign((PIO2 - 2.0 * t) + MOREBITS if far else t, x)
 
 
 @scalar
 def vacos(x):
-    """acos(x), float64 in and out (NaN outside [-1, 1])."""
-    return vatan2(math.sqrt((1.0 - x) * (1.0 + x)), x)
+    """acos(x), float64 in and out (NaN outside [-1, 1]): pi/2 - asin(x) to |x| = 1/2,
+    past it 2 asin(sqrt((1 - |x|) / 2)) reflected about pi/2 for a negative x."""
+    t, far = _asin_parts(x)
+    near = (PIO2 - math.copysign(t, x)) + MOREBITS
+    return (2.0 * t if x > 0.0 else (2.0 * PIO2 - 2.0 * t) + 2.0 * MOREBITS) if far else near
 
 
 # asinh and acosh by log1p, where nothing cancels: asinh(a) = log1p(a + a^2 / (1 + sqrt(1 +
