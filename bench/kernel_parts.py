@@ -40,7 +40,7 @@ def build() -> None:
     glslc = shutil.which(os.environ.get("GLSLC", "glslc"))
     if glslc is None:
         raise SystemExit("kernel_parts: glslc not found (set GLSLC)")
-    spirv("x").parent.mkdir(exist_ok=True)
+    (HERE / "spirv").mkdir(exist_ok=True)
     for part, macro in PARTS.items():
         subprocess.run([glslc, "--target-env=vulkan1.2", "-O", f"-D{macro}=1", "-I",
                         str(SOURCE.parent), str(SOURCE), "-o", str(spirv(part))], check=True)
@@ -52,21 +52,12 @@ def sweep(part: str, squares: str, precision: str) -> int:
     import bench_gpu
     import dualgrad as dg
     from dualgrad.api import device
-    from dualgrad.gpu import float_controls
     dg.ag_device("gpu")
     be = device.active()
     if not be.ctx.info.get("tensor_cores"):
         raise SystemExit("kernel_parts: this device has no bfloat16 cooperative matrices")
     if part != "whole":
-        pipelines = be.device.pipelines
-        if any(name == KERNEL for name, _ in pipelines._pipelines):
-            raise SystemExit("kernel_parts: the kernel's pipelines exist before its module "
-                             "is replaced")
-        # (the float controls the package's modules get, as the whole kernel has them)
-        vk = be.ctx.vk
-        code = float_controls.apply(spirv(part).read_bytes(), pipelines.controls)
-        pipelines._modules[KERNEL] = vk.vkCreateShaderModule(
-            be.ctx.device, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
+        be.device.pipelines.use_spirv(KERNEL, spirv(part).read_bytes())
     return bench_gpu.main(["--sweep", "--recorded", "--squares", squares, "--mlp-shapes", "",
                            *SWEEPS[precision]])
 

@@ -695,3 +695,20 @@ def test_the_kernel_timer_charges_each_dispatch_to_its_shader(gpu, rng):
         assert timer.calls["unary"] == 3
     finally:
         timer.close()
+
+
+def test_a_shader_can_be_given_as_spirv_only_before_its_module_is_made(gpu):
+    """Pipelines.use_spirv (bench/kernel_parts.py's kernel variants): a name the package has
+    no .spv for gets pipelines from the SPIR-V given; a second module for it, or one for a
+    shader already in use, is refused."""
+    pipelines = device.active().device.pipelines
+    with pytest.raises(FileNotFoundError):
+        pipelines.get("bench_variant_absent")
+    pipelines.use_spirv("bench_variant", (SPIRV / "convert.spv").read_bytes())
+    assert pipelines.get("bench_variant") is not None
+    with pytest.raises(dg.errors.CallOrderError, match="'bench_variant' already has"):
+        pipelines.use_spirv("bench_variant", (SPIRV / "convert.spv").read_bytes())
+    x = dg.tensor(np.ones(4, np.float32))
+    (x + x).numpy()                                             # (binary's module made)
+    with pytest.raises(dg.errors.CallOrderError, match="'binary' already has"):
+        pipelines.use_spirv("binary", (SPIRV / "convert.spv").read_bytes())

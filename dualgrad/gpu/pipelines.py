@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import struct
 
+from ..errors import CallOrderError
 from . import float_controls, pipeline_cache
 from .shader_sources import SPIRV
 
@@ -61,12 +62,24 @@ class Pipelines:
     def _module(self, name: str):
         module = self._modules.get(name)
         if module is None:
-            vk = self.ctx.vk
-            code = float_controls.apply((SPIRV / f"{name}.spv").read_bytes(), self.controls)
-            module = vk.vkCreateShaderModule(self.ctx.device, vk.VkShaderModuleCreateInfo(
-                codeSize=len(code), pCode=code), None)
-            self._modules[name] = module
+            module = self._modules[name] = self._new_module(
+                (SPIRV / f"{name}.spv").read_bytes())
         return module
+
+    def _new_module(self, spirv: bytes):
+        vk = self.ctx.vk
+        code = float_controls.apply(spirv, self.controls)
+        return vk.vkCreateShaderModule(self.ctx.device, vk.VkShaderModuleCreateInfo(
+            codeSize=len(code), pCode=code), None)
+
+    def use_spirv(self, name: str, spirv: bytes) -> None:
+        """Shader ``name`` from the SPIR-V given, in place of the package's
+        ``spirv/{name}.spv`` (a benchmark's variant of a kernel), its float controls applied
+        as the package's are. Only before the shader's module is made (by this or by a
+        first pipeline of it)."""
+        if name in self._modules:
+            raise CallOrderError(f"use_spirv: shader {name!r} already has its module")
+        self._modules[name] = self._new_module(spirv)
 
     def get(self, name: str, spec: tuple = ()):
         """The pipeline of shader ``name`` with specialization constants 0.. = ``spec``."""
