@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Where the tensor-core product's time goes: matmul_bf16x6.comp timed as it is, built
-without its K loop's global loads (NO_LOADS: the shared tiles keep the first K step's
-words) and built without its products and shared reads (NO_PRODUCTS: the global loads,
-stores into shared memory and barriers alone), each in bench_gpu.py's sweep beside
-PyTorch CUDA's product, the bfloat16 (autocast) product and the float32-accurate one.
+"""Where the tensor-core products' time goes: each kernel (matmul_bf16x6.comp for the
+bfloat16 (autocast) product, matmul_f16x3.comp for the float32-accurate one) timed as it
+is, built without its K loop's global loads (NO_LOADS: the shared tiles keep the first K
+step's words) and built without its products and shared reads (NO_PRODUCTS: the global
+loads, stores into shared memory and barriers alone), each in bench_gpu.py's sweep beside
+PyTorch CUDA's product.
 
     GLSLC=.glslc/glslc python3 bench/kernel_parts.py --build   # once, where glslc is new
     python3 bench/kernel_parts.py                              # on the GPU machine
@@ -24,16 +25,17 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT)]
-SOURCE = ROOT / "shaders" / "matmul_bf16x6.comp"
-KERNEL = "matmul_bf16x6"
+SHADERS = ROOT / "shaders"
 PARTS = {"no_loads": "NO_LOADS", "no_products": "NO_PRODUCTS"}
+# Each precision's kernel, and its sweep's arguments.
+KERNELS = {"bfloat16": "matmul_bf16x6", "float32-accurate": "matmul_f16x3"}
 # The plans' tiles for big products: one piece (bfloat16) and three (float32-accurate).
 SWEEPS = {"bfloat16": ["--low", "bfloat16", "--tiles", "tc 128x128 w64 k32"],
           "float32-accurate": ["--tiles", "tc 128x128"]}
 
 
-def spirv(part: str) -> pathlib.Path:
-    return HERE / "spirv" / f"{KERNEL}_{part}.spv"
+def spirv(kernel: str, part: str) -> pathlib.Path:
+    return HERE / "spirv" / f"{kernel}_{part}.spv"
 
 
 def build() -> None:
@@ -41,10 +43,13 @@ def build() -> None:
     if glslc is None:
         raise SystemExit("kernel_parts: glslc not found (set GLSLC)")
     (HERE / "spirv").mkdir(exist_ok=True)
-    for part, macro in PARTS.items():
-        subprocess.run([glslc, "--target-env=vulkan1.2", "-O", f"-D{macro}=1", "-I",
-                        str(SOURCE.parent), str(SOURCE), "-o", str(spirv(part))], check=True)
-        print(f"built {spirv(part).relative_to(ROOT)}")
+    for kernel in KERNELS.values():
+        for part, macro in PARTS.items():
+            out = spirv(kernel, part)
+            subprocess.run([glslc, "--target-env=vulkan1.2", "-O", f"-D{macro}=1", "-I",
+                            str(SHADERS), str(SHADERS / f"{kernel}.comp"), "-o", str(out)],
+                           check=True)
+            print(f"built {out.relative_to(ROOT)}")
 
 
 def sweep(part: str, squares: str, precision: str) -> int:
@@ -57,7 +62,8 @@ def sweep(part: str, squares: str, precision: str) -> int:
     if not be.ctx.info.get("tensor_cores"):
         raise SystemExit("kernel_parts: this device has no bfloat16 cooperative matrices")
     if part != "whole":
-        be.device.pipelines.use_spirv(KERNEL, spirv(part).read_bytes())
+        kernel = KERNELS[precision]
+        be.device.pipelines.use_spirv(kernel, spirv(kernel, part).read_bytes())
     return bench_gpu.main(["--sweep", "--recorded", "--squares", squares, "--mlp-shapes", "",
                            *SWEEPS[precision]])
 
@@ -75,7 +81,8 @@ def main(argv=None) -> int:
         return 0
     if args.part:
         return sweep(args.part, args.squares, args.precision)
-    missing = [str(spirv(part)) for part in PARTS if not spirv(part).exists()]
+    missing = [str(spirv(kernel, part)) for kernel in KERNELS.values() for part in PARTS
+               if not spirv(kernel, part).exists()]
     if missing:
         raise SystemExit(f"kernel_parts: {', '.join(missing)} missing (run with --build "
                          "first)")

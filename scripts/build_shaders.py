@@ -7,7 +7,7 @@ can go stale unnoticed.
 
 Only shaders whose source changed since their .spv was built are compiled (``--all``: every
 one), with ``$GLSLC`` (default: glslc on PATH). A shader that needs a newer glslc than the
-system's (matmul_bf16x6.comp: GL_EXT_bfloat16) is built with the one
+system's (the tensor-core kernels: GL_EXT_bfloat16) is built with the one
 scripts/fetch-glslc.sh fetches: ``GLSLC=.glslc/glslc make shaders``.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash  # noqa: E402
+from dualgrad.gpu.shader_sources import SHADERS, SPIRV, source_hash, source_text  # noqa: E402
 from dualgrad.kernel_ops import glsl_header  # noqa: E402
 
 MANIFEST = SPIRV / "MANIFEST.json"
@@ -62,7 +62,7 @@ def main(argv) -> int:
         if run.returncode:
             hint = ("\n  (it needs a newer glslc: scripts/fetch-glslc.sh, then "
                     "GLSLC=.glslc/glslc make shaders)"
-                    if any(ext in src.read_text() for ext in NEWER) else "")
+                    if any(ext in source_text(src) for ext in NEWER) else "")
             print(f"  {src.name}: FAILED\n{run.stderr.rstrip()}{hint}", file=sys.stderr)
             failed.append(src.name)
             continue

@@ -44,7 +44,7 @@ def check_matmul(pair, rng, sa, sb, trans_a, trans_b, bias=False, relu=False, ma
                          Epilogue(bias=c, relu=relu, mask=g))
     if relu or mask:
         assert (ref == 0).any() and (ref != 0).any()     # (the relu or mask decided)
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    scale = testing.product_scale(a, b)
     if bias:
         scale = scale + np.abs(c.astype(np.float64))
     key = ("matmul:mask" if mask else "matmul:relu" if relu else "matmul:bias" if bias

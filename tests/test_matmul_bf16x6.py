@@ -1,6 +1,7 @@
-"""Products on bfloat16 tensor cores (matmul_bf16x6.comp): the split the kernel relies on,
-when the planner chooses it, how the device feature is asked for, and (on a device that has
-tensor cores) the kernel against the cpu reference and the fma kernel."""
+"""Products on tensor cores (matmul_f16x3.comp for float32, matmul_bf16x6.comp for
+autocast): the splits the kernels rely on, when the planner chooses them, how the device
+feature is asked for, and (on a device that has tensor cores) the kernels against the cpu
+reference and the fma kernel."""
 import types
 
 import ml_dtypes
@@ -62,6 +63,70 @@ def test_the_dropped_piece_products_are_below_2_to_the_minus_20(rng, nearest):
     assert np.all(np.abs(kept - a.astype(np.float64) * b) <= 2.0 ** -20 * ab)
 
 
+# -- the float16 split (split_f16.comp), as arithmetic -----------------------------------------
+def scale_exponents(x, axis):
+    """split_f16.comp's s per row: 2^s takes the largest finite |x| along ``axis`` into
+    [2^14, 2^15) (a subnormal or zero largest as 2^-126)."""
+    top = np.where(np.isfinite(x), np.abs(x), 0).astype(np.float32).max(axis=axis, initial=0)
+    return 141 - np.maximum(top.view(np.uint32).astype(np.int64) >> 23, 1)
+
+
+def halves(x, s):
+    """(x0, x1) as float64: x 2^s split into float16 pieces, nearest even (x finite)."""
+    y = np.float32(x) * np.float32(2.0) ** np.minimum(s, 127) * np.float32(2.0) ** np.maximum(
+        s - 127, 0)
+    y = np.asarray(y, np.float32)
+    x0 = y.astype(np.float16)
+    x1 = (y - x0.astype(np.float32)).astype(np.float16)
+    return x0.astype(np.float64), x1.astype(np.float64)
+
+
+def wide_rows(rng, rows, k):
+    """Rows of float32 values whose magnitudes span up to 2^60 within a row (so some fall
+    below float16's subnormal step once scaled), zeros and a few all-tiny rows."""
+    spread = rng.uniform(0, 60, (rows, 1))
+    x = rng.choice([-1.0, 1.0], (rows, k)) * np.exp2(rng.uniform(-30, 30, (rows, 1))
+                                                       - spread * rng.random((rows, k)))
+    x[rng.random((rows, k)) < 0.05] = 0.0
+    x[:2] *= 2.0 ** -90
+    return x.astype(np.float32)
+
+
+def test_two_float16_pieces_hold_a_scaled_float32_within_the_bound(rng):
+    x = wide_rows(rng, 400, 300)
+    s = scale_exponents(x, 1)[:, None]
+    y = x.astype(np.float64) * np.exp2(s.astype(np.float64))
+    top = np.abs(y).max(axis=1)
+    assert np.all((top >= 2.0 ** 14) & (top < 2.0 ** 15))
+    x0, x1 = halves(x, s)
+    assert np.all(np.abs(y - x0 - x1) <= 2.0 ** -22 * np.abs(y) + 2.0 ** -25)
+    assert np.all(np.isfinite(x0)) and np.all(np.abs(x0) <= 2.0 ** 15)
+
+
+def test_the_dropped_float16_piece_products_are_within_the_floor_bound(rng):
+    """Per term: |a b - (a0 b1 + a1 b0 + a0 b0) / 2^(sa + sb)| <= 12u |a b| + 2^-38 (max|a| |b|
+    + |a| max|b|), the maxima over the row of op(A) and the column of op(B)."""
+    a, b = wide_rows(rng, 300, 256), wide_rows(rng, 300, 256)    # row i of a meets row i of b
+    sa, sb = scale_exponents(a, 1)[:, None], scale_exponents(b, 1)[:, None]
+    a0, a1 = halves(a, sa)
+    b0, b1 = halves(b, sb)
+    kept = (a0 * b1 + a1 * b0 + a0 * b0) * np.exp2(-(sa + sb).astype(np.float64))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    top_a, top_b = np.abs(a64).max(axis=1, keepdims=True), np.abs(b64).max(axis=1, keepdims=True)
+    bound = 12 * U * np.abs(a64 * b64) + 2.0 ** -38 * (top_a * np.abs(b64) + np.abs(a64) * top_b)
+    assert np.all(np.abs(kept - a64 * b64) <= bound)
+    # ... which the "matmul" bound covers through product_scale's floor term from K = 256
+    assert 2 * testing.gamma(plans.MIN_TENSOR_K) * testing.tolerances.FLOOR_WEIGHT >= 2.0 ** -38
+
+
+def test_the_float16_bound_holds_from_k_128_with_no_guard_bits():
+    """(3c + 12 + K/16) u <= gamma(K) with c = 36 once K >= 128, within the planner's 256."""
+    def ours(k):
+        return (3 * 36 + 12 + k / 16) * U
+    assert ours(plans.MIN_TENSOR_K) <= testing.gamma(plans.MIN_TENSOR_K)
+    assert ours(128) <= testing.gamma(128) and ours(127) > testing.gamma(127)
+
+
 def test_the_bound_holds_from_k_248_with_no_guard_bits():
     """(6c + 16 + K/16) u <= gamma(K) with c = 36 once K >= 248, which is why the planner
     asks for K >= 256."""
@@ -109,19 +174,30 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     r = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
                              (48 << 10, 1024, True), plans.matmul_plan)
     t = plans.matmul_plan(1024, 768, 3072, 1, tensor_cores=True).tile
-    assert r.shader == "matmul_bf16x6" and r.partials is None
-    assert r.spec == (*t, t.threads, 3, 0, 0, 0)        # (3 pieces: float32 accuracy)
-    assert r.groups == (768 // t.bn, 1024 // t.bm, 1)
+    h = plans.halves(t, 48 << 10)       # (the small tile, as it is: 96 workgroups)
+    assert t == h == plans.TENSOR_TILES["small"]
+    assert plans.halves(plans.TENSOR_TILE, 48 << 10) == plans.TensorTile(128, 128, 16, 64, 64)
+    assert plans.halves(plans.TENSOR_TILE, 16 << 10) == plans.TENSOR_TILE    # (17 KiB)
+    assert r.shader == "matmul_f16x3" and r.partials is None
+    assert r.spec == (*h, h.threads, 2, 0, 0, 0)        # (2 float16 pieces: float32 accuracy)
+    assert r.groups == (768 // h.bn, 1024 // h.bm, 1)
     # A (m x k, k contiguous) is transposed into k-major pieces by blocks of 64 x 32; B^T
-    # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's.
+    # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's; each
+    # row of op(A) and column of op(B) gets a scale.
     s = r.split
     blocks_a, blocks_b = 1024 // 64 * 3072 // 32, 768 // 64 * 3072 // 32
-    assert s.spec == (1, 1, 3, 0)
+    assert s.spec == (1, 1) and s.rows == (1024, 768)
     assert s.uints == (1024, 3072, 1024 * 3072, blocks_a, 768, 3072, 768 * 3072, blocks_b)
     assert s.groups == (blocks_a + blocks_b, 1, 1)
-    assert s.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
+    assert s.floats == (1024 * 3072, 768 * 3072)
     # ... and the kernel told each one's plane and batch stride (0: no batch).
     assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
+    # float16 autocast's product of three bfloat16 pieces of the rounded operands
+    f16 = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
+                               (48 << 10, 1024, True), plans.matmul_plan, pieces=3, round16=1)
+    assert f16.shader == "matmul_bf16x6" and f16.spec == (*t, t.threads, 3, 1, 0, 0)
+    assert f16.split.spec == (1, 1, 3, 1) and f16.split.rows == ()
+    assert f16.split.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
     # Under bfloat16 autocast: one piece each (x rounded), a third of the pieces' memory,
     # and K steps as deep as the shared memory takes.
     one = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
@@ -163,11 +239,12 @@ def test_split_passes_follow_batches_and_keep_k_major_operands_as_they_are():
                              (48 << 10, 1024, True), forced(plans.TENSOR_TILE))
     s, layout = r.split, r.uints[-4:]
     words = -(-3 * 300 * 144 // (8 * dispatch.WG))      # workgroups of 256 words
-    assert s.spec == (0, 1, 3, 0)
+    assert s.spec == (0, 1)
     assert s.uints == (144, 300, 3 * 300 * 144, words, 96, 300, 300 * 96, 2 * 10)
     assert s.groups == (words + 2 * 10, 1, 1)
     assert layout == (3 * 300 * 144, 300 * 144, 300 * 96, 0)
-    assert s.floats == (3 * 3 * 300 * 144 // 2, 3 * 300 * 96 // 2)
+    assert s.floats == (3 * 300 * 144, 300 * 96)          # two float16 pieces each
+    assert s.rows == (3 * 144, 96)                        # a scale a row of each matrix
 
 
 def test_an_operands_workgroups_leave_room_for_the_others():
@@ -273,6 +350,63 @@ def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypat
         assert np.array_equal(part.reshape((3, plane)), _pieces(x, km))
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,k_major", [((37, 24), True), ((24, 37), False),
+                                           ((2, 16, 70), False), ((2, 5, 40), True),
+                                           ((8, 1), False), ((2, 136, 600), False),
+                                           ((2, 700, 64), True)], ids=str)
+@pytest.mark.parametrize("cap", [None, 2], ids=["whole grid", "one group an operand"])
+def test_the_float16_split_pass_scales_each_row_and_writes_two_pieces(gpu, rng, monkeypatch,
+                                                                       shape, k_major, cap):
+    """split_f16.comp's two dispatches: each row's largest finite |x| (into zeroed
+    scales), then two planes of float16 values, [batch][k][r] whichever way an operand is
+    stored, of x scaled by its row's power of two; inf and NaN become (NaN, 0)."""
+    if cap:
+        monkeypatch.setattr(matmul, "MAX_GROUPS", cap)
+    backend = device.active()
+    operands = [(shape, k_major), ((2, 24, 40), not k_major)]
+    xs = []
+    for s_, km in operands:
+        rows, k = (s_[-1], s_[-2]) if km else (s_[-2], s_[-1])
+        batch = s_[0] if len(s_) == 3 else 1
+        x = wide_rows(rng, batch * rows, k).reshape(batch, rows, k)     # [b][r][k]
+        flat = x.reshape(-1)
+        flat[rng.choice(flat.size, min(flat.size, 3), replace=False)] = [np.inf, -np.inf,
+                                                                       np.nan][:min(flat.size, 3)]
+        stored = np.swapaxes(x, -1, -2) if km else x
+        xs.append(np.ascontiguousarray(stored).reshape(s_))
+    split_pass, *layouts = matmul.split_pass(*operands[0], *operands[1], halves=True)
+    h0, h1 = (backend.upload(x) for x in xs)
+    out = backend.empty((sum(split_pass.floats),))
+    scales = backend.empty((sum(split_pass.rows),), np.dtype(np.int32))
+    backend.fill(scales, 0)
+    push = dispatch.push_constants(
+        (h0.address, out.address, h1.address, out.address + 4 * split_pass.floats[0]),
+        split_pass.uints) + dispatch.push_constants(
+        (scales.address, scales.address + 4 * split_pass.rows[0]))
+    backend.device.launch("split_f16", split_pass.spec + (1,), push, split_pass.groups,
+                          [h0, h1], [scales])
+    backend.device.launch("split_f16", split_pass.spec + (0,), push, split_pass.groups,
+                          [h0, h1, scales], [out])
+    got = backend.download(out).view(np.uint16)
+    got_scales = backend.download(scales)
+    cut, cut_rows = 2 * split_pass.floats[0], split_pass.rows[0]
+    for x, (_, km), (plane, _), part, maxima in zip(
+            xs, operands, layouts, (got[:cut], got[cut:]),
+            (got_scales[:cut_rows], got_scales[cut_rows:])):
+        kr = x if km else np.swapaxes(x, -1, -2)
+        kr = kr.reshape((-1,) + kr.shape[-2:])                          # [b][k][r]
+        top = np.where(np.isfinite(kr), np.abs(kr), 0).max(axis=1)     # [b][r]
+        assert np.array_equal(maxima, top.astype(np.float32).reshape(-1).view(np.int32))
+        s = scale_exponents(kr, 1)[:, None, :]
+        bad = ~np.isfinite(kr)
+        x0, x1 = halves(np.where(bad, 0, kr), s)
+        want = np.stack([x0.astype(np.float16).view(np.uint16),
+                         x1.astype(np.float16).view(np.uint16)])
+        want[0][bad], want[1][bad] = 0x7E00, 0
+        assert np.array_equal(part.reshape((2, plane)), want.reshape(2, plane))
+
+
 def _with_unsplittable(rng, shape):
     """Splittable values of ``shape`` with the unsplittable ones among them."""
     size = int(np.prod(shape))
@@ -358,8 +492,8 @@ def operands(rng, sa, sb, trans_a, trans_b, lo=-3.0, hi=3.0):
 
 def agree(pair, a, b, a_st, b_st, trans_a, trans_b):
     ref, got = pair.twin("matmul", a_st, b_st, trans_a, trans_b)
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    result = pair.agree("matmul", got, ref, scale=scale, length=a.shape[-1])
+    result = pair.agree("matmul", got, ref, scale=testing.product_scale(a, b),
+                        length=a.shape[-1])
     assert result.ok, result
     return got
 
@@ -458,15 +592,15 @@ def test_the_tensor_kernel_errs_less_than_float32_fmas(tensor_pair, rng, monkeyp
     a, b, a_st, b_st = operands(rng, (512, 4096), (4096, 256), False, False, 0.0, 1.0)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     errors = {}
-    for tile in (plans.TENSOR_TILE, plans.TILES["square"]):
+    for name, tile in (("tensor", plans.TENSOR_TILE), ("fma", plans.TILES["square"])):
         monkeypatch.setattr(plans, "matmul_plan", forced(tile))
         got = agree(tensor_pair, a, b, a_st, b_st, False, False)
-        errors[tile.shader] = np.max(np.abs(got - exact) / exact) / U
-    assert errors["matmul_bf16x6"] < errors["matmul"]
+        errors[name] = np.max(np.abs(got - exact) / exact) / U
+    assert errors["tensor"] < errors["fma"]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan, 2.0 ** 70, 1e-35, 3e38])
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
 def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng,
                                                                  monkeypatch, value):
     """The tile that holds it is computed by float32 fmas in k order, bit for bit what the
@@ -484,9 +618,32 @@ def test_an_unsplittable_value_sends_its_tile_to_the_exact_path(tensor_pair, rng
     finite = np.isfinite(ref) & np.isfinite(got)
     assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(
         np.isinf(got), np.isinf(ref))
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    scale = testing.product_scale(a, b)
     result = tensor_pair.agree("matmul", np.where(finite, got, 0), np.where(finite, ref, 0),
                                scale=np.where(finite, scale, 0), length=320)
+    assert result.ok, result
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("value", [2.0 ** 70, 1e-35, 3e38, -2.0 ** 100])
+def test_a_value_far_from_the_others_stays_on_tensor_cores(tensor_pair, rng, monkeypatch,
+                                                           value):
+    """Values bfloat16 pieces could not hold (huge, tiny) are scaled with their row or
+    column: their tiles stay on the tensor cores (not the fma kernel's bits) and every
+    output is within the bound, the floor of the other values in that row included."""
+    a, b, a_st, b_st = operands(rng, (256, 320), (320, 256), False, False)
+    a[130, 5] = value
+    b[7, 200] = value
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
+    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, False)
+    monkeypatch.setattr(plans, "matmul_plan", forced(plans.TILES["square"]))
+    _, fma = tensor_pair.twin("matmul", a_st, b_st, False, False)
+    assert not np.array_equal(got[128:, :128].view(np.uint32), fma[128:, :128].view(np.uint32))
+    assert np.array_equal(np.isinf(got), np.isinf(ref)) and not np.isnan(got).any()
+    finite = np.isfinite(ref)
+    result = tensor_pair.agree("matmul", np.where(finite, got, 0), np.where(finite, ref, 0),
+                               scale=np.where(finite, testing.product_scale(a, b), 0),
+                               length=320)
     assert result.ok, result
 
 
@@ -526,4 +683,7 @@ def test_a_16_bit_product_on_tensor_cores_stores_its_bias_relu_and_rounding(
 def test_a_big_product_runs_on_tensor_cores_by_itself(tensor_pair, rng):
     m, n, k = 2048, 1024, 1024
     assert plans.matmul_plan(m, n, k, 1, tensor_cores=True).tile.shader == "matmul_bf16x6"
+    assert matmul.matmul_recipe((m, k), (n, k), False, True, (m, n, k, 1),
+                                (48 << 10, 1024, True), plans.matmul_plan).shader == \
+        "matmul_f16x3"
     agree(tensor_pair, *operands(rng, (m, k), (k, n), False, True), False, True)

@@ -137,6 +137,21 @@ ONE_PIECE_BK = 64   # a one-piece (bfloat16-rounded) product's K step: a third o
 ONE_PIECE_TILES = {TENSOR_TILES["wide"]: TensorTile(128, 128, 32, 64, 64)}
 
 
+# A float32-accurate product runs on two float16 pieces of each operand (matmul_f16x3.comp,
+# the same kernel's body): two thirds of the bfloat16 pieces' words a K step, so the wide
+# tile's warps take 64 x 64 outputs as a one-piece product's do (H100, 8192^3, a prototype
+# without the scales: 12.5 ms against 13.0 with 64 x 32 a warp; bench/RESULTS.md).
+HALVES_SHADER = "matmul_f16x3"
+HALVES_TILES = {TENSOR_TILES["wide"]: TensorTile(128, 128, 16, 64, 64)}
+
+
+def halves(tile: TensorTile, shared: int) -> TensorTile:
+    """``tile`` for a float32-accurate product of two float16 pieces: its HALVES_TILES entry
+    where the shared memory takes it, else as it is."""
+    own = HALVES_TILES.get(tile)
+    return own if own is not None and own.fits(shared, 1 << 30, 2) else tile
+
+
 def one_piece(tile: TensorTile, shared: int) -> TensorTile:
     """``tile`` for a product of one piece of each operand: its ONE_PIECE_TILES entry where
     the shared memory takes it, else as deep a K step as it takes, up to ONE_PIECE_BK."""

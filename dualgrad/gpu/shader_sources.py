@@ -12,14 +12,22 @@ SHADERS = PACKAGE.parent.parent / "shaders"      # present in a source checkout 
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"', re.M)
 
 
+def _folded(path: pathlib.Path):
+    """(file name, text) of a shader source, then of its includes, recursively."""
+    text = path.read_text()
+    yield path.name, text
+    for name in _INCLUDE.findall(text):
+        yield from _folded(path.parent / name)
+
+
 def source_hash(path: pathlib.Path) -> str:
     """SHA-256 of a shader source with its includes (recursively) folded in."""
     h = hashlib.sha256()
-
-    def feed(p: pathlib.Path):
-        text = p.read_text()
-        h.update(p.name.encode() + b"\0" + text.encode())
-        for name in _INCLUDE.findall(text):
-            feed(p.parent / name)
-    feed(path)
+    for name, text in _folded(path):
+        h.update(name.encode() + b"\0" + text.encode())
     return h.hexdigest()
+
+
+def source_text(path: pathlib.Path) -> str:
+    """A shader source's text with its includes' (recursively) after it."""
+    return "\n".join(text for _, text in _folded(path))

@@ -14,9 +14,9 @@ from . import strategies
 from .differential import CHECKS, Check, CheckReport, Pair, run_check, tensor_cores_forced
 from .lockstep import LockstepResult, StepDivergence, divergence, lockstep
 from .tolerances import (TOLERANCES, U32, Agreement, Tolerance, agreement, assert_agree,
-                         gamma, ulp_distance, ulp_of)
+                         gamma, product_scale, ulp_distance, ulp_of)
 
 __all__ = ["TOLERANCES", "Tolerance", "Agreement", "agreement", "assert_agree", "gamma",
-           "ulp_distance", "ulp_of", "U32", "strategies", "CHECKS", "Check", "CheckReport",
+           "product_scale", "ulp_distance", "ulp_of", "U32", "strategies", "CHECKS", "Check", "CheckReport",
            "Pair", "run_check", "tensor_cores_forced", "lockstep", "LockstepResult",
            "StepDivergence", "divergence"]

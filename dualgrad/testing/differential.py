@@ -22,7 +22,7 @@ from ..backend import Epilogue
 from ..cpu.matmul import rounded
 from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
 from . import strategies as dgst
-from .tolerances import LOW_TYPES, TOLERANCES, Agreement, agreement
+from .tolerances import LOW_TYPES, TOLERANCES, Agreement, agreement, product_scale
 from .tolerances import gamma as gamma_n
 
 F32 = np.float32
@@ -679,8 +679,7 @@ def matmul_sums_agreement(pair, a, b, trans_a, trans_b) -> list:
                                  epilogue=Epilogue(row_sums=sums))
         results.append((backend.download(product), backend.download(sums)))
     (cc, cs), (gc, gs) = results
-    scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
-    return [pair.agree("matmul", gc, cc, scale=scale, length=a.shape[-1]),
+    return [pair.agree("matmul", gc, cc, scale=product_scale(a, b), length=a.shape[-1]),
             pair.agree("reduce:sum", gs, cs, scale=np.abs(a.astype(np.float64)).sum(-1),
                        length=a.shape[-1])]
 
@@ -702,7 +701,8 @@ def _matmul_agreement(pair, a, b, trans_a, trans_b, bias=None, relu=False, mask=
     # An operand rounded to inf makes inf * 0 = NaN in the scale: a NaN bound, which allows
     # no difference (tolerances.py), so numpy's warning says nothing.
     with np.errstate(invalid="ignore"):
-        scale = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+        scale = (product_scale(a, b) if low is None else
+                 np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))))
     if mask is not None:
         return pair.agree("matmul:mask", gc, cc, scale=scale, length=a.shape[-1])
     if bias is None:
@@ -740,8 +740,9 @@ def tensor_cores_forced(backend):
 @check("matmul:tensor")
 def _matmul_tensor(data, pair):
     """matmul on the gpu's tensor cores where it has them (elsewhere its own plan): M and N
-    whole 16 x 16 blocks, K past the 248 the bound needs, and values the split sends to the
-    exact path (below 2^-100, 2^63 or more) in some tiles."""
+    whole 16 x 16 blocks, K past the 248 the bound needs, and in some rows values far
+    from the others (below 2^-100, 2^63 or more), which the float16 split scales with
+    their row and leaves below its floor, and the bfloat16 one sends to the exact path."""
     m, n = (16 * data.draw(st.integers(1, 12), label=f"{name}/16") for name in "mn")
     k = data.draw(st.integers(256, 420), label="k")
     batch_a, batch_b = data.draw(st.sampled_from([((), ()), ((2,), (2,)), ((2,), ())]),

@@ -86,6 +86,27 @@ def gamma(n) -> np.ndarray:
     return nu / np.maximum(1.0 - nu, 1e-300)
 
 
+# matmul_f16x3.comp scales each row of op(A) and column of op(B) by a power of two before
+# it splits them into float16 pieces, so a value far below its row's largest keeps only
+# float16's subnormal step of it: 2^-38 (max_k |a_mk| |b_kn| + |a_mk| max_k |b_kn|) a term
+# at most, beside 12u |a_mk b_kn| (matmul_tc.glsl). The "matmul" bound takes it into S.
+FLOOR_WEIGHT = 2.0 ** -22
+
+
+def product_scale(a, b) -> np.ndarray:
+    """S for the "matmul" bound of op(A) @ op(B) (``a``, ``b`` as multiplied, batched or
+    not): |A| @ |B| + FLOOR_WEIGHT (max_k |a_mk| sum_k |b_kn| + sum_k |a_mk| max_k |b_kn|),
+    the maxima over finite values as the split takes them. With gamma(K) >= 2^-16 (tensor
+    cores take K >= 256) the bound's 2 gamma(K) S then covers the 2^-38 floor per term."""
+    a, b = np.abs(np.asarray(a, np.float64)), np.abs(np.asarray(b, np.float64))
+    with np.errstate(invalid="ignore"):
+        row_max = np.where(np.isfinite(a), a, 0).max(axis=-1, initial=0.0)
+        col_max = np.where(np.isfinite(b), b, 0).max(axis=-2, initial=0.0)
+        floor = (row_max[..., :, None] * b.sum(axis=-2)[..., None, :]
+                 + a.sum(axis=-1)[..., :, None] * col_max[..., None, :])
+        return np.matmul(a, b) + FLOOR_WEIGHT * floor
+
+
 _EXACT_ADD = "IEEE +, -, * are correctly rounded on both (Vulkan requires it); one operation"
 _EXACT_MOVE = "data movement or a selection: no arithmetic"
 _ROUNDING = ("floor", "ceil", "round", "trunc")
@@ -477,12 +498,15 @@ TOLERANCES: dict = {
     "reduce_backward:min": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
                                      "several", ulps=3),
     "matmul": Tolerance("both backends accumulate in float32 (cpu: BLAS sgemm), each within "
-                        "gamma(K) |A| @ |B| of the exact product. The gpu's tensor-core "
-                        "kernel (matmul_bf16x6.comp, K >= 256) is too: its dropped piece "
-                        "products are below 16u S, each 16-deep step's six tensor-core sums "
-                        "err by at most 6c u of the step's S (c = 36 allows no guard bits in "
-                        "their alignment), and the K/16 steps are added with float32 "
-                        "rounding: (6c + 16 + K/16) u S <= gamma(K) S once K >= 248",
+                        "gamma(K) S of the exact product, S = product_scale (|A| @ |B| and a "
+                        "small floor term). The gpu's tensor-core kernel (matmul_f16x3.comp, "
+                        "K >= 256) is too: two float16 pieces of each operand, scaled by a "
+                        "power of two per row of op(A) and column of op(B); its dropped "
+                        "piece products are below 12u |a b| plus 2^-38 (max_k|a| |b| + |a| "
+                        "max_k|b|), which S's floor term carries; each 16-deep step's three "
+                        "tensor-core sums err by at most 3c u of the step's S (c = 36 allows "
+                        "no guard bits in their alignment), and the K/16 steps are added with "
+                        "float32 rounding: (3c + 12 + K/16) u S <= gamma(K) S once K >= 128",
                         gamma=2),
     "matmul:autocast": Tolerance("operands rounded to bfloat16 or float16 alike on both "
                                  "backends (convert16), so both multiply the same values; "
@@ -501,8 +525,10 @@ TOLERANCES: dict = {
                         "stride 1, as conv2d of the flipped weight): the cpu "
                         "adds them in float32 by BLAS over unfolded windows (a band of images "
                         "at a time), the gpu by the fma kernel reading the windows in place "
-                        "(split K's slices added in float32) or, conv2d on bfloat16 tensor "
-                        "cores, the float32-accurate pieces as matmul's; each within "
+                        "(split K's slices added in float32) or, conv2d on tensor cores, "
+                        "three exact bfloat16 pieces (matmul_bf16x6.comp: dropped products "
+                        "below 16u S, six tensor-core sums a 16-deep step, (6c + 16 + K/16) "
+                        "u S <= gamma(K) S from K >= 248); each within "
                         "gamma(K) S of the exact sum, S = |W| @ |windows|. Under autocast "
                         "on the fma kernel both multiply the operands rounded alike, so the "
                         "bound holds (on tensor cores: conv2d:autocast)", gamma=2),

@@ -1,7 +1,7 @@
 """Matrix products: matmul.comp and matmul_edges.comp (the float32 fma kernel, which applies
-the product's epilogue as it stores C) and, on devices with bfloat16 tensor cores,
-split_bf16.comp then matmul_bf16x6.comp (float32-accurate products from bfloat16 pieces); the
-twins of ``dualgrad/cpu/matmul.py``. The tile and split of a product are ``plans.matmul_plan``'s;
+the product's epilogue as it stores C) and, on devices with tensor cores, split_f16.comp
+then matmul_f16x3.comp (float32-accurate products from scaled float16 pieces), or
+split_bf16.comp then matmul_bf16x6.comp (autocast's, from bfloat16 ones); the twins of ``dualgrad/cpu/matmul.py``. The tile and split of a product are ``plans.matmul_plan``'s;
 its recipe (everything but the addresses) is cached per shape: every product asks."""
 from __future__ import annotations
 
@@ -26,17 +26,22 @@ EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
                                                # specialization, and the epilogue
 _ADDRESS, _ADDRESSES4, _ADDRESSES5, _ADDRESSES8 = packer(1), packer(4), packer(5), packer(8)
+_ADDRESSES2, _ADDRESSES3 = packer(2), packer(3)
 
 
 class SplitPass(NamedTuple):
     """The dispatch of split_bf16.comp that splits both operands of a product into the
     bfloat16 pieces the tensor-core kernel multiplies (three planes each, k-major), written
-    into one allocation: A's pieces, then B's."""
-    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1, PIECES, ROUND16)
+    into one allocation: A's pieces, then B's; or split_f16.comp's two (``rows``: the
+    operands' rows, each scaled by its own power of two), their maxima, then two float16
+    pieces."""
+    spec: tuple                   # (TRANSPOSE_0, TRANSPOSE_1, PIECES, ROUND16); split_f16's:
+                                  # (TRANSPOSE_0, TRANSPOSE_1), MAXIMA added at launch
     uints: tuple                  # per operand: R, K, plane, the workgroups that walk it
     groups: tuple
     floats: tuple                 # each operand's pieces' size, in float32 words
     tail: bytes = b""             # uints, packed
+    rows: tuple = ()              # split_f16's: each operand's rows (batch R), one scale each
 
 
 class MatmulRecipe(NamedTuple):
@@ -70,18 +75,25 @@ def operand_split(shape: tuple, k_major: bool) -> tuple:
 
 
 def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
-               pieces: int = 3, round16: int = 0) -> tuple:
+               pieces: int = 3, round16: int = 0, halves: bool = False) -> tuple:
     """(SplitPass, A's layout, B's layout) of a product's operands stored with these
     shapes, each layout its plane and batch stride (0: one matrix for the whole batch);
     ``pieces``: 3 (the exact split) or 1 (bfloat16 rounding alone); ``round16``: the
     16-bit type's code the float32 operands are rounded to, + 4 where A is stored in it,
-    + 8 where B is."""
+    + 8 where B is; ``halves``: split_f16.comp's two scaled float16 pieces instead (float32
+    operands only)."""
     ta, a_uints, a_plane, a_stride = operand_split(a_shape, a_k_major)
     tb, b_uints, b_plane, b_stride = operand_split(b_shape, b_k_major)
     uints = (*a_uints, *b_uints)
-    return (SplitPass((ta, tb, pieces, round16), uints, (a_uints[3] + b_uints[3], 1, 1),
+    layouts = (a_plane, a_stride), (b_plane, b_stride)
+    groups = (a_uints[3] + b_uints[3], 1, 1)
+    if halves:
+        rows = (a_plane // a_uints[1], b_plane // b_uints[1])      # batch R: plane / K
+        return (SplitPass((ta, tb), uints, groups, (a_plane, b_plane), packed_uints(uints),
+                          rows), *layouts)
+    return (SplitPass((ta, tb, pieces, round16), uints, groups,
                       (pieces * a_plane // 2, pieces * b_plane // 2), packed_uints(uints)),
-            (a_plane, a_stride), (b_plane, b_stride))
+            *layouts)
 
 
 @functools.lru_cache(maxsize=4096)      # called on every matmul
@@ -97,7 +109,9 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
     thread for each row; the tensor-core kernel does none of them, so its recipe does not
     say them, except for a 16-bit C (its bias and relu). ``pieces`` (the tensor-core
-    kernel's): 3, float32-accurate; 1, the product of the operands rounded to bfloat16.
+    kernel's): 3, float32-accurate (two scaled float16 pieces, matmul_f16x3.comp, where the
+    operands are float32 and taken as they are; else three bfloat16 ones); 1, the product
+    of the operands rounded to bfloat16.
     ``round16`` (both kernels' ROUND16): 1 or 2, the operands rounded to float16 or
     bfloat16 as they are loaded; + 4, A stored in that type, + 8, B, + 16, C."""
     m, n, k, batch = dims
@@ -110,15 +124,20 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     plan = planner(m, n, k, batch, *limits, pieces)
     t = plan.tile
     if isinstance(t, plans.TensorTile):        # (K whole: no split)
+        halves = pieces == 3 and round16 == 0
         if pieces == 1:
             t = plans.one_piece(t, limits[0])
+        elif halves:
+            t = plans.halves(t, limits[0])
         groups = (-(-n // t.bn), -(-m // t.bm), batch)
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
-                                               pieces, round16 & 15)
+                                               pieces, round16 & 15, halves)
         c16 = bool(round16 & 16)
-        spec = (*t, t.threads, pieces, round16, int(c16 and bias), int(c16 and relu))
+        spec = (*t, t.threads, 2 if halves else pieces, round16, int(c16 and bias),
+                int(c16 and relu))
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
-        return MatmulRecipe(t.shader, spec, uints, groups, None, split, packed_uints(uints))
+        return MatmulRecipe(plans.HALVES_SHADER if halves else t.shader, spec, uints, groups,
+                            None, split, packed_uints(uints))
     # vec4 loads need 16-byte-aligned quads that lie wholly inside or outside the matrix:
     # the contiguous extent and every other stride a multiple of 4 (the pools align every
     # allocation to 256 bytes).
@@ -249,6 +268,10 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
         _bands(dev, a, b, out, trans_a, trans_b, dims, epilogue, r, low)
         return False
     split = r.split
+    if split is not None and split.rows:        # scaled float16 pieces
+        _launch_halves(dev, r, a, b, out)
+        _epilogue_apart(dev, out, epilogue)
+        return False
     if split is not None:         # the tensor-core kernel's bf16 pieces, A's then B's
         pieces = dev.empty((split.floats[0] + split.floats[1],))
         a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
@@ -266,6 +289,24 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     dev.launch(r.shader, r.spec, push, r.groups, [a, b, pieces], [out])
     _epilogue_apart(dev, out, epilogue)
     return False
+
+
+def _launch_halves(dev, r: MatmulRecipe, a, b, out) -> None:
+    """Record a float32-accurate product on float16 pieces: split_f16.comp's rows' maxima
+    (into zeroed scales), its split, then matmul_f16x3.comp, which reads the maxima too."""
+    split = r.split
+    pieces = dev.empty((split.floats[0] + split.floats[1],))
+    a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
+    scales = dev.empty((split.rows[0] + split.rows[1],), np.int32)
+    dev.fill(scales, 0)
+    a_scales, b_scales = scales.address, scales.address + 4 * split.rows[0]
+    push = (_ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces) + split.tail
+            + _ADDRESSES2.pack(a_scales, b_scales))
+    dev.launch("split_f16", split.spec + (1,), push, split.groups, [a, b], [scales])
+    dev.launch("split_f16", split.spec + (0,), push, split.groups, [a, b, scales], [pieces])
+    dev.launch(r.shader, r.spec,
+               _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces) + r.tail
+               + _ADDRESSES3.pack(0, a_scales, b_scales), r.groups, [a, b, pieces, scales], [out])
 
 
 def launch_fma(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue = PLAIN) -> bool:
