@@ -119,6 +119,39 @@ def test_the_dropped_float16_piece_products_are_within_the_floor_bound(rng):
     assert 2 * testing.gamma(plans.MIN_TENSOR_K) * testing.tolerances.FLOOR_WEIGHT >= 2.0 ** -38
 
 
+def float16_pieces_product(a, b):
+    """op(A) @ op(B) as matmul_f16x3.comp computes it (2-D, finite), its tensor cores' sums
+    of a 16-deep step's three piece products taken as float64 rounded once to float32: the
+    scaled split, the steps added in float32, the scales divided out."""
+    sa, sb = scale_exponents(a, 1)[:, None], scale_exponents(b, 0)[None, :]
+    a0, a1 = halves(a, sa)
+    b0, b1 = halves(b, sb)
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for k in range(0, a.shape[1], 16):
+        s = slice(k, k + 16)
+        step = a1[:, s] @ b0[s] + a0[:, s] @ b1[s] + a0[:, s] @ b0[s]
+        acc = (acc + step.astype(np.float32)).astype(np.float32)
+    return (acc * np.exp2(-(sa + sb).astype(np.float64))).astype(np.float32)
+
+
+@pytest.mark.parametrize("value", [1e-35, -2.0 ** 70, 2.0 ** 63, 3e30])
+def test_the_float16_pieces_product_agrees_with_the_cpu_within_matmul_s_bound(rng, value):
+    """The kernel's arithmetic, modelled, on the matmul:tensor check's kind of operands (a
+    value far from the others in some rows and columns, zeros beside it): within the
+    "matmul" entry of the cpu's product, S = product_scale."""
+    a = rng.uniform(-3.0, 3.0, (48, 320)).astype(np.float32)
+    b = rng.uniform(-3.0, 3.0, (320, 32)).astype(np.float32)
+    a[3, 7] = a[20, 100] = value
+    b[7, 5] = value
+    b[100, :] = 0.0                  # its product with a[20, 100] vanishes from |A| @ |B|
+    with np.errstate(over="ignore"):          # (2^70 squared: inf in both)
+        got = float16_pieces_product(a, b)
+        ref = a @ b
+    result = testing.agreement("matmul", got, ref, scale=testing.product_scale(a, b),
+                               length=320)
+    assert result.ok, result
+
+
 def test_the_float16_bound_holds_from_k_128_with_no_guard_bits():
     """(3c + 12 + K/16) u <= gamma(K) with c = 36 once K >= 128, within the planner's 256."""
     def ours(k):
