@@ -36,8 +36,17 @@ layout(push_constant) uniform Push {
     Ints scales0; Ints scales1;
 } p;
 
-// x 2^s, exactly (s in [-113, 140]; a value far below its row's largest may underflow).
+// x 2^s, exactly where the result is a normal float (s in [-113, 140]; a value far below its
+// row's largest may underflow). A subnormal x is rebuilt from its integer significand, and
+// the row's largest below is taken from the bits: a device that flushes subnormal operands
+// of float arithmetic to zero would otherwise lose the rows of tiny values.
 float scaled(float x, int s) {
+    uint u = floatBitsToUint(x);
+    if ((u & 0x7f800000u) == 0u) {                       // zero or subnormal: m 2^-149
+        int t = s - 149, t1 = max(t, -126);               // (t >= -262: m 2^t1 is normal)
+        float y = float(u & 0x7fffffu) * pow2(t1) * pow2(max(t - t1, -126));
+        return uintBitsToFloat(floatBitsToUint(y) | (u & 0x80000000u));
+    }
     return s <= 127 ? x * pow2(s) : x * pow2(127) * pow2(s - 127);
 }
 
@@ -70,7 +79,11 @@ void store_split(uint operand, Words pieces, uint plane, uint w, float v[8]) {
 const uint RUN = 64, LANE_RUN = 32 * 16;
 shared int run_max[256];
 
-float finite_abs(float x) { return isinf(x) || isnan(x) ? 0.0 : abs(x); }
+// |x|'s bits, 0 for inf and NaN (integers order as the non-negative floats do).
+int finite_abs(float x) {
+    int b = floatBitsToInt(x) & 0x7fffffff;
+    return b < 0x7f800000 ? b : 0;
+}
 
 void maxima(Floats x, Ints scales, uint R, uint K, uint plane, bool transpose, uint g, uint n) {
     uint lid = gl_LocalInvocationID.x, batches = plane / (R * K);
@@ -78,7 +91,7 @@ void maxima(Floats x, Ints scales, uint R, uint K, uint plane, bool transpose, u
         uint runs = (K + RUN - 1) / RUN, units = batches * runs * (R / 8);
         for (uint u = g * 256 + lid; u < units; u += n * 256) {
             uint r = (u % (R / 8)) * 8, run = u / (R / 8) % runs, b = u / (R / 8 * runs);
-            float m[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+            int m[8] = int[8](0, 0, 0, 0, 0, 0, 0, 0);
             for (uint k = run * RUN; k < min(K, run * RUN + RUN); ++k) {
                 uint q = ((b * K + k) * R + r) / 4;
                 vec4 lo = Quads(x).v[q], hi = Quads(x).v[q + 1];
@@ -88,19 +101,19 @@ void maxima(Floats x, Ints scales, uint R, uint K, uint plane, bool transpose, u
                 }
             }
             [[unroll]] for (uint i = 0; i < 8; ++i)
-                if (m[i] > 0.0) atomicMax(scales.v[b * R + r + i], floatBitsToInt(m[i]));
+                if (m[i] > 0) atomicMax(scales.v[b * R + r + i], m[i]);
         }
         return;
     }
     uint runs = (K + LANE_RUN - 1) / LANE_RUN, blocks = (batches * R * runs + 7) / 8;
     for (uint blk = g; blk < blocks; blk += n) {           // (uniform bounds: barriers)
         uint row = blk * 8 + lid / 32, run = row % runs, br = row / runs;   // br: [b][r]
-        float m = 0.0;
+        int m = 0;
         if (br < batches * R)
             for (uint k = run * LANE_RUN + lid % 32; k < min(K, run * LANE_RUN + LANE_RUN);
                  k += 32)
                 m = max(m, finite_abs(x.v[br * K + k]));
-        run_max[lid] = floatBitsToInt(m);
+        run_max[lid] = m;
         barrier();
         if (lid % 32 == 0 && br < batches * R) {
             int top = 0;
