@@ -34,8 +34,9 @@
 // pass and the exact path widen it), and so may C (+ 16): each warp's 16 x 16 blocks then
 // pass through 1 KiB of the shared tiles, where each lane takes 8 consecutive outputs of a
 // row, adds the bias (BIAS, the fma kernel's bias[n] in one float32 addition), applies the
-// relu (RELU_C) and rounds them into one 16-byte word. Neither is made for a float32 C
-// (the backend applies them after, as separate ops).
+// relu (RELU_C) and rounds them into one 16-byte word. The bfloat16 pieces' kernel makes
+// neither for a float32 C (the backend applies them after, as separate ops); the float16
+// pieces' one applies them, and then the mask (MASK_C), as the fma kernel does.
 //
 // A value the split cannot represent (inf, NaN, |x| >= 2^63, or nonzero |x| < 2^-100)
 // reaches the tensor cores as a NaN piece, so every output of its row or column is NaN; a
@@ -92,8 +93,11 @@ layout(constant_id = 6) const uint PIECES = 3;
 // 1 / 2: the operands rounded to float16 / bfloat16 (PIECES 3 / 1); + 4: A stored in that
 // type, + 8: B, + 16: C (matmul.glsl's codes)
 layout(constant_id = 7) const uint ROUND16 = 0;
-layout(constant_id = 8) const uint BIAS = 0;    // with C16: add bias[n] to every output
-layout(constant_id = 9) const uint RELU_C = 0;  // with C16: then relu every output
+// With C16 or F16_PIECES: add bias[n] to every output, then relu it, then (F16_PIECES)
+// zero it where mask (laid out as C) is <= 0: matmul.glsl's BIAS, RELU_C and MASK_C.
+layout(constant_id = 8) const uint BIAS = 0;
+layout(constant_id = 9) const uint RELU_C = 0;
+layout(constant_id = 10) const uint MASK_C = 0;
 const uint LOW16 = ROUND16 & 3u;
 const bool A16 = (ROUND16 & 4u) != 0u, B16 = (ROUND16 & 8u) != 0u;
 const bool C16 = (ROUND16 & 16u) != 0u;
@@ -113,6 +117,7 @@ layout(push_constant) uniform Push {
 #if F16_PIECES
     Ints scale_a; Ints scale_b;                 // rows' maxima (split_f16.comp): [batch][m],
                                                 // columns': [batch][n]
+    Floats mask;                                // (MASK_C only)
 #endif
 } p;
 
@@ -166,6 +171,17 @@ uint narrow_pair(float x, float y, uint n) {
     if (RELU_C != 0) { x = x <= 0.0 ? 0.0 : x; y = y <= 0.0 ? 0.0 : y; }
     uint u = floatBitsToUint(x), v = floatBitsToUint(y);
     return narrow16(u, LOW16) | (narrow16(v, LOW16) << 16);
+}
+
+// A float32 output x of column n, at `at` in C, as the epilogue leaves it (the fma kernel's
+// operations in its order: the same bits).
+float finished(float x, uint n, uint at) {
+    if (BIAS != 0) x += p.bias.v[n];
+    if (RELU_C != 0) x = x <= 0.0 ? 0.0 : x;
+#if F16_PIECES
+    if (MASK_C != 0) x = p.mask.v[at] <= 0.0 ? 0.0 : x;
+#endif
+    return x;
 }
 
 #if F16_PIECES
@@ -389,15 +405,15 @@ void main() {
                     vec4 lo = uintBitsToFloat(tiles[scratch + row * 4 + half8 / 4]);
                     vec4 hi = uintBitsToFloat(tiles[scratch + row * 4 + half8 / 4 + 1]);
                     int sa = scale_exponent(p.scale_a.v[a_at + m]);
+                    uint at = c_base + m * p.N + n;              // (16-byte aligned)
                     [[unroll]] for (uint e = 0; e < 4; ++e) {
                         int sb = scale_exponent(p.scale_b.v[b_at + n + e]);
                         int sb4 = scale_exponent(p.scale_b.v[b_at + n + 4 + e]);
-                        lo[e] = unscaled(lo[e], sa + sb);
-                        hi[e] = unscaled(hi[e], sa + sb4);
+                        lo[e] = finished(unscaled(lo[e], sa + sb), n + e, at + e);
+                        hi[e] = finished(unscaled(hi[e], sa + sb4), n + 4 + e, at + 4 + e);
                     }
-                    uint at = (c_base + m * p.N + n) >> 2;       // (16-byte aligned)
-                    Quads(p.c).v[at] = lo;
-                    Quads(p.c).v[at + 1] = hi;
+                    Quads(p.c).v[at >> 2] = lo;
+                    Quads(p.c).v[(at >> 2) + 1] = hi;
                 }
                 controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                                gl_SemanticsAcquireRelease);   // (the block is read: free)
@@ -442,6 +458,6 @@ void main() {
             if (WINDOWS == 1 && PIECES == 1) y = to_bf16_value(y);
             s = fma(x, y, s);
         }
-        p.c.v[c_base + m * p.N + n] = s;
+        p.c.v[c_base + m * p.N + n] = finished(s, n, c_base + m * p.N + n);
     }
 }

@@ -212,7 +212,14 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     assert plans.halves(plans.TENSOR_TILE, 48 << 10) == plans.TensorTile(128, 128, 16, 64, 64)
     assert plans.halves(plans.TENSOR_TILE, 16 << 10) == plans.TENSOR_TILE    # (17 KiB)
     assert r.shader == "matmul_f16x3" and r.partials is None
-    assert r.spec == (*h, h.threads, 2, 0, 0, 0)        # (2 float16 pieces: float32 accuracy)
+    assert r.spec == (*h, h.threads, 2, 0, 0, 0, 0)     # (2 float16 pieces: float32 accuracy)
+    # ... which applies a linear layer's bias and relu, or the relu's mask, itself
+    for kind, flags in (((True, True, False, True), (1, 1, 0)),
+                        ((False, False, True, False), (0, 0, 1))):
+        fused = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True,
+                                     (1024, 768, 3072, 1), (48 << 10, 1024, True),
+                                     plans.matmul_plan, kind)
+        assert fused.spec == (*h, h.threads, 2, 0, *flags)
     assert r.groups == (768 // h.bn, 1024 // h.bm, 1)
     # A (m x k, k contiguous) is transposed into k-major pieces by blocks of 64 x 32; B^T
     # stored (n x k) too, both in one pass: a workgroup a block, A's first, then B's; each
@@ -228,7 +235,7 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     # float16 autocast's product of three bfloat16 pieces of the rounded operands
     f16 = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
                                (48 << 10, 1024, True), plans.matmul_plan, pieces=3, round16=1)
-    assert f16.shader == "matmul_bf16x6" and f16.spec == (*t, t.threads, 3, 1, 0, 0)
+    assert f16.shader == "matmul_bf16x6" and f16.spec == (*t, t.threads, 3, 1, 0, 0, 0)
     assert f16.split.spec == (1, 1, 3, 1) and f16.split.rows == ()
     assert f16.split.floats == (3 * 1024 * 3072 // 2, 3 * 768 * 3072 // 2)
     # Under bfloat16 autocast: one piece each (x rounded), a third of the pieces' memory,
@@ -237,18 +244,19 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
                                (48 << 10, 1024, True), plans.matmul_plan, pieces=1)
     deep = plans.one_piece(t, 48 << 10)
     assert deep.bk == plans.ONE_PIECE_BK and 2 * 2 * deep.bk * (t.bm + t.bn + 16) <= 48 << 10
-    assert one.spec == (*deep, t.threads, 1, 0, 0, 0) and one.split.spec == (1, 1, 1, 0)
+    assert one.spec == (*deep, t.threads, 1, 0, 0, 0, 0) and one.split.spec == (1, 1, 1, 0)
     assert one.groups == r.groups
     assert one.split.floats == (1024 * 3072 // 2, 768 * 3072 // 2)
     # A stored in bfloat16 (+ 4), C too (+ 16): the split pass widens A, the kernel stores
-    # C with the bias and the relu (which a float32 C leaves to separate ops).
-    kind = (True, True, False, False)
+    # C with the bias and the relu (which a float32 C of bfloat16 pieces leaves to separate
+    # ops), never the mask.
+    kind = (True, True, True, False)
     c16 = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
                                (48 << 10, 1024, True), plans.matmul_plan, kind, 1, 2 + 4 + 16)
-    assert c16.spec == (*deep, t.threads, 1, 22, 1, 1) and c16.split.spec == (1, 1, 1, 6)
+    assert c16.spec == (*deep, t.threads, 1, 22, 1, 1, 0) and c16.split.spec == (1, 1, 1, 6)
     wide = matmul.matmul_recipe((1024, 3072), (768, 3072), False, True, (1024, 768, 3072, 1),
                                 (48 << 10, 1024, True), plans.matmul_plan, kind, 1, 2 + 4)
-    assert wide.spec[-3:] == (6, 0, 0)
+    assert wide.spec[-4:] == (6, 0, 0, 0)
 
 
 def test_a_one_piece_product_takes_warps_of_64_x_64_on_the_wide_tile():
@@ -586,36 +594,52 @@ def test_batched_tensor_products(tensor_pair, rng, monkeypatch, shapes):
         agree(tensor_pair, *operands(rng, *shapes, trans, trans), trans, trans)
 
 
+def bits(x):
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("value", [None, np.inf], ids=["finite", "inf in A"])
 def test_a_tensor_product_with_a_bias_is_the_product_then_the_addition(tensor_pair, rng,
-                                                                      monkeypatch):
-    """The tensor-core kernel does not add a bias (or relu, or mask, or sum A's rows)
-    itself: the backend adds it after the product, the same bits as the product and a
-    separate add (and relu, and relu's backward by the mask, and a reduction)."""
+                                                                      monkeypatch, value):
+    """The float16 pieces' kernel adds the bias, applies the relu and then the mask as it
+    stores C, on tensor cores and on the exact path an inf sends a tile to: the same bits
+    as the product and a separate add, relu and relu's backward by the mask. A's row sums
+    come from a reduction after the product, the same bits as a separate one."""
     monkeypatch.setattr(plans, "matmul_plan", forced(plans.TENSOR_TILE))
     backend = tensor_pair.dut
     a, b, a_st, b_st = operands(rng, (144, 300), (300, 96), False, True)
+    if value is not None:
+        a_st[130, 5] = value                        # (rows 128..143's tile: the exact path)
     bias = rng.uniform(-3.0, 3.0, 96).astype(np.float32)
-    ha, hb, hbias = backend.upload(a_st), backend.upload(b_st), backend.upload(bias)
+    mask = rng.uniform(-1.0, 1.0, (144, 96)).astype(np.float32)
+    ha, hb, hbias, hmask = (backend.upload(x) for x in (a_st, b_st, bias, mask))
+    alone = backend.matmul(ha, hb, False, True)
+    added = backend.download(backend.binary("add", alone, hbias))
     fused = backend.download(backend.matmul(ha, hb, False, True,
                                             epilogue=Epilogue(bias=hbias)))
-    alone = backend.matmul(ha, hb, False, True)
-    assert np.array_equal(fused, backend.download(backend.binary("add", alone, hbias)))
-    ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, None, Epilogue(bias=bias))
-    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
-    assert tensor_pair.agree("matmul:bias", got, ref, scale=scale, length=300).ok
+    assert np.array_equal(bits(fused), bits(added))
     relu = backend.download(backend.matmul(ha, hb, False, True,
                                            epilogue=Epilogue(bias=hbias, relu=True)))
-    assert np.array_equal(relu, np.where(fused <= 0, np.float32(0), fused))
+    assert np.array_equal(bits(relu), bits(np.where(fused <= 0, np.float32(0), fused)))
     assert (relu == 0).any() and (relu > 0).any()
-    mask = rng.uniform(-1.0, 1.0, fused.shape).astype(np.float32)
-    masked = backend.download(backend.matmul(
-        ha, hb, False, True, epilogue=Epilogue(bias=hbias, mask=backend.upload(mask))))
-    assert np.array_equal(masked, np.where(mask > 0, fused, np.float32(0)))
+    masked = backend.download(backend.matmul(ha, hb, False, True, epilogue=Epilogue(
+        bias=hbias, relu=True, mask=hmask)))
+    assert np.array_equal(bits(masked), bits(np.where(mask > 0, relu, np.float32(0))))
+    plain = backend.download(alone)
+    masked = backend.download(backend.matmul(ha, hb, False, True,
+                                             epilogue=Epilogue(mask=hmask)))
+    assert np.array_equal(bits(masked), bits(np.where(mask > 0, plain, np.float32(0))))
+    assert np.isinf(plain[130]).any() == (value is not None)
     sums = backend.empty((144,), np.dtype(np.float32))
     backend.matmul(ha, hb, False, True, epilogue=Epilogue(row_sums=sums))  # (a reduction's)
-    assert np.array_equal(backend.download(sums),
-                          backend.download(backend.reduce("sum", ha, (1,))))
+    assert np.array_equal(bits(backend.download(sums)),
+                          bits(backend.download(backend.reduce("sum", ha, (1,)))))
+    if value is None:
+        ref, got = tensor_pair.twin("matmul", a_st, b_st, False, True, None,
+                                    Epilogue(bias=bias))
+        scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(bias)
+        assert tensor_pair.agree("matmul:bias", got, ref, scale=scale, length=300).ok
 
 
 @pytest.mark.gpu

@@ -26,7 +26,7 @@ EDGE_TILES_SHADER = "matmul_edges"   # the fma kernel where only edge tiles test
 FMA_SHADERS = ("matmul", EDGE_TILES_SHADER)    # the fma kernel: same push constants, same
                                                # specialization, and the epilogue
 _ADDRESS, _ADDRESSES4, _ADDRESSES5, _ADDRESSES8 = packer(1), packer(4), packer(5), packer(8)
-_ADDRESSES2, _ADDRESSES3 = packer(2), packer(3)
+_ADDRESSES2 = packer(2)
 
 
 class SplitPass(NamedTuple):
@@ -107,8 +107,8 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     the dispatch, counting in at the workspace's counters (one per tile, so K stays whole
     past COUNTERS tiles). The fma kernel applies the epilogue as it stores C (BIAS, RELU_C,
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
-    thread for each row; the tensor-core kernel does none of them, so its recipe does not
-    say them, except for a 16-bit C (its bias and relu). ``pieces`` (the tensor-core
+    thread for each row; the tensor-core kernels apply the bias and the relu to a 16-bit C,
+    and the float16 pieces' one all three to a float32 C (never the row sums). ``pieces`` (the tensor-core
     kernel's): 3, float32-accurate (two scaled float16 pieces, matmul_f16x3.comp, where the
     operands are float32 and taken as they are; else three bfloat16 ones); 1, the product
     of the operands rounded to bfloat16.
@@ -132,9 +132,9 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
         groups = (-(-n // t.bn), -(-m // t.bm), batch)
         split, a_layout, b_layout = split_pass(a_shape, trans_a, b_shape, not trans_b,
                                                pieces, round16 & 15, halves)
-        c16 = bool(round16 & 16)
-        spec = (*t, t.threads, 2 if halves else pieces, round16, int(c16 and bias),
-                int(c16 and relu))
+        fused = bool(round16 & 16) or halves       # (which applies the bias and the relu)
+        spec = (*t, t.threads, 2 if halves else pieces, round16, int(fused and bias),
+                int(fused and relu), int(halves and mask))
         uints = (m, n, k, a_sm, a_sk, b_sk, b_sn, a_bs, b_bs, m * n, *a_layout, *b_layout)
         return MatmulRecipe(plans.HALVES_SHADER if halves else t.shader, spec, uints, groups,
                             None, split, packed_uints(uints))
@@ -269,8 +269,7 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
         return False
     split = r.split
     if split is not None and split.rows:        # scaled float16 pieces
-        _launch_halves(dev, r, a, b, out)
-        _epilogue_apart(dev, out, epilogue)
+        _launch_halves(dev, r, a, b, out, epilogue)
         return False
     if split is not None:         # the tensor-core kernel's bf16 pieces, A's then B's
         pieces = dev.empty((split.floats[0] + split.floats[1],))
@@ -291,9 +290,10 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     return False
 
 
-def _launch_halves(dev, r: MatmulRecipe, a, b, out) -> None:
+def _launch_halves(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue) -> None:
     """Record a float32-accurate product on float16 pieces: split_f16.comp's rows' maxima
-    (into zeroed scales), its split, then matmul_f16x3.comp, which reads the maxima too."""
+    (into zeroed scales), its split, then matmul_f16x3.comp, which reads the maxima too and
+    applies the epilogue's bias, relu and mask (not its row sums)."""
     split = r.split
     pieces = dev.empty((split.floats[0] + split.floats[1],))
     a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
@@ -304,9 +304,12 @@ def _launch_halves(dev, r: MatmulRecipe, a, b, out) -> None:
             + _ADDRESSES2.pack(a_scales, b_scales))
     dev.launch("split_f16", split.spec + (1,), push, split.groups, [a, b], [scales])
     dev.launch("split_f16", split.spec + (0,), push, split.groups, [a, b, scales], [pieces])
+    bias, mask = epilogue.bias, epilogue.mask
+    tail = _ADDRESSES4.pack(bias.address if bias is not None else 0, a_scales, b_scales,
+                            mask.address if mask is not None else 0)
     dev.launch(r.shader, r.spec,
                _ADDRESSES5.pack(a.address, b.address, out.address, a_pieces, b_pieces) + r.tail
-               + _ADDRESSES3.pack(0, a_scales, b_scales), r.groups, [a, b, pieces, scales], [out])
+               + tail, r.groups, [a, b, pieces, scales, bias, mask], [out])
 
 
 def launch_fma(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue = PLAIN) -> bool:
