@@ -61,6 +61,8 @@ def main(argv=None) -> None:
     p.add_argument("--length", type=int, default=4096, help="the attention case's T")
     p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--by-spec", action="store_true",
+                   help="each specialization of a shader on its own row")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of steps first")
     args = p.parse_args(argv)
     dg.ag_device("gpu")
@@ -88,7 +90,7 @@ def main(argv=None) -> None:
     while made < 2 or time.perf_counter() - start < args.warmup:
         step()
         made += 1
-    timer = KernelTimer(dev)
+    timer = KernelTimer(dev, by_spec=args.by_spec)
     try:
         with timer:
             for _ in range(args.steps):

@@ -23,7 +23,7 @@ from .recorder import MAX_BATCH
 
 
 class KernelTimer:
-    def __init__(self, dev):
+    def __init__(self, dev, by_spec: bool = False):
         vk, ctx = dev.ctx.vk, dev.ctx
         self.dev, self.vk = dev, vk
         self.period_ns = float(ctx.limits.timestampPeriod)
@@ -38,6 +38,7 @@ class KernelTimer:
         self.seconds = collections.Counter()  # shader name -> device seconds
         self.calls = collections.Counter()
         self._names = {}
+        self.by_spec = by_spec            # each specialization of a shader apart
 
     # -- the recorder's hooks ---------------------------------------------------------------
     def begun(self, lib, cmd) -> None:
@@ -71,7 +72,8 @@ class KernelTimer:
     def _name(self, pipeline) -> str:
         name = self._names.get(pipeline)
         if name is None:
-            self._names = {p: shader for (shader, _), p in self.dev._pipeline_of.items()}
+            self._names = {p: f"{shader} {spec}" if self.by_spec else shader
+                           for (shader, spec), p in self.dev._pipeline_of.items()}
             name = self._names.get(pipeline, "?")
         return name
 
