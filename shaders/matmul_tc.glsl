@@ -51,10 +51,10 @@
 // |x s| of a row in [2^14, 2^15)), and three of the four piece products, a1b0 + a0b1 +
 // a0b0: a1b1 and the e terms are below 3 2^-22 |a b| plus the scaled 2^-25 floors. Two
 // pieces a K step and three products where bfloat16 takes three and six: the same bound
-// per product, and a prototype without the scales took 0.59-0.67 of cuBLAS float32's time
-// where three bfloat16 pieces take 0.86-0.93 (H100, bench/RESULTS.md). Each warp's
-// outputs pass through shared memory, where every lane undoes its row's and columns'
-// scales exactly before it stores them.
+// per product, in 0.59-0.77 of cuBLAS float32's time where three bfloat16 pieces took
+// 0.86-0.93 (H100 and H200, bench/RESULTS.md). Each warp's outputs pass through shared
+// memory, where every lane undoes its row's and columns' scales exactly before it stores
+// them.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_cooperative_matrix : require
