@@ -1,7 +1,8 @@
 """Matrix products: matmul.comp and matmul_edges.comp (the float32 fma kernel, which applies
 the product's epilogue as it stores C) and, on devices with tensor cores, split_f16.comp
 then matmul_f16x3.comp (float32-accurate products from scaled float16 pieces), or
-split_bf16.comp then matmul_bf16x6.comp (autocast's, from bfloat16 ones); the twins of ``dualgrad/cpu/matmul.py``. The tile and split of a product are ``plans.matmul_plan``'s;
+split_bf16.comp then matmul_bf16x6.comp (autocast's, from bfloat16 ones); the twins of
+``dualgrad/cpu/matmul.py``. The tile and split of a product are ``plans.matmul_plan``'s;
 its recipe (everything but the addresses) is cached per shape: every product asks."""
 from __future__ import annotations
 
@@ -108,10 +109,10 @@ def matmul_recipe(a_shape: tuple, b_shape: tuple, trans_a: bool, trans_b: bool, 
     past COUNTERS tiles). The fma kernel applies the epilogue as it stores C (BIAS, RELU_C,
     MASK_C) and writes op(A)'s row sums (ROWSUM_A) where K is whole and the tile has a
     thread for each row; the tensor-core kernels apply the bias and the relu to a 16-bit C,
-    and the float16 pieces' one all three to a float32 C (never the row sums). ``pieces`` (the tensor-core
-    kernel's): 3, float32-accurate (two scaled float16 pieces, matmul_f16x3.comp, where the
-    operands are float32 and taken as they are; else three bfloat16 ones); 1, the product
-    of the operands rounded to bfloat16.
+    and the float16 pieces' one all three to a float32 C (never the row sums). ``pieces``
+    (the tensor-core kernel's): 3, float32-accurate (two scaled float16 pieces,
+    matmul_f16x3.comp, where the operands are float32 and taken as they are; else three
+    bfloat16 ones); 1, the product of the operands rounded to bfloat16.
     ``round16`` (both kernels' ROUND16): 1 or 2, the operands rounded to float16 or
     bfloat16 as they are loaded; + 4, A stored in that type, + 8, B, + 16, C."""
     m, n, k, batch = dims
