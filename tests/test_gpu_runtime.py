@@ -697,6 +697,25 @@ def test_the_kernel_timer_charges_each_dispatch_to_its_shader(gpu, rng):
         timer.close()
 
 
+@pytest.mark.gpu
+def test_the_kernel_timer_by_spec_keeps_a_shaders_specializations_apart(gpu, rng):
+    """profile_gpu.py --by-spec: one row per shader and specialization constants."""
+    from dualgrad.gpu.timer import KernelTimer
+    be = device.active()
+    x = be.upload(rng.standard_normal(1 << 12).astype(np.float32))
+    be.download(be.unary("exp", x)), be.download(be.unary("tanh", x))     # (pipelines made)
+    timer = KernelTimer(be.device, by_spec=True)
+    try:
+        with timer:
+            be.unary("exp", x), be.unary("exp", x), be.unary("tanh", x)
+            be.device.rec.flush(wait=True)
+        names = sorted(timer.calls)
+        assert len(names) == 2 and all(n.startswith("unary (") for n in names)
+        assert sorted(timer.calls.values()) == [1, 2]
+    finally:
+        timer.close()
+
+
 def test_a_shader_can_be_given_as_spirv_only_before_its_module_is_made(gpu):
     """Pipelines.use_spirv (bench/kernel_parts.py's kernel variants): a name the package has
     no .spv for gets pipelines from the SPIR-V given; a second module for it, or one for a
