@@ -5,8 +5,8 @@ Where a device multiplies 16 x 16 bfloat16 and float16 matrices into float32 one
 subgroup of 32 (VK_KHR_cooperative_matrix with VK_KHR_shader_bfloat16), large matrix
 products run on them: float32 ones through matmul_f16x3.comp, at float32 accuracy
 (matmul_tc.glsl and the tolerance table say why), autocast's through matmul_bf16x6.comp
-(and convolutions); elsewhere, and with ``DUALGRAD_VK_TENSOR_CORES=0``, every product runs on the
-float32 fma kernel, matmul.comp.
+(and convolutions); elsewhere, and with ``DUALGRAD_VK_TENSOR_CORES=0``, every product runs
+on the float32 fma kernel, matmul.comp.
 
 The ``vulkan`` package (1.3.275) predates VK_KHR_shader_bfloat16, so that extension's
 feature struct is laid out here by hand, from the specification.
@@ -69,7 +69,8 @@ def _has_matrices(vk, instance, pd) -> bool:
 def bf16_tensor_cores(vk, instance, pd) -> bool:
     """Whether the physical device can run matmul_bf16x6.comp and matmul_f16x3.comp: both
     extensions, their features, the Vulkan memory model and 16-bit floats the shaders
-    declare, the bf16 and f16 matrix shapes, and subgroups of exactly 32 invocations (the shader's warps)."""
+    declare, the bf16 and f16 matrix shapes, and subgroups of exactly 32 invocations (the
+    shaders' warps)."""
     names = {e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pd, None)}
     if not all(e in names for e in EXTENSIONS):
         return False

@@ -17,6 +17,6 @@ from .tolerances import (TOLERANCES, U32, Agreement, Tolerance, agreement, asser
                          gamma, product_scale, ulp_distance, ulp_of)
 
 __all__ = ["TOLERANCES", "Tolerance", "Agreement", "agreement", "assert_agree", "gamma",
-           "product_scale", "ulp_distance", "ulp_of", "U32", "strategies", "CHECKS", "Check", "CheckReport",
-           "Pair", "run_check", "tensor_cores_forced", "lockstep", "LockstepResult",
+           "product_scale", "ulp_distance", "ulp_of", "U32", "strategies", "CHECKS", "Check",
+           "CheckReport", "Pair", "run_check", "tensor_cores_forced", "lockstep", "LockstepResult",
            "StepDivergence", "divergence"]

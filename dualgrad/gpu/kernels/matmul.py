@@ -273,8 +273,7 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
         _launch_halves(dev, r, a, b, out, epilogue)
         return False
     if split is not None:         # the tensor-core kernel's bf16 pieces, A's then B's
-        pieces = dev.empty((split.floats[0] + split.floats[1],))
-        a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
+        pieces, a_pieces, b_pieces = _pieces(dev, split)
         dev.launch("split_bf16", split.spec,
                    _ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces) + split.tail,
                    split.groups, [a, b], [pieces])
@@ -291,13 +290,18 @@ def product_into(dev, a, b, out, trans_a, trans_b, dims, epilogue=PLAIN,
     return False
 
 
+def _pieces(dev, split: SplitPass) -> tuple:
+    """One allocation for both operands' pieces, and the addresses of A's and of B's."""
+    pieces = dev.empty((split.floats[0] + split.floats[1],))
+    return pieces, pieces.address, pieces.address + 4 * split.floats[0]
+
+
 def _launch_halves(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue) -> None:
     """Record a float32-accurate product on float16 pieces: split_f16.comp's rows' maxima
     (into zeroed scales), its split, then matmul_f16x3.comp, which reads the maxima too and
     applies the epilogue's bias, relu and mask (not its row sums)."""
     split = r.split
-    pieces = dev.empty((split.floats[0] + split.floats[1],))
-    a_pieces, b_pieces = pieces.address, pieces.address + 4 * split.floats[0]
+    pieces, a_pieces, b_pieces = _pieces(dev, split)
     scales = dev.empty((split.rows[0] + split.rows[1],), np.int32)
     dev.fill(scales, 0)
     a_scales, b_scales = scales.address, scales.address + 4 * split.rows[0]
