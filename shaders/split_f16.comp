@@ -5,7 +5,7 @@
 //
 // MAXIMA 1: the largest finite |x| of each row r of the operand ([batch][r], r: A's m or B's
 // n), atomically into `scales` (zeroed before: the bits of non-negative floats order as
-// integers do), each thread over a run of k, the runs' maxima then combined.
+// integers do): a workgroup's runs of k combined in shared memory, then one atomic a row.
 // MAXIMA 0: each value scaled by its row's 2^s (scale16.glsl) and split, x 2^s = x0 + x1 + e
 // with x0 = f16(x 2^s), x1 = f16(x 2^s - x0), rounded to nearest even (round16.glsl's
 // to_half, in integer arithmetic): |e| <= 2^-22 |x 2^s| where x1 is a normal float16, else
@@ -73,10 +73,15 @@ void store_split(uint operand, Words pieces, uint plane, uint w, float v[8]) {
 
 #include "split_walk.glsl"
 
-// MAXIMA: a thread's run of k. Stored k-major, a thread takes 8 consecutive rows (one
-// 32-byte read a k) over RUN values of k; stored [r][k], 32 threads take one row, each
-// every 32nd k of LANE_RUN, and the workgroup's 8 such rows are combined in shared memory.
-const uint RUN = 64, LANE_RUN = 32 * 16;
+// MAXIMA. Stored k-major, a workgroup takes 256 rows by 8 slices of SLICE values of k: a
+// thread reads 8 consecutive rows (one 32-byte read a k, a warp's 32 threads 1 KB together)
+// over its slice, the slices' maxima meet by atomics in shared memory, then one atomic a row
+// in global memory (a thread's own runs of 64, one atomic each, took 1.26-1.33 times as
+// long in an H100's MLP step). Stored [r][k], 32 threads take a run of LANE_RUN values of a
+// row, by 16-byte reads where rows start aligned, and the workgroup's 8 runs are combined
+// in shared memory. (Shared memory stays at 1 KB: with 8 KB, a word a row and slice, both
+// dispatches of this shader took 1.3-1.6 times as long on an H100.)
+const uint SLICE = 16, LANE_RUN = 32 * 16;
 shared int run_max[256];
 
 // |x|'s bits, 0 for inf and NaN (integers order as the non-negative floats do).
@@ -88,20 +93,32 @@ int finite_abs(float x) {
 void maxima(Floats x, Ints scales, uint R, uint K, uint plane, bool transpose, uint g, uint n) {
     uint lid = gl_LocalInvocationID.x, batches = plane / (R * K);
     if (!transpose) {
-        uint runs = (K + RUN - 1) / RUN, units = batches * runs * (R / 8);
-        for (uint u = g * 256 + lid; u < units; u += n * 256) {
-            uint r = (u % (R / 8)) * 8, run = u / (R / 8) % runs, b = u / (R / 8 * runs);
+        uint row_blocks = (R + 255) / 256, slices = (K + 8 * SLICE - 1) / (8 * SLICE);
+        uint blocks = batches * row_blocks * slices, slice = lid / 32, r_in = (lid % 32) * 8;
+        run_max[lid] = 0;                                  // (each block leaves it so)
+        barrier();
+        for (uint blk = g; blk < blocks; blk += n) {       // (uniform bounds: barriers)
+            uint r0 = (blk % row_blocks) * 256, b = blk / (row_blocks * slices);
+            uint k0 = (blk / row_blocks % slices) * 8 * SLICE + slice * SLICE;
             int m[8] = int[8](0, 0, 0, 0, 0, 0, 0, 0);
-            for (uint k = run * RUN; k < min(K, run * RUN + RUN); ++k) {
-                uint q = ((b * K + k) * R + r) / 4;
-                vec4 lo = Quads(x).v[q], hi = Quads(x).v[q + 1];
-                [[unroll]] for (uint i = 0; i < 4; ++i) {
-                    m[i] = max(m[i], finite_abs(lo[i]));
-                    m[4 + i] = max(m[4 + i], finite_abs(hi[i]));
+            if (r0 + r_in < R)
+                [[unroll]] for (uint i = 0; i < SLICE; ++i) {
+                    uint k = k0 + i;
+                    if (k >= K) break;
+                    uint q = ((b * K + k) * R + r0 + r_in) / 4;
+                    vec4 lo = Quads(x).v[q], hi = Quads(x).v[q + 1];
+                    [[unroll]] for (uint j = 0; j < 4; ++j) {
+                        m[j] = max(m[j], finite_abs(lo[j]));
+                        m[4 + j] = max(m[4 + j], finite_abs(hi[j]));
+                    }
                 }
-            }
-            [[unroll]] for (uint i = 0; i < 8; ++i)
-                if (m[i] > 0) atomicMax(scales.v[b * R + r + i], m[i]);
+            [[unroll]] for (uint j = 0; j < 8; ++j)
+                if (m[j] > 0) atomicMax(run_max[r_in + j], m[j]);
+            barrier();
+            int top = run_max[lid];
+            if (top > 0) atomicMax(scales.v[b * R + r0 + lid], top);   // (top: 0 past R)
+            run_max[lid] = 0;
+            barrier();
         }
         return;
     }
@@ -109,10 +126,20 @@ void maxima(Floats x, Ints scales, uint R, uint K, uint plane, bool transpose, u
     for (uint blk = g; blk < blocks; blk += n) {           // (uniform bounds: barriers)
         uint row = blk * 8 + lid / 32, run = row % runs, br = row / runs;   // br: [b][r]
         int m = 0;
-        if (br < batches * R)
+        if (br < batches * R && K % 4 == 0) {                // (a row starts aligned)
+            uint q0 = (br * K + run * LANE_RUN) / 4 + lid % 32;
+            uint quads = K / 4 - run * LANE_RUN / 4;           // the row's from the run on
+            [[unroll]] for (uint i = 0; i < LANE_RUN / 128; ++i)
+                if (lid % 32 + 32 * i < quads) {
+                    vec4 v = Quads(x).v[q0 + 32 * i];
+                    m = max(m, max(max(finite_abs(v.x), finite_abs(v.y)),
+                                   max(finite_abs(v.z), finite_abs(v.w))));
+                }
+        } else if (br < batches * R) {
             for (uint k = run * LANE_RUN + lid % 32; k < min(K, run * LANE_RUN + LANE_RUN);
                  k += 32)
                 m = max(m, finite_abs(x.v[br * K + k]));
+        }
         run_max[lid] = m;
         barrier();
         if (lid % 32 == 0 && br < batches * R) {

@@ -395,7 +395,8 @@ def test_the_split_pass_writes_k_major_pieces_of_every_value(gpu, rng, monkeypat
 @pytest.mark.parametrize("shape,k_major", [((37, 24), True), ((24, 37), False),
                                            ((2, 16, 70), False), ((2, 5, 40), True),
                                            ((8, 1), False), ((2, 136, 600), False),
-                                           ((2, 700, 64), True)], ids=str)
+                                           ((2, 700, 64), True), ((2, 300, 600), True)],
+                         ids=str)
 @pytest.mark.parametrize("cap", [None, 2], ids=["whole grid", "one group an operand"])
 def test_the_float16_split_pass_scales_each_row_and_writes_two_pieces(gpu, rng, monkeypatch,
                                                                        shape, k_major, cap):
