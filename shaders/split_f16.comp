@@ -81,7 +81,7 @@ void store_split(uint operand, Words pieces, uint plane, uint w, float v[8]) {
 // row, by 16-byte reads where rows start aligned, and the workgroup's 8 runs are combined
 // in shared memory. (Shared memory stays at 1 KB: with 8 KB, a word a row and slice, both
 // dispatches of this shader took 1.3-1.6 times as long on an H100.)
-const uint SLICE = 16, LANE_RUN = 32 * 16;
+const uint SLICE = 16, LANE_RUN = 32 * 16;          // (kernels/matmul.py's maxima_groups)
 shared int run_max[256];
 
 // |x|'s bits, 0 for inf and NaN (integers order as the non-negative floats do).

@@ -230,6 +230,14 @@ def test_a_tensor_recipe_names_its_shader_and_constants():
     assert s.uints == (1024, 3072, 1024 * 3072, blocks_a, 768, 3072, 768 * 3072, blocks_b)
     assert s.groups == (blocks_a + blocks_b, 1, 1)
     assert s.floats == (1024 * 3072, 768 * 3072)
+    # The maxima dispatch walks them with its own grid: 8 runs of 512 k a workgroup.
+    runs_a, runs_b = 1024 * 6 // 8, 768 * 6 // 8
+    assert s.maxima_groups == (runs_a + runs_b, 1, 1)
+    assert s.maxima_tail == dispatch.packed_uints(
+        (1024, 3072, 1024 * 3072, runs_a, 768, 3072, 768 * 3072, runs_b))
+    # ... and a k-major operand ([batch][k][r]: 2 x 600 x 4096) by 256 rows by 128 k.
+    kmajor, *_ = matmul.split_pass((2, 600, 4096), True, (2, 600, 4096), True, halves=True)
+    assert kmajor.maxima_groups == (2 * (2 * 16 * 5), 1, 1) and kmajor.groups[0] > 1000
     # ... and the kernel told each one's plane and batch stride (0: no batch).
     assert r.uints[-4:] == (1024 * 3072, 0, 768 * 3072, 0)
     # float16 autocast's product of three bfloat16 pieces of the rounded operands
@@ -422,14 +430,15 @@ def test_the_float16_split_pass_scales_each_row_and_writes_two_pieces(gpu, rng, 
     out = backend.empty((sum(split_pass.floats),))
     scales = backend.empty((sum(split_pass.rows),), np.dtype(np.int32))
     backend.fill(scales, 0)
-    push = dispatch.push_constants(
-        (h0.address, out.address, h1.address, out.address + 4 * split_pass.floats[0]),
-        split_pass.uints) + dispatch.push_constants(
+    addresses = (h0.address, out.address, h1.address, out.address + 4 * split_pass.floats[0])
+    scale_addresses = dispatch.push_constants(
         (scales.address, scales.address + 4 * split_pass.rows[0]))
-    backend.device.launch("split_f16", split_pass.spec + (1,), push, split_pass.groups,
-                          [h0, h1], [scales])
-    backend.device.launch("split_f16", split_pass.spec + (0,), push, split_pass.groups,
-                          [h0, h1, scales], [out])
+    backend.device.launch("split_f16", split_pass.spec + (1,), dispatch.push_constants(
+        addresses) + split_pass.maxima_tail + scale_addresses, split_pass.maxima_groups,
+        [h0, h1], [scales])
+    backend.device.launch("split_f16", split_pass.spec + (0,), dispatch.push_constants(
+        addresses, split_pass.uints) + scale_addresses, split_pass.groups, [h0, h1, scales],
+        [out])
     got = backend.download(out).view(np.uint16)
     got_scales = backend.download(scales)
     cut, cut_rows = 2 * split_pass.floats[0], split_pass.rows[0]

@@ -43,6 +43,8 @@ class SplitPass(NamedTuple):
     floats: tuple                 # each operand's pieces' size, in float32 words
     tail: bytes = b""             # uints, packed
     rows: tuple = ()              # split_f16's: each operand's rows (batch R), one scale each
+    maxima_groups: tuple = ()     # split_f16's maxima dispatch: its own grid, and the uints
+    maxima_tail: bytes = b""      # it is given (the split's, with its own workgroup counts)
 
 
 class MatmulRecipe(NamedTuple):
@@ -75,6 +77,14 @@ def operand_split(shape: tuple, k_major: bool) -> tuple:
     return int(not k_major), (r, k, plane, groups), plane, k * r if len(shape) == 3 else 0
 
 
+def maxima_groups(r: int, k: int, batch: int, k_major: bool) -> int:
+    """The workgroups split_f16.comp's maxima dispatch walks an operand with: 256 rows by
+    128 values of k of a k-major one a workgroup, or 8 runs of 512 values of k of a [r][k]
+    one (the split's own grid would leave most of them with nothing to do)."""
+    work = batch * -(-r // 256) * -(-k // 128) if k_major else -(-batch * r * -(-k // 512) // 8)
+    return max(1, min(work, MAX_GROUPS // 2))
+
+
 def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
                pieces: int = 3, round16: int = 0, halves: bool = False) -> tuple:
     """(SplitPass, A's layout, B's layout) of a product's operands stored with these
@@ -90,8 +100,11 @@ def split_pass(a_shape: tuple, a_k_major: bool, b_shape: tuple, b_k_major: bool,
     groups = (a_uints[3] + b_uints[3], 1, 1)
     if halves:
         rows = (a_plane // a_uints[1], b_plane // b_uints[1])      # batch R: plane / K
+        na, nb = (maxima_groups(r, k, plane // (r * k), not t)
+                  for t, (r, k, plane, _) in ((ta, a_uints), (tb, b_uints)))
+        maxima = (*a_uints[:3], na, *b_uints[:3], nb)
         return (SplitPass((ta, tb), uints, groups, (a_plane, b_plane), packed_uints(uints),
-                          rows), *layouts)
+                          rows, (na + nb, 1, 1), packed_uints(maxima)), *layouts)
     return (SplitPass((ta, tb, pieces, round16), uints, groups,
                       (pieces * a_plane // 2, pieces * b_plane // 2), packed_uints(uints)),
             *layouts)
@@ -305,10 +318,12 @@ def _launch_halves(dev, r: MatmulRecipe, a, b, out, epilogue: Epilogue) -> None:
     scales = dev.empty((split.rows[0] + split.rows[1],), np.int32)
     dev.fill(scales, 0)
     a_scales, b_scales = scales.address, scales.address + 4 * split.rows[0]
-    push = (_ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces) + split.tail
-            + _ADDRESSES2.pack(a_scales, b_scales))
-    dev.launch("split_f16", split.spec + (1,), push, split.groups, [a, b], [scales])
-    dev.launch("split_f16", split.spec + (0,), push, split.groups, [a, b, scales], [pieces])
+    addresses = _ADDRESSES4.pack(a.address, a_pieces, b.address, b_pieces)
+    scale_addresses = _ADDRESSES2.pack(a_scales, b_scales)
+    dev.launch("split_f16", split.spec + (1,), addresses + split.maxima_tail + scale_addresses,
+               split.maxima_groups, [a, b], [scales])
+    dev.launch("split_f16", split.spec + (0,), addresses + split.tail + scale_addresses,
+               split.groups, [a, b, scales], [pieces])
     bias, mask = epilogue.bias, epilogue.mask
     tail = _ADDRESSES4.pack(bias.address if bias is not None else 0, a_scales, b_scales,
                             mask.address if mask is not None else 0)
