@@ -8,6 +8,7 @@ MLP steps the benchmarks time.
     python3 bench/profile_gpu.py --case conv --conv 64:56   # conv2d 3x3 fwd+bwd alone
     python3 bench/profile_gpu.py --case attention --length 4096   # the attention case
     python3 bench/profile_gpu.py --case mlp --mlp 4096:1024  # the MLP 784-H-H-10's Adam step
+    python3 bench/profile_gpu.py --case mlp --by-spec     # a row per specialization
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
 kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch).

@@ -76,11 +76,12 @@ void store_split(uint operand, Words pieces, uint plane, uint w, float v[8]) {
 // MAXIMA. Stored k-major, a workgroup takes 256 rows by 8 slices of SLICE values of k: a
 // thread reads 8 consecutive rows (one 32-byte read a k, a warp's 32 threads 1 KB together)
 // over its slice, the slices' maxima meet by atomics in shared memory, then one atomic a row
-// in global memory (a thread's own runs of 64, one atomic each, took 1.26-1.33 times as
-// long in an H100's MLP step). Stored [r][k], 32 threads take a run of LANE_RUN values of a
-// row, by 16-byte reads where rows start aligned, and the workgroup's 8 runs are combined
-// in shared memory. (Shared memory stays at 1 KB: with 8 KB, a word a row and slice, both
-// dispatches of this shader took 1.3-1.6 times as long on an H100.)
+// in global memory (a thread's own runs of 64, a global atomic for each row of each run,
+// took 1.26-1.33 times as long in an H100's MLP step). Stored [r][k], 32 threads take a run
+// of LANE_RUN values of a row, by 16-byte reads where rows start aligned, and the
+// workgroup's 8 runs are combined in shared memory. (Shared memory stays at 1 KB: with
+// 8 KB, a word a row and slice, both dispatches of this shader took 1.3-1.6 times as long
+// on an H100.)
 const uint SLICE = 16, LANE_RUN = 32 * 16;          // (kernels/matmul.py's maxima_groups)
 shared int run_max[256];
 
