@@ -11,7 +11,9 @@ MLP steps the benchmarks time.
     python3 bench/profile_gpu.py --case mlp --by-spec     # a row per specialization
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
-kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch).
+kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch). The
+transfers have rows of their own: "(copy)" (the MLP's batch, uploaded each step as the
+benchmark's step does), "(fill)" and "(update)".
 """
 from __future__ import annotations
 

@@ -686,13 +686,36 @@ def test_the_kernel_timer_charges_each_dispatch_to_its_shader(gpu, rng):
             outs = [be.unary("exp", x) for _ in range(3)]
             be.binary("add", outs[0], outs[1])
             got = be.download(outs[2])
-        assert timer.calls == {"unary": 3, "binary": 1}
+        shaders = {name: n for name, n in timer.calls.items() if not name.startswith("(")}
+        assert shaders == {"unary": 3, "binary": 1}
+        assert timer.calls["(copy)"] >= 1                # the download's, on a row of its own
         assert timer.seconds["unary"] > 0 and "unary" in timer.table(3)
         np.testing.assert_array_equal(got, want)        # timing changes no result
         assert be.device.rec.timer is None
         be.unary("exp", x)                               # none timed once it is left
         be.device.rec.flush(wait=True)
         assert timer.calls["unary"] == 3
+    finally:
+        timer.close()
+
+
+@pytest.mark.gpu
+def test_the_kernel_timer_charges_transfers_to_rows_of_their_own(gpu, rng):
+    """An upload's copy and a fill are timed apart, not charged to the kernel after them."""
+    from dualgrad.gpu.timer import KernelTimer
+    be = device.active()
+    data = rng.standard_normal(1 << 12).astype(np.float32)
+    be.download(be.unary("neg", be.upload(data)))                # (the pipeline made)
+    timer = KernelTimer(be.device)
+    try:
+        with timer:
+            x = be.upload(data)
+            be.fill(x, 0.5)
+            y = be.unary("neg", x)
+            be.device.rec.flush(wait=True)
+        assert timer.calls["(copy)"] >= 1 and timer.calls["(fill)"] == 1
+        assert timer.calls["unary"] == 1 and "(fill)" in timer.table()
+        np.testing.assert_array_equal(be.download(y), np.full(data.shape, -0.5, np.float32))
     finally:
         timer.close()
 

@@ -257,7 +257,13 @@ class Recorder:
         r = self._region
         r.srcOffset, r.dstOffset, r.size = src_offset, dst_offset, size
         self.lib.vkCmdCopyBuffer(self.cmd, src, dst, 1, r)
+        self._timed("copy")
         VALIDATION.raise_pending()
+
+    def _timed(self, kind: str) -> None:
+        """A transfer command just recorded gets its timestamp where a KernelTimer runs."""
+        if self.timer is not None and not self.capturing:
+            self.timer.transferred(self.lib, self.cmd, kind)
 
     def read_by_host(self) -> None:
         """The host reads what the recorded copies wrote once the batch is done: the batch
@@ -275,6 +281,7 @@ class Recorder:
         self._begin()
         self._sync((), writes)
         self.lib.vkCmdFillBuffer(self.cmd, buffer, offset, size, word)
+        self._timed("fill")
         VALIDATION.raise_pending()
 
     def update(self, buffer, offset: int, data: bytes, writes) -> None:
@@ -283,6 +290,7 @@ class Recorder:
         self._begin()
         self._sync((), writes)
         self.lib.vkCmdUpdateBuffer(self.cmd, buffer, offset, len(data), data)
+        self._timed("update")
         VALIDATION.raise_pending()
 
     # -- capture ----------------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """Device time per kernel: timestamps around each dispatch, summed by shader.
 
 ``KernelTimer(device)`` as a context manager: while it is entered, each command buffer the
-recorder begins writes a timestamp, and each dispatch another one when it ends; every
-submission is waited for and its timestamps read, so a dispatch's time is the gap from
-the timestamp before it (the previous dispatch's end, or the command buffer's start).
-Where no barrier separates two dispatches they may overlap, and the second is charged
-only its tail; a dispatch after a barrier is charged the barrier's wait too. Timing waits
-for each batch, so the steps it measures run as their device work alone (host time
-between batches is not counted). Recorded steps (``capture_step``) are not timed.
+recorder begins writes a timestamp, and each dispatch and each transfer command (copy,
+fill, update) another one when it ends; every submission is waited for and its timestamps
+read, so a command's time is the gap from the timestamp before it (the previous command's
+end, or the command buffer's start). Transfers are charged to rows of their own, "(copy)",
+"(fill)" and "(update)": charged to the dispatch after them, an upload of a step's batch
+made its first kernel look twice as long. Where no barrier separates two dispatches they
+may overlap, and the second is charged only its tail; a command after a barrier is charged
+the barrier's wait too. Timing waits for each batch, so the steps it measures run as their
+device work alone (host time between batches is not counted). Recorded steps
+(``capture_step``) are not timed.
 
 A tool for finding where a step's device time goes (``bench/profile_gpu.py``), not an
-always-on counter: each dispatch then costs a timestamp write and each batch a wait.
+always-on counter: each command then costs a timestamp write and each batch a wait.
 """
 from __future__ import annotations
 
@@ -30,7 +33,10 @@ class KernelTimer:
         if not ctx.limits.timestampComputeAndGraphics or self.period_ns <= 0:
             raise DeviceError(f"{ctx.info['name']}: the device does not time compute work "
                               "(timestampComputeAndGraphics)")
-        self.capacity = MAX_BATCH + 1             # (a batch's dispatches, and its start)
+        # A batch's start, its dispatches (at most MAX_BATCH) and up to as many transfers:
+        # past those a transfer's time goes to the command after it, as it did untimed.
+        self.capacity = 2 * MAX_BATCH + 1
+        self._transfers = 0
         self.pool = vk.vkCreateQueryPool(ctx.device, vk.VkQueryPoolCreateInfo(
             queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.capacity), None)
         self._results = np.zeros(self.capacity, np.uint64)
@@ -46,11 +52,18 @@ class KernelTimer:
         lib.vkCmdResetQueryPool(cmd, self.pool, 0, self.capacity)
         lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool, 0)
         self._pipelines.clear()
+        self._transfers = 0
 
     def dispatched(self, lib, cmd, pipeline) -> None:
         self._pipelines.append(pipeline)
         lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool,
                                 len(self._pipelines))
+
+    def transferred(self, lib, cmd, kind: str) -> None:
+        """A transfer command (``kind``: "copy", "fill" or "update") was recorded."""
+        if self._transfers < MAX_BATCH:
+            self._transfers += 1
+            self.dispatched(lib, cmd, f"({kind})")
 
     def finished(self) -> None:
         """The batch has run: charge each dispatch its gap."""
@@ -68,8 +81,11 @@ class KernelTimer:
             self.seconds[name] += max(int(gap), 0) * self.period_ns * 1e-9
             self.calls[name] += 1
         self._pipelines.clear()
+        self._transfers = 0
 
     def _name(self, pipeline) -> str:
+        if isinstance(pipeline, str):                 # a transfer's row
+            return pipeline
         name = self._names.get(pipeline)
         if name is None:
             self._names = {p: f"{shader} {spec}" if self.by_spec else shader
@@ -97,8 +113,8 @@ class KernelTimer:
         self.calls.clear()
 
     def table(self, steps: int = 1) -> str:
-        """Each shader's device time a step (of ``steps``), calls and share, longest
-        first."""
+        """Each shader's (and transfer kind's) device time a step (of ``steps``), calls
+        and share, longest first."""
         total = sum(self.seconds.values()) or 1.0
         lines = [f"  {'shader':<18} {'ms a step':>10} {'calls':>7} {'share':>7}"]
         for name, s in self.seconds.most_common():
