@@ -721,6 +721,30 @@ def test_the_kernel_timer_charges_transfers_to_rows_of_their_own(gpu, rng):
 
 
 @pytest.mark.gpu
+def test_the_kernel_timer_stops_timing_transfers_before_its_timestamps_run_out(gpu,
+                                                                              monkeypatch):
+    """Past MAX_BATCH transfers in a batch, a transfer's time goes to the command after it
+    (the timestamps it has are the batch's start, MAX_BATCH dispatches and as many
+    transfers), and every dispatch still gets its own."""
+    from dualgrad.gpu import timer as timer_module
+    be = device.active()
+    data = np.arange(256, dtype=np.float32)
+    be.download(be.unary("neg", be.upload(data)))                # (the pipeline made)
+    monkeypatch.setattr(timer_module, "MAX_BATCH", 4)
+    timer = timer_module.KernelTimer(be.device)
+    try:
+        with timer:
+            xs = [be.upload(data) for _ in range(10)]
+            ys = [be.unary("neg", x) for x in xs[:2]]
+            be.device.rec.flush(wait=True)
+        assert timer.capacity == 9
+        assert timer.calls == {"(copy)": 4, "unary": 2}
+        np.testing.assert_array_equal(be.download(ys[1]), -data)
+    finally:
+        timer.close()
+
+
+@pytest.mark.gpu
 def test_the_kernel_timer_by_spec_keeps_a_shaders_specializations_apart(gpu, rng):
     """profile_gpu.py --by-spec: one row per shader and specialization constants."""
     from dualgrad.gpu.timer import KernelTimer
