@@ -40,7 +40,8 @@ class KernelTimer:
         self.pool = vk.vkCreateQueryPool(ctx.device, vk.VkQueryPoolCreateInfo(
             queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.capacity), None)
         self._results = np.zeros(self.capacity, np.uint64)
-        self._pipelines: list = []        # the pipeline of each dispatch in this batch
+        self._commands: list = []         # each timed command of this batch: a dispatch's
+                                          # pipeline, or a transfer's row name
         self.seconds = collections.Counter()  # shader name -> device seconds
         self.calls = collections.Counter()
         self._names = {}
@@ -51,23 +52,27 @@ class KernelTimer:
         """A command buffer begins: its first timestamp."""
         lib.vkCmdResetQueryPool(cmd, self.pool, 0, self.capacity)
         lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool, 0)
-        self._pipelines.clear()
+        self._commands.clear()
         self._transfers = 0
 
     def dispatched(self, lib, cmd, pipeline) -> None:
-        self._pipelines.append(pipeline)
-        lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool,
-                                len(self._pipelines))
+        self._stamp(lib, cmd, pipeline)
 
     def transferred(self, lib, cmd, kind: str) -> None:
         """A transfer command (``kind``: "copy", "fill" or "update") was recorded."""
         if self._transfers < MAX_BATCH:
             self._transfers += 1
-            self.dispatched(lib, cmd, f"({kind})")
+            self._stamp(lib, cmd, f"({kind})")
+
+    def _stamp(self, lib, cmd, entry) -> None:
+        """The timestamp that ends the command just recorded (``entry``: what it is)."""
+        self._commands.append(entry)
+        lib.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool,
+                                len(self._commands))
 
     def finished(self) -> None:
-        """The batch has run: charge each dispatch its gap."""
-        n = len(self._pipelines)
+        """The batch has run: charge each timed command its gap."""
+        n = len(self._commands)
         if not n:
             return
         vk = self.vk
@@ -76,21 +81,21 @@ class KernelTimer:
                                      8 * (n + 1), data, 8,
                                      vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
         ticks = np.diff(self._results[:n + 1].astype(np.int64))
-        for pipeline, gap in zip(self._pipelines, ticks):
-            name = self._name(pipeline)
+        for entry, gap in zip(self._commands, ticks):
+            name = self._name(entry)
             self.seconds[name] += max(int(gap), 0) * self.period_ns * 1e-9
             self.calls[name] += 1
-        self._pipelines.clear()
+        self._commands.clear()
         self._transfers = 0
 
-    def _name(self, pipeline) -> str:
-        if isinstance(pipeline, str):                 # a transfer's row
-            return pipeline
-        name = self._names.get(pipeline)
+    def _name(self, entry) -> str:
+        if isinstance(entry, str):                    # a transfer's row
+            return entry
+        name = self._names.get(entry)
         if name is None:
             self._names = {p: f"{shader} {spec}" if self.by_spec else shader
                            for (shader, spec), p in self.dev._pipeline_of.items()}
-            name = self._names.get(pipeline, "?")
+            name = self._names.get(entry, "?")
         return name
 
     # -- use ---------------------------------------------------------------------------------
