@@ -389,13 +389,15 @@ def sweep_tiles(spec: str) -> dict:
 
 def sweepable(tile, m: int, n: int, k: int, limits: tuple, low=None) -> bool:
     """Whether the sweep times ``tile`` on this product on a device of these ``limits``
-    (shared memory, threads, tensor cores): it fits them (a tensor tile with one piece of
-    each operand under ``low`` bfloat16, else three), and a tensor tile needs tensor cores
+    (shared memory, threads, tensor cores): it fits them (a tensor tile with the pieces of
+    each operand its kernel takes: one under ``low`` bfloat16, three bfloat16 ones under
+    float16, two float16 ones for a float32 product), and a tensor tile needs tensor cores
     and a product of whole 16 x 16 blocks."""
     shared, threads, tensor_cores = limits
     if not isinstance(tile, plans.TensorTile):
         return tile.fits(shared, threads)
-    return (tile.fits(shared, threads, 1 if low == "bfloat16" else 3) and tensor_cores
+    pieces = {"bfloat16": 1, "float16": 3, None: 2}[low]
+    return (tile.fits(shared, threads, pieces) and tensor_cores
             and m % 16 == 0 and n % 16 == 0)
 
 

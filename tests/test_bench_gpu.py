@@ -259,14 +259,18 @@ def test_unary_names_the_unary_sections_ops():
 
 def test_the_sweep_sizes_a_tensor_tile_for_the_pieces_it_will_hold():
     """Under --low bfloat16 a tensor tile holds one piece of each operand, so a K step of
-    64 fits 48 KiB; float32 or float16 products hold three, and it does not."""
+    64 fits 48 KiB; float32 products hold two (float16 pieces) and float16 ones three
+    (bfloat16 pieces), and it fits neither; a K step of 32 fits two pieces, not three."""
     bench_gpu = bench_module()
     from dualgrad.gpu import plans
     deep = plans.TensorTile(128, 128, 64, 64, 32)
+    k32 = plans.TensorTile(128, 128, 32, 64, 64)
     limits = (48 << 10, 1024, True)
     assert bench_gpu.sweepable(deep, 256, 256, 512, limits, "bfloat16")
     assert not bench_gpu.sweepable(deep, 256, 256, 512, limits, "float16")
     assert not bench_gpu.sweepable(deep, 256, 256, 512, limits)
+    assert bench_gpu.sweepable(k32, 256, 256, 512, limits)
+    assert not bench_gpu.sweepable(k32, 256, 256, 512, limits, "float16")
     assert not bench_gpu.sweepable(deep, 256, 256, 512, (48 << 10, 1024, False), "bfloat16")
 
 
