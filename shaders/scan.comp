@@ -160,7 +160,10 @@ void main() {
         columns();
         return;
     }
+    // SCAN takes the tiles in the reverse of TOTALS's order: the tiles TOTALS read last are
+    // the ones still in the L2 cache, so the second read of a long line starts there.
+    bool back = MODE == 2u;
     for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y)
         for (uint c = gl_WorkGroupID.x; c < p.tiles; c += gl_NumWorkGroups.x)
-            tile(line, c);
+            tile(back ? p.lines - 1u - line : line, back ? p.tiles - 1u - c : c);
 }
