@@ -26,7 +26,15 @@ from ..errors import bad_value
 from . import checks
 from .tensor import BFLOAT16, FLOAT16
 
-_local = threading.local()
+
+
+class _State(threading.local):
+    """This thread's autocast dtype (None outside autocast): a class default, so reading it
+    misses no lookup (every op reads it)."""
+    dtype = None
+
+
+_local = _State()
 _TYPES = {"bfloat16": BFLOAT16, "float16": FLOAT16}
 
 # PyTorch's autocast float32 ops that dualgrad has (kernel ops by their kernel's name: x **
@@ -44,7 +52,7 @@ FLOAT32_OPS = frozenset({
 
 def active():
     """The 16-bit type products round their inputs to in this thread now, or None."""
-    return getattr(_local, "dtype", None)
+    return _local.dtype
 
 
 class autocast:  # noqa: N801 - used as a function, as torch.autocast is
@@ -96,7 +104,7 @@ class suspended:  # noqa: N801 - used as a function
 def keeps_float32(op: str) -> bool:
     """Whether ``op`` (a public op's or a kernel op's name) gives float32 now, whatever the
     float type of its inputs: one of FLOAT32_OPS under autocast."""
-    return getattr(_local, "dtype", None) is not None and op in FLOAT32_OPS
+    return _local.dtype is not None and op in FLOAT32_OPS
 
 
 def is_autocast_enabled() -> bool:

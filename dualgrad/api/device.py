@@ -11,7 +11,16 @@ _lock = threading.RLock()
 _cpu = None
 _gpu = None            # the gpu backend while selected (one device at a time)
 _active = None
-_local = threading.local()     # a per-thread override of the active backend (``using``)
+
+
+class _Override(threading.local):
+    """A per-thread override of the active backend (``using``). The class attribute is
+    every thread's default: reading it costs no missed lookup, and ``active`` runs once
+    or more for every op."""
+    backend = None
+
+
+_local = _Override()
 
 
 def _cpu_backend():
@@ -24,7 +33,7 @@ def _cpu_backend():
 
 def active():
     """The backend ops run on."""
-    override = getattr(_local, "backend", None)
+    override = _local.backend
     if override is not None:
         return override
     return _active if _active is not None else _cpu_backend()
@@ -36,7 +45,7 @@ def using(backend):
     nothing is released or rescued on entry or exit. Tensors made inside must be used only
     inside such blocks for the same backend (the lockstep harness keeps one model per
     backend this way)."""
-    previous = getattr(_local, "backend", None)
+    previous = _local.backend
     _local.backend = backend
     try:
         yield backend

@@ -28,7 +28,7 @@ from .tensor import Tensor, is_float
 
 
 def _writable(fn: str, t: Tensor) -> None:
-    if getattr(tape._local, "open", False):
+    if tape._local.open:
         raise CallOrderError(f"{fn}: in-place ops run outside with_grad_tape() (the tape "
                              "keeps values its backward pass reads, which the write would "
                              "change); do it after the block, or use the op that returns a "

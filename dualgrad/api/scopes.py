@@ -22,7 +22,15 @@ import threading
 from ..backend import EVAL, TAPE
 from .idset import WeakIdSet
 
-_local = threading.local()
+
+
+class _State(threading.local):
+    """This thread's table (None until first used): a class default, so reading it misses
+    no lookup."""
+    table = None
+
+
+_local = _State()
 
 
 def block(name: str, frame) -> tuple:
@@ -125,7 +133,7 @@ class Lifetimes:
 
 def of(backend) -> Lifetimes:
     """The calling thread's Lifetimes on ``backend``."""
-    table = getattr(_local, "table", None)
+    table = _local.table
     if table is None:
         table = _local.table = {}
     lifetimes = table.get(backend)
@@ -136,7 +144,7 @@ def of(backend) -> Lifetimes:
 
 def current(backend) -> Scope:
     """The scope that tensors computed now on ``backend`` live in."""
-    table = getattr(_local, "table", None)
+    table = _local.table
     lifetimes = table.get(backend) if table is not None else None
     return (lifetimes or of(backend)).current
 

@@ -35,7 +35,19 @@ from . import checks, device, scopes
 from .residency import adopt, handle, keep_host_values
 from .tensor import HookHandle, Tensor, host_array
 
-_local = threading.local()
+
+
+class _State(threading.local):
+    """This thread's tape state, the class attributes every thread's defaults (read on every
+    op: a default found this way costs no missed lookup). ``callbacks`` lives in the
+    instance's ``__dict__`` only."""
+    recording = False             # ops record onto the tape
+    open = False                  # a with_grad_tape block is open
+    depth = 0                     # nested backward passes
+    watched = None                # {id: tensor} of watched tensors
+
+
+_local = _State()
 
 
 class Node:
@@ -62,7 +74,7 @@ class Node:
 
 
 def recording() -> bool:
-    return getattr(_local, "recording", False)
+    return _local.recording
 
 
 class recording_as:  # noqa: N801 - used as a function
@@ -94,7 +106,7 @@ class with_grad_tape:  # noqa: N801 - used as a function, as torch.no_grad is
     __slots__ = ("lifetimes", "where", "before")
 
     def __enter__(self):
-        if getattr(_local, "open", False):
+        if _local.open:
             raise InvalidValueError("with_grad_tape: a tape is already open in this thread; "
                                     "tapes do not nest (the inner one would free the outer "
                                     "one's activations)")
@@ -141,7 +153,7 @@ class no_grad:  # noqa: N801 - used as a function, as torch.no_grad is
     def __enter__(self):
         backend = device.active()
         self.lifetimes = lifetimes = scopes.of(backend)
-        self.counted = not getattr(_local, "open", False)
+        self.counted = not _local.open
         self.before = TAPE
         if self.counted:
             lifetimes.evaluations += 1
@@ -438,7 +450,7 @@ def _propagate(tensor: Tensor, seed, backend, retain_graph: bool, seeded,
             raise InvalidValueError(
                 f"backward: the graph was recorded on the {node.backend.name} backend but "
                 f"the active backend is {backend.name}; run backward before switching")
-    depth = getattr(_local, "depth", 0)
+    depth = _local.depth
     # Hooks fire in the outermost walk only: a checkpointed function's walk inside it
     # accumulates into leaves that the outer graph lists as its node's inputs.
     hooked = _hooked_leaves(order) if depth == 0 and HookHandle.registered and \
@@ -506,7 +518,7 @@ class _Watch:
 
 def _watched() -> dict:
     """This thread's watches: id of a computed tensor's node, or of a leaf -> _Watch."""
-    found = getattr(_local, "watched", None)
+    found = _local.watched
     if found is None:
         found = _local.watched = {}
     return found
@@ -566,7 +578,7 @@ def _walk(order: list, seed, backend, seeded, hooked, retain_graph: bool,
     grads = {id(order[-1]): seed}
     settled = set()         # nodes whose every gradient so far came Settled
     relevant = _leading_to(order, capture) if capture is not None else None
-    watches = getattr(_local, "watched", None) if capture is None else None
+    watches = _local.watched if capture is None else None
     for k, node in enumerate(reversed(order)):
         g = grads.pop(id(node), None)
         if g is None:

@@ -46,6 +46,14 @@ def _memory_types(ctx) -> tuple:
     return pool[0][0], staging[0][0]
 
 
+class _Arenas(threading.local):
+    """A thread's pass storage, the class attributes every thread's defaults (read on every
+    allocation: a default found this way costs no missed lookup)."""
+    arenas = None                 # its [TAPE, EVAL, SCRATCH] arenas, once claimed
+    arena = None                  # where its pass storage goes now
+    recording_arena = None        # a step's recording's arena, while it records
+
+
 class Device:
     def __init__(self, ctx):
         self.ctx, self.lock = ctx, ctx.lock
@@ -58,7 +66,7 @@ class Device:
         # opened in one thread frees only that thread's activations. [thread, arenas]
         # pairs; a dead thread's arenas are handed on.
         self._arenas: list = []
-        self._local = threading.local()      # .arenas, .arena (where pass storage goes now)
+        self._local = _Arenas()
         self.persistent_pool = FreeListPool(ctx, self.pool_type, budget=self.budget)
         self.persistent_pool.owner = self
         self.pipelines = ctx.pipelines
@@ -79,7 +87,7 @@ class Device:
     # -- pools -------------------------------------------------------------------------------
     def _thread_arenas(self) -> list:
         """The calling thread's arenas, one per pass slot."""
-        arenas = getattr(self._local, "arenas", None)
+        arenas = self._local.arenas
         if arenas is None:
             self._local.arenas = arenas = self._claim_arenas()
         return arenas
@@ -102,7 +110,7 @@ class Device:
     @property
     def pass_pool(self) -> ArenaPool:
         """Where the calling thread's pass storage goes now."""
-        arena = getattr(self._local, "arena", None)
+        arena = self._local.arena
         if arena is None:
             self._local.arena = arena = self._thread_arenas()[TAPE]
         return arena
@@ -112,7 +120,7 @@ class Device:
         While a step is recorded its own arena stands for every slot."""
         with self.lock:
             self.rec.flush()
-            held = getattr(self._local, "recording_arena", None)
+            held = self._local.recording_arena
             if held is not None:
                 held.reset()
                 return
@@ -122,7 +130,7 @@ class Device:
 
     def use_pass(self, slot: int) -> None:
         """Allocate in the calling thread's arena of ``slot`` from now on."""
-        if getattr(self._local, "recording_arena", None) is None:
+        if self._local.recording_arena is None:
             self._local.arena = self._thread_arenas()[slot]
 
     def hold_arena(self, arena: ArenaPool) -> ArenaPool:
@@ -210,7 +218,7 @@ class Device:
         if persistent:
             pool = self.persistent_pool
         else:                                         # (the property, inline: a hot path)
-            pool = getattr(self._local, "arena", None) or self.pass_pool
+            pool = self._local.arena or self.pass_pool
         with self.lock:
             alloc = pool.alloc(size * dtype.itemsize, True) if fresh else \
                 pool.alloc(size * dtype.itemsize)
