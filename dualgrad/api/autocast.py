@@ -27,7 +27,6 @@ from . import checks
 from .tensor import BFLOAT16, FLOAT16
 
 
-
 class _State(threading.local):
     """This thread's autocast dtype (None outside autocast): a class default, so reading it
     misses no lookup (every op reads it)."""

@@ -23,7 +23,6 @@ from ..backend import EVAL, TAPE
 from .idset import WeakIdSet
 
 
-
 class _State(threading.local):
     """This thread's table (None until first used): a class default, so reading it misses
     no lookup."""

@@ -36,7 +36,6 @@ from .residency import adopt, handle, keep_host_values
 from .tensor import HookHandle, Tensor, host_array
 
 
-
 class _State(threading.local):
     """This thread's tape state, the class attributes every thread's defaults (read on every
     op: a default found this way costs no missed lookup). ``callbacks`` lives in the
