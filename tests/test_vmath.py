@@ -280,33 +280,51 @@ def _float32_range(lo, hi, step=1):
     return np.arange(a, b + 1, step, dtype=np.uint32).view(np.float32)
 
 
-def tanh_f32_inputs():
+def _float32_shortcut_inputs(name):
     """Random values, the specials, NaNs of both signs and several payloads, and dense runs
-    of float32 where the shortcut's branches meet: tiny values (tanh(x) = x), the first
-    change of exponent k (|x| = ln(2)/4), the saturation to 1 near 9.011 and the cap at 10."""
+    of float32 where each shortcut's branches and clamps meet: for tanh tiny values (tanh(x)
+    = x), the first change of exponent k (|x| = ln(2)/4), the saturation to 1 near 9.011 and
+    the cap at 10; for exp, exp2, sigmoid and silu, where the results overflow, turn
+    subnormal and round to 0 or 1 in float32, and the clamps."""
     nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345, 0x7FFFFFFF],
                     np.uint32).view(np.float32)
-    runs = [_float32_range(2.0 ** -29, 2.0 ** -27, 97), _float32_range(0.17, 0.18),
-            _float32_range(8.95, 9.1), _float32_range(9.99, 10.01),
-            _float32_range(1e-45, 1e-38, 4099)]
-    x = np.concatenate([inputs(np.float32), nans, *runs])
+    runs = {"tanh": [_float32_range(2.0 ** -29, 2.0 ** -27, 97), _float32_range(0.17, 0.18),
+                     _float32_range(8.95, 9.1), _float32_range(9.99, 10.01)],
+            "exp": [_float32_range(88.6, 89.2, 7), _float32_range(87.2, 87.5, 7),
+                    _float32_range(103.8, 104.2, 7), _float32_range(708.3, 709.6),
+                    _float32_range(744.9, 745.5)],
+            "exp2": [_float32_range(127.9, 129.1, 7), _float32_range(125.9, 126.1, 7),
+                     _float32_range(148.9, 150.2, 7), _float32_range(999.9, 1000.1)],
+            "sigmoid": [_float32_range(16.5, 17.5, 7), _float32_range(87.2, 87.5, 7),
+                        _float32_range(103.8, 104.2, 7), _float32_range(708.3, 709.6),
+                        _float32_range(744.9, 745.5)]}
+    runs["silu"] = runs["sigmoid"] + [_float32_range(107.0, 110.0, 7)]
+    rng = np.random.default_rng(1)
+    wide = {"exp2": rng.uniform(-160.0, 140.0, 400_000)}.get(name, np.empty(0))
+    x = np.concatenate([inputs(np.float32), wide.astype(np.float32), nans, *runs[name],
+                        _float32_range(1e-45, 1e-38, 4099)])
     return np.concatenate([x, -x])
 
 
-def test_float32_tanh_shortcut_gives_the_general_kernels_bits():
-    # the float32 path (vtanh_f32) against the general TANH kernel (vtanh): same bits,
-    # NaN payloads and signed zeros included
-    x = tanh_f32_inputs()
-    general = unary.KERNELS[UNARY["tanh"].code]
+@pytest.mark.parametrize("name", ["tanh", "exp", "exp2", "sigmoid", "silu"])
+def test_float32_shortcuts_give_the_general_kernels_bits(name):
+    # the float32 path (FORWARD_F32's rule) against the general kernel: same bits, signed
+    # zeros included; NaN for NaN (its sign and payload are the compiler's: LLVM moves a
+    # negation across a subtraction, which IEEE allows to change a NaN's sign)
+    code = UNARY[name].code
+    assert code in unary.F32_KERNELS
+    x = _float32_shortcut_inputs(name)
     want = np.empty_like(x)
-    general(x, want, 0.0, 0.0)
-    got = unary.unary("tanh", x)
-    same = got.view(np.uint32) == want.view(np.uint32)
+    with np.errstate(all="ignore"):
+        unary.KERNELS[code](x, want, 0.0, 0.0)
+        got = unary.unary(name, x)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(x) & np.isnan(got))
     assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+    assert np.isnan(want[np.isnan(x)]).all()
 
 
 def test_float32_tanh_shortcut_is_libms_rounding():
-    x = tanh_f32_inputs()
+    x = _float32_shortcut_inputs("tanh")
     want = np.empty_like(x)
     _kernel(math.tanh)(x, want)
     got = unary.unary("tanh", x)

@@ -19,7 +19,9 @@ without it in the last bit, within the ULPs above; float32 results do not differ
 
 A float32 tanh takes ``vtanh_f32``: for |x| past 9.011 float32 tanh is +-1, so 2|x| can be
 capped at 20, which keeps k within [-29, 0] and drops the clamps, the split 2**k and the
-branches of the general path; its float32 results are vtanh's, bit for bit.
+branches of the general path; its float32 results are vtanh's, bit for bit. Float32 exp and
+exp2 (and sigmoid and silu, made of exp) take ``vexp_f32`` and ``vexp2_f32`` alike: clamped
+where float32's result is 0 or inf already, 2**k is one factor, with no branch for overflow.
 
 log (Cody and Waite's reduction again): x = 2**e m with m in [sqrt(1/2), sqrt(2)), read from
 x's bits; log(m) = 2 atanh(s) with s = (m - 1)/(m + 1), |s| <= 0.1716, by its odd series
@@ -157,6 +159,40 @@ def vtanh_f32(x):
     t = -em / (2.0 + em)
     t = t if x >= 0.0 else -t
     return x if abs(x) < TINY else t          # keeps signed zeros and tiny values
+
+
+# Float32 inputs, results rounded to float32: past these clamps exp(x) rounds to 0 (below
+# e**-103.98) or inf (above e**88.73) in float32 as the unclamped value does, and within them
+# 2**k is one float64 factor, so no second scale and no overflow branch is needed. At the
+# low clamp k is -1023, whose factor's bits are all 0: exp is exactly 0 there, as a
+# product x exp(y) at x = -inf needs to be NaN.
+F32_EXP_LOW, F32_EXP_HIGH = -709.0, 89.0
+
+
+@scalar
+def _exp_f32_range(c):
+    """exp(c) for c in [F32_EXP_LOW, F32_EXP_HIGH] (NaN gives NaN): vexp's steps with 2**k
+    one factor (normal, or 0 where k is -1023)."""
+    t = c * LOG2E + ROUND
+    kf = t - ROUND
+    r = (c - kf * LN2_HI) - kf * LN2_LO
+    scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+    return scale + scale * _expm1_reduced(r)
+
+
+@scalar
+def vexp_f32(x):
+    """exp(x) for a float32 x held as a float64, to be rounded to float32: x clamped to
+    [F32_EXP_LOW, F32_EXP_HIGH]. Rounded to float32, its results are vexp's for every float32
+    x (tests/test_vmath.py); a NaN gives a NaN, whose sign may differ from vexp's."""
+    return _exp_f32_range(F32_EXP_LOW if x < F32_EXP_LOW else
+                          (F32_EXP_HIGH if x > F32_EXP_HIGH else x))
+
+
+@scalar
+def vexp_neg_f32(z):
+    """exp(-z) for z >= 0 (or NaN), as vexp_f32(-z) with one clamp."""
+    return _exp_f32_range(-(-F32_EXP_LOW if z > -F32_EXP_LOW else z))
 
 
 _MANTISSA = (1 << 52) - 1
@@ -381,6 +417,18 @@ def vexp2(x):
     half = k >> 1
     s2 = _as_float64((k - half + 1023) << 52)
     return _as_float64((half + 1023) << 52) * (s2 + s2 * _expm1_reduced((c - kf) * LN2))
+
+
+@scalar
+def vexp2_f32(x):
+    """2**x for a float32 x held as a float64, to be rounded to float32: vexp2's steps on x
+    clamped to [-1000, 129] (2**x rounds to 0 or inf past them in float32), with one scale
+    factor; rounded to float32, vexp2's results (NaN: a NaN)."""
+    c = -1000.0 if x < -1000.0 else (129.0 if x > 129.0 else x)
+    t = c + ROUND
+    kf = t - ROUND
+    scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+    return scale + scale * _expm1_reduced((c - kf) * LN2)
 
 
 @scalar
