@@ -6,9 +6,9 @@
 // Lines of stride 1 are cut into tiles of TILE elements, a workgroup a tile. Reduce, then
 // scan (each element read twice, written once, and the same sums in every run, where a
 // look-back between tiles would add the tiles' totals in an order that depends on timing):
-// MODE 1 (TOTALS): each tile's total to totals[line * tiles + tile]; the workgroup that
-//   counts in last for its line turns the line's totals into the sums of the tiles before
-//   each (as reduce.comp's FINISH), in place.
+// MODE 1 (TOTALS): each tile's total to totals[line * tiles + tile], GROUP tiles a
+//   workgroup; the workgroup that counts in last for its line turns the line's totals into
+//   the sums of the tiles before each (as reduce.comp's FINISH), in place.
 // MODE 2 (SCAN): the tile is read into shared memory in lines of 256 (coalesced), a thread
 //   scans a run of RUN contiguous elements, the workgroup scans the runs' totals, and the
 //   tile is written in lines again, each element plus the sum of the tiles before.
@@ -20,6 +20,9 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint RUN = 16;    // elements a thread scans in a tile
+// Tiles a TOTALS workgroup sums at once: their loads in flight together, and one count (an
+// atomic whose answer the workgroup waits for) for them all.
+const uint GROUP = 4u;
 
 // Totals another workgroup reads back within the dispatch: coherent, as in reduce.comp.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Totals {
@@ -123,25 +126,33 @@ void prefix_totals(uint line, uint lid) {
     if (lid == 0u) p.counters.v[line] = 0u;
 }
 
+// TOTALS: tiles c to c + GROUP - 1 (those of them before p.tiles): each tile's total, then
+// one count for them all; the last workgroup of its line to count in prefixes the totals.
+void totals(uint line, uint c) {
+    uint lid = gl_LocalInvocationID.x, base = line * p.n, count = min(GROUP, p.tiles - c);
+    float s[GROUP];
+    [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
+        s[g] = 0.0;
+        [[unroll]] for (uint i = 0u; i < RUN; ++i) {
+            uint j = (c + g) * TILE + i * WG + lid;
+            s[g] += j < p.n ? p.x.v[at(base, j)] : 0.0;
+        }
+    }
+    [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
+        float total = workgroup_sum(s[g]);
+        if (lid == 0u && g < count) p.totals.v[line * p.tiles + c + g] = total;
+    }
+    if (lid == 0u) {
+        memoryBarrierBuffer();
+        last_tile = atomicAdd(p.counters.v[line], count) == p.tiles - count;
+    }
+    barrier();
+    if (last_tile) prefix_totals(line, lid);
+    barrier();                      // last_tile is read before the next group sets it
+}
+
 void tile(uint line, uint c) {
     uint lid = gl_LocalInvocationID.x, base = line * p.n, first = c * TILE;
-    if (MODE == 1u) {
-        float s = 0.0;
-        [[unroll]] for (uint i = 0u; i < RUN; ++i) {
-            uint j = first + i * WG + lid;
-            s += j < p.n ? p.x.v[at(base, j)] : 0.0;
-        }
-        s = workgroup_sum(s);
-        if (lid == 0u) {
-            p.totals.v[line * p.tiles + c] = s;
-            memoryBarrierBuffer();
-            last_tile = atomicAdd(p.counters.v[line], 1u) == p.tiles - 1u;
-        }
-        barrier();
-        if (last_tile) prefix_totals(line, lid);
-        barrier();                  // last_tile is read before the next tile sets it
-        return;
-    }
     float earlier = c > 0u ? p.totals.v[line * p.tiles + c] : 0.0;   // the tiles before
     [[unroll]] for (uint i = 0u; i < RUN; ++i) {
         uint e = i * WG + lid, j = first + e;
@@ -162,8 +173,13 @@ void main() {
     }
     // SCAN takes the tiles in the reverse of TOTALS's order: the tiles TOTALS read last are
     // the ones still in the L2 cache, so the second read of a long line starts there.
-    bool back = MODE == 2u;
-    for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y)
-        for (uint c = gl_WorkGroupID.x; c < p.tiles; c += gl_NumWorkGroups.x)
-            tile(back ? p.lines - 1u - line : line, back ? p.tiles - 1u - c : c);
+    for (uint line = gl_WorkGroupID.y; line < p.lines; line += gl_NumWorkGroups.y) {
+        if (MODE == 1u) {
+            uint step = gl_NumWorkGroups.x * GROUP;
+            for (uint c = gl_WorkGroupID.x * GROUP; c < p.tiles; c += step) totals(line, c);
+        } else {
+            for (uint c = gl_WorkGroupID.x; c < p.tiles; c += gl_NumWorkGroups.x)
+                tile(p.lines - 1u - line, p.tiles - 1u - c);
+        }
+    }
 }

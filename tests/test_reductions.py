@@ -228,6 +228,20 @@ def test_cumsum_of_long_lines_and_a_0d_tensor(device):
     assert dg.cumsum(dg.ag_tensor(np.float32(2.5)), -1).shape == ()
 
 
+@pytest.mark.parametrize("n", [4097, 2048 * 9 + 1, 2048 * 12])
+def test_cumsum_of_lines_of_a_few_tiles(device, n):
+    # the device sums tiles of 2048 four to a workgroup: 3, 10 and 12 tiles leave the
+    # last group short, or not; the gradient sums from the end
+    x, w = np.random.default_rng(n).standard_normal((2, 3, n)).astype(np.float32)
+    t = dg.ag_tensor(x, requires_grad=True)
+    with dg.with_grad_tape():
+        y = dg.cumsum(t, -1)
+        dg.sum(y * dg.ag_tensor(w)).backward()
+    for got, v in ((y.numpy(), x), (t.grad.numpy()[:, ::-1], w[:, ::-1])):
+        want = np.cumsum(v.astype(np.float64), 1)
+        assert np.all(np.abs(got - want) <= 1e-6 * np.cumsum(np.abs(v), 1))
+
+
 @pytest.mark.gpu
 def test_cumsum_of_more_lines_than_the_counters_take_at_once(gpu, monkeypatch):
     # A line of several tiles takes a workspace counter in its dispatch; with more lines

@@ -1,8 +1,8 @@
 """scan.comp: cumulative sums along an axis (forward, or from the end for the gradient); the
 twin of ``dualgrad/cpu/scan.py``. Lines of stride 1 longer than a few elements are cut into
-tiles of RUN * WG elements, a workgroup each: a first dispatch sums each tile and, for each
-line, the sums of the tiles before each (lines of several tiles), a second scans each tile
-from there. Other lines take a thread each."""
+tiles of RUN * WG elements: a first dispatch sums the tiles, GROUP a workgroup, and for each
+line the sums of the tiles before each (lines of several tiles), a second scans each tile,
+a workgroup each, from there. Other lines take a thread each."""
 from __future__ import annotations
 
 from ..dispatch import MAX_GROUPS, WG, grid, packer
@@ -13,6 +13,7 @@ COLUMNS, TOTALS, SCAN = 0, 1, 2
 # of several the shorter (on an H200 over 16M elements: rows of 4096 0.064 ms with 16 a
 # thread against 0.096 with 8 in two passes; one line 0.090 ms with 8, 0.108 with 16).
 ONE_TILE_RUN, RUN = 16, 8
+GROUP = 4                         # tiles a first-dispatch workgroup sums (scan.comp's GROUP)
 SHORT = 64                        # lines this long or shorter: a thread each
 _PUSH = packer(4, 5)
 
@@ -42,7 +43,9 @@ def cumsum(dev, x, outer: int, n: int, inner: int, reverse: bool, out=None):
             push = _PUSH.pack(x.address + skip, out.address + skip,
                               totals.address + 4 * first * tiles, counters, lines, n, 1,
                               tiles, reverse)
-            groups = (min(tiles, MAX_GROUPS), min(lines, MAX_GROUPS), 1)
-            dev.launch("scan", (TOTALS, RUN), push, groups, [x], [totals])
-        dev.launch("scan", (SCAN, RUN), push, groups, [x, totals], [out])
+            rows = min(lines, MAX_GROUPS)
+            dev.launch("scan", (TOTALS, RUN), push, (min(-(-tiles // GROUP), MAX_GROUPS),
+                                                     rows, 1), [x], [totals])
+        dev.launch("scan", (SCAN, RUN), push, (min(tiles, MAX_GROUPS), rows, 1),
+                   [x, totals], [out])
     return out
