@@ -299,6 +299,10 @@ def _float32_shortcut_inputs(name):
                         _float32_range(103.8, 104.2, 7), _float32_range(708.3, 709.6),
                         _float32_range(744.9, 745.5)]}
     runs["silu"] = runs["sigmoid"] + [_float32_range(107.0, 110.0, 7)]
+    runs["softplus"] = runs["sigmoid"] + [_float32_range(19.9, 20.1)]
+    # gelu: where z**2 = x**2 / 2 passes 709 (x = 37.66) and vphi's cap (z = 30)
+    runs["gelu"] = [_float32_range(5.0, 6.0, 7), _float32_range(37.5, 37.8),
+                    _float32_range(42.3, 42.5), _float32_range(1e3, 1e38, 2 ** 16)]
     rng = np.random.default_rng(1)
     wide = {"exp2": rng.uniform(-160.0, 140.0, 400_000)}.get(name, np.empty(0))
     x = np.concatenate([inputs(np.float32), wide.astype(np.float32), nans, *runs[name],
@@ -306,11 +310,18 @@ def _float32_shortcut_inputs(name):
     return np.concatenate([x, -x])
 
 
-@pytest.mark.parametrize("name", ["tanh", "exp", "exp2", "sigmoid", "silu"])
+def _assert_same_bits(x, got, want):
+    # signed zeros included; NaN where the general kernel gives NaN (a NaN's sign and
+    # payload are the compiler's: LLVM moves a negation across a subtraction, which IEEE
+    # allows to change a NaN's sign)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(want) & np.isnan(got))
+    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+    assert np.isnan(want[np.isnan(x)]).all()
+
+
+@pytest.mark.parametrize("name", ["tanh", "exp", "exp2", "sigmoid", "silu", "gelu"])
 def test_float32_shortcuts_give_the_general_kernels_bits(name):
-    # the float32 path (FORWARD_F32's rule) against the general kernel: same bits, signed
-    # zeros included; NaN for NaN (its sign and payload are the compiler's: LLVM moves a
-    # negation across a subtraction, which IEEE allows to change a NaN's sign)
+    # the float32 path (FORWARD_F32's rule) against the general kernel
     code = UNARY[name].code
     assert code in unary.F32_KERNELS
     x = _float32_shortcut_inputs(name)
@@ -318,9 +329,27 @@ def test_float32_shortcuts_give_the_general_kernels_bits(name):
     with np.errstate(all="ignore"):
         unary.KERNELS[code](x, want, 0.0, 0.0)
         got = unary.unary(name, x)
-    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(x) & np.isnan(got))
-    assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
-    assert np.isnan(want[np.isnan(x)]).all()
+    _assert_same_bits(x, got, want)
+
+
+@pytest.mark.parametrize("name", ["gelu", "silu", "softplus"])
+def test_float32_gradient_shortcuts_give_the_general_kernels_values(name):
+    # the float32 path (BACKWARD_F32's rule) against the general gradient kernel, for
+    # finite output gradients of both signs and sizes and zeros: the same bits, but for the
+    # sign of a zero where the derivative underflows float32 (there the general kernel's
+    # float64 one is a subnormal of either sign, the shortcut's 0)
+    code = UNARY[name].code
+    assert code in unary.GRAD_F32_KERNELS
+    x = _float32_shortcut_inputs(name)
+    g = np.random.default_rng(2).standard_normal(x.size).astype(np.float32) * 4
+    g[::97], g[1::101], g[2::103] = 0.0, 3e38, -1e30
+    want = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        y = unary.unary(name, x)
+        unary.GRAD_KERNELS[code](x, y, g, want, 0.0, 0.0)
+        got = unary.unary_backward(name, x, y, g)
+    zeros = (want == 0) & (got == 0)
+    _assert_same_bits(x, np.where(zeros, np.float32(0), got), np.where(zeros, np.float32(0), want))
 
 
 def test_float32_tanh_shortcut_is_libms_rounding():

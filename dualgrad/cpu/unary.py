@@ -31,7 +31,7 @@ from . import convert16, split
 from .jit import fma_kernel, scalar
 from .vmath import (vacos, vacosh, vasin, vasinh, vatan, vatanh, vcos, vcosh, verf, verfc,
                     vexp, vexp2, vexp2_f32, vexp_f32, vexp_neg_f32, vexpm1, vlog, vlog10,
-                    vlog1p, vlog2, vphi, vsin, vsinh, vtan, vtanh, vtanh_f32)
+                    vlog1p, vlog2, vphi, vphi_f32, vsin, vsinh, vtan, vtanh, vtanh_f32)
 
 SOFTPLUS_THRESHOLD = 20.0            # PyTorch's default: softplus(x) is x above it
 _SQRT1_2 = 0.7071067811865476
@@ -46,10 +46,14 @@ _GELU_C = 0.044715
 
 FORWARD: dict = {}                   # op code -> compiled rule (x, a, b) -> y
 BACKWARD: dict = {}                  # op code -> compiled rule (x, y, g, a, b) -> dL/dx
-# op code -> a rule x -> y for float32 inputs and outputs that skips what float32 cannot
-# tell apart (ranges where the result is already 0, 1 or inf): the same float32 results
-# as FORWARD's rule, bit for bit (tests/test_vmath.py), in less time.
+# op code -> a rule x -> y (x, y, g -> dL/dx) for float32 inputs and outputs that skips
+# what float32 cannot tell apart (ranges where the result is already 0, 1 or inf), in less
+# time: the same float32 results as FORWARD's rule, bit for bit, and as BACKWARD's for
+# finite output gradients but for a zero's sign where the derivative underflows float32
+# (its float64 one a subnormal, the shortcut's 0; an infinite g there gives NaN, as float32
+# arithmetic does, where the general rule gives inf). tests/test_vmath.py holds them.
 FORWARD_F32: dict = {}
+BACKWARD_F32: dict = {}
 
 
 def _registrar(table: dict):
@@ -68,6 +72,7 @@ def _registrar(table: dict):
 forward_rule = _registrar(FORWARD)
 backward_rule = _registrar(BACKWARD)
 float32_rule = _registrar(FORWARD_F32)
+float32_backward_rule = _registrar(BACKWARD_F32)
 
 
 def forward(op, x, a, b):
@@ -98,6 +103,19 @@ def _forward_f32_of(op, x):
     if isinstance(op, types.IntegerLiteral):
         rule = FORWARD_F32[op.literal_value]
         return lambda op, x: rule(x)
+    return None
+
+
+def backward_f32(op, x, y, g):
+    """dL/dx for one float32 element (x, y, g held as float64s); compiled kernels only."""
+    raise TypeError("cpu.unary.backward_f32 is called from compiled kernels only")
+
+
+@overload(backward_f32, inline="always")
+def _backward_f32_of(op, x, y, g):
+    if isinstance(op, types.IntegerLiteral):
+        rule = BACKWARD_F32[op.literal_value]
+        return lambda op, x, y, g: rule(x, y, g)
     return None
 
 
@@ -196,6 +214,28 @@ float32_rule("sigmoid")(sigmoid_f32)
 @float32_rule("silu")
 def _silu_f32(x):
     return _silu_of(x, vexp_neg_f32(abs(x)))
+
+
+@float32_rule("gelu")
+def _gelu_f32(x):
+    return x * vphi_f32(x)
+
+
+@float32_backward_rule("gelu")
+def _gelu_grad_f32(x, y, g):
+    return g * (vphi_f32(x) + x * _INV_SQRT_2PI * vexp_neg_f32(0.5 * x * x))
+
+
+@float32_backward_rule("silu")
+def _silu_grad_f32(x, y, g):
+    e = vexp_neg_f32(abs(x))        # (sigmoid(x) and sigmoid(-x) from one exponential)
+    s = (1.0 if x >= 0.0 else e) / (1.0 + e)
+    return g * s * (1.0 + x * ((1.0 if x <= 0.0 else e) / (1.0 + e)))
+
+
+@float32_backward_rule("softplus")
+def _softplus_grad_f32(x, y, g):
+    return g if x > SOFTPLUS_THRESHOLD else g * sigmoid_f32(x)
 
 
 @forward_rule("add_scalar")
@@ -789,6 +829,13 @@ def _unary_grad_kernel(op):
     return fma_kernel(unary_grad_kernel)         # (vmath's polynomials, as the forward's)
 
 
+def _unary_grad_f32_kernel(op):
+    def unary_grad_f32_kernel(x, y, g, out):
+        for i in range(g.size):
+            out[i] = backward_f32(op, np.float64(x[i]), np.float64(y[i]), np.float64(g[i]))
+    return fma_kernel(unary_grad_f32_kernel)
+
+
 def _unary_f32_kernel(op):
     def unary_f32_kernel(x, out):
         for i in range(x.size):
@@ -799,6 +846,7 @@ def _unary_f32_kernel(op):
 KERNELS = [_unary_kernel(op.code) for op in UNARY]
 F32_KERNELS = {code: _unary_f32_kernel(code) for code in FORWARD_F32}
 GRAD_KERNELS = [_unary_grad_kernel(op.code) for op in UNARY]
+GRAD_F32_KERNELS = {code: _unary_grad_f32_kernel(code) for code in BACKWARD_F32}
 
 
 @functools.cache                       # (made at first use: an op and type at a time)
@@ -861,6 +909,10 @@ def unary_backward(op: str, x, y, g, a: float = 0.0, b: float = 0.0,
         return out
     out = np.empty_like(g) if out is None else out
     a, b = float(g.dtype.type(a)), float(g.dtype.type(b))
-    split.run(GRAD_KERNELS[UNARY.code[op]],
-              (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1)), a, b)
+    code = UNARY.code[op]
+    flat = (x.reshape(-1), y.reshape(-1), g.reshape(-1), out.reshape(-1))
+    if code in GRAD_F32_KERNELS and all(v.dtype == np.float32 for v in flat):
+        split.run(GRAD_F32_KERNELS[code], flat)
+        return out
+    split.run(GRAD_KERNELS[code], flat, a, b)
     return out

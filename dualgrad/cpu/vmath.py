@@ -630,6 +630,18 @@ def vphi(x):
 
 
 @scalar
+def vphi_f32(x):
+    """vphi for a float32 x, to be rounded to float32 once it is multiplied by x (gelu) or
+    added to (gelu's gradient): e**-(z**2 - P) by vexp_neg_f32, exactly 0 where z**2 passes
+    709 (x below -37.7, where gelu and its gradient round to -0 and 0 in float32 either way,
+    and gelu(-inf) stays NaN), so z needs no cap."""
+    z = abs(x) * _SQRT1_2
+    t = 2.0 / (2.0 + z)
+    tail = 0.5 * t * vexp_neg_f32(z * z - _phi_series(t + t - 1.0))     # erfc(z) / 2
+    return tail if x < 0.0 else 1.0 - tail
+
+
+@scalar
 def verfc(x):
     """erfc(x), float64 in and out: 1 - erf(x) below |x| = 0.5 (no cancellation there)."""
     e = _erfc_nonnegative(abs(x))
