@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import convert16, split
-from .jit import kernel
+from .jit import kernel, scalar
 
 INT32 = np.dtype(np.int32)
 _BINARY = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
@@ -21,25 +21,35 @@ _UNARY = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
 _INT32_MAX = 2147483647
 
 
+@scalar
+def _compared(code, a, b):
+    """a op b as 0 or 1 (op by its index in eq, ne, lt, le, gt, ge)."""
+    if code == 0:
+        r = a == b
+    elif code == 1:
+        r = a != b
+    elif code == 2:
+        r = a < b
+    elif code == 3:
+        r = a <= b
+    elif code == 4:
+        r = a > b
+    else:
+        r = a >= b
+    return 1 if r else 0
+
+
 def _comparison(code: int):
     def compare(x, y, out):
-        """out = x op y as 0 or 1, y of x's length or of one element."""
-        step = 1 if y.size == x.size else 0
-        for i in range(x.size):
-            a, b = x[i], y[i * step]
-            if code == 0:
-                r = a == b
-            elif code == 1:
-                r = a != b
-            elif code == 2:
-                r = a < b
-            elif code == 3:
-                r = a <= b
-            elif code == 4:
-                r = a > b
-            else:
-                r = a >= b
-            out[i] = 1 if r else 0
+        """out = x op y as 0 or 1, y of x's length or of one element: a loop for each, so
+        that both vectorise (y[i * step] kept the loop scalar)."""
+        if y.size == x.size:
+            for i in range(x.size):
+                out[i] = _compared(code, x[i], y[i])
+        else:
+            b = y[0]
+            for i in range(x.size):
+                out[i] = _compared(code, x[i], b)
     return kernel(compare)
 
 
