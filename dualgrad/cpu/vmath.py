@@ -560,10 +560,48 @@ ERFC_CAP = 30.0                      # erfc(30) is below float64's smallest subn
 # (the next term is below 2e-18 of the result for |x| < 0.5)
 _ERF_TAYLOR = tuple((-1.0) ** n * 2.0 / math.sqrt(math.pi) / (math.factorial(n) * (2 * n + 1))
                     for n in range(14))
-# (highest first, as the loops take them; arrays, which Numba compiles in as constants: a
-# loop over a global tuple rebuilds the tuple at every element, ten times slower)
-_ERFC_DOWN = np.array(_ERFC_CHEB[:0:-1])
-_ERF_DOWN = np.array(_ERF_TAYLOR[::-1])
+
+
+def _power_coefficients(chebyshev) -> np.ndarray:
+    """The coefficients of sum chebyshev[n] T_n(x) in powers of x, each rounded once from
+    its exact value (T_n's coefficients are integers: rational arithmetic, no cancellation
+    in float64)."""
+    t_prev, t = [Fraction(1)], [Fraction(0), Fraction(1)]      # T_0, T_1
+    exact = [Fraction(0)] * len(chebyshev)
+    for n, c in enumerate(chebyshev):
+        tn = t_prev if n == 0 else t
+        for k, v in enumerate(tn):
+            exact[k] += Fraction(c) * v
+        if n >= 1:                                              # T_{n+1} = 2x T_n - T_{n-1}
+            nxt = [Fraction(0)] + [2 * v for v in t]
+            for k, v in enumerate(t_prev):
+                nxt[k] -= v
+            t_prev, t = t, nxt
+    return np.array([float(v) for v in exact])
+
+
+# (arrays, which Numba compiles in as constants: a loop over a global tuple rebuilds the
+# tuple at every element, ten times slower)
+_ERFC_POWERS = _power_coefficients(_ERFC_CHEB)       # |c_k| <= 0.68, summing to 1.46
+_ERF_DOWN = np.array(_ERF_TAYLOR[::-1])              # (highest first, as the loop takes it)
+
+
+@scalar
+def _erfc_series(x):
+    """sum _ERFC_POWERS[k] x**k for x in (-1, 1], by Estrin's scheme: five levels of
+    multiply-adds where Clenshaw's recurrence over the Chebyshev form was a chain of 50."""
+    c = _ERFC_POWERS
+    x2 = x * x
+    x4 = x2 * x2
+    x8 = x4 * x4
+    s0 = ((c[0] + c[1] * x) + (c[2] + c[3] * x) * x2
+          + ((c[4] + c[5] * x) + (c[6] + c[7] * x) * x2) * x4)
+    s1 = ((c[8] + c[9] * x) + (c[10] + c[11] * x) * x2
+          + ((c[12] + c[13] * x) + (c[14] + c[15] * x) * x2) * x4)
+    s2 = ((c[16] + c[17] * x) + (c[18] + c[19] * x) * x2
+          + ((c[20] + c[21] * x) + (c[22] + c[23] * x) * x2) * x4)
+    high = s2 + (c[24] + c[25] * x) * x8
+    return (s0 + s1 * x8) + high * (x8 * x8)
 
 
 @scalar
@@ -571,11 +609,7 @@ def _erfc_nonnegative(z):
     """erfc(z) for z >= 0 (NaN for NaN)."""
     z = ERFC_CAP if z > ERFC_CAP else z                # (NaN passes through)
     t = 2.0 / (2.0 + z)
-    x = t + t - 1.0
-    b1, b2 = 0.0, 0.0
-    for i in range(_ERFC_DOWN.size):                   # Clenshaw's recurrence
-        b1, b2 = _ERFC_DOWN[i] + 2.0 * x * b1 - b2, b1
-    p = _ERFC_CHEB[0] + x * b1 - b2
+    p = _erfc_series(t + t - 1.0)
     a = _SPLIT * z
     zh = a - (a - z)
     zl = z - zh
