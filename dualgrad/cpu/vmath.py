@@ -587,6 +587,13 @@ _ERF_DOWN = np.array(_ERF_TAYLOR[::-1])              # (highest first, as the lo
 
 
 @scalar
+def _estrin8(c, k, x, x2, x4):
+    """sum c[k + i] x**i for i = 0..7, by Estrin's scheme (x2 = x**2, x4 = x**4)."""
+    return ((c[k] + c[k + 1] * x) + (c[k + 2] + c[k + 3] * x) * x2
+            + ((c[k + 4] + c[k + 5] * x) + (c[k + 6] + c[k + 7] * x) * x2) * x4)
+
+
+@scalar
 def _erfc_series(x):
     """sum _ERFC_POWERS[k] x**k for x in (-1, 1], by Estrin's scheme: five levels of
     multiply-adds where Clenshaw's recurrence over the Chebyshev form was a chain of 50."""
@@ -594,14 +601,8 @@ def _erfc_series(x):
     x2 = x * x
     x4 = x2 * x2
     x8 = x4 * x4
-    s0 = ((c[0] + c[1] * x) + (c[2] + c[3] * x) * x2
-          + ((c[4] + c[5] * x) + (c[6] + c[7] * x) * x2) * x4)
-    s1 = ((c[8] + c[9] * x) + (c[10] + c[11] * x) * x2
-          + ((c[12] + c[13] * x) + (c[14] + c[15] * x) * x2) * x4)
-    s2 = ((c[16] + c[17] * x) + (c[18] + c[19] * x) * x2
-          + ((c[20] + c[21] * x) + (c[22] + c[23] * x) * x2) * x4)
-    high = s2 + (c[24] + c[25] * x) * x8
-    return (s0 + s1 * x8) + high * (x8 * x8)
+    high = _estrin8(c, 16, x, x2, x4) + (c[24] + c[25] * x) * x8
+    return (_estrin8(c, 0, x, x2, x4) + _estrin8(c, 8, x, x2, x4) * x8) + high * (x8 * x8)
 
 
 @scalar
@@ -645,11 +646,7 @@ def _phi_series(u):
     u2 = u * u
     u4 = u2 * u2
     u8 = u4 * u4
-    low = ((c[0] + c[1] * u) + (c[2] + c[3] * u) * u2
-           + ((c[4] + c[5] * u) + (c[6] + c[7] * u) * u2) * u4)
-    high = ((c[8] + c[9] * u) + (c[10] + c[11] * u) * u2
-            + ((c[12] + c[13] * u) + (c[14] + c[15] * u) * u2) * u4)
-    return low + (high + c[16] * u8) * u8
+    return _estrin8(c, 0, u, u2, u4) + (_estrin8(c, 8, u, u2, u4) + c[16] * u8) * u8
 
 
 @scalar
