@@ -9,6 +9,7 @@ MLP steps the benchmarks time.
     python3 bench/profile_gpu.py --case attention --length 4096   # the attention case
     python3 bench/profile_gpu.py --case mlp --mlp 4096:1024  # the MLP 784-H-H-10's Adam step
     python3 bench/profile_gpu.py --case mlp --by-spec     # a row per specialization
+    python3 bench/profile_gpu.py --case cumsum --by-spec  # one line's cumsum, each dispatch
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
 kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch). The
@@ -21,6 +22,8 @@ import argparse
 import pathlib
 import sys
 import time
+
+import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
@@ -53,15 +56,24 @@ def mlp_step(hidden: int, batch: int, autocast: str | None):
     return lambda: step(x, y)
 
 
+def cumsum_call(elements: int):
+    """The cumulative sum of one line of ``elements`` float32 values (bench_gpu.py's scan
+    section), its input on the device."""
+    x = dg.ag_tensor(np.random.default_rng(0).standard_normal(elements).astype(np.float32))
+    return lambda: dg.cumsum(x, 0)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention", "mlp"), default="gpt")
+    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention", "mlp", "cumsum"),
+                   default="gpt")
     p.add_argument("--gpt", default="32,128,256,4,8", help="batch,context,dim,layers,heads")
     p.add_argument("--cnn", type=int, default=128, help="the CNN's batch")
     p.add_argument("--conv", default="64:56", help="channels:size of the conv case")
     p.add_argument("--mlp", default="4096:1024", help="hidden:batch of the mlp case")
     p.add_argument("--length", type=int, default=4096, help="the attention case's T")
+    p.add_argument("--elements", type=int, default=1 << 24, help="the cumsum case's line")
     p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--by-spec", action="store_true",
@@ -83,6 +95,8 @@ def main(argv=None) -> None:
             f"Adam step, batch {batch}"
     elif args.case == "attention":
         step, what = ours_attention(dg, args.length), attention_name(args.length)
+    elif args.case == "cumsum":
+        step, what = cumsum_call(args.elements), f"cumsum of one line of {args.elements}"
     else:
         step, what = ours_cnn_step(dg, args.cnn), f"CNN step, batch {args.cnn}"
         if args.autocast:

@@ -337,6 +337,21 @@ def test_the_profile_times_the_mlp_step_and_its_autocast_form():
         assert float(rows["all"]) > float(rows["optim"]) > 0
 
 
+@pytest.mark.gpu
+def test_the_profile_times_each_dispatch_of_a_long_cumsum():
+    require_gpu()
+    script = BENCH.parent / "profile_gpu.py"
+    result = subprocess.run([sys.executable, str(script), "--case", "cumsum", "--elements",
+                             "20000", "--by-spec", "--steps", "1", "--warmup", "0"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "cumsum of one line of 20000" in result.stdout
+    # a line of several tiles: the totals' dispatch (mode 1), then the scan's (mode 2)
+    rows = dict(re.findall(r"^  (scan \(\d, \d+\)|all)\s+(\d+\.\d+)\s", result.stdout, re.M))
+    assert {"scan (1, 8)", "scan (2, 8)", "all"} <= set(rows), result.stdout
+    assert float(rows["all"]) >= float(rows["scan (1, 8)"]) > 0
+
+
 def test_tensor_peak_says_how_to_build_its_shader_when_it_is_missing(tmp_path):
     script = BENCH.parent / "tensor_peak.py"
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}

@@ -218,7 +218,7 @@ def test_bad_arguments_are_named(device, call, error, pattern):
 
 
 def test_cumsum_of_long_lines_and_a_0d_tensor(device):
-    # many tiles of the device's scan a line (more than a tile of tiles' totals)
+    # many tiles of the device's scan a line (538 tiles of 2048 elements)
     x = np.random.default_rng(5).standard_normal((2, 1_100_000)).astype(np.float32)
     got = dg.cumsum(dg.ag_tensor(x), 1).numpy()
     want = np.cumsum(x.astype(np.float64), 1)

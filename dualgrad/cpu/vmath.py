@@ -82,6 +82,13 @@ _ROUND_BITS = 0x4338000000000000     # the bits of ROUND
 
 
 @scalar
+def _power_of_two(t):
+    """2**k for t = k + ROUND (k an integer, -1023 to 1023), read from t's low bits: a
+    normal float64, or 0 for k = -1023 (its exponent field 0)."""
+    return _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+
+
+@scalar
 def _expm1_reduced(r):
     """expm1(r) for |r| <= ln(2)/2: r + r**2 P(r), P by Horner's rule."""
     p = ((((((((_P9 * r + _P8) * r + _P7) * r + _P6) * r + _P5) * r + _P4) * r + _P3) * r
@@ -142,7 +149,7 @@ def _expm1_neg(z):
     t = z * -LOG2E + ROUND
     kf = t - ROUND
     r = (kf * -LN2_HI - z) - kf * LN2_LO
-    scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+    scale = _power_of_two(t)
     # scale - 1 is exact; for k = 0 this is expm1(r) itself, so small z keeps its digits
     return scale * _expm1_reduced(r) + (scale - 1.0)
 
@@ -176,7 +183,7 @@ def _exp_f32_range(c):
     t = c * LOG2E + ROUND
     kf = t - ROUND
     r = (c - kf * LN2_HI) - kf * LN2_LO
-    scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+    scale = _power_of_two(t)
     return scale + scale * _expm1_reduced(r)
 
 
@@ -427,7 +434,7 @@ def vexp2_f32(x):
     c = -1000.0 if x < -1000.0 else (129.0 if x > 129.0 else x)
     t = c + ROUND
     kf = t - ROUND
-    scale = _as_float64((_as_int64(t) + (1023 - _ROUND_BITS)) << 52)
+    scale = _power_of_two(t)
     return scale + scale * _expm1_reduced((c - kf) * LN2)
 
 
