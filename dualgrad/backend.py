@@ -331,8 +331,9 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def logic(self, op: str, x, y=None):
-        """x op y with NumPy broadcasting (``kernel_ops.LOGIC``; both float or both int32),
-        or the test op x for LOGIC_UNARY: int32 0 or 1 (bool storage). Exact."""
+        """x op y with NumPy broadcasting (``kernel_ops.LOGIC``; both float, both int32 or,
+        for the logical ops, both bool), or the test op x for LOGIC_UNARY: bools (a byte
+        each, 0 or 1). Exact."""
 
     @abc.abstractmethod
     def integer(self, op: str, x, y=None):
@@ -342,7 +343,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def where(self, cond, a, b):
-        """a where cond (int32) is nonzero, else b, broadcasting the three; a and b of one
+        """a where cond (bools) holds, else b, broadcasting the three; a and b of one
         dtype. Exact."""
 
     @abc.abstractmethod

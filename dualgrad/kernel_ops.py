@@ -137,7 +137,7 @@ BINARY = Family("binary", [("add",), ("sub",), ("mul",), ("div",), ("pow",), ("m
                            ("minimum",), ("atan2",), ("fmod",), ("remainder",),
                            ("floor_divide",)])
 
-# Ops with boolean results (stored as int32 0 or 1), on float or int32 operands: comparisons
+# Ops with boolean results (a byte each), on float, int32 or bool operands: comparisons
 # and logical ops of two (broadcast) operands, then the tests of one.
 LOGIC = Family("logic", [("eq",), ("ne",), ("lt",), ("le",), ("gt",), ("ge",),
                          ("logical_and",), ("logical_or",), ("logical_xor",),

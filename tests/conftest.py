@@ -169,6 +169,33 @@ def _own_pipeline_cache(tmp_path_factory):
     yield
 
 
+# Bools are a byte each: only these shaders read or write them (the others move 32-bit
+# words, four bools at once); where.comp only as its condition, its first operand.
+BYTE_SHADERS = {"logic": None, "convert": None, "where": 0}
+
+
+def bool_checked(launch):
+    """Device.launch refusing bool storage where a shader would read it as words."""
+    def checked(self, shader, spec, push, groups, reads, writes):
+        for k, h in enumerate((*reads, *writes)):
+            if h is not None and h.dtype == np.bool_ and (
+                    shader not in BYTE_SHADERS or BYTE_SHADERS[shader] not in (None, k)):
+                raise AssertionError(f"{shader}.comp was given bool storage (operand {k}); "
+                                     "it reads 32-bit words (gpu/backend.py's _words)")
+        return launch(self, shader, spec, push, groups, reads, writes)
+    return checked
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _bools_reach_only_byte_kernels():
+    """Throughout the suite, a bool tensor given to a kernel that moves words fails."""
+    from dualgrad.gpu.device import Device
+    launch = Device.launch
+    Device.launch = bool_checked(launch)
+    yield
+    Device.launch = launch
+
+
 @pytest.fixture(autouse=True)
 def _cpu_between_tests():
     """Every test starts on cpu with a seeded generator."""

@@ -1,6 +1,6 @@
 """Boolean and integer tensors: comparisons, tests, logical ops, where, masked_fill,
-any/all and conversions, against NumPy on both backends (bools stored as int32 0/1, integer
-tensors int32)."""
+any/all and conversions, against NumPy on both backends (bools a byte each, integer tensors
+int32)."""
 import numpy as np
 import pytest
 
@@ -288,6 +288,50 @@ def test_views_and_joins_of_integer_and_boolean_tensors_move_their_bits(device):
     for got, want in cases:
         assert got.dtype == want.dtype or (got.dtype == np.bool_ and want.dtype == bool)
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+# The first pair's broadcast runs in three parts of 1575 elements (past four axes that do
+# not fold), the second and third starting inside a word of bools, its operands' too; the
+# others read bools at broadcast strides, or flat with 1 to 3 elements past a word.
+_BOOL_SHAPES = [((3, 1, 5, 1, 3, 7), (1, 3, 1, 5, 1, 1)), ((2, 3, 1, 1, 3, 5), (3, 1, 1)),
+                ((5, 1, 7, 1, 1, 1), (1, 1, 1, 1, 1, 9)), ((13,), (13,)), ((2, 3, 7), ()),
+                ((6,), (6,)), ((1, 5), (7, 1))]
+
+
+@pytest.mark.parametrize("sa,sb", _BOOL_SHAPES)
+def test_bools_are_a_byte_each_in_every_layout(device, sa, sb):
+    rng = np.random.default_rng(len(sa) * 10 + len(sb))
+    a = rng.integers(-2, 3, sa).astype(np.float32)
+    b = rng.integers(-2, 3, sb).astype(np.float32)
+    ta, tb = t(a), t(b)
+    mask = ta > tb
+    assert mask.dtype == np.bool_ and mask.element_size() == 1
+    np.testing.assert_array_equal(mask.numpy(), a > b)
+    both = (ta >= 0) & (tb <= 0)
+    np.testing.assert_array_equal(both.numpy(), (a >= 0) & (b <= 0))
+    np.testing.assert_array_equal(((ta < 0) ^ (tb < 0)).numpy(), (a < 0) ^ (b < 0))
+    np.testing.assert_array_equal((~both | (tb == 1)).numpy(),
+                                  ~((a >= 0) & (b <= 0)) | (b == 1))
+    np.testing.assert_array_equal(dg.where(tb > 0, ta, tb).numpy(), np.where(b > 0, a, b))
+    np.testing.assert_array_equal(mask.float().numpy(), (a > b).astype(np.float32))
+    np.testing.assert_array_equal(mask.int().numpy(), (a > b).astype(np.int32))
+    np.testing.assert_array_equal(mask.int().bool().numpy(), a > b)
+    np.testing.assert_array_equal(dg.logical_and(mask, both.int()).numpy(),
+                                  (a > b) & (a >= 0) & (b <= 0))
+    flipped = mask.flip(-1)                     # (moved as int32 words on the gpu)
+    np.testing.assert_array_equal(flipped.numpy(), (a > b)[..., ::-1])
+    assert flipped.dtype == np.bool_ and dg.count_nonzero(mask).item() == (a > b).sum()
+
+
+def test_the_suite_refuses_bools_given_to_a_kernel_that_moves_words(gpu):
+    from dualgrad.api import device
+    from dualgrad.gpu.kernels import strided
+    backend = device.active()
+    mask = backend.upload(np.array([[True, False, True]]))
+    with pytest.raises(AssertionError, match="strided.comp was given bool storage"):
+        strided.permute(backend.device, mask, (1, 0))
+    assert backend.download(backend.permute(mask, (1, 0))).tolist() == [[True], [False],
+                                                                        [True]]
 
 
 def test_integer_arithmetic_wraps_and_floors_as_pythons(device):

@@ -2,8 +2,8 @@
 ``isnan isinf isfinite``, logical ops (``& | ^ ~`` on bools), ``where``, ``masked_fill``,
 ``any``/``all`` and dtype conversion (``Tensor.to``, ``.float() .int() .bool()``).
 
-Bools are stored as int32 0 or 1 on both backends (every kernel reads 32-bit words), and
-integer tensors are int32 (PyTorch's default is int64). Operands of different dtypes are
+Bools are stored a byte each (0 or 1) on both backends, as PyTorch's, and integer
+tensors are int32 (PyTorch's default is int64). Operands of different dtypes are
 promoted as PyTorch does: bool < int32 < float; a Python number takes the tensor's kind
 (a float number beside an integer tensor makes the comparison a float one).
 """

@@ -18,7 +18,7 @@ from .logic import _operand
 from .low_precision import computes_in_float32
 from .ops import NO_SKIP, _make, _moved_back, reshape, transpose
 from .residency import adopt, handle
-from .tensor import INT32, Tensor, is_float
+from .tensor import BOOL, INT32, Tensor, is_float
 
 SortResult = namedtuple("sort", ("values", "indices"))
 TopkResult = namedtuple("topk", ("values", "indices"))
@@ -56,15 +56,20 @@ def _sorted(fn: str, input, dim, descending: bool, k=None) -> tuple:
         else:                              # (a 0-d tensor gives itself, as PyTorch's)
             k = None
     backend = device.active()
-    hv, hi = backend.sort(handle(backend, rows_x), bool(descending))
+    hx = handle(backend, rows_x)
+    if x.dtype == BOOL:                    # (bools sort as int32 0 and 1)
+        hx = backend.cast(hx, INT32)
+    hv, hi = backend.sort(hx, bool(descending))
     if k is not None and k < n:
         hv = backend.strided(hv, (rows, k), (n, 1), 0)
         hi = backend.strided(hi, (rows, k), (n, 1), 0)
+    if x.dtype == BOOL:
+        hv = backend.cast(hv, BOOL)
     if is_float(x.dtype):
         def backward(g, needs):
             return (backend.gather_backward(hi, g, n, NO_SKIP),)
         values = _make(hv, (rows_x,), backward, backend)
-    else:                                  # (bools sort as their int32 storage)
+    else:
         values = adopt(backend, Tensor(tuple(hv.shape), x.dtype), hv)
     indices = adopt(backend, Tensor(tuple(hi.shape), INT32), hi)
     return (_moved_back(reshape(values, moved), order),

@@ -45,11 +45,6 @@ def is_floating(dtype) -> bool:
     return dtype in _FLOAT_DTYPES or dtype in LOW_PRECISION
 
 
-def host_view(t: "Tensor", value: np.ndarray) -> np.ndarray:
-    """A tensor's stored value as its dtype (bools are stored as int32 0 or 1)."""
-    return value.astype(BOOL) if t.dtype == BOOL and value.dtype != BOOL else value
-
-
 class Tensor:
     """An n-dimensional float array that autograd can track. Make one with
     ``dg.ag_tensor(array)``; ops return new tensors."""
@@ -114,8 +109,7 @@ class Tensor:
         device), then shape, dtype and where the value lives."""
         kind = type(self).__name__
         try:
-            text = np.array2string(host_view(self, residency.host_value(device.active(),
-                                                                         self)),
+            text = np.array2string(residency.host_value(device.active(), self),
                                    separator=", ", prefix=kind + "(", threshold=1000)
         except DeadTensorError:
             text = "<freed>"
@@ -154,7 +148,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """A host copy of the value (downloads from the device if needed)."""
         value = residency.host_value(device.active(), self)
-        return value.astype(BOOL) if self.dtype == BOOL else value.copy()
+        return value.copy()
 
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
@@ -167,7 +161,7 @@ class Tensor:
             raise bad_shape("item", "self", self.shape, "a tensor with exactly one element")
         value = residency.host_value(device.active(), self).reshape(-1)[0]
         if self.dtype == BOOL:
-            return bool(value != 0)
+            return bool(value)
         return int(value) if self.dtype == INT32 else float(value)
 
     def __float__(self) -> float:

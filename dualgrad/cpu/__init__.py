@@ -18,7 +18,6 @@ from . import (argreduce, attention, binary, conv, convert16, embedding, gather,
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
-_BOOL, _INT32 = np.dtype(np.bool_), np.dtype(np.int32)
 
 
 def _into(out, value: np.ndarray) -> np.ndarray:
@@ -67,11 +66,10 @@ class CpuBackend(Backend):
         return isinstance(h, np.ndarray)
 
     def empty(self, shape, dtype, persistent=False):
-        return np.empty(shape, _INT32 if dtype == _BOOL else dtype)    # (bools: int32 0, 1)
+        return np.empty(shape, dtype)
 
     def upload(self, array, persistent=False):
-        return np.array(array, copy=True, order="C", dtype=_INT32 if array.dtype == _BOOL
-                        else array.dtype)
+        return np.array(array, copy=True, order="C")
 
     def write(self, h, array) -> None:
         h[...] = array

@@ -20,7 +20,8 @@ from .kernels import (argreduce, attention, conv, dropout, elementwise, embeddin
                       unfold)
 
 
-_DTYPES = (F32, np.dtype(np.int32), np.dtype(np.bool_),     # (bools stored as int32)
+BOOL, INT32 = np.dtype(np.bool_), np.dtype(np.int32)
+_DTYPES = (F32, INT32, BOOL,                                   # (bools a byte each)
            np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))  # (two to a 32-bit word)
 
 
@@ -135,13 +136,31 @@ class GpuBackend(Backend):
             return self.wide_reduce_backward(op, x, y, g, axes)
         return reduce.reduce_backward(self.device, op, x, y, g, axes)
 
+    # The kernels that move elements move 32-bit words: bools (a byte each) go through int32
+    # (masks are small beside what they select; comparisons, where and casts read and
+    # write the bytes themselves).
+    def _words(self, h):
+        return logic.cast(self.device, h, INT32)
+
+    def _bytes(self, h, out=None):
+        return logic.cast(self.device, h, BOOL, out)
+
     def permute(self, x, axes):
+        if x.dtype == BOOL:
+            return self._bytes(strided.permute(self.device, self._words(x), axes))
         return strided.permute(self.device, x, axes)
 
     def strided(self, x, shape, strides, offset):
+        if x.dtype == BOOL:
+            return self._bytes(strided.strided(self.device, self._words(x), shape, strides,
+                                               offset))
         return strided.strided(self.device, x, shape, strides, offset)
 
     def strided_backward(self, g, size, strides, offset, out=None):
+        if g.dtype == BOOL:
+            words = strided.strided_backward(self.device, self._words(g), size, strides,
+                                             offset, None if out is None else self._words(out))
+            return self._bytes(words, out)
         return strided.strided_backward(self.device, g, size, strides, offset, out)
 
     def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None,
@@ -173,6 +192,8 @@ class GpuBackend(Backend):
         return layernorm.layer_norm_backward(self.device, x, gamma, mean, rstd, g, out)
 
     def embedding(self, table, idx):
+        if table.dtype == BOOL:
+            return self._bytes(embedding.embedding(self.device, self._words(table), idx))
         return embedding.embedding(self.device, table, idx)
 
     def embedding_backward(self, idx, g, num_rows, out=None):
@@ -185,6 +206,8 @@ class GpuBackend(Backend):
         return logic.integer(self.device, op, x, y)
 
     def where(self, cond, a, b):
+        if a.dtype == BOOL:
+            return self._bytes(logic.where(self.device, cond, self._words(a), self._words(b)))
         return logic.where(self.device, cond, a, b)
 
     def cast(self, x, dtype, out=None):
@@ -234,6 +257,8 @@ class GpuBackend(Backend):
                                                    causal, scale)
 
     def gather(self, x, idx, skip):
+        if x.dtype == BOOL:
+            return self._bytes(gather.gather(self.device, self._words(x), idx, skip))
         return gather.gather(self.device, x, idx, skip)
 
     def gather_backward(self, idx, g, cols, skip):

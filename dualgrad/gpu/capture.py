@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from ..kernel_ops import OPTIM_SCALARS
-from .memory import Allocation, ArenaPool, DeviceArray, storage_array
+from .memory import Allocation, ArenaPool, DeviceArray
 
 SLOT_WORDS = OPTIM_SCALARS + 1    # the float scalars and the flags of optim.comp
 SLOTS_PER_CHUNK = 64
@@ -235,7 +235,7 @@ class Recording:
     def _submit(self, args: list) -> None:
         rec = self.dev.rec
         for k, alloc in self.inputs:
-            rec.upload(alloc, storage_array(args[k]))
+            rec.upload(alloc, args[k])
         used = self.slots * SLOT_WORDS
         for i, chunk in enumerate(self._chunks):
             part = self.scalars[i * SLOTS_PER_CHUNK * SLOT_WORDS:

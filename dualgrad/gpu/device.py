@@ -18,8 +18,7 @@ from ..backend import EVAL, SCRATCH, TAPE
 from ..errors import DeviceUnavailable
 from .dispatch import MAX_ELEMENTS, ROUND16, check_size
 from .host_buffer import HostBuffer
-from .memory import (ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env,
-                     storage_array, storage_dtype)
+from .memory import ArenaPool, Budget, DeviceArray, FreeListPool, limit_from_env
 from .recorder import Recorder
 from .workspace import Workspace
 
@@ -211,7 +210,7 @@ class Device:
         """Storage of ``shape`` and ``dtype``, in the persistent pool or the pass's
         (``fresh``: there, in a range nothing of the pass has used: ``ArenaPool.alloc``)."""
         if dtype is not F32:
-            dtype = storage_dtype(np.dtype(dtype))
+            dtype = np.dtype(dtype)
         size = int(math.prod(shape))                  # math.prod: a hot path
         if size > MAX_ELEMENTS:
             check_size(shape)
@@ -234,7 +233,7 @@ class Device:
                 return capture.input(k, array)                  # uploads it
             self.uncapturable("it uploads a host array that is not one of its arguments "
                               "(make tensors from the arguments as they are)")
-        array = storage_array(np.asarray(array, order="C"))
+        array = np.asarray(array, order="C")
         h = self.empty(array.shape, array.dtype, persistent)
         if array.size:
             with self.lock:
@@ -318,6 +317,8 @@ class Device:
                 with np.errstate(over="ignore"):    # (past float16's range: inf)
                     half = int(np.float32(value).astype(h.dtype).view(np.uint16))
                 word, size = half | half << 16, (size + 3) // 4 * 4
+            elif h.dtype.kind == "b":    # (a byte each: the storage owns a word's pad too)
+                word, size = 0x01010101 if value else 0, (size + 3) // 4 * 4
             elif h.dtype.kind == "i":
                 word = struct.unpack("<I", struct.pack("<i", int(value)))[0]
             else:

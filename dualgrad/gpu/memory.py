@@ -64,21 +64,6 @@ def limit_from_env() -> int | None:
     return parse_limit(os.environ.get(LIMIT_ENV))
 
 
-
-BOOL = np.dtype(np.bool_)
-INT32 = np.dtype(np.int32)
-
-
-def storage_dtype(dtype) -> np.dtype:
-    """The dtype a device array of ``dtype`` is stored as: bools as int32 0 or 1 (every
-    kernel reads 32-bit words)."""
-    return INT32 if dtype == BOOL else dtype
-
-
-def storage_array(array: np.ndarray) -> np.ndarray:
-    """``array`` as the device stores it (bools as int32)."""
-    return array.astype(INT32) if array.dtype == BOOL else array
-
 class Block:
     """One VkDeviceMemory bound to one VkBuffer, with its device address (and a host
     mapping when ``mapped``)."""

@@ -375,7 +375,12 @@ def _reduce_prod(data, pair):
 
 # -- boolean results, selection, conversion -------------------------------------------------
 def _logic_operands(data, pair, op):
-    """Float operands with ties, signed zeros, NaN and infinities, or int32 ones."""
+    """Float operands with ties, signed zeros, NaN and infinities, int32 ones, or for the
+    logical ops bools (a byte each)."""
+    if op.startswith("logical") and data.draw(st.booleans(), label="bool"):
+        sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
+        x = _bools(data, sa, "x")
+        return x, (None if op in LOGIC_UNARY else _bools(data, sb, "y"))
     if op.startswith("logical") or data.draw(st.booleans(), label="int32"):
         elements = st.integers(-3, 3) if op.startswith("logical") else INT32_RANGE
         sa, sb = data.draw(dgst.broadcast_pairs(), label="shapes")
@@ -397,6 +402,11 @@ def _logic_operands(data, pair, op):
 INT32_RANGE = st.integers(-2 ** 31, 2 ** 31 - 1)
 
 
+def _bools(data, shape, label: str) -> np.ndarray:
+    from hypothesis.extra import numpy as hnp
+    return np.asarray(data.draw(hnp.arrays(np.bool_, shape), label=label), np.bool_)
+
+
 def _int32s(data, shape, label: str, elements=INT32_RANGE) -> np.ndarray:
     """An int32 array of ``shape`` drawn element by element (edges such as INT_MIN and -1
     come up, and failures shrink)."""
@@ -410,7 +420,7 @@ def _logic_check(op):
         x, y = _logic_operands(data, pair, op)
         if x.dtype == np.int32 and op in ("isnan", "isinf", "isfinite"):
             x = x.astype(F32)
-        if op == "logical_not" and x.dtype != np.int32:
+        if op == "logical_not" and x.dtype == F32:
             x = x.astype(np.int32)
         args = (x,) if y is None else (x, y)
         cz, gz = pair.twin("logic", op, *[_as_storage(a) for a in args])
@@ -453,7 +463,7 @@ for _op in INTEGER.names:
 def _where(data, pair):
     sc, sa = data.draw(dgst.broadcast_pairs(), label="shapes")
     sb = data.draw(st.sampled_from([sa, sc, ()]), label="shape of other")
-    cond = _int32s(data, sc, "cond", st.integers(0, 1))
+    cond = _bools(data, sc, "cond")
     if data.draw(st.booleans(), label="int32"):
         a, b = _int32s(data, sa, "a"), _int32s(data, sb, "b")
     else:
@@ -508,9 +518,11 @@ def _sort(data, pair):
 @check("cast")
 def _cast(data, pair):
     shape = data.draw(dgst.shapes(), label="shape")
-    source = data.draw(st.sampled_from(["float32", "int32"]), label="from")
+    source = data.draw(st.sampled_from(["float32", "int32", "bool"]), label="from")
     to = data.draw(st.sampled_from(["float32", "int32", "bool"]), label="to")
-    if source == "int32":
+    if source == "bool":
+        x = _bools(data, shape, "x")
+    elif source == "int32":
         x = _int32s(data, shape, "x")
     else:
         x = data.draw(dgst.arrays(shape, -3e9, 3e9, specials=dgst.ALL_SPECIALS),  # (bits)

@@ -1,7 +1,7 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
 (int32 arithmetic), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
 floats); the twins of ``dualgrad/cpu/logic.py``.
-Bools are stored as int32 0 or 1."""
+Bools are stored a byte each, 0 or 1 (shaders/bytes.glsl)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -11,29 +11,28 @@ from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
 from ..dispatch import grid, packer, quad_grid
 from .elementwise import at, broadcast_layout
 
-INT32 = np.dtype(np.int32)
-_KIND = {np.dtype(np.float32): 0, INT32: 1}
+INT32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
+_KIND = {np.dtype(np.float32): 0, INT32: 1, BOOL: 2}
 _ADDRESSES3, _ADDRESSES4 = packer(3), packer(4)
 _CAST = packer(2, 1)
-_TO = {np.dtype(np.float32): 0, INT32: 1, np.dtype(np.bool_): 2}
 _LOW = {np.dtype(np.float16): 0, np.dtype(ml_dtypes.bfloat16): 1}     # convert16's KIND
 
 
 def logic(dev, op, x, y=None):
     return _two_operands(dev, "logic", (LOGIC.code[op], _KIND[x.dtype]), x,
-                         None if op in LOGIC_UNARY else y)
+                         None if op in LOGIC_UNARY else y, BOOL)
 
 
 def integer(dev, op, x, y=None):
     """intops.comp: int32 arithmetic, broadcasting as logic does."""
     return _two_operands(dev, "intops", (INTEGER.code[op],), x,
-                         None if op in INTEGER_UNARY else y)
+                         None if op in INTEGER_UNARY else y, INT32)
 
 
-def _two_operands(dev, shader, spec, x, y):
-    """An int32 result of x op y (broadcast) or op x (y None); the shader's spec constants
-    are ``spec`` and then FLAT."""
-    out = dev.empty(x.shape if y is None else np.broadcast_shapes(x.shape, y.shape), INT32)
+def _two_operands(dev, shader, spec, x, y, dtype):
+    """A result of ``dtype``, x op y (broadcast) or op x (y None); the shader's spec
+    constants are ``spec`` and then FLAT."""
+    out = dev.empty(x.shape if y is None else np.broadcast_shapes(x.shape, y.shape), dtype)
     if out.size:
         y = x if y is None else y
         _, parts, flat = broadcast_layout((x.shape, y.shape), out.shape)
@@ -67,6 +66,6 @@ def cast(dev, x, dtype, out=None):
                        grid((x.size + 1) // 2 if narrow else x.size), [x], [out])
         return out
     if out.size:
-        dev.launch("convert", (_KIND[x.dtype], _TO[dtype]),
+        dev.launch("convert", (_KIND[x.dtype], _KIND[dtype]),
                    _CAST.pack(x.address, out.address, x.size), quad_grid(x.size), [x], [out])
     return out
