@@ -180,8 +180,8 @@ def bench_low(args, torch) -> list:
 
 
 def bench_binary(args, torch) -> list:
-    """The binary ops past + - * / over ``args.elements`` float32 elements, the kernel alone,
-    against PyTorch CPU's."""
+    """The binary ops past + - * /, comparisons and int32 sums over ``args.elements``
+    elements, the kernel alone, against PyTorch CPU's."""
     n = args.elements
     rng = np.random.default_rng(10)
     x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -195,14 +195,24 @@ def bench_binary(args, torch) -> list:
         mine()
         rows.append((f"binary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
                      "<= 1.0"))
-    # comparisons (ours: int32 0 or 1, PyTorch's: bools of a byte) and a bool to float32
+    # comparisons (bools of a byte on both sides), a bool to float32, and int32 sums
+    # (ours int32, wrapping; PyTorch's int64)
     zero = np.zeros((), np.float32)
     flags = be.logic("gt", x, y)
+    ints = rng.integers(-1000, 1000, n).astype(np.int32)
+    ti = torch.from_numpy(ints) if torch else None
+    lines = n // 4096
     for label, mine, peer in (
             ("x > y", lambda: be.logic("gt", x, y), lambda: tx > ty),
             ("x > 0 (a number)", lambda: be.logic("gt", x, zero), lambda: tx > 0),
             ("bool to float32", lambda: be.cast(flags, np.float32),
-             lambda b=(tx > ty) if torch else None: b.float())):
+             lambda b=(tx > ty) if torch else None: b.float()),
+            ("int32 sum, one line", lambda: be.int_sum(ints, 1, n, 1),
+             lambda: torch.sum(ti)),
+            ("int32 sum, rows of 4096", lambda: be.int_sum(ints, lines, 4096, 1),
+             lambda: ti.view(lines, 4096).sum(1)),
+            ("int32 sum along axis 0 of (rows, 4096)", lambda: be.int_sum(ints, 1, lines, 4096),
+             lambda: ti.view(lines, 4096).sum(0))):
         mine()
         rows.append((label, *interleaved(mine, peer if torch else None, args.repeats,
                                          args.rounds), "<= 1.0"))

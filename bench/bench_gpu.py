@@ -549,9 +549,8 @@ def bench_scan(args, ours, torch) -> list:
 
 def bench_select(args, ours, torch) -> list:
     """The new elementwise and selection kernels over ``args.elements`` float32 elements:
-    atan2, fmod, % and //, a comparison, where, a conversion, argmax and sort (one line,
-    rows of 4096),
-    against PyTorch's."""
+    atan2, fmod, % and //, a comparison, where, a conversion, int32 sums, argmax and sort
+    (one line, rows of 4096), against PyTorch's."""
     n = args.elements
     rng = np.random.default_rng(7)
     x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -560,6 +559,9 @@ def bench_select(args, ours, torch) -> list:
     hc = be.logic("gt", hx, hy)
     tx, ty = (torch.from_numpy(a).cuda() for a in (x, y)) if torch else (None, None)
     tc = tx > ty if torch else None
+    ints = rng.integers(-1000, 1000, n).astype(np.int32)
+    hi = ours.put(ints)
+    ti = torch.from_numpy(ints).cuda() if torch else None
     rows = n // 4096
     cases = [
         ("atan2", lambda: be.binary("atan2", hx, hy), lambda: torch.atan2(tx, ty)),
@@ -570,6 +572,12 @@ def bench_select(args, ours, torch) -> list:
         ("x > y", lambda: be.logic("gt", hx, hy), lambda: tx > ty),
         ("where", lambda: be.where(hc, hx, hy), lambda: torch.where(tc, tx, ty)),
         ("float to int32", lambda: be.cast(hx, np.int32), lambda: tx.to(torch.int32)),
+        # (ours int32, wrapping; PyTorch's int64)
+        ("int32 sum, one line", lambda: be.int_sum(hi, 1, n, 1), lambda: torch.sum(ti)),
+        ("int32 sum, rows of 4096", lambda: be.int_sum(hi, rows, 4096, 1),
+         lambda: ti.view(rows, 4096).sum(1)),
+        ("int32 sum along axis 0 of (rows, 4096)", lambda: be.int_sum(hi, 1, rows, 4096),
+         lambda: ti.view(rows, 4096).sum(0)),
         ("argmax, one line", lambda: be.argreduce("argmax", hx, 1, n, 1),
          lambda: torch.argmax(tx)),
         ("argmax, rows of 4096", lambda: be.argreduce("argmax", hx, rows, 4096, 1),

@@ -342,6 +342,11 @@ class Backend(abc.ABC):
         zero divisor. Exact."""
 
     @abc.abstractmethod
+    def int_sum(self, x, outer: int, n: int, inner: int):
+        """The sums of int32 x read as (outer, n, inner) along n: int32 (outer * inner,),
+        wrapping as int32 arithmetic does (0 where n is 0). Exact."""
+
+    @abc.abstractmethod
     def where(self, cond, a, b):
         """a where cond (bools) holds, else b, broadcasting the three; a and b of one
         dtype. Exact."""

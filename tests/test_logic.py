@@ -172,6 +172,13 @@ def test_a_captured_step_with_a_mask_replays_as_eager_steps(gpu):
         lambda h: dg.sum(dg.where(h > 0, h, 0.1 * h).masked_fill(h < -1, 0.0)), 6, seed=3)
 
 
+@pytest.mark.gpu
+def test_a_captured_step_counting_with_an_integer_sum_replays_as_eager_steps(gpu):
+    # (the count, each batch's own, is part of the loss the replays must give again)
+    assert_layer_step_replays(lambda h: dg.sum(h * h) + (h > 0).sum(dim=1).float().sum(),
+                              6, seed=4)
+
+
 def test_boolean_and_integer_tensors_index_and_serve_as_targets(device):
     x = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], np.float32)
     tx = t(x, requires_grad=True)
@@ -321,6 +328,32 @@ def test_bools_are_a_byte_each_in_every_layout(device, sa, sb):
     flipped = mask.flip(-1)                     # (moved as int32 words on the gpu)
     np.testing.assert_array_equal(flipped.numpy(), (a > b)[..., ::-1])
     assert flipped.dtype == np.bool_ and dg.count_nonzero(mask).item() == (a > b).sum()
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, True), ((0, 2), False),
+                                         ((2, 0), True), (-1, False), ((), False)])
+def test_sums_of_integers_and_bools_are_exact_int32(device, dim, keepdim):
+    rng = np.random.default_rng(3)
+    # rows of 300 (a workgroup's run on the gpu) and columns; large values wrap, as int32
+    a = rng.integers(-2 ** 31, 2 ** 31, (3, 300, 5)).astype(np.int32)
+    axis = None if dim == () else dim
+    for x, ref in ((t(a, dtype="int32"), a), (t(a, dtype="int32") > 0, a > 0)):
+        got = x.sum(dim=dim, keepdim=keepdim)
+        want = np.sum(ref, axis=axis, dtype=np.int32, keepdims=keepdim)
+        assert got.dtype == np.int32 and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_counting_matches_as_pytorch(device):
+    pred, y = t([1, 2, 3, 3], dtype="int32"), t([1, 0, 3, 2], dtype="int32")
+    correct = (pred == y).sum()
+    assert correct.item() == 2 and isinstance(correct.item(), int)
+    assert dg.count_nonzero(t(np.ones((2, 3, 1 << 12)))).item() == 3 << 13
+    assert dg.sum(t(np.zeros((0, 2)), dtype="int32")).item() == 0
+    with pytest.raises(dg.AxisOutOfRange, match="sum: argument .axis."):
+        dg.sum(pred == y, 1)
+    with pytest.raises(dg.ArgumentTypeError, match="mean: argument 'x' is a bool tensor"):
+        dg.mean(pred == y)
 
 
 def test_the_suite_refuses_bools_given_to_a_kernel_that_moves_words(gpu):

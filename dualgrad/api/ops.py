@@ -32,7 +32,8 @@ from .checks import is_number
 from .low_precision import (computes_in_float32, converted, in_input_type,
                             refuse_low_precision)
 from .residency import adopt, handle
-from .tensor import DEFAULT_DTYPE, LOW_PRECISION, Tensor, ag_tensor, host_array, is_float
+from .tensor import (DEFAULT_DTYPE, INT32, LOW_PRECISION, Tensor, ag_tensor, host_array,
+                     is_float)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -556,9 +557,39 @@ def _dim_or_axis(fn: str, axis, dim, keepdims, keepdim) -> tuple:
 @computes_in_float32
 def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Sum over ``axis`` (None: all axes; an int or a tuple of ints); ``dim`` and
-    ``keepdim`` are accepted as PyTorch spells them."""
+    ``keepdim`` are accepted as PyTorch spells them. Of a bool or int32 tensor, an int32
+    tensor (wrapping as int32 does; PyTorch's is int64), exact, with no gradient: e.g. the
+    count of ``(pred == y).sum()``."""
     axis, keepdims = _dim_or_axis("sum", axis, dim, keepdims, keepdim)
+    if _non_float(x):
+        return _integer_sum(x, axis, keepdims)
     return _reduce("sum", x, axis, keepdims)
+
+
+def _integer_sum(x: Tensor, axis, keepdims: bool) -> Tensor:
+    """The int32 sum of a bool or int32 tensor over ``axis``: the reduced axes, moved last
+    where they are not already neighbours, read as (outer, n, inner)."""
+    axes = _axes("sum", x, axis)
+    checks.flag("sum", "keepdims", keepdims)
+    backend = device.active()
+    h = handle(backend, x)
+    if x.dtype != INT32:
+        h = backend.cast(h, INT32)
+    shape = x.shape
+    if not axes:                                # (a 0-d tensor: itself)
+        outer, n, inner = x.size, 1, 1
+    elif axes[-1] - axes[0] == len(axes) - 1:   # (neighbours: read in place)
+        outer, n = math.prod(shape[:axes[0]]), math.prod(shape[axes[0]:axes[-1] + 1])
+        inner = math.prod(shape[axes[-1] + 1:])
+    else:
+        kept = [d for d in range(x.ndim) if d not in axes]
+        h = backend.permute(h, (*kept, *axes))
+        outer, inner = math.prod(shape[d] for d in kept), 1
+        n = math.prod(shape[d] for d in axes)
+    out_shape = tuple(1 if d in axes else k for d, k in enumerate(shape)) if keepdims else \
+        tuple(k for d, k in enumerate(shape) if d not in axes)
+    hy = backend.reshape(backend.int_sum(h, outer, n, inner), out_shape)
+    return adopt(backend, Tensor(out_shape, INT32), hy)
 
 
 @computes_in_float32

@@ -179,10 +179,9 @@ def nanmean(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A002
 
 def count_nonzero(input, dim=None) -> Tensor:  # noqa: A002
     """The number of nonzero elements (along ``dim``: an int or a tuple), an int32 tensor,
-    as ``torch.count_nonzero`` (its int64). The count is a float32 sum of ones: exact up to
-    2^24 elements an output."""
+    as ``torch.count_nonzero`` (its int64)."""
     x = _operand("count_nonzero", "input", input)
-    return to(sum_(ne(x, 0).float(), dim=dim), INT32)
+    return sum_(ne(x, 0), dim=dim)
 
 
 @computes_in_float32

@@ -1,6 +1,6 @@
-"""Arithmetic of int32 arrays: the twin of ``shaders/intops.comp``. NumPy's int32 wraps as
-two's complement does; floor division and remainder are NumPy's (toward -inf), with 0 for
-a zero divisor made explicit."""
+"""Arithmetic of int32 arrays: the twin of ``shaders/intops.comp`` and ``intsum.comp``.
+NumPy's int32 wraps as two's complement does; floor division and remainder are NumPy's
+(toward -inf), with 0 for a zero divisor made explicit."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,3 +21,8 @@ def integer(op: str, x: np.ndarray, y=None) -> np.ndarray:
         if op in ("int_floor_divide", "int_remainder"):
             result = np.where(np.broadcast_to(y, result.shape) == 0, 0, result)
     return np.asarray(result, INT32, order="C")
+
+
+def int_sum(x: np.ndarray, outer: int, n: int, inner: int) -> np.ndarray:
+    """The sums of x read as (outer, n, inner) along n, in int32 (wrapping)."""
+    return np.add.reduce(x.reshape(outer, n, inner), axis=1, dtype=INT32).reshape(-1)

@@ -205,6 +205,9 @@ class GpuBackend(Backend):
     def integer(self, op, x, y=None):
         return logic.integer(self.device, op, x, y)
 
+    def int_sum(self, x, outer, n, inner):
+        return logic.int_sum(self.device, x, outer, n, inner)
+
     def where(self, cond, a, b):
         if a.dtype == BOOL:
             return self._bytes(logic.where(self.device, cond, self._words(a), self._words(b)))

@@ -474,6 +474,14 @@ def _where(data, pair):
     return [pair.agree("where", gz, cz)]
 
 
+def _lines(data, x) -> tuple:
+    """(outer, n, inner): x read along one drawn axis, or as one line of all its elements."""
+    if data.draw(st.booleans(), label="all axes"):
+        return 1, x.size, 1
+    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
+    return int(np.prod(x.shape[:dim])), x.shape[dim], int(np.prod(x.shape[dim + 1:]))
+
+
 @check("argreduce")
 def _argreduce(data, pair):
     """Along one axis or all, with ties (small integers), NaN and infinities; lines long
@@ -488,14 +496,22 @@ def _argreduce(data, pair):
     else:
         x = data.draw(dgst.arrays(shape, -3, 3, specials=dgst.ALL_SPECIALS),   # (bit keys)
                       label="x")
-    if data.draw(st.booleans(), label="all axes"):
-        outer, n, inner = 1, x.size, 1
-    else:
-        dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
-        outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
-        inner = int(np.prod(x.shape[dim + 1:]))
+    outer, n, inner = _lines(data, x)
     cz, gz = pair.twin("argreduce", op, _as_storage(x), outer, n, inner)
     return [pair.agree("argreduce", gz, cz)]
+
+
+@check("int_sum")
+def _int_sum(data, pair):
+    """Along one axis or all, wrapping past int32's range; rows long enough for the
+    device's workgroup runs, and columns."""
+    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
+                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 18))),
+                      label="shape")
+    x = _int32s(data, shape, "x")
+    outer, n, inner = _lines(data, x)
+    cz, gz = pair.twin("int_sum", _as_storage(x), outer, n, inner)
+    return [pair.agree("int_sum", gz, cz)]
 
 
 @check("sort")

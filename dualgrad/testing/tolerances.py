@@ -477,6 +477,8 @@ TOLERANCES: dict = {
                                 exact=True) for op in LOGIC.names},
     **{f"integer:{op}": Tolerance("int32 arithmetic, wrapping: exact", exact=True)
        for op in INTEGER.names},
+    "int_sum": Tolerance("int32 additions, wrapping, in any order (associative): exact",
+                         exact=True),
     "where": Tolerance(_EXACT_MOVE, exact=True),
     "argreduce": Tolerance("comparisons in any order, ties to the lower index: exact",
                            exact=True),

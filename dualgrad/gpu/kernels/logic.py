@@ -1,5 +1,5 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
-(int32 arithmetic), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
+(int32 arithmetic), intsum.comp (int32 sums), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
 floats); the twins of ``dualgrad/cpu/logic.py``.
 Bools are stored a byte each, 0 or 1 (shaders/bytes.glsl)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
-from ..dispatch import grid, packer, quad_grid
+from ..dispatch import MAX_GROUPS, WG, grid, packer, quad_grid
 from .elementwise import at, broadcast_layout
 
 INT32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
@@ -27,6 +27,27 @@ def integer(dev, op, x, y=None):
     """intops.comp: int32 arithmetic, broadcasting as logic does."""
     return _two_operands(dev, "intops", (INTEGER.code[op],), x,
                          None if op in INTEGER_UNARY else y, INT32)
+
+
+# intsum.comp's items: a workgroup's run of a row (rows of at least a workgroup's length,
+# contiguous), else a thread's run of an output's elements.
+ROW_CHUNK, COLUMN_CHUNK = 16 * WG, 64
+_INT_SUM = packer(2, 5)
+
+
+def int_sum(dev, x, outer: int, n: int, inner: int):
+    n_out = outer * inner
+    out = dev.empty((n_out,), INT32)
+    if n_out:
+        dev.fill(out, 0)            # (each item adds its part in)
+    if n_out and n:
+        rows = inner == 1 and n >= WG
+        chunk = ROW_CHUNK if rows else COLUMN_CHUNK
+        items = n_out * -(-n // chunk)
+        dev.launch("intsum", (int(rows),),
+                   _INT_SUM.pack(x.address, out.address, n_out, n, inner, chunk, items),
+                   (min(items, MAX_GROUPS), 1, 1) if rows else grid(items), [x], [out])
+    return out
 
 
 def _two_operands(dev, shader, spec, x, y, dtype):
