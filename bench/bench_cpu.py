@@ -180,7 +180,7 @@ def bench_low(args, torch) -> list:
 
 
 def bench_binary(args, torch) -> list:
-    """The binary ops past + - * /, comparisons and int32 sums over ``args.elements``
+    """The binary ops past + - * /, comparisons and int32 reductions over ``args.elements``
     elements, the kernel alone, against PyTorch CPU's."""
     n = args.elements
     rng = np.random.default_rng(10)
@@ -195,8 +195,8 @@ def bench_binary(args, torch) -> list:
         mine()
         rows.append((f"binary {op}", *interleaved(mine, peer, args.repeats, args.rounds),
                      "<= 1.0"))
-    # comparisons (bools of a byte on both sides), a bool to float32, and int32 sums
-    # (ours int32, wrapping; PyTorch's int64)
+    # comparisons (bools of a byte on both sides), a bool to float32, and int32 reductions
+    # (ours int32, wrapping; PyTorch's sums int64)
     zero = np.zeros((), np.float32)
     flags = be.logic("gt", x, y)
     ints = rng.integers(-1000, 1000, n).astype(np.int32)
@@ -207,12 +207,16 @@ def bench_binary(args, torch) -> list:
             ("x > 0 (a number)", lambda: be.logic("gt", x, zero), lambda: tx > 0),
             ("bool to float32", lambda: be.cast(flags, np.float32),
              lambda b=(tx > ty) if torch else None: b.float()),
-            ("int32 sum, one line", lambda: be.int_sum(ints, 1, n, 1),
+            ("int32 sum, one line", lambda: be.int_reduce("int_sum", ints, 1, n, 1),
              lambda: torch.sum(ti)),
-            ("int32 sum, rows of 4096", lambda: be.int_sum(ints, lines, 4096, 1),
+            ("int32 sum, rows of 4096",
+             lambda: be.int_reduce("int_sum", ints, lines, 4096, 1),
              lambda: ti.view(lines, 4096).sum(1)),
-            ("int32 sum along axis 0 of (rows, 4096)", lambda: be.int_sum(ints, 1, lines, 4096),
-             lambda: ti.view(lines, 4096).sum(0))):
+            ("int32 sum along axis 0 of (rows, 4096)",
+             lambda: be.int_reduce("int_sum", ints, 1, lines, 4096),
+             lambda: ti.view(lines, 4096).sum(0)),
+            ("int32 max, one line", lambda: be.int_reduce("int_max", ints, 1, n, 1),
+             lambda: torch.amax(ti))):
         mine()
         rows.append((label, *interleaved(mine, peer if torch else None, args.repeats,
                                          args.rounds), "<= 1.0"))

@@ -549,7 +549,7 @@ def bench_scan(args, ours, torch) -> list:
 
 def bench_select(args, ours, torch) -> list:
     """The new elementwise and selection kernels over ``args.elements`` float32 elements:
-    atan2, fmod, % and //, a comparison, where, a conversion, int32 sums, argmax and sort
+    atan2, fmod, % and //, a comparison, where, a conversion, int32 reductions, argmax and sort
     (one line, rows of 4096), against PyTorch's."""
     n = args.elements
     rng = np.random.default_rng(7)
@@ -572,12 +572,16 @@ def bench_select(args, ours, torch) -> list:
         ("x > y", lambda: be.logic("gt", hx, hy), lambda: tx > ty),
         ("where", lambda: be.where(hc, hx, hy), lambda: torch.where(tc, tx, ty)),
         ("float to int32", lambda: be.cast(hx, np.int32), lambda: tx.to(torch.int32)),
-        # (ours int32, wrapping; PyTorch's int64)
-        ("int32 sum, one line", lambda: be.int_sum(hi, 1, n, 1), lambda: torch.sum(ti)),
-        ("int32 sum, rows of 4096", lambda: be.int_sum(hi, rows, 4096, 1),
+        # (ours int32, wrapping; PyTorch's sums int64)
+        ("int32 sum, one line", lambda: be.int_reduce("int_sum", hi, 1, n, 1),
+         lambda: torch.sum(ti)),
+        ("int32 sum, rows of 4096", lambda: be.int_reduce("int_sum", hi, rows, 4096, 1),
          lambda: ti.view(rows, 4096).sum(1)),
-        ("int32 sum along axis 0 of (rows, 4096)", lambda: be.int_sum(hi, 1, rows, 4096),
+        ("int32 sum along axis 0 of (rows, 4096)",
+         lambda: be.int_reduce("int_sum", hi, 1, rows, 4096),
          lambda: ti.view(rows, 4096).sum(0)),
+        ("int32 max, one line", lambda: be.int_reduce("int_max", hi, 1, n, 1),
+         lambda: torch.amax(ti)),
         ("argmax, one line", lambda: be.argreduce("argmax", hx, 1, n, 1),
          lambda: torch.argmax(tx)),
         ("argmax, rows of 4096", lambda: be.argreduce("argmax", hx, rows, 4096, 1),

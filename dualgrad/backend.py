@@ -342,9 +342,10 @@ class Backend(abc.ABC):
         zero divisor. Exact."""
 
     @abc.abstractmethod
-    def int_sum(self, x, outer: int, n: int, inner: int):
-        """The sums of int32 x read as (outer, n, inner) along n: int32 (outer * inner,),
-        wrapping as int32 arithmetic does (0 where n is 0). Exact."""
+    def int_reduce(self, op: str, x, outer: int, n: int, inner: int):
+        """op (``kernel_ops.INT_REDUCE``: int_sum, int_max, int_min) of int32 x read as
+        (outer, n, inner) along n: int32 (outer * inner,); sums wrap as int32 arithmetic
+        does (0 where n is 0; a maximum or minimum needs n >= 1). Exact."""
 
     @abc.abstractmethod
     def where(self, cond, a, b):

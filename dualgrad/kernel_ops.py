@@ -152,6 +152,9 @@ INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_flo
                              ("int_neg",), ("int_abs",)])
 INTEGER_UNARY = ("int_neg", "int_abs")
 
+# Reductions of int32 tensors: sums wrapping as int32 arithmetic does, maxima and minima.
+INT_REDUCE = Family("int_reduce", [("int_sum",), ("int_max",), ("int_min",)])
+
 # min is -max(-x) in one pass: the same bits (NaN wins, -0 against +0 gives -0). sum_squares
 # (the sum of x * x, or of (x - center)^2: a 2-norm's), sum_exp (the sum of exp(x - center):
 # a log-sum-exp's) and var (the sum of squares about the elements' own mean, divided by a
@@ -226,7 +229,7 @@ def glsl_header() -> str:
                 line = "          "
             line += " " + item
         return "\n".join(text + [line])
-    for family in (UNARY, BINARY, REDUCE, LOGIC, INTEGER):
+    for family in (UNARY, BINARY, REDUCE, LOGIC, INTEGER, INT_REDUCE):
         lines.append(f"// {family.name}")
         lines.append(consts((op.name, op.code) for op in family))
     lines.append("// reduce.comp's own: counts the elements equal to the maximum or minimum")

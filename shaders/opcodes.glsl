@@ -23,6 +23,8 @@ const uint EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5, LOGICAL_AND = 6, LOGI
 // integer
 const uint INT_ADD = 0, INT_SUB = 1, INT_MUL = 2, INT_FLOOR_DIVIDE = 3, INT_REMAINDER = 4,
            INT_MAXIMUM = 5, INT_MINIMUM = 6, INT_NEG = 7, INT_ABS = 8;
+// int_reduce
+const uint INT_SUM = 0, INT_MAX = 1, INT_MIN = 2;
 // reduce.comp's own: counts the elements equal to the maximum or minimum
 const uint COUNT_EQ = 8;
 // optimizer rules, their scalars' positions and the flags

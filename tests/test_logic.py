@@ -344,6 +344,21 @@ def test_sums_of_integers_and_bools_are_exact_int32(device, dim, keepdim):
         np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dim", [None, 1, (0, 2), -1])
+def test_maxima_and_minima_of_integers_and_bools_keep_their_dtype(device, op, dim):
+    rng = np.random.default_rng(5)
+    a = rng.integers(-2 ** 31, 2 ** 31, (3, 300, 5)).astype(np.int32)
+    fn, ref = {"max": (dg.max, np.max), "min": (dg.min, np.min)}[op]
+    for x, want in ((t(a, dtype="int32"), a), (t(a, dtype="int32") > 0, a > 0)):
+        got = fn(x, dim)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), ref(want, axis=dim))
+    assert getattr(t(a, dtype="int32"), "a" + op)(1, keepdim=True).shape == (3, 1, 5)
+    with pytest.raises(dg.ShapeError, match=f"{op}: argument 'x' has shape"):
+        fn(t(np.zeros((2, 0)), dtype="int32"), 1)
+
+
 def test_counting_matches_as_pytorch(device):
     pred, y = t([1, 2, 3, 3], dtype="int32"), t([1, 0, 3, 2], dtype="int32")
     correct = (pred == y).sum()

@@ -562,15 +562,18 @@ def sum(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # no
     count of ``(pred == y).sum()``."""
     axis, keepdims = _dim_or_axis("sum", axis, dim, keepdims, keepdim)
     if _non_float(x):
-        return _integer_sum(x, axis, keepdims)
+        return _integer_reduce("sum", x, axis, keepdims)
     return _reduce("sum", x, axis, keepdims)
 
 
-def _integer_sum(x: Tensor, axis, keepdims: bool) -> Tensor:
-    """The int32 sum of a bool or int32 tensor over ``axis``: the reduced axes, moved last
-    where they are not already neighbours, read as (outer, n, inner)."""
-    axes = _axes("sum", x, axis)
-    checks.flag("sum", "keepdims", keepdims)
+def _integer_reduce(op: str, x: Tensor, axis, keepdims: bool) -> Tensor:
+    """sum, max or min of a bool or int32 tensor over ``axis`` (int32, a bool's max or min
+    bool): the reduced axes, moved last where they are not already neighbours, read as
+    (outer, n, inner)."""
+    axes = _axes(op, x, axis)
+    checks.flag(op, "keepdims", keepdims)
+    if op != "sum" and any(x.shape[a] == 0 for a in axes):
+        raise bad_shape(op, "x", x.shape, f"no zero-length axis among the reduced {axes}")
     backend = device.active()
     h = handle(backend, x)
     if x.dtype != INT32:
@@ -588,8 +591,10 @@ def _integer_sum(x: Tensor, axis, keepdims: bool) -> Tensor:
         n = math.prod(shape[d] for d in axes)
     out_shape = tuple(1 if d in axes else k for d, k in enumerate(shape)) if keepdims else \
         tuple(k for d, k in enumerate(shape) if d not in axes)
-    hy = backend.reshape(backend.int_sum(h, outer, n, inner), out_shape)
-    return adopt(backend, Tensor(out_shape, INT32), hy)
+    hy = backend.reshape(backend.int_reduce("int_" + op, h, outer, n, inner), out_shape)
+    if op != "sum" and x.dtype != INT32:
+        hy = backend.cast(hy, x.dtype)
+    return adopt(backend, Tensor(out_shape, hy.dtype), hy)
 
 
 @computes_in_float32
@@ -604,8 +609,10 @@ def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
 def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Maximum over ``axis`` (None: all axes), as ``torch.amax`` (values only, no indices):
     NaN propagates, and tied maxima share the gradient evenly. ``dim`` and ``keepdim`` are
-    accepted as PyTorch spells them."""
+    accepted as PyTorch spells them. Of an int32 (bool) tensor, an int32 (bool) one."""
     axis, keepdims = _dim_or_axis("max", axis, dim, keepdims, keepdim)
+    if _non_float(x):
+        return _integer_reduce("max", x, axis, keepdims)
     return _reduce("max", x, axis, keepdims)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InvalidValueError, bad_axis, bad_type, bad_value
 from . import checks, device, ops
 from .low_precision import computes_in_float32
-from .ops import _axes, _dim_or_axis, _filled, _make, _reduce, _tensor
+from .ops import _axes, _dim_or_axis, _filled, _integer_reduce, _make, _non_float, _reduce, _tensor
 from ..shapes import reduced_shape
 from .residency import handle
 from .tensor import Tensor
@@ -28,8 +28,11 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 @computes_in_float32
 def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
     """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x) in one pass, so
-    NaN propagates, tied minima share the gradient evenly and -0 against +0 gives -0."""
+    NaN propagates, tied minima share the gradient evenly and -0 against +0 gives -0. Of
+    an int32 (bool) tensor, an int32 (bool) one."""
     axis, keepdims = _dim_or_axis("min", axis, dim, keepdims, keepdim)
+    if _non_float(x):
+        return _integer_reduce("min", x, axis, keepdims)
     return _reduce("min", x, axis, keepdims)
 
 

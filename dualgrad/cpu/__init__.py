@@ -189,8 +189,8 @@ class CpuBackend(Backend):
     def integer(self, op, x, y=None):
         return intops.integer(op, x, y)
 
-    def int_sum(self, x, outer, n, inner):
-        return intops.int_sum(x, outer, n, inner)
+    def int_reduce(self, op, x, outer, n, inner):
+        return intops.int_reduce(op, x, outer, n, inner)
 
     def where(self, cond, a, b):
         return logic.where(cond, a, b)

@@ -1,4 +1,4 @@
-"""Arithmetic of int32 arrays: the twin of ``shaders/intops.comp`` and ``intsum.comp``.
+"""Arithmetic of int32 arrays: the twin of ``shaders/intops.comp`` and ``intreduce.comp``.
 NumPy's int32 wraps as two's complement does; floor division and remainder are NumPy's
 (toward -inf), with 0 for a zero divisor made explicit."""
 from __future__ import annotations
@@ -23,6 +23,9 @@ def integer(op: str, x: np.ndarray, y=None) -> np.ndarray:
     return np.asarray(result, INT32, order="C")
 
 
-def int_sum(x: np.ndarray, outer: int, n: int, inner: int) -> np.ndarray:
-    """The sums of x read as (outer, n, inner) along n, in int32 (wrapping)."""
-    return np.add.reduce(x.reshape(outer, n, inner), axis=1, dtype=INT32).reshape(-1)
+_REDUCE = {"int_sum": np.add, "int_max": np.maximum, "int_min": np.minimum}
+
+
+def int_reduce(op: str, x: np.ndarray, outer: int, n: int, inner: int) -> np.ndarray:
+    """op of x read as (outer, n, inner) along n, in int32 (sums wrapping)."""
+    return _REDUCE[op].reduce(x.reshape(outer, n, inner), axis=1, dtype=INT32).reshape(-1)

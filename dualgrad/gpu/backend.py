@@ -205,8 +205,8 @@ class GpuBackend(Backend):
     def integer(self, op, x, y=None):
         return logic.integer(self.device, op, x, y)
 
-    def int_sum(self, x, outer, n, inner):
-        return logic.int_sum(self.device, x, outer, n, inner)
+    def int_reduce(self, op, x, outer, n, inner):
+        return logic.int_reduce(self.device, op, x, outer, n, inner)
 
     def where(self, cond, a, b):
         if a.dtype == BOOL:

@@ -20,7 +20,8 @@ from hypothesis.extra import numpy as hnp
 
 from ..backend import Epilogue
 from ..cpu.matmul import rounded
-from ..kernel_ops import BINARY, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY, UNARY
+from ..kernel_ops import (BINARY, INT_REDUCE, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY,
+                          UNARY)
 from . import strategies as dgst
 from .tolerances import LOW_TYPES, TOLERANCES, Agreement, agreement, product_scale
 from .tolerances import gamma as gamma_n
@@ -501,17 +502,24 @@ def _argreduce(data, pair):
     return [pair.agree("argreduce", gz, cz)]
 
 
-@check("int_sum")
-def _int_sum(data, pair):
-    """Along one axis or all, wrapping past int32's range; rows long enough for the
-    device's workgroup runs, and columns."""
-    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
-                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 18))),
-                      label="shape")
-    x = _int32s(data, shape, "x")
-    outer, n, inner = _lines(data, x)
-    cz, gz = pair.twin("int_sum", _as_storage(x), outer, n, inner)
-    return [pair.agree("int_sum", gz, cz)]
+def _int_reduce_check(op):
+    def run(data, pair):
+        """Along one axis or all (sums wrapping past int32's range); rows long enough for
+        the device's workgroup runs, and columns."""
+        shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
+                                    st.tuples(st.integers(1, 3), st.integers(1, 1 << 18))),
+                          label="shape")
+        if op != "int_sum":                 # (a maximum of nothing is refused)
+            shape = tuple(n or 1 for n in shape)
+        x = _int32s(data, shape, "x")
+        outer, n, inner = _lines(data, x)
+        cz, gz = pair.twin("int_reduce", op, _as_storage(x), outer, n, inner)
+        return [pair.agree(f"int_reduce:{op}", gz, cz)]
+    return run
+
+
+for _op in INT_REDUCE.names:
+    check(f"int_reduce:{_op}")(_int_reduce_check(_op))
 
 
 @check("sort")

@@ -35,7 +35,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ..kernel_ops import INTEGER, LOGIC
+from ..kernel_ops import INT_REDUCE, INTEGER, LOGIC
 
 U32 = 2.0 ** -24          # unit roundoff of float32
 
@@ -477,8 +477,9 @@ TOLERANCES: dict = {
                                 exact=True) for op in LOGIC.names},
     **{f"integer:{op}": Tolerance("int32 arithmetic, wrapping: exact", exact=True)
        for op in INTEGER.names},
-    "int_sum": Tolerance("int32 additions, wrapping, in any order (associative): exact",
-                         exact=True),
+    **{f"int_reduce:{op}": Tolerance("int32 sums (wrapping), maxima or minima, in any "
+                                     "order (associative): exact", exact=True)
+       for op in INT_REDUCE.names},
     "where": Tolerance(_EXACT_MOVE, exact=True),
     "argreduce": Tolerance("comparisons in any order, ties to the lower index: exact",
                            exact=True),

@@ -1,5 +1,5 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
-(int32 arithmetic), intsum.comp (int32 sums), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
+(int32 arithmetic), intreduce.comp (int32 reductions), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
 floats); the twins of ``dualgrad/cpu/logic.py``.
 Bools are stored a byte each, 0 or 1 (shaders/bytes.glsl)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...kernel_ops import INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
+from ...kernel_ops import INT_REDUCE, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
 from ..dispatch import MAX_GROUPS, WG, grid, packer, quad_grid
 from .elementwise import at, broadcast_layout
 
@@ -29,23 +29,24 @@ def integer(dev, op, x, y=None):
                          None if op in INTEGER_UNARY else y, INT32)
 
 
-# intsum.comp's items: a workgroup's run of a row (rows of at least a workgroup's length,
-# contiguous), else a thread's run of an output's elements.
+# intreduce.comp's items: a workgroup's run of a row (rows of at least a workgroup's
+# length, contiguous), else a thread's run of an output's elements.
 ROW_CHUNK, COLUMN_CHUNK = 16 * WG, 64
-_INT_SUM = packer(2, 5)
+_INT_REDUCE = packer(2, 5)
+IDENTITY = {"int_sum": 0, "int_max": -2 ** 31, "int_min": 2 ** 31 - 1}
 
 
-def int_sum(dev, x, outer: int, n: int, inner: int):
+def int_reduce(dev, op, x, outer: int, n: int, inner: int):
     n_out = outer * inner
     out = dev.empty((n_out,), INT32)
     if n_out:
-        dev.fill(out, 0)            # (each item adds its part in)
+        dev.fill(out, IDENTITY[op])            # (each item combines its part in)
     if n_out and n:
         rows = inner == 1 and n >= WG
         chunk = ROW_CHUNK if rows else COLUMN_CHUNK
         items = n_out * -(-n // chunk)
-        dev.launch("intsum", (int(rows),),
-                   _INT_SUM.pack(x.address, out.address, n_out, n, inner, chunk, items),
+        dev.launch("intreduce", (INT_REDUCE.code[op], int(rows)),
+                   _INT_REDUCE.pack(x.address, out.address, n_out, n, inner, chunk, items),
                    (min(items, MAX_GROUPS), 1, 1) if rows else grid(items), [x], [out])
     return out
 
