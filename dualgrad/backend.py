@@ -321,7 +321,8 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def gather(self, x, idx, skip: int):
         """out[r, k] = x[r, idx[r, k]] for 2-D x (rows, cols) and 2-D indices (rows, k), and
-        0 where idx[r, k] == skip (an ignored target). x may have one row, shared by all."""
+        0 where idx[r, k] == skip (an ignored target); x of any dtype but the 16-bit ones,
+        its bits moved. x may have one row, shared by all."""
 
     @abc.abstractmethod
     def gather_backward(self, idx, g, cols: int, skip: int):

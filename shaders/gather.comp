@@ -1,6 +1,7 @@
 #version 460
 // Gather along rows and its backward; the twin of dualgrad/cpu/gather.py. BACKWARD = 0:
-// out[r, k] = src[r, idx[r, k]] (src's only row where it has one), a thread an element.
+// out[r, k] = src[r, idx[r, k]] (src's only row where it has one), a thread an element,
+// moved as an int: the bits of any dtype (int32 too), subnormals included, pass unchanged.
 // BACKWARD = 1: out (rows, cols), zeroed by the caller, gets src[r, k] added at
 // [r, idx[r, k]], a thread a row adding in k order: deterministic, no atomics, and the same
 // sums as the cpu's. An index equal to skip (an ignored target) gathers 0, adds nothing.
@@ -22,7 +23,7 @@ void main() {
         for (uint e = gl_GlobalInvocationID.x; e < total; e += stride) {
             int j = p.idx.v[e];
             uint row = p.src_rows == 1u ? 0u : e / p.k;
-            p.out_.v[e] = j == p.skip ? 0.0 : p.src.v[row * p.cols + uint(j)];
+            Ints(p.out_).v[e] = j == p.skip ? 0 : Ints(p.src).v[row * p.cols + uint(j)];
         }
     } else {
         for (uint r = gl_GlobalInvocationID.x; r < p.rows; r += stride)

@@ -382,6 +382,18 @@ def test_the_suite_refuses_bools_given_to_a_kernel_that_moves_words(gpu):
                                                                         [True]]
 
 
+def test_gather_and_take_along_dim_move_integers_and_bools_exactly(device):
+    a = np.array([[1, -2, 2 ** 30 + 3, 7], [5, 2 ** 31 - 1, -(2 ** 31), 0]], np.int32)
+    idx = np.array([[2, 0], [1, 3]])
+    for x in (a, a > 2):                 # (int32 past 2^24; small ones are subnormal bits)
+        tx = t(x, dtype=x.dtype)
+        got = dg.gather(tx, 1, idx)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got.numpy(), np.take_along_axis(x, idx, 1))
+        np.testing.assert_array_equal(dg.take_along_dim(tx, t(idx, dtype="int32"), 1).numpy(),
+                                      np.take_along_axis(x, idx, 1))
+
+
 def test_integer_arithmetic_wraps_and_floors_as_pythons(device):
     a = np.array([7, -7, 7, -7, 0, -2 ** 31, 2 ** 31 - 1, 5], np.int32)
     b = np.array([2, 2, -2, -2, 3, -1, 1, 0], np.int32)

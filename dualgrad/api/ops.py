@@ -80,7 +80,7 @@ def _make(h, inputs: tuple, backward, backend, owed=None, seeded=None,
     """Wrap a kernel's output handle in a Tensor and record how it was made (``owed``: a
     transform the tape applies to the output's gradient before ``backward``; ``seeded``:
     the inputs' gradients for an output gradient of one, made by the forward: see
-    tape.py). ``dtype``: the tensor's, where it is not the storage's (bool)."""
+    tape.py). ``dtype``: the tensor's (by default the storage's)."""
     out = adopt(backend, Tensor(h.shape, h.dtype if dtype is None else dtype), h)
     return tape.record(out, inputs, backward, backend, owed, seeded)
 
@@ -1082,9 +1082,9 @@ def _moved_back(t: Tensor, order: list) -> Tensor:
 def gather(x, dim: int, index) -> Tensor:
     """Values of ``x`` along ``dim`` at ``index``, as ``torch.gather``: for dim 1 of a
     matrix, out[i, j] = x[i, index[i, j]]. ``index`` is an integer array (or int32 tensor)
-    of x's rank whose other dimensions are at most x's.
+    of x's rank whose other dimensions are at most x's; x of any dtype (bool, int32 too).
     The gradient is added back where each element came from (repeats accumulate)."""
-    x = _tensor("gather", "x", x)
+    x = _tensor("gather", "x", x, any_dtype=True)
     dim, order, rows, k, cols, hidx, moved, x = _index_rows("gather", x, dim, index)
     rows_first = x if dim == x.ndim - 1 else transpose(x, order)
     out = gather_rows(reshape(rows_first, (rows, cols)), hidx)

@@ -21,7 +21,7 @@ from .low_precision import computes_in_float32
 from .ops import _tensor, div, gather, lerp, max as max_, reshape, sub, sum as sum_
 from .reductions import min as min_
 from .sorting import sort
-from .tensor import DEFAULT_DTYPE, INT32, Tensor, ag_tensor
+from .tensor import INT32, Tensor, ag_tensor
 
 MedianResult = namedtuple("median", ("values", "indices"))
 KthvalueResult = namedtuple("kthvalue", ("values", "indices"))
@@ -47,14 +47,6 @@ def _at(t: Tensor, dim: int, k: int, keepdim: bool) -> Tensor:
     """Position k of t along dim (kept as an axis of 1 with ``keepdim``)."""
     picked = t[(slice(None),) * dim + (slice(k, k + 1),)]
     return picked if keepdim else reshape(picked, picked.shape[:dim] + picked.shape[dim + 1:])
-
-
-def gather_along(t: Tensor, dim: int, index) -> Tensor:
-    """``gather`` of a float tensor, or of an int32 one (a sort's indices) through float32,
-    exact below 2^24."""
-    if t.dtype == INT32:
-        return to(gather(to(t, DEFAULT_DTYPE), dim, index), INT32)
-    return gather(t, dim, index)
 
 
 def _nan_rows(x: Tensor, dim: int, keepdim: bool) -> Tensor:
@@ -87,7 +79,7 @@ def nanmedian(input, dim=None, keepdim: bool = False):  # noqa: A002
     v, i = sort(x, line)                      # (NaNs last)
     counted = sum_(logical_not(isnan(x)).float(), dim=line, keepdim=True)
     k = to(div(sub(counted, 1.0), 2.0), INT32)      # (truncates: -0.5 -> 0 for no number)
-    value, index = gather_along(v, line, k), gather_along(i, line, k)
+    value, index = gather(v, line, k), gather(i, line, k)
     if not keepdim:
         value = reshape(value, value.shape[:line] + value.shape[line + 1:])
         index = reshape(index, index.shape[:line] + index.shape[line + 1:])
@@ -214,12 +206,12 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
 
 def take_along_dim(input, indices, dim=None) -> Tensor:  # noqa: A002
     """Values of ``input`` at ``indices`` along ``dim`` (of the flattened input where None),
-    the other axes broadcast between them, as ``torch.take_along_dim``."""
-    x = _tensor("take_along_dim", "input", input)
+    the other axes broadcast between them, as ``torch.take_along_dim`` (of any dtype)."""
+    x = _tensor("take_along_dim", "input", input, any_dtype=True)
     idx = indices.numpy() if isinstance(indices, Tensor) else \
         checks.array("take_along_dim", "indices", indices, "iu", "integer indices")
     if dim is None:
-        return gather_along(reshape(x, (x.size,)), 0, idx.reshape(-1))
+        return gather(reshape(x, (x.size,)), 0, idx.reshape(-1))
     dim = _axis("take_along_dim", "dim", dim, x.ndim)
     if idx.ndim != x.ndim:
         raise ShapeError(f"take_along_dim: argument 'indices' has {idx.ndim} dimensions; "
@@ -232,7 +224,7 @@ def take_along_dim(input, indices, dim=None) -> Tensor:  # noqa: A002
                          f"{idx.shape} do not broadcast but along dim {dim}") from None
     x = broadcast_to(x, shape[:dim] + (x.shape[dim],) + shape[dim + 1:])
     idx = np.broadcast_to(idx, shape[:dim] + (idx.shape[dim],) + shape[dim + 1:])
-    return gather_along(x, dim, np.ascontiguousarray(idx))
+    return gather(x, dim, np.ascontiguousarray(idx))
 
 
 def masked_select(input, mask) -> Tensor:  # noqa: A002

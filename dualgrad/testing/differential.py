@@ -961,11 +961,14 @@ def _gather(data, pair):
                                                                         label="cols")
     k = data.draw(st.integers(0, 2 * cols), label="k")      # repeats are common past cols
     shared = data.draw(st.booleans(), label="one shared row")
-    x = data.draw(dgst.arrays((1 if shared else rows, cols),
-                              specials=pair.specials(dgst.ALL_SPECIALS)), label="x")
+    if data.draw(st.booleans(), label="int32"):     # (small ones: subnormal bit patterns)
+        x = _int32s(data, (1 if shared else rows, cols), "x")
+    else:
+        x = data.draw(dgst.arrays((1 if shared else rows, cols),
+                                  specials=pair.specials(dgst.ALL_SPECIALS)), label="x")
     idx = data.draw(dgst.index_arrays((rows, k), cols), label="indices")
     skip = data.draw(st.sampled_from([-100, 0, cols - 1]), label="skip")
-    cy, gy = pair.twin("gather", x, idx, skip)
+    cy, gy = pair.twin("gather", _as_storage(x), idx, skip)
     g = data.draw(dgst.arrays((rows, k)), label="g")
     cg, gg = pair.twin("gather_backward", idx, g, cols, skip)
     return [pair.agree("gather", gy, cy), pair.agree("gather_backward", gg, cg)]

@@ -14,7 +14,7 @@ def _push(src, idx, out, rows, k, cols, src_rows, skip) -> bytes:
 
 def gather(dev, x, idx, skip):
     rows, k = idx.shape
-    out = dev.empty((rows, k))
+    out = dev.empty((rows, k), x.dtype)
     if out.size:
         dev.launch("gather", (0,), _push(x, idx, out, rows, k, x.shape[1], x.shape[0], skip),
                    grid(out.size), [x, idx], [out])
