@@ -313,6 +313,8 @@ def test_bools_are_a_byte_each_in_every_layout(device, sa, sb):
     ta, tb = t(a), t(b)
     mask = ta > tb
     assert mask.dtype == np.bool_ and mask.element_size() == 1
+    from dualgrad.api import device, residency     # (the storage holds a byte each)
+    assert residency.handle(device.active(), mask).nbytes == mask.size
     np.testing.assert_array_equal(mask.numpy(), a > b)
     both = (ta >= 0) & (tb <= 0)
     np.testing.assert_array_equal(both.numpy(), (a >= 0) & (b <= 0))
