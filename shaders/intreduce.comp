@@ -8,6 +8,7 @@
 //            the run, the workgroup's result combined in by one thread (one atomic an
 //            item: a single line's items all meet in one word);
 //   ROWS = 0 a thread an item, neighbouring threads on neighbouring outputs (coalesced).
+// VEC = 1 (ROWS, n a multiple of 4: every run starts a quad) reads the run as ivec4s.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
@@ -16,6 +17,11 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0;
 layout(constant_id = 1) const uint ROWS = 1;
+layout(constant_id = 2) const uint VEC = 0;
+
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer IntQuads {
+    ivec4 v[];
+};
 
 layout(push_constant) uniform Push {
     Ints x; Ints out0; uint n_out; uint n; uint inner; uint chunk; uint items;
@@ -46,8 +52,16 @@ void main() {
             uint row = item / chunks, start = (item % chunks) * p.chunk;
             uint end = min(start + p.chunk, p.n);
             int s = IDENTITY;
-            for (uint r = start + gl_LocalInvocationID.x; r < end; r += WG)
-                s = combine(s, p.x.v[row * p.n + r]);
+            if (VEC != 0u) {
+                uint first = (row * p.n + start) / 4u, last = (row * p.n + end) / 4u;
+                for (uint q = first + gl_LocalInvocationID.x; q < last; q += WG) {
+                    ivec4 v = IntQuads(p.x).v[q];
+                    s = combine(s, combine(combine(v.x, v.y), combine(v.z, v.w)));
+                }
+            } else {
+                for (uint r = start + gl_LocalInvocationID.x; r < end; r += WG)
+                    s = combine(s, p.x.v[row * p.n + r]);
+            }
             s = subgroup_combine(s);
             if (subgroupElect()) part[gl_SubgroupID] = s;
             barrier();

@@ -1,7 +1,7 @@
 """logic.comp (comparisons, logical ops and tests, with boolean results), intops.comp
-(int32 arithmetic), intreduce.comp (int32 reductions), where.comp, convert.comp and convert16.comp (float32 and the 16-bit
-floats); the twins of ``dualgrad/cpu/logic.py``.
-Bools are stored a byte each, 0 or 1 (shaders/bytes.glsl)."""
+(int32 arithmetic), intreduce.comp (int32 reductions), where.comp, convert.comp and
+convert16.comp (float32 and the 16-bit floats); the twins of ``dualgrad/cpu/logic.py``
+and ``intops.py``. Bools are stored a byte each, 0 or 1 (shaders/bytes.glsl)."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -30,8 +30,9 @@ def integer(dev, op, x, y=None):
 
 
 # intreduce.comp's items: a workgroup's run of a row (rows of at least a workgroup's
-# length, contiguous), else a thread's run of an output's elements.
-ROW_CHUNK, COLUMN_CHUNK = 16 * WG, 64
+# length, contiguous), else a thread's run of an output's elements. Rows are cut into
+# about ROW_ITEMS runs in all where they are few, so that a line's outputs take few atomics.
+ROW_CHUNK, COLUMN_CHUNK, ROW_ITEMS = 16 * WG, 64, 1024
 _INT_REDUCE = packer(2, 5)
 IDENTITY = {"int_sum": 0, "int_max": -2 ** 31, "int_min": 2 ** 31 - 1}
 
@@ -43,9 +44,11 @@ def int_reduce(dev, op, x, outer: int, n: int, inner: int):
         dev.fill(out, IDENTITY[op])            # (each item combines its part in)
     if n_out and n:
         rows = inner == 1 and n >= WG
-        chunk = ROW_CHUNK if rows else COLUMN_CHUNK
+        chunk = COLUMN_CHUNK
+        if rows:                    # (a multiple of 4: VEC's runs start quads)
+            chunk = max(ROW_CHUNK, -(-n // max(1, ROW_ITEMS // n_out) // 4) * 4)
         items = n_out * -(-n // chunk)
-        dev.launch("intreduce", (INT_REDUCE.code[op], int(rows)),
+        dev.launch("intreduce", (INT_REDUCE.code[op], int(rows), int(rows and n % 4 == 0)),
                    _INT_REDUCE.pack(x.address, out.address, n_out, n, inner, chunk, items),
                    (min(items, MAX_GROUPS), 1, 1) if rows else grid(items), [x], [out])
     return out
