@@ -26,7 +26,7 @@ from ..backend import PLAIN, Epilogue
 from ..errors import (ArgumentTypeError, IndexOutOfRange, InvalidValueError, ShapeError,
                       bad_axis, bad_shape, bad_type, bad_value)
 from ..kernel_ops import UNARY, UNARY_GRAD_READS, KernelOp
-from ..shapes import MAX_RANK, broadcast_strides
+from ..shapes import MAX_RANK, broadcast_strides, reduced_shape
 from . import autocast, capture, checks, device, tape
 from .checks import is_number
 from .low_precision import (computes_in_float32, converted, in_input_type,
@@ -589,8 +589,7 @@ def _integer_reduce(op: str, x: Tensor, axis, keepdims: bool) -> Tensor:
         h = backend.permute(h, (*kept, *axes))
         outer, inner = math.prod(shape[d] for d in kept), 1
         n = math.prod(shape[d] for d in axes)
-    out_shape = tuple(1 if d in axes else k for d, k in enumerate(shape)) if keepdims else \
-        tuple(k for d, k in enumerate(shape) if d not in axes)
+    out_shape = reduced_shape(shape, axes, keepdims)
     hy = backend.reshape(backend.int_reduce("int_" + op, h, outer, n, inner), out_shape)
     if op != "sum" and x.dtype != INT32:
         hy = backend.cast(hy, x.dtype)

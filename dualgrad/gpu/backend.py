@@ -137,31 +137,28 @@ class GpuBackend(Backend):
         return reduce.reduce_backward(self.device, op, x, y, g, axes)
 
     # The kernels that move elements move 32-bit words: bools (a byte each) go through int32
-    # (masks are small beside what they select; comparisons, where and casts read and
-    # write the bytes themselves).
-    def _words(self, h):
-        return logic.cast(self.device, h, INT32)
-
-    def _bytes(self, h, out=None):
-        return logic.cast(self.device, h, BOOL, out)
+    # (masks are small beside what they select; comparisons, where's condition and casts
+    # read and write the bytes themselves).
+    def _moved(self, kernel, x, *args):
+        """kernel(device, x, *args), a bool x moved as int32."""
+        dev = self.device
+        if x.dtype != BOOL:
+            return kernel(dev, x, *args)
+        return logic.cast(dev, kernel(dev, logic.cast(dev, x, INT32), *args), BOOL)
 
     def permute(self, x, axes):
-        if x.dtype == BOOL:
-            return self._bytes(strided.permute(self.device, self._words(x), axes))
-        return strided.permute(self.device, x, axes)
+        return self._moved(strided.permute, x, axes)
 
     def strided(self, x, shape, strides, offset):
-        if x.dtype == BOOL:
-            return self._bytes(strided.strided(self.device, self._words(x), shape, strides,
-                                               offset))
-        return strided.strided(self.device, x, shape, strides, offset)
+        return self._moved(strided.strided, x, shape, strides, offset)
 
     def strided_backward(self, g, size, strides, offset, out=None):
-        if g.dtype == BOOL:
-            words = strided.strided_backward(self.device, self._words(g), size, strides,
-                                             offset, None if out is None else self._words(out))
-            return self._bytes(words, out)
-        return strided.strided_backward(self.device, g, size, strides, offset, out)
+        dev = self.device
+        if g.dtype != BOOL:
+            return strided.strided_backward(dev, g, size, strides, offset, out)
+        words = strided.strided_backward(dev, logic.cast(dev, g, INT32), size, strides, offset,
+                                         None if out is None else logic.cast(dev, out, INT32))
+        return logic.cast(dev, words, BOOL, out)
 
     def matmul(self, a, b, trans_a=False, trans_b=False, out=None, epilogue=PLAIN, low=None,
                result=None):
@@ -192,9 +189,7 @@ class GpuBackend(Backend):
         return layernorm.layer_norm_backward(self.device, x, gamma, mean, rstd, g, out)
 
     def embedding(self, table, idx):
-        if table.dtype == BOOL:
-            return self._bytes(embedding.embedding(self.device, self._words(table), idx))
-        return embedding.embedding(self.device, table, idx)
+        return self._moved(embedding.embedding, table, idx)
 
     def embedding_backward(self, idx, g, num_rows, out=None):
         return embedding.embedding_backward(self.device, idx, g, num_rows, out)
@@ -209,8 +204,10 @@ class GpuBackend(Backend):
         return logic.int_reduce(self.device, op, x, outer, n, inner)
 
     def where(self, cond, a, b):
-        if a.dtype == BOOL:
-            return self._bytes(logic.where(self.device, cond, self._words(a), self._words(b)))
+        if a.dtype == BOOL:             # (bool values: where's selections of words)
+            dev = self.device
+            words = logic.where(dev, cond, logic.cast(dev, a, INT32), logic.cast(dev, b, INT32))
+            return logic.cast(dev, words, BOOL)
         return logic.where(self.device, cond, a, b)
 
     def cast(self, x, dtype, out=None):
@@ -260,9 +257,7 @@ class GpuBackend(Backend):
                                                    causal, scale)
 
     def gather(self, x, idx, skip):
-        if x.dtype == BOOL:
-            return self._bytes(gather.gather(self.device, self._words(x), idx, skip))
-        return gather.gather(self.device, x, idx, skip)
+        return self._moved(gather.gather, x, idx, skip)
 
     def gather_backward(self, idx, g, cols, skip):
         return gather.gather_backward(self.device, idx, g, cols, skip)

@@ -404,7 +404,6 @@ INT32_RANGE = st.integers(-2 ** 31, 2 ** 31 - 1)
 
 
 def _bools(data, shape, label: str) -> np.ndarray:
-    from hypothesis.extra import numpy as hnp
     return np.asarray(data.draw(hnp.arrays(np.bool_, shape), label=label), np.bool_)
 
 
