@@ -142,6 +142,8 @@ def bench_unary(args, torch) -> list:
     their_out = torch.empty(n) if torch else None      # (both write into storage of their own)
     rows = []
     for op, a, kind, theirs in unary_cases(torch):
+        if args.unary and op not in args.unary:
+            continue
         x = inputs[kind]
         mine = (lambda o=op, x=x, a=a: be.unary(o, x, a, out=out))
         peer = (lambda f=theirs, t=tensors.get(kind): f(t, out=their_out)) if torch else None
@@ -458,7 +460,14 @@ def main(argv=None) -> int:
                         help="time both sides in alternation (default), or one alone "
                              "(bench/apart.py runs each in processes of its own)")
     parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
+    parser.add_argument("--unary", default="", help="the unary section's ops (e.g. "
+                        "'erf,log1p'); every public unary op when empty")
     args = parser.parse_args(argv)
+    args.unary = [op for op in args.unary.split(",") if op]
+    unknown = set(args.unary) - {op for op, *_ in unary_cases(None)}
+    if unknown:
+        parser.error(f"--unary: {', '.join(sorted(unknown))} is no public unary op of the "
+                     "section")
     args.attention = [int(n) for n in args.attention.split(",") if n]
     timing.SIDE = args.side
 

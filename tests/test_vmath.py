@@ -299,6 +299,11 @@ def _float32_shortcut_inputs(name):
                         _float32_range(103.8, 104.2, 7), _float32_range(708.3, 709.6),
                         _float32_range(744.9, 745.5)]}
     runs["silu"] = runs["sigmoid"] + [_float32_range(107.0, 110.0, 7)]
+    runs["rsqrt"] = [_float32_range(0.999, 1.001), _float32_range(3.999, 4.001),
+                     _float32_range(3e38, 3.4028235e38, 97)]
+    # the sixths: where x + 3 is clamped or tiny (x near 3 and -3: the inputs' negations
+    # are added below)
+    runs["hardsigmoid"] = runs["hardswish"] = [_float32_range(2.999, 3.001)]
     runs["softplus"] = runs["sigmoid"] + [_float32_range(19.9, 20.1)]
     # gelu: where z**2 = x**2 / 2 passes 709 (x = 37.66) and vphi's cap (z = 30)
     runs["gelu"] = [_float32_range(5.0, 6.0, 7), _float32_range(37.5, 37.8),
@@ -319,7 +324,11 @@ def _assert_same_bits(x, got, want):
     assert np.isnan(want[np.isnan(x)]).all()
 
 
-@pytest.mark.parametrize("name", ["tanh", "exp", "exp2", "sigmoid", "silu", "gelu"])
+SHORTCUTS = ["tanh", "exp", "exp2", "sigmoid", "silu", "gelu", "rsqrt", "hardsigmoid",
+             "hardswish"]
+
+
+@pytest.mark.parametrize("name", SHORTCUTS)
 def test_float32_shortcuts_give_the_general_kernels_bits(name):
     # the float32 path (FORWARD_F32's rule) against the general kernel
     code = UNARY[name].code
@@ -330,6 +339,22 @@ def test_float32_shortcuts_give_the_general_kernels_bits(name):
         unary.KERNELS[code](x, want, 0.0, 0.0)
         got = unary.unary(name, x)
     _assert_same_bits(x, got, want)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("name", ["rsqrt", "hardsigmoid", "hardswish"])
+def test_float32_shortcuts_give_the_general_kernels_bits_for_every_float32(name):
+    # every one of the 2**32 bit patterns, 2**24 at a time
+    code = UNARY[name].code
+    want = np.empty(1 << 24, np.float32)
+    got = np.empty_like(want)
+    for start in range(0, 1 << 32, 1 << 24):
+        x = np.arange(start, start + (1 << 24), dtype=np.uint32).view(np.float32)
+        with np.errstate(all="ignore"):
+            unary.KERNELS[code](x, want, 0.0, 0.0)
+            unary.F32_KERNELS[code](x, got)
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(want) & np.isnan(got))
+        assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
 
 
 @pytest.mark.parametrize("name", ["gelu", "silu", "softplus"])

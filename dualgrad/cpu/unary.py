@@ -518,6 +518,40 @@ def _hardswish(x, a, b):
     return x * (_clamp(x + 3.0, 0.0, 6.0) / 6.0)      # (x itself from x = 3 on)
 
 
+# Float32 shortcuts past float64's divider and square root, which bound these kernels (2.4
+# and 3.2 times as fast); the same float32 results for every float32 x
+# (tests/test_vmath.py's exhaustive check).
+_SIXTH = 1.0 / 6.0
+
+
+@float32_rule("rsqrt")
+def _rsqrt_f32(x):
+    """float32's 1 / sqrt(x) (within 2**-23), then two Newton steps in float64 (2**-46,
+    then float64's rounding); at +-0 and inf (0 * inf in a step) the seed itself: +-inf, 0."""
+    y = np.float64(np.float32(1.0) / np.sqrt(np.float32(x)))
+    y1 = y + 0.5 * y * (1.0 - x * y * y)
+    y2 = y1 + 0.5 * y1 * (1.0 - x * y1 * y1)
+    return y2 if y2 == y2 else y
+
+
+@scalar
+def _sixth_of(p):
+    """p / 6 for 0 <= p <= 6, correctly rounded, without a division: the product by
+    RN(1/6), corrected by its exact residual (Markstein's)."""
+    q = p * _SIXTH
+    return q + _SIXTH * (p - 6.0 * q)
+
+
+@float32_rule("hardsigmoid")
+def _hardsigmoid_f32(x):
+    return _sixth_of(_clamp(x + 3.0, 0.0, 6.0))
+
+
+@float32_rule("hardswish")
+def _hardswish_f32(x):
+    return x * _sixth_of(_clamp(x + 3.0, 0.0, 6.0))
+
+
 @forward_rule("softsign")
 def _softsign(x, a, b):
     return x / (1.0 + abs(x))
