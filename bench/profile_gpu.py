@@ -10,6 +10,7 @@ MLP steps the benchmarks time.
     python3 bench/profile_gpu.py --case mlp --mlp 4096:1024  # the MLP 784-H-H-10's Adam step
     python3 bench/profile_gpu.py --case mlp --by-spec     # a row per specialization
     python3 bench/profile_gpu.py --case cumsum --by-spec  # one line's cumsum, each dispatch
+    python3 bench/profile_gpu.py --case intmax --by-spec  # one line's int32 max, each dispatch
 
 Each batch of commands is waited for before the next is recorded, so the figures are the
 kernels' own time, not the step's (which ``bench_gpu.py`` measures against PyTorch). The
@@ -63,17 +64,27 @@ def cumsum_call(elements: int):
     return lambda: dg.cumsum(x, 0)
 
 
+def int_max_call(elements: int):
+    """The maximum of one line of ``elements`` int32 values (bench_gpu.py's select section:
+    the backend's call), its input on the device."""
+    be = device.active()
+    values = np.random.default_rng(7).integers(-1000, 1000, elements).astype(np.int32)
+    x = be.upload(values, persistent=True)
+    return lambda: be.int_reduce("int_max", x, 1, elements, 1)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention", "mlp", "cumsum"),
+    p.add_argument("--case", choices=("gpt", "cnn", "conv", "attention", "mlp", "cumsum",
+                                           "intmax"),
                    default="gpt")
     p.add_argument("--gpt", default="32,128,256,4,8", help="batch,context,dim,layers,heads")
     p.add_argument("--cnn", type=int, default=128, help="the CNN's batch")
     p.add_argument("--conv", default="64:56", help="channels:size of the conv case")
     p.add_argument("--mlp", default="4096:1024", help="hidden:batch of the mlp case")
     p.add_argument("--length", type=int, default=4096, help="the attention case's T")
-    p.add_argument("--elements", type=int, default=1 << 24, help="the cumsum case's line")
+    p.add_argument("--elements", type=int, default=1 << 24, help="the cumsum and intmax cases' line")
     p.add_argument("--autocast", default=None, help="bfloat16 or float16: the step under it")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--by-spec", action="store_true",
@@ -97,6 +108,8 @@ def main(argv=None) -> None:
         step, what = ours_attention(dg, args.length), attention_name(args.length)
     elif args.case == "cumsum":
         step, what = cumsum_call(args.elements), f"cumsum of one line of {args.elements}"
+    elif args.case == "intmax":
+        step, what = int_max_call(args.elements), f"int32 max of one line of {args.elements}"
     else:
         step, what = ours_cnn_step(dg, args.cnn), f"CNN step, batch {args.cnn}"
         if args.autocast:
