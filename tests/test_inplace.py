@@ -178,3 +178,152 @@ def test_inplace_writes_replay_in_a_captured_step(device):
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-6)
     if device == "gpu":                       # (the cpu backend runs each step again)
         assert captured.replayable and captured.replays >= 2, captured.reason
+
+
+# -- t[key] = value -----------------------------------------------------------------------
+
+M = (np.arange(24).reshape(2, 3, 4) % 7).astype(np.float32)
+
+
+def _numpy_set(key, value):
+    want = M.copy()
+    want[key] = value
+    return want
+
+
+@pytest.mark.parametrize("key, value", [
+    ((0,), 5.0),                                            # an int: a whole block
+    ((slice(None), 1), np.arange(8, dtype=np.float32).reshape(2, 4)),
+    ((Ellipsis, slice(1, None, 2)), -1.0),                  # ... and a step
+    ((slice(None, None, -1), 0, slice(3, 0, -2)), np.array([1.0, 2.0], np.float32)),
+    ((None, 1, 2), np.array([[9.0]], np.float32)),          # None adds an axis of 1
+    ((np.array([1, 0, 1]), np.array([0, 2, 1])), np.arange(12, dtype=np.float32)
+     .reshape(3, 4)),                                       # index arrays
+    ((slice(None), [2, 0]), 3.0),                           # a list beside a slice
+    ((M > 3,), 0.0),                                        # a mask with a number
+    ((np.array([True, False]),), np.arange(12, dtype=np.float32).reshape(3, 4)),
+    ((np.array([[True, False, True], [False, False, True]]),),
+     np.array([1.0, 2.0, 3.0], np.float32)[:, None]),       # a mask with values
+])
+def test_setitem_writes_the_selection_as_numpy_and_pytorch(device, key, value):
+    t = dg.ag_tensor(M)
+    view = t.detach()                                       # (the same storage)
+    t[key] = value
+    np.testing.assert_array_equal(t.numpy(), _numpy_set(key, value))
+    np.testing.assert_array_equal(view.numpy(), _numpy_set(key, value))
+
+
+def test_setitem_takes_tensors_as_keys_and_values(device):
+    t = dg.ag_tensor(M)
+    t[t > 3] = dg.tensor(-2.0)                              # a bool tensor, a 0-d value
+    t[dg.tensor([1]), 0] = dg.ones(4) * 7
+    want = np.where(M > 3, -2, M).astype(np.float32)
+    want[1, 0] = 7
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_setitem_places_broadcast_axes_as_pytorch(device):
+    # PyTorch takes the int first, so the index array's axis stays where it stands:
+    # t[:, [0, 2], :, 1] has shape (2, 2, 4); NumPy would put it first (the int counted as
+    # a second, separated, index array), the same shape with the first two axes swapped
+    t = dg.ag_tensor(np.zeros((2, 3, 4, 5), np.float32))
+    value = np.arange(16, dtype=np.float32).reshape(2, 2, 4)
+    t[:, [0, 2], :, 1] = value
+    want = np.zeros((2, 3, 4, 5), np.float32)
+    for a in range(2):
+        for j, row in enumerate([0, 2]):
+            want[a, row, :, 1] = value[a, j]
+    np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_setitem_repeated_positions_take_the_last_value(device):
+    t = dg.ag_tensor(np.zeros(5, np.float32))
+    t[np.array([1, 3, 1, 1])] = np.array([7.0, 8.0, 9.0, 4.0], np.float32)
+    np.testing.assert_array_equal(t.numpy(), [0, 4, 0, 8, 0])
+
+
+def test_setitem_converts_values_to_the_tensors_dtype(device):
+    i = dg.tensor([0, 0, 0, 0])
+    i[1] = 2.7                                              # truncated, as PyTorch
+    i[2:] = np.array([1.9, -1.9])
+    i[np.array([True, False, False, False])] = -3.9           # (a mask with a number)
+    assert i.dtype == np.int32
+    np.testing.assert_array_equal(i.numpy(), [-3, 2, 1, -1])
+    with pytest.raises(dg.InvalidValueError, match=r"^setitem: argument 'value' is nan"):
+        i[0] = float("nan")
+    np.testing.assert_array_equal(i.numpy(), [-3, 2, 1, -1])
+    b = dg.zeros(2, 3, dtype="bool")
+    b[:, 1] = True
+    b[np.array([0]), np.array([2])] = 1
+    np.testing.assert_array_equal(b.numpy(), [[False, True, True], [False, True, False]])
+    h = dg.ag_tensor(np.zeros((2, 3), np.float32), dtype="bfloat16")
+    h[0] = 1.5
+    h[h > 1] = 3.0
+    h[np.array([1]), np.array([2])] = -0.25
+    assert h.dtype == "bfloat16"
+    np.testing.assert_array_equal(h.to("float32").numpy(), [[3, 3, 3], [0, 0, -0.25]])
+    z = dg.tensor(3.0)
+    z[()] = 5.0
+    z[...] = z * 2
+    assert float(z) == 10.0
+
+
+def test_setitem_reads_the_value_before_writing(device):
+    t = dg.ag_tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    t[1:] = t[:-1] * 10                                     # (overlapping parts)
+    t[:, np.array([2, 0])] = t[:, np.array([0, 2])]
+    np.testing.assert_array_equal(t.numpy(), [[2, 1, 0], [20, 10, 0]])
+
+
+@pytest.mark.parametrize("key, value, error, pattern", [
+    ((5,), 1.0, dg.IndexOutOfRange, r"^setitem: index 5 is out of range for axis 0"),
+    ((np.array([0, 7]),), 1.0, dg.IndexOutOfRange, r"^setitem: index 7 is out of range"),
+    ((0,), np.ones(4, np.float32), dg.ShapeError,
+     r"^setitem: argument 'value' has shape \(4,\); expected a shape that broadcasts to "
+     r"the selection's \(3,\)"),
+    ((np.array([True, False, True]),), 1.0, dg.IndexShapeError, r"^setitem: argument 'mask'"),
+    (("a",), 1.0, dg.ArgumentTypeError, r"^setitem: argument 'key' has type str"),
+    ((0,), "x", dg.ArgumentTypeError, r"^setitem: argument 'value' has type str"),
+])
+def test_a_failing_setitem_changes_nothing(device, key, value, error, pattern):
+    t = dg.ag_tensor(A)
+    with pytest.raises(error, match=pattern):
+        t[key] = value
+    np.testing.assert_array_equal(t.numpy(), A)
+
+
+def test_setitem_inside_a_tape_is_refused(device):
+    w = dg.ag_param(A)
+    with dg.with_grad_tape():
+        with pytest.raises(dg.CallOrderError, match=r"^setitem: in-place ops run outside"):
+            w[0] = 1.0
+    np.testing.assert_array_equal(w.numpy(), A)
+
+
+def test_a_parameter_written_by_setitem_stays_resident_and_trains(device):
+    w = dg.ag_param(np.ones(4, np.float32))
+    opt = dg.optim.SGD([w], lr=0.5)
+    w[1:3] = 0.0                                            # (a mask of frozen weights, say)
+    w[np.array([3])] = 2.0
+    with dg.with_grad_tape():
+        dg.sum(w * 2.0).backward()
+    opt.step()
+    np.testing.assert_array_equal(w.numpy(), [0, -1, -1, 1])
+
+
+def test_setitem_replays_in_a_captured_step(device):
+    w = dg.ag_param(np.ones(4, np.float32))
+    opt = dg.optim.SGD([w], lr=0.25)
+
+    def step(x):
+        with dg.with_grad_tape():
+            dg.sum(dg.ag_tensor(x) * w).backward()
+        opt.step()
+        opt.zero_grad()
+        w[0] = 1.0                                          # (a weight held fixed)
+    captured = dg.capture_step(step)
+    for _ in range(4):
+        captured(np.full(4, 2.0, np.float32))
+    np.testing.assert_array_equal(w.numpy(), [1.0, -1.0, -1.0, -1.0])
+    if device == "gpu":
+        assert captured.replayable and captured.replays >= 2, captured.reason

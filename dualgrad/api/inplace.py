@@ -10,7 +10,8 @@ They run outside ``with_grad_tape()`` only: the tape keeps the values its backwa
 reads, not copies, and has no version counters to notice one written under it (PyTorch
 raises at backward; here the write is refused up front). Outside a tape nothing is
 recorded, so a parameter may be written there (PyTorch asks for ``no_grad()`` for that).
-Slices (``t[0]``) are copies in dualgrad, so writing into one leaves ``t`` as it was.
+Slices (``t[0]``) are copies in dualgrad, so writing into one leaves ``t`` as it was;
+``t[key] = value`` writes into t itself, as PyTorch's.
 ``t.data`` is PyTorch's too: the storage as a tensor without history, whose in-place
 methods write into t; ``t.data = value`` writes value in (of t's shape).
 """
@@ -18,13 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, CallOrderError, ShapeError, bad_type
+from ..errors import (ArgumentTypeError, CallOrderError, DualgradError, ShapeError,
+                      bad_type, bad_value)
 from . import checks, device, init, ops, tape
-from .indexing import broadcast_to
+from .indexing import (_basic, _expand_ellipsis, broadcast_to, concat, getitem,
+                       index_select)
 from .logic import masked_fill, to
 from .pointwise import addcmul, addcdiv
 from .residency import handle
-from .tensor import Tensor, is_float
+from .tensor import Tensor, ag_tensor, is_float
 
 
 def _writable(fn: str, t: Tensor) -> None:
@@ -120,6 +123,126 @@ def _set_data(self, value):
     _copy_(self, value)
 
 
+def _setitem(self, key, value) -> None:
+    """``t[key] = value``, as PyTorch's: value (a number, an array or a tensor, converted
+    to t's dtype) broadcast to the shape ``t[key]`` has, written into t's storage there.
+    Ints, slices, None and ``...`` write the strided part in place (one kernel over the
+    part); a boolean mask with a number is ``masked_fill``; integer index arrays, and a
+    mask with values, read the selected positions back to the host (PyTorch waits for a
+    mask's count too) and write the whole tensor once. Where an index array repeats a
+    position, its last value is the one written (PyTorch leaves which one unspecified)."""
+    _writable("setitem", self)
+    try:
+        _set(self, key, value)
+    except DualgradError as e:          # (the key is read by getitem's code: name ours)
+        if not str(e).startswith("getitem:"):
+            raise
+        raise type(e)("setitem:" + str(e)[len("getitem:"):]) from None
+
+
+def _set(self, key, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or checks.is_number(value):
+        value = _number("setitem", value, self.dtype)
+    else:
+        if not isinstance(value, Tensor):
+            value = ops._tensor("setitem", "value", value,
+                                self if is_float(self.dtype) else None, any_dtype=True,
+                                low_precision=True)
+        if value.dtype != self.dtype:
+            value = to(value, self.dtype)
+    parts = key if isinstance(key, tuple) else (key,)
+    if _basic_key(parts) and self.dtype in _STRIDED_DTYPES:
+        return _write_strided(self, parts, value)
+    if len(parts) == 1 and _is_mask(parts[0]) and not isinstance(value, Tensor):
+        mask = parts[0] if isinstance(parts[0], Tensor) else \
+            ag_tensor(np.asarray(parts[0]), dtype="bool")
+        if mask.ndim and mask.shape == self.shape[:mask.ndim]:
+            mask = ops.reshape(mask, mask.shape + (1,) * (self.ndim - mask.ndim))
+            write("setitem", self, masked_fill(self, mask, value))
+            return None
+    return _write_positions(self, key, value)
+
+
+_STRIDED_DTYPES = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
+                   np.dtype(np.bool_)}
+
+
+_FILLED_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)}
+
+
+def _basic_key(parts: tuple) -> bool:
+    return all(k is None or k is Ellipsis or isinstance(k, slice) or
+               (checks.is_number(k) and not isinstance(k, (bool, np.bool_, float)))
+               for k in parts)
+
+
+def _is_mask(k) -> bool:
+    kind = k.dtype.kind if isinstance(k, (Tensor, np.ndarray)) else None
+    return kind == "b"
+
+
+def _number(fn: str, value, dtype):
+    """A number as a ``dtype`` tensor holds it, converted as PyTorch converts: truncated
+    toward 0 into int32, nonzero is True."""
+    try:
+        return bool(value) if dtype == np.bool_ else \
+            (int(value) if dtype == np.int32 else float(value))
+    except (ValueError, OverflowError):
+        raise bad_value(fn, "value", value, f"a number an {dtype} tensor can hold "
+                                            "(finite)") from None
+
+
+def _as_values(fn: str, value, dtype, shape) -> Tensor:
+    """value as a tensor of ``dtype`` broadcast to ``shape``; a number filled on the device
+    (nothing uploaded: a captured step replays the write), converted as PyTorch's are."""
+    if not isinstance(value, Tensor):
+        if dtype in _FILLED_DTYPES:
+            return ops._constant(tuple(shape), value, dtype)
+        value = ag_tensor(np.asarray(value), dtype=str(dtype))      # (16-bit, float64)
+    if value.shape != tuple(shape):
+        try:
+            target = np.broadcast_shapes(value.shape, tuple(shape))
+        except ValueError:
+            target = None
+        if target != tuple(shape):
+            raise ShapeError(f"{fn}: argument 'value' has shape {value.shape}; expected a "
+                             f"shape that broadcasts to the selection's {tuple(shape)}")
+        value = broadcast_to(value, tuple(shape))
+    return value
+
+
+def _write_strided(t: Tensor, parts: tuple, value) -> None:
+    """The strided part of t that ``parts`` selects, written in place."""
+    shape, strides, offset, _ = _basic(t, _expand_ellipsis(parts, t.ndim))
+    values = _as_values("setitem", value, t.dtype, shape)
+    if not values.size:
+        return
+    backend = device.active()
+    backend.strided_backward(handle(backend, values), t.size, tuple(strides), offset,
+                             out=handle(backend, t))
+    t.written()
+
+
+def _write_positions(t: Tensor, key, value) -> None:
+    """t[key] = value by the positions t[key] selects: a tensor of positions indexed as t
+    would be, read back; the last value a position is given wins; then t rebuilt whole by
+    one index_select over t's elements followed by the values."""
+    flat_positions = ag_tensor(np.arange(t.size, dtype=np.int32).reshape(t.shape),
+                               dtype="int32")
+    selected = getitem(flat_positions, key)
+    positions = selected.numpy().reshape(-1).astype(np.int64)
+    values = _as_values("setitem", value, t.dtype, selected.shape)
+    if not positions.size:
+        return
+    values = ops.reshape(values, (positions.size,))
+    # the last occurrence of each position: the first in the reversed order
+    unique, first = np.unique(positions[::-1], return_index=True)
+    source = np.arange(t.size, dtype=np.int64)
+    source[unique] = t.size + (positions.size - 1 - first)
+    everything = concat([ops.reshape(t.detach(), (t.size,)), values])
+    write("setitem", t, ops.reshape(index_select(everything, 0, source), t.shape))
+
+
 def _random(name: str, draw):
     def method(self, *args, **kwargs):
         _writable(name, self)
@@ -166,3 +289,4 @@ def install() -> None:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, method)
     Tensor.data = property(_get_data, _set_data, doc=_get_data.__doc__)
+    Tensor.__setitem__ = _setitem
