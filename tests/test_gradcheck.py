@@ -260,7 +260,7 @@ def np_mean(x, axis=None, keepdims=False):
 
 
 REDUCE = {"sum": (dg.sum, np.sum, uni), "mean": (dg.mean, np_mean, uni),
-          "max": (dg.max, np.max, distinct)}
+          "max": (dg.amax, np.max, distinct)}
 for _op, (_fn, _ref, _mk) in REDUCE.items():
     for _axis in (None, 0, 1, -1, (0, 2), (-1, -3), (2, 0), ()):
         for _keep in (False, True):
@@ -402,7 +402,9 @@ OPERATORS = [
     (".sum_axis", lambda a: a.sum(1, keepdims=True), lambda a: a.sum(1, keepdims=True),
      uni((3, 4))),
     (".mean", lambda a: a.mean(axis=(0, 1)), lambda a: a.mean(axis=(0, 1)), uni((2, 3, 4))),
-    (".max", lambda a: a.max(-1), lambda a: a.max(-1), distinct((3, 4))),
+    (".max", lambda a: a.max(-1).values, lambda a: a.max(-1), distinct((3, 4))),
+    (".min_keepdim", lambda a: a.min(0, keepdim=True).values,
+     lambda a: a.min(0, keepdims=True), distinct((3, 4))),
     (".reshape", lambda a: a.reshape(4, 3), lambda a: a.reshape(4, 3), uni((3, 4))),
     (".reshape_tuple", lambda a: a.reshape((2, -1)), lambda a: a.reshape(2, -1), uni((3, 4))),
     # The same tensor reaching the loss along several paths: gradients must add up.

@@ -351,14 +351,19 @@ def test_sums_of_integers_and_bools_are_exact_int32(device, dim, keepdim):
 def test_maxima_and_minima_of_integers_and_bools_keep_their_dtype(device, op, dim):
     rng = np.random.default_rng(5)
     a = rng.integers(-2 ** 31, 2 ** 31, (3, 300, 5)).astype(np.int32)
-    fn, ref = {"max": (dg.max, np.max), "min": (dg.min, np.min)}[op]
+    fn, ref, arg = {"max": (dg.max, np.max, np.argmax), "min": (dg.min, np.min, np.argmin)}[op]
     for x, want in ((t(a, dtype="int32"), a), (t(a, dtype="int32") > 0, a > 0)):
         got = fn(x, dim)
+        if isinstance(dim, int):                  # (values, indices), as torch.max(x, dim)
+            got, indices = got
+            np.testing.assert_array_equal(indices.numpy(), arg(want, axis=dim))
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.numpy(), ref(want, axis=dim))
     assert getattr(t(a, dtype="int32"), "a" + op)(1, keepdim=True).shape == (3, 1, 5)
-    with pytest.raises(dg.ShapeError, match=f"{op}: argument 'x' has shape"):
+    with pytest.raises(dg.ShapeError, match=f"{op}: argument 'input' has shape"):
         fn(t(np.zeros((2, 0)), dtype="int32"), 1)
+    with pytest.raises(dg.ShapeError, match=f"{op}: argument 'x' has shape"):
+        getattr(dg, "a" + op)(t(np.zeros((2, 0)), dtype="int32"), 1)
 
 
 def test_counting_matches_as_pytorch(device):

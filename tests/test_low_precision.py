@@ -113,7 +113,7 @@ OPS = {
     "remainder": lambda x, m, img, w, q: x % 0.3,
     "hardtanh": lambda x, m, img, w, q: dg.hardtanh(x),
     "sum": lambda x, m, img, w, q: x.sum(), "mean": lambda x, m, img, w, q: x.mean(1),
-    "max": lambda x, m, img, w, q: x.max(), "min": lambda x, m, img, w, q: dg.min(x, 2),
+    "max": lambda x, m, img, w, q: x.max(), "min": lambda x, m, img, w, q: dg.min(x, 2).values,
     "var": lambda x, m, img, w, q: dg.var(x), "std": lambda x, m, img, w, q: dg.std(x, 1),
     "logsumexp": lambda x, m, img, w, q: dg.logsumexp(x, 1),
     "norm": lambda x, m, img, w, q: dg.norm(x), "cumsum": lambda x, m, img, w, q: dg.cumsum(x, 1),

@@ -17,7 +17,7 @@ X = np.random.default_rng(11).standard_normal((2, 3, 4)).astype(np.float32)
     (lambda t: t.softmax(-1), lambda t: dg.softmax(t, dim=-1)),
     (lambda t: t.clamp(min=0.1), lambda t: dg.clamp(t, 0.1)),
     (lambda t: t.where(t > 0, 0.5), lambda t: dg.where(t > 0, t, 0.5)),
-    (lambda t: t.amax(1, keepdim=True), lambda t: dg.max(t, 1, True)),
+    (lambda t: t.amax(1, keepdim=True), lambda t: dg.amax(t, 1, True)),
     (lambda t: t.transpose(0, 2), lambda t: dg.transpose(t, (2, 1, 0))),
     (lambda t: t.permute(2, 0, 1), lambda t: dg.transpose(t, (2, 0, 1))),
     (lambda t: t.permute((1, 2, 0)), lambda t: dg.transpose(t, (1, 2, 0))),

@@ -18,7 +18,7 @@ def np_lse(x, axis=None, keepdims=False):
 
 
 CASES = {
-    "min": (lambda t: dg.min(t, 1), lambda x: np.min(x, 1)),
+    "min": (lambda t: dg.min(t, 1).values, lambda x: np.min(x, 1)),
     "min-all": (lambda t: t.min(), lambda x: np.min(x)),
     "min-keep": (lambda t: dg.min(t, dim=(0, 2), keepdim=True),
                  lambda x: np.min(x, (0, 2), keepdims=True)),
@@ -202,7 +202,8 @@ def test_variance_of_one_element_is_nan(device):
 
 @pytest.mark.parametrize("call, error, pattern", [
     (lambda t: dg.var(t, correction=-1), dg.InvalidValueError, r"^var: argument 'correction'"),
-    (lambda t: dg.min(t, 3), dg.InvalidValueError, r"^min: argument 'axis'"),
+    (lambda t: dg.min(t, 3), dg.AxisOutOfRange, r"^min: argument 'dim' is 3"),
+    (lambda t: dg.amin(t, 3), dg.InvalidValueError, r"^min: argument 'axis'"),
     (lambda t: dg.min(t[:, :0]), dg.ShapeError, r"^min: argument 'x'"),
     (lambda t: dg.norm(t, "fro"), dg.ArgumentTypeError, r"^norm: argument 'p'"),
     (lambda t: dg.norm(t, -2), dg.InvalidValueError, r"^norm: argument 'p'"),
@@ -256,3 +257,58 @@ def test_cumsum_of_more_lines_than_the_counters_take_at_once(gpu, monkeypatch):
     for got, v in ((y.numpy(), x), (t.grad.numpy()[:, ::-1], w[:, ::-1])):
         want = np.cumsum(v.astype(np.float64), 1)
         assert np.all(np.abs(got - want) <= 1e-6 * np.cumsum(np.abs(v), 1))
+
+
+# -- max and min along one dim: (values, indices), as torch.max(input, dim) -----------------
+
+def test_max_along_a_dim_gives_values_and_indices_as_pytorch(device):
+    a = np.array([[1.0, 5.0, 5.0, -2.0], [np.nan, 0.0, 3.0, np.nan], [2.0, 2.0, 1.0, 0.0]],
+                 np.float32)
+    t = dg.ag_tensor(a, requires_grad=True)
+    with dg.with_grad_tape():
+        values, indices = t.max(1)                    # the first maximum; a NaN counts as one
+        dg.sum(values * dg.ag_tensor([1.0, 2.0, 3.0])).backward()
+    np.testing.assert_array_equal(values.numpy(), [5.0, np.nan, 2.0])
+    np.testing.assert_array_equal(indices.numpy(), [1, 0, 0])
+    assert indices.dtype == np.int32
+    # the gradient goes to the element the index names (torch.max's), not shared at ties
+    np.testing.assert_array_equal(t.grad.numpy(), [[0, 1, 0, 0], [2, 0, 0, 0], [3, 0, 0, 0]])
+    low = dg.min(t, dim=-2, keepdim=True)
+    assert type(low).__name__ == "min" and low.values.shape == (1, 4)
+    np.testing.assert_array_equal(low.indices.numpy(), [[1, 1, 2, 1]])
+    np.testing.assert_array_equal(low.values.numpy(), [[np.nan, 0.0, 1.0, np.nan]])
+
+
+def test_max_without_dim_or_along_axis_gives_the_values_alone(device):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dg.ag_tensor(a)
+    assert dg.max(t).item() == 11.0 and t.min().item() == 0.0
+    np.testing.assert_array_equal(np.max(t, axis=1).numpy(), [3, 7, 11])   # NumPy's spelling
+    np.testing.assert_array_equal(dg.max(t, axis=0).numpy(), a[2])
+    np.testing.assert_array_equal(dg.min(t, (0, 1)).numpy(), 0.0)           # a tuple: amin
+    np.testing.assert_array_equal(dg.amax(t, 1).numpy(), [3, 7, 11])
+    np.testing.assert_array_equal(dg.max(t, dg.full((3, 4), 5.0)).numpy(), np.maximum(a, 5))
+    np.testing.assert_array_equal(dg.min(t, dg.full((3, 4), 5.0)).numpy(), np.minimum(a, 5))
+
+
+def test_max_along_a_dim_of_integers_bools_and_scalars(device):
+    v, i = dg.max(dg.tensor([[3, -7, 3], [0, 9, 9]]), 1)
+    assert v.dtype == np.int32
+    np.testing.assert_array_equal(v.numpy(), [3, 9])
+    np.testing.assert_array_equal(i.numpy(), [0, 1])
+    v, i = dg.tensor([False, True, True]).max(0)
+    assert v.dtype == np.bool_ and v.item() is True and i.item() == 1
+    v, i = dg.max(dg.tensor(2.5), 0)                 # a 0-d tensor: itself, index 0
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == i.shape == ()
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: dg.max(t, 2), dg.AxisOutOfRange, r"^max: argument 'dim' is 2"),
+    (lambda t: dg.max(t, 1.5), dg.ArgumentTypeError, r"^max: argument 'dim' has type float"),
+    (lambda t: dg.max(t, 1, "no"), dg.ArgumentTypeError, r"^max: argument 'keepdim'"),
+    (lambda t: dg.max(t, 1, axis=1), dg.ArgumentTypeError, r"^max: got both 'axis' and"),
+    (lambda t: dg.min(t[:, :0], 1), dg.ShapeError, r"^min: argument 'input' has shape \(3, 0\)"),
+])
+def test_max_along_a_dim_names_bad_arguments(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(dg.ag_tensor(np.ones((3, 4), np.float32)))

@@ -169,10 +169,6 @@ def install(namespace: dict) -> None:
              "dim": lambda self: self.ndim,
              "contiguous": lambda self: self,
              "tolist": lambda self: self.numpy().tolist(),
-             "amax": lambda self, dim=None, keepdim=False: namespace["max"](
-                 self, dim=dim, keepdim=keepdim),
-             "amin": lambda self, dim=None, keepdim=False: namespace["min"](
-                 self, dim=dim, keepdim=keepdim),
              "view_as": lambda self, other: self.reshape(_shape_of("view_as", other)),
              "reshape_as": lambda self, other: self.reshape(_shape_of("reshape_as", other)),
              "expand_as": lambda self, other: namespace["expand"](

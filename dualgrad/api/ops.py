@@ -605,10 +605,11 @@ def mean(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
 
 
 @computes_in_float32
-def max(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
-    """Maximum over ``axis`` (None: all axes), as ``torch.amax`` (values only, no indices):
-    NaN propagates, and tied maxima share the gradient evenly. ``dim`` and ``keepdim`` are
-    accepted as PyTorch spells them. Of an int32 (bool) tensor, an int32 (bool) one."""
+def amax(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
+    """Maximum over ``axis`` (None: all axes; an int or a tuple), as ``torch.amax``: the
+    values alone; NaN propagates, and tied maxima share the gradient evenly. ``dim`` and
+    ``keepdim`` are accepted as PyTorch spells them. Of an int32 (bool) tensor, an int32
+    (bool) one."""
     axis, keepdims = _dim_or_axis("max", axis, dim, keepdims, keepdim)
     if _non_float(x):
         return _integer_reduce("max", x, axis, keepdims)
@@ -1223,11 +1224,12 @@ def dropout(x, p: float, seed: int, step: int) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # Tensor operators and methods
 
-def _reduction_method(op):
+def _reduction_method(op, dim_first: bool = False):
     """``Tensor.<op>``: the reduction as a method, also reached by ``np.sum(t)``,
-    ``np.mean(t)`` and ``np.max(t)`` (which pass ``dtype=`` and ``out=``)."""
-    def method(self, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None,
-               out=None, **numpy_kwargs):
+    ``np.mean(t)`` and ``np.max(t)`` (which pass ``dtype=`` and ``out=``). ``dim_first``:
+    op's positional arguments are PyTorch's ``dim, keepdim`` (max and min, whose results
+    depend on the spelling), else NumPy's ``axis, keepdims``."""
+    def numpy_arguments(self, dtype, out, numpy_kwargs) -> None:
         name = f"Tensor.{op.__name__}"
         if dtype is not None and np.dtype(dtype) != self.dtype:
             raise bad_value(name, "dtype", dtype, f"None or the tensor's own {self.dtype}")
@@ -1235,11 +1237,21 @@ def _reduction_method(op):
             raise bad_value(name, "out", out, "None (results are new tensors)")
         if numpy_kwargs:
             raise ArgumentTypeError(f"{name}: unexpected arguments {sorted(numpy_kwargs)}")
+
+    def method(self, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None,
+               out=None, **numpy_kwargs):
+        numpy_arguments(self, dtype, out, numpy_kwargs)
         return op(self, axis, keepdims, dim=dim, keepdim=keepdim)
-    method.__name__ = op.__name__
-    method.__qualname__ = f"Tensor.{op.__name__}"
-    method.__doc__ = op.__doc__
-    return method
+
+    def dim_method(self, dim=None, keepdim=None, *, axis=None, keepdims=None, dtype=None,
+                   out=None, **numpy_kwargs):
+        numpy_arguments(self, dtype, out, numpy_kwargs)
+        return op(self, dim, keepdim, axis=axis, keepdims=keepdims)
+    chosen = dim_method if dim_first else method
+    chosen.__name__ = op.__name__
+    chosen.__qualname__ = f"Tensor.{op.__name__}"
+    chosen.__doc__ = op.__doc__
+    return chosen
 
 
 def _named(name: str, fn):
@@ -1259,7 +1271,7 @@ def _install_operators() -> None:
         setattr(T, f"__r{name}__", _named(f"__r{name}__", lambda a, b, op=op: op(b, a)))
     T.__neg__ = _named("__neg__", lambda a: neg(a))
     T.T = property(lambda a: transpose(a), doc="The tensor with its axes reversed.")
-    for op in (sum, mean, max):
+    for op in (sum, mean, amax):
         setattr(T, op.__name__, _reduction_method(op))
     T.reshape = _named("reshape", lambda a, *shape: reshape(a, *shape))
 
@@ -1269,5 +1281,5 @@ _install_operators()
 __all__ = ["matmul", "add", "sub", "mul", "div", "pow", *PUBLIC_UNARY, "gelu", "leaky_relu",
            "elu", "celu", "clamp", "clip", "numel", "is_tensor", "hardtanh",
            "relu6", "maximum", "lerp", "atan2", "fmod",
-           "minimum", "sum", "mean", "max", "reshape", "transpose", "softmax", "log_softmax",
+           "minimum", "sum", "mean", "amax", "reshape", "transpose", "softmax", "log_softmax",
            "gather", "scatter_add", "linear", "layer_norm", "embedding", "dropout"]

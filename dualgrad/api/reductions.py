@@ -11,22 +11,79 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections import namedtuple
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_axis, bad_type, bad_value
+from ..errors import (ArgumentTypeError, InvalidValueError, bad_axis, bad_shape, bad_type,
+                      bad_value)
 from . import checks, device, ops
 from .low_precision import computes_in_float32
 from .ops import _axes, _dim_or_axis, _filled, _integer_reduce, _make, _non_float, _reduce, _tensor
 from ..shapes import reduced_shape
+from .indexing import squeeze
+from .logic import argmax, argmin
+from .ops import gather
 from .residency import handle
 from .tensor import Tensor
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
+# torch.return_types.max and .min
+MaxResult, MinResult = (namedtuple(op, ("values", "indices")) for op in ("max", "min"))
+
+
 @computes_in_float32
-def min(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:  # noqa: A001
+def max(input, dim=None, keepdim=None, *, axis=None, keepdims=None):  # noqa: A001,A002
+    """As ``torch.max``: with no ``dim``, the maximum of all elements; along one ``dim``
+    (an int, however passed), ``(values, indices)``: the index of the first maximum (a NaN
+    counts as one), int32, and the values' gradient going to that element, as PyTorch's;
+    with a tensor as ``dim`` (``torch.max(a, b)``), ``maximum(a, b)``. Along ``axis=``
+    (NumPy's spelling, ``np.max(t, axis=1)`` too) or a tuple of dims, the values alone, as
+    ``amax``, whose tied maxima share the gradient."""
+    return _extreme("max", input, dim, keepdim, axis, keepdims)
+
+
+@computes_in_float32
+def min(input, dim=None, keepdim=None, *, axis=None, keepdims=None):  # noqa: A001,A002
+    """As ``torch.min``, as ``max`` is ``torch.max``: along one ``dim``, ``(values,
+    indices)`` of the first minimum; with a tensor, ``minimum``; else as ``amin``."""
+    return _extreme("min", input, dim, keepdim, axis, keepdims)
+
+
+def _extreme(op: str, x, dim, keepdim, axis, keepdims):
+    if isinstance(dim, Tensor):
+        return (ops.maximum if op == "max" else ops.minimum)(x, dim)
+    values_only = ops.amax if op == "max" else amin
+    if axis is not None or dim is None or isinstance(dim, (tuple, list)):
+        if axis is not None and dim is not None:
+            raise ArgumentTypeError(f"{op}: got both 'axis' and 'dim'; pass one of them")
+        if keepdim is not None and keepdims is not None:
+            raise ArgumentTypeError(f"{op}: got both 'keepdims' and 'keepdim'; pass one of "
+                                    "them")
+        return values_only(x, dim if axis is None else axis,
+                           keepdim if keepdims is None else keepdims)
+    keepdim = checks.flag(op, "keepdim", False if keepdim is None else keepdim)
+    x = _tensor(op, "input", x, any_dtype=True)
+    rank = builtins.max(x.ndim, 1)
+    dim = checks.integer(op, "dim", dim)
+    if not -rank <= dim < rank:
+        raise bad_axis(op, "dim", dim, f"a dimension in [-{rank}, {rank})")
+    if x.ndim and not x.shape[dim]:
+        raise bad_shape(op, "input", x.shape, f"elements along dim {dim} (no index points "
+                                              "at nothing)")
+    indices = (argmax if op == "max" else argmin)(x, dim, keepdim=True)
+    if not x.ndim:                        # (dim 0 or -1 of a 0-d tensor: itself)
+        return (MaxResult if op == "max" else MinResult)(ops.reshape(x, ()), indices)
+    values = gather(x, dim, indices)
+    if not keepdim:
+        values, indices = (squeeze(t, dim) for t in (values, indices))
+    return (MaxResult if op == "max" else MinResult)(values, indices)
+
+
+@computes_in_float32
+def amin(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     """Minimum over ``axis`` (None: all axes), as ``torch.amin``: -max(-x) in one pass, so
     NaN propagates, tied minima share the gradient evenly and -0 against +0 gives -0. Of
     an int32 (bool) tensor, an int32 (bool) one."""
@@ -164,7 +221,7 @@ def norm(x, p=2, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
     if not checks.is_number(p) or math.isnan(p):
         raise bad_type("norm", "p", p, "a number (2, 1, inf, -inf, 0, ...)")
     if math.isinf(p):
-        return (ops.max if p > 0 else min)(ops.abs(x), axis, keepdims)
+        return (ops.amax if p > 0 else amin)(ops.abs(x), axis, keepdims)
     if p == 2:
         return _two_norm(x, _axes("norm", x, axis), keepdims)
     if p < 0:
@@ -270,7 +327,9 @@ def cumsum(x, dim: int) -> Tensor:
 
 
 def _install_methods() -> None:
-    Tensor.min = ops._reduction_method(min)        # (np.min(t) too)
+    Tensor.amin = ops._reduction_method(amin)
+    Tensor.max = ops._reduction_method(max, dim_first=True)    # (np.max(t) too)
+    Tensor.min = ops._reduction_method(min, dim_first=True)
     Tensor.var = lambda t, axis=None, keepdims=None, **kw: var(t, axis, keepdims, **kw)
     Tensor.std = lambda t, axis=None, keepdims=None, **kw: std(t, axis, keepdims, **kw)
     Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
@@ -283,5 +342,5 @@ def _install_methods() -> None:
 
 _install_methods()
 
-__all__ = ["min", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "cumsum",
-           "prod"]
+__all__ = ["max", "min", "amin", "var", "std", "var_mean", "std_mean", "logsumexp", "norm",
+           "cumsum", "prod"]

@@ -18,8 +18,8 @@ from . import checks
 from .indexing import _axis, broadcast_to, concat, flat_or_axis, stack
 from .logic import _operand, any as any_, argmax, isnan, logical_not, ne, to, where
 from .low_precision import computes_in_float32
-from .ops import _tensor, div, gather, lerp, max as max_, reshape, sub, sum as sum_
-from .reductions import min as min_
+from .ops import _tensor, amax, div, gather, lerp, reshape, sub, sum as sum_
+from .reductions import amin
 from .sorting import sort
 from .tensor import INT32, Tensor, ag_tensor
 
@@ -180,7 +180,7 @@ def count_nonzero(input, dim=None) -> Tensor:  # noqa: A002
 def aminmax(input, *, dim=None, keepdim: bool = False):  # noqa: A002
     """``(min, max)`` of every element or along ``dim``, as ``torch.aminmax``."""
     x = _float("aminmax", input)
-    return AminmaxResult(min_(x, dim=dim, keepdim=keepdim), max_(x, dim=dim, keepdim=keepdim))
+    return AminmaxResult(amin(x, dim=dim, keepdim=keepdim), amax(x, dim=dim, keepdim=keepdim))
 
 
 @computes_in_float32
