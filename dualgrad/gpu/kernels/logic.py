@@ -9,6 +9,7 @@ import numpy as np
 
 from ...kernel_ops import INT_REDUCE, INTEGER, INTEGER_UNARY, LOGIC, LOGIC_UNARY
 from ..dispatch import MAX_GROUPS, WG, grid, packer, quad_grid
+from ..workspace import COUNTER, COUNTERS
 from .elementwise import at, broadcast_layout
 
 INT32, BOOL = np.dtype(np.int32), np.dtype(np.bool_)
@@ -31,26 +32,41 @@ def integer(dev, op, x, y=None):
 
 # intreduce.comp's items: a workgroup's run of a row (rows of at least a workgroup's
 # length, contiguous), else a thread's run of an output's elements. Rows are cut into
-# about ROW_ITEMS runs in all where they are few, so that a line's outputs take few atomics.
+# about ROW_ITEMS runs in all where they are few, so that a line has few partial results.
 ROW_CHUNK, COLUMN_CHUNK, ROW_ITEMS = 16 * WG, 64, 1024
-_INT_REDUCE = packer(2, 5)
+_INT_REDUCE = packer(4, 5)
 IDENTITY = {"int_sum": 0, "int_max": -2 ** 31, "int_min": 2 ** 31 - 1}
 
 
 def int_reduce(dev, op, x, outer: int, n: int, inner: int):
     n_out = outer * inner
     out = dev.empty((n_out,), INT32)
-    if n_out:
+    if not (n_out and n):
+        if n_out:
+            dev.fill(out, IDENTITY[op])        # (of nothing: the op's identity)
+        return out
+    rows = inner == 1 and n >= WG
+    chunk = COLUMN_CHUNK
+    if rows:                        # (a multiple of 4: VEC's runs start quads)
+        chunk = max(ROW_CHUNK, -(-n // max(1, ROW_ITEMS // n_out) // 4) * 4)
+    items = n_out * -(-n // chunk)
+    # rows finish in the dispatch (intreduce.comp's FINISH) where each is one item or a
+    # counter an output fits; else each item combines its part into the filled output
+    finish = rows and (items == n_out or n_out <= COUNTERS)
+    spec = (INT_REDUCE.code[op], int(rows), int(rows and n % 4 == 0), int(finish))
+    groups = (min(items, MAX_GROUPS), 1, 1) if rows else grid(items)
+    if finish and items > n_out:
+        with dev.lock:                  # (a workspace range taken for this dispatch)
+            partials, writes = dev.workspace.partials((items,), [out])
+            counters = dev.workspace.take(COUNTER, n_out)
+            dev.launch("intreduce", spec, _INT_REDUCE.pack(
+                x.address, out.address, partials, counters, n_out, n, inner, chunk, items),
+                groups, [x], writes)
+        return out
+    if not finish:
         dev.fill(out, IDENTITY[op])            # (each item combines its part in)
-    if n_out and n:
-        rows = inner == 1 and n >= WG
-        chunk = COLUMN_CHUNK
-        if rows:                    # (a multiple of 4: VEC's runs start quads)
-            chunk = max(ROW_CHUNK, -(-n // max(1, ROW_ITEMS // n_out) // 4) * 4)
-        items = n_out * -(-n // chunk)
-        dev.launch("intreduce", (INT_REDUCE.code[op], int(rows), int(rows and n % 4 == 0)),
-                   _INT_REDUCE.pack(x.address, out.address, n_out, n, inner, chunk, items),
-                   (min(items, MAX_GROUPS), 1, 1) if rows else grid(items), [x], [out])
+    dev.launch("intreduce", spec, _INT_REDUCE.pack(x.address, out.address, 0, 0, n_out, n,
+                                                   inner, chunk, items), groups, [x], [out])
     return out
 
 
