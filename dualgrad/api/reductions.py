@@ -1,7 +1,9 @@
-"""Reductions beyond sum, mean and max, with PyTorch's names, arguments and gradients.
+"""Reductions beyond sum, mean and amax, with PyTorch's names, arguments and gradients.
 
-norm (but its 2-norm) is a composition of the sum and max kernels and elementwise ops, so
-its gradient follows from its parts. min, prod, cumsum, the sum of squares (the 2-norm's),
+max and min are torch.max and torch.min: along one dim, (values, indices) by argmax (or
+argmin) and a gather, so the values' gradient goes to the element indexed; else amax and
+amin, the extremum kernel's values. norm (but its 2-norm) is a composition of the sum and
+max kernels and elementwise ops, so its gradient follows from its parts. amin, prod, cumsum, the sum of squares (the 2-norm's),
 the variance (var's and std's: one pass, each share's squares about its own mean) and the
 sum of exponentials (logsumexp's, about the maximum) are kernels of their own (prod's
 gradient is a composition); logsumexp reads its input twice, where an online maximum would
@@ -19,11 +21,11 @@ from ..errors import (ArgumentTypeError, InvalidValueError, bad_axis, bad_shape,
                       bad_value)
 from . import checks, device, ops
 from .low_precision import computes_in_float32
-from .ops import _axes, _dim_or_axis, _filled, _integer_reduce, _make, _non_float, _reduce, _tensor
+from .ops import (_axes, _dim_or_axis, _filled, _integer_reduce, _make, _non_float, _reduce,
+                  _tensor, gather)
 from ..shapes import reduced_shape
 from .indexing import squeeze
 from .logic import argmax, argmin
-from .ops import gather
 from .residency import handle
 from .tensor import Tensor
 
