@@ -3,11 +3,11 @@
 max and min are torch.max and torch.min: along one dim, (values, indices) by argmax (or
 argmin) and a gather, so the values' gradient goes to the element indexed; else amax and
 amin, the extremum kernel's values. norm (but its 2-norm) is a composition of the sum and
-max kernels and elementwise ops, so its gradient follows from its parts. amin, prod, cumsum, the sum of squares (the 2-norm's),
-the variance (var's and std's: one pass, each share's squares about its own mean) and the
-sum of exponentials (logsumexp's, about the maximum) are kernels of their own (prod's
-gradient is a composition); logsumexp reads its input twice, where an online maximum would
-read it once.
+max kernels and elementwise ops, so its gradient follows from its parts. amin, prod,
+cumsum, the sum of squares (the 2-norm's), the variance (var's and std's: one pass, each
+share's squares about its own mean) and the sum of exponentials (logsumexp's, about the
+maximum) are kernels of their own (prod's gradient is a composition); logsumexp reads its
+input twice, where an online maximum would read it once.
 """
 from __future__ import annotations
 
