@@ -33,7 +33,7 @@ from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 import timing  # noqa: E402
 from timing import classifier_step, interleaved, report, torch_or_none  # noqa: E402
-from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
+from unary_cases import UNARY_INPUTS, chosen_ops, unary_cases  # noqa: E402
 
 
 def _sizes(text: str) -> list:
@@ -463,11 +463,7 @@ def main(argv=None) -> int:
     parser.add_argument("--unary", default="", help="the unary section's ops (e.g. "
                         "'erf,log1p'); every public unary op when empty")
     args = parser.parse_args(argv)
-    args.unary = [op for op in args.unary.split(",") if op]
-    unknown = set(args.unary) - {op for op, *_ in unary_cases(None)}
-    if unknown:
-        parser.error(f"--unary: {', '.join(sorted(unknown))} is no public unary op of the "
-                     "section")
+    args.unary = chosen_ops(parser, args.unary)
     args.attention = [int(n) for n in args.attention.split(",") if n]
     timing.SIDE = args.side
 

@@ -59,7 +59,7 @@ from cnn_cases import ours_cnn_step, ours_conv, torch_cnn_step, torch_conv  # no
 from gpt_cases import ours_gpt_step, torch_gpt_step  # noqa: E402
 from optim_cases import OPTIM_CASES, ours_optim_step, torch_optim_step  # noqa: E402
 from timing import interleaved, on_batch, report, torch_or_none  # noqa: E402
-from unary_cases import UNARY_INPUTS, unary_cases  # noqa: E402
+from unary_cases import UNARY_INPUTS, chosen_ops, unary_cases  # noqa: E402
 
 
 def cuda_torch():
@@ -917,10 +917,7 @@ def parse(argv=None):
     args.gpt = tuple(int(n) for n in args.gpt.split(","))
     args.attention = [int(n) for n in args.attention.split(",") if n]
     args.sections = args.sections.split(",")
-    args.unary = [op for op in args.unary.split(",") if op]
-    unknown = set(args.unary) - {op for op, *_ in unary_cases(None)}
-    if unknown:
-        p.error(f"--unary: {', '.join(sorted(unknown))} is no public unary op of the section")
+    args.unary = chosen_ops(p, args.unary)
     return args
 
 

@@ -3,6 +3,17 @@ bench_gpu.py and bench_cpu.py)."""
 from __future__ import annotations
 
 
+def chosen_ops(parser, text: str) -> list:
+    """``--unary``'s ops: the names in ``text`` (comma-separated; none: every op), each one
+    of the cases' (else the parser's error)."""
+    ops = [op for op in text.split(",") if op]
+    unknown = set(ops) - {op for op, *_ in unary_cases(None)}
+    if unknown:
+        parser.error(f"--unary: {', '.join(sorted(unknown))} is no public unary op of the "
+                     "section")
+    return ops
+
+
 def unary_cases(torch) -> list:
     """(our op, its scalar parameter, its inputs (a key of ``UNARY_INPUTS``), PyTorch's call
     or None) for the unary ops the front end makes public. PyTorch's call is fn(x, out=None):

@@ -42,15 +42,10 @@ def write(fn: str, t: Tensor, value, any_dtype: bool = False) -> Tensor:
     """Copy ``value`` (a tensor, converted to t's dtype and broadcast to its shape) into
     t's storage; returns t. A float value goes into an integer tensor only with
     ``any_dtype`` (copy_'s conversion, as PyTorch's)."""
-    if value.shape != t.shape:
-        try:
-            shape = np.broadcast_shapes(value.shape, t.shape)
-        except ValueError:
-            shape = None
-        if shape != t.shape:
-            raise ShapeError(f"{fn}: the result's shape {value.shape} does not broadcast to "
-                             f"the tensor's {t.shape}")
-        value = broadcast_to(value, t.shape)
+    if not _broadcasts(value.shape, t.shape):
+        raise ShapeError(f"{fn}: the result's shape {value.shape} does not broadcast to the "
+                         f"tensor's {t.shape}")
+    value = broadcast_to(value, t.shape) if value.shape != t.shape else value
     if value.dtype != t.dtype:
         if is_float(value.dtype) and not is_float(t.dtype) and not any_dtype:
             raise ArgumentTypeError(f"{fn}: the result is {value.dtype}, which the {t.dtype} "
@@ -60,6 +55,14 @@ def write(fn: str, t: Tensor, value, any_dtype: bool = False) -> Tensor:
     backend.copy(handle(backend, t), handle(backend, value))
     t.written()
     return t
+
+
+def _broadcasts(shape: tuple, target: tuple) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` (and only to it)."""
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
 
 
 def _method(name: str, compute):
@@ -199,16 +202,11 @@ def _as_values(fn: str, value, dtype, shape) -> Tensor:
         if dtype in _FILLED_DTYPES:
             return ops._constant(tuple(shape), value, dtype)
         value = ag_tensor(np.asarray(value), dtype=str(dtype))      # (16-bit, float64)
-    if value.shape != tuple(shape):
-        try:
-            target = np.broadcast_shapes(value.shape, tuple(shape))
-        except ValueError:
-            target = None
-        if target != tuple(shape):
-            raise ShapeError(f"{fn}: argument 'value' has shape {value.shape}; expected a "
-                             f"shape that broadcasts to the selection's {tuple(shape)}")
-        value = broadcast_to(value, tuple(shape))
-    return value
+    shape = tuple(shape)
+    if not _broadcasts(value.shape, shape):
+        raise ShapeError(f"{fn}: argument 'value' has shape {value.shape}; expected a shape "
+                         f"that broadcasts to the selection's {shape}")
+    return broadcast_to(value, shape) if value.shape != shape else value
 
 
 def _write_strided(t: Tensor, parts: tuple, value) -> None:
