@@ -160,6 +160,33 @@ def test_integer_and_boolean_tensors(device):
         dg.exp(i)
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda i, m, v: i + v, "add: argument 'b'"),
+    (lambda i, m, v: v * i, "mul: argument 'a'"),
+    (lambda i, m, v: i // v, "floor_divide: argument 'b'"),
+    (lambda i, m, v: i == v, "eq: argument 'other'"),
+    (lambda i, m, v: dg.where(m, i, v), "where: argument 'other'"),
+    (lambda i, m, v: dg.masked_fill(i, m, v), "masked_fill: argument 'value'"),
+    (lambda i, m, v: i.fill_(v), "fill_: argument 'value'"),
+    (lambda i, m, v: i.__setitem__(0, v), "setitem: argument 'value'"),
+    (lambda i, m, v: dg.full((2,), v, dtype="int32"), "full: argument 'fill_value'"),
+])
+@pytest.mark.parametrize("value", [2 ** 31, -2 ** 31 - 1, 2 ** 40, np.int64(2 ** 40),
+                                   float("inf"), float("nan")])
+def test_numbers_an_int32_tensor_cannot_hold_are_refused_alike(device, call, name, value):
+    i, m = t([5, -2], dtype="int32"), t([True, False], dtype=bool)
+    if isinstance(value, float) and name.split(":")[0] in ("add", "mul", "floor_divide", "eq",
+                                                             "where"):
+        kind = np.bool_ if name.startswith("eq") else np.float32   # (computed in float32)
+        assert call(i, m, value).dtype == kind
+        return
+    with pytest.raises(dg.InvalidValueError, match="^" + name):
+        call(i, m, value)
+    assert i.numpy().tolist() == [5, -2]
+    assert (i + (2 ** 31 - 1)).numpy().tolist() == [-2 ** 31 + 4, 2 ** 31 - 3]   # (wraps)
+    assert dg.full((1,), -2 ** 31 - 0.5, dtype="int32").item() == -2 ** 31     # (truncated)
+
+
 def test_tensors_hash_by_identity_as_pytorchs(device):
     a, b = t([1.0, 2.0]), t([1.0, 2.0])
     seen = {a: "a", b: "b"}

@@ -41,6 +41,22 @@ def number(fn: str, name: str, value, lo: float = -math.inf, hi: float = math.in
     return float(value)
 
 
+INT32_RANGE = "[-2147483648, 2147483647]"
+
+
+def int32_value(fn: str, name: str, value) -> int:
+    """A number as an int32 tensor holds it: truncated toward 0, as PyTorch converts; one
+    outside int32's range, or not finite, is refused (PyTorch refuses it in its fills and
+    wraps it in its arithmetic; both backends here refuse it alike)."""
+    try:
+        result = int(value)
+    except (ValueError, OverflowError):
+        raise bad_value(fn, name, value, "a finite number") from None
+    if not -2 ** 31 <= result < 2 ** 31:
+        raise bad_value(fn, name, value, f"a number an int32 tensor can hold, in {INT32_RANGE}")
+    return result
+
+
 def flag(fn: str, name: str, value) -> bool:
     """True or False (NumPy's bool too)."""
     if not isinstance(value, (bool, np.bool_)):

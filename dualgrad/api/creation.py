@@ -66,8 +66,10 @@ def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None)
     """A tensor of ``size`` filled with ``fill_value`` (inf and NaN allowed)."""
     shape = _size("full", (size,))
     value = _number("full", "fill_value", fill_value)
-    return _make("full", np.full(shape, value, resolve_dtype("full", dtype)), dtype,
-                 requires_grad, device)
+    kind = resolve_dtype("full", dtype)
+    if kind == np.int32:
+        value = checks.int32_value("full", "fill_value", fill_value)
+    return _make("full", np.full(shape, value, kind), dtype, requires_grad, device)
 
 
 def _like(fn: str, t) -> Tensor:

@@ -85,8 +85,9 @@ def _fill_(self, value):
         return write("fill_", self, ops.reshape(to(value, self.dtype), ()))
     if not checks.is_number(value) and not isinstance(value, (bool, np.bool_)):
         raise bad_type("fill_", "value", value, "a number")
+    value = _number("fill_", value, self.dtype)
     backend = device.active()
-    backend.fill(handle(backend, self), float(value) if is_float(self.dtype) else int(value))
+    backend.fill(handle(backend, self), value)
     self.written()
     return self
 
@@ -187,12 +188,11 @@ def _is_mask(k) -> bool:
 def _number(fn: str, value, dtype):
     """A number as a ``dtype`` tensor holds it, converted as PyTorch converts: truncated
     toward 0 into int32, nonzero is True."""
-    try:
-        return bool(value) if dtype == np.bool_ else \
-            (int(value) if dtype == np.int32 else float(value))
-    except (ValueError, OverflowError):
-        raise bad_value(fn, "value", value, f"a number an {dtype} tensor can hold "
-                                            "(finite)") from None
+    if dtype == np.bool_:
+        return bool(value)
+    if dtype == np.int32:
+        return checks.int32_value(fn, "value", value)
+    return float(value)
 
 
 def _as_values(fn: str, value, dtype, shape) -> Tensor:

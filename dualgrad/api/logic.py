@@ -42,7 +42,9 @@ def _operand(fn: str, name: str, x, like=None) -> Tensor:
         else:
             dtype = like.dtype if isinstance(like, Tensor) and is_float(like.dtype) \
                 else DEFAULT_DTYPE
-        return _constant((), float(x) if is_float(dtype) else int(x), dtype)
+        value = float(x) if is_float(dtype) else bool(x) if dtype == BOOL else \
+            checks.int32_value(fn, name, x)
+        return _constant((), value, dtype)
     if isinstance(x, (np.ndarray, list, tuple)):
         array = np.asarray(x)
         kind = array.dtype.kind
@@ -259,6 +261,8 @@ def masked_fill(input, mask, value) -> Tensor:  # noqa: A002
     if _shape_of_three("masked_fill", mask_shape, x.shape) != x.shape:
         raise ShapeError(f"masked_fill: argument 'mask' has shape {mask_shape}; expected a "
                          f"shape that broadcasts to the input's {x.shape}")
+    if x.dtype == INT32 and checks.is_number(value):      # (truncated; inf refused)
+        value = checks.int32_value("masked_fill", "value", value)
     out = where(mask, value if isinstance(value, Tensor) else
                 _operand("masked_fill", "value", value, x), x)
     return out if out.dtype == x.dtype else _to(device.active(), out, x.dtype)
