@@ -373,7 +373,7 @@ class Backend(abc.ABC):
     def cumsum(self, x, outer: int, n: int, inner: int, reverse: bool):
         """The cumulative sums of x read as (outer, n, inner), along n (``reverse``: from
         the end, the gradient's); the float32 sums of a line in any order (within gamma(n)
-        of the exact ones)."""
+        of the exact ones); of an int32 x, int32 sums wrapping as int32 does (exact)."""
 
     @abc.abstractmethod
     def sort(self, x, descending: bool):

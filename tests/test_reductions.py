@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dualgrad as dg
+from conftest import assert_layer_step_replays
 
 X = np.random.default_rng(5).standard_normal((4, 5, 3)) * 3.0
 X[1, 2, 0] = X[1, 3, 0]                                 # a tie for min
@@ -257,6 +258,44 @@ def test_cumsum_of_more_lines_than_the_counters_take_at_once(gpu, monkeypatch):
     for got, v in ((y.numpy(), x), (t.grad.numpy()[:, ::-1], w[:, ::-1])):
         want = np.cumsum(v.astype(np.float64), 1)
         assert np.all(np.abs(got - want) <= 1e-6 * np.cumsum(np.abs(v), 1))
+
+
+@pytest.mark.parametrize("shape, dim", [
+    ((3, 50), 1), ((2, 3000), 1), ((2, 4096 * 3 + 5), 1), ((1, 2048 * 2049 + 7), 1),
+    ((70, 9, 4), 1), ((5, 4), 0), ((), 0)])
+def test_cumsum_of_int32_and_bools_is_exact_int32_wrapping(device, shape, dim):
+    # short lines, one tile, several, many (2050 tiles of 2048: their prefix in two rounds),
+    # strided ones; sums past int32's range wrap as int32 arithmetic does
+    rng = np.random.default_rng(len(shape) + dim + sum(shape))
+    a = rng.integers(-2 ** 31, 2 ** 31, shape).astype(np.int32)
+    got = dg.cumsum(dg.tensor(a, dtype="int32"), dim)
+    assert got.dtype == np.int32 and not got.requires_grad
+    want = np.cumsum(a.astype(np.int64), dim).astype(np.int32) if a.ndim else a
+    np.testing.assert_array_equal(got.numpy(), want)
+    mask = rng.random(shape) < 0.5
+    counts = dg.tensor(mask).cumsum(dim)                     # (a bool counts)
+    assert counts.dtype == np.int32
+    np.testing.assert_array_equal(counts.numpy(), np.cumsum(mask, dim) if a.ndim else mask)
+
+
+def test_cumsum_takes_pytorchs_dtype_and_counts_positions(device):
+    mask = dg.tensor([[True, True, False, True], [False, True, True, True]])
+    np.testing.assert_array_equal((mask.cumsum(-1) - 1).numpy(), [[0, 1, 1, 2], [-1, 0, 1, 2]])
+    i = dg.tensor([3, -1, 2 ** 24 + 1])
+    y = dg.cumsum(i, 0, dtype=dg.float32)                    # converted first, as PyTorch's
+    assert y.dtype == np.float32 and y.numpy().tolist() == [3.0, 2.0, 2.0 ** 24 + 2]
+    x = dg.ag_tensor([1.0, 2.0, 4.0], requires_grad=True)
+    with dg.with_grad_tape():
+        z = x.cumsum(0, dtype="int32")                          # (no gradient through int32)
+    assert z.dtype == np.int32 and z.numpy().tolist() == [1, 3, 7] and not z.requires_grad
+    with pytest.raises(dg.InvalidValueError, match=r"^cumsum: argument 'dim'"):
+        dg.cumsum(mask, 2)
+
+
+@pytest.mark.gpu
+def test_a_captured_step_with_an_int32_cumsum_replays_as_eager_steps(gpu):
+    # (the running counts, each batch's own, weight the loss the replays must give again)
+    assert_layer_step_replays(lambda h: dg.sum(h * (h > 0).cumsum(dim=1).float()), 6, seed=7)
 
 
 # -- max and min along one dim: (values, indices), as torch.max(input, dim) -----------------

@@ -25,9 +25,9 @@ from .ops import (_axes, _dim_or_axis, _filled, _integer_reduce, _make, _non_flo
                   _tensor, gather)
 from ..shapes import reduced_shape
 from .indexing import squeeze
-from .logic import argmax, argmin
-from .residency import handle
-from .tensor import Tensor
+from .logic import argmax, argmin, to
+from .residency import adopt, handle
+from .tensor import INT32, Tensor
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -308,19 +308,28 @@ def prod(x, axis=None, keepdims=None, *, dim=None, keepdim=None) -> Tensor:
 
 
 @computes_in_float32
-def cumsum(x, dim: int) -> Tensor:
-    """The cumulative sums of x along ``dim``, as ``torch.cumsum`` (a 0-d tensor: itself);
-    its gradient the sums of g from the end."""
-    x = _tensor("cumsum", "x", x)
+def cumsum(x, dim: int, *, dtype=None) -> Tensor:
+    """The cumulative sums of x along ``dim``, as ``torch.cumsum`` (a 0-d tensor: itself):
+    of a float tensor, of its dtype, the gradient the sums of g from the end; of an int32
+    or bool tensor, int32 sums wrapping as int32 does (PyTorch's are int64), exact, with no
+    gradient (``mask.cumsum(-1)`` counts). ``dtype``: x converted to it first, as PyTorch's."""
+    if not isinstance(x, Tensor) or not _non_float(x):
+        x = _tensor("cumsum", "x", x)
     rank = builtins.max(x.ndim, 1)
     dim = checks.integer("cumsum", "dim", dim)
     if not -rank <= dim < rank:
         raise bad_axis("cumsum", "dim", dim, f"a dimension in [-{rank}, {rank})")
+    if dtype is not None:
+        x = to(x, dtype)
     shape = x.shape or (1,)
     dim %= rank
     outer, n = math.prod(shape[:dim]), shape[dim]
     inner = math.prod(shape[dim + 1:])
     backend = device.active()
+    if _non_float(x):
+        h = handle(backend, x)
+        h = h if x.dtype == INT32 else backend.cast(h, INT32)
+        return adopt(backend, Tensor(x.shape, INT32), backend.cumsum(h, outer, n, inner, False))
     hy = backend.cumsum(handle(backend, x), outer, n, inner, False)
 
     def backward(g, needs):
@@ -336,7 +345,7 @@ def _install_methods() -> None:
     Tensor.std = lambda t, axis=None, keepdims=None, **kw: std(t, axis, keepdims, **kw)
     Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
                                                                             **kw)
-    Tensor.cumsum = lambda t, dim: cumsum(t, dim)
+    Tensor.cumsum = lambda t, dim, *, dtype=None: cumsum(t, dim, dtype=dtype)
     Tensor.prod = lambda t, axis=None, keepdims=None, **kw: prod(t, axis, keepdims, **kw)
     Tensor.norm = lambda t, p=2, axis=None, keepdims=None, **kw: norm(t, p, axis, keepdims,
                                                                        **kw)

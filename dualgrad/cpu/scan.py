@@ -1,6 +1,8 @@
-"""Cumulative sums along an axis: the twin of ``shaders/scan.comp``. Each line is added in
-float64 in order and every partial sum rounded once to the output dtype (the device adds in
-float32, in chunks)."""
+"""Cumulative sums along an axis: the twin of ``shaders/scan.comp`` (float32, float64) and
+``intscan.comp`` (int32). Each line of floats is added in float64 in order and every partial
+sum rounded once to the output dtype (the device adds in float32, in chunks); int32 lines
+wrap as int32 arithmetic does (added in int64, whose low 32 bits are int32's sums: exact,
+in any order)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,10 +12,11 @@ from .jit import kernel
 
 
 @kernel
-def _cumsum_rows(x, out, reverse):
-    """Lines of stride 1 (rows of x and out): one running sum in a register."""
+def _cumsum_rows(x, out, reverse, zero):
+    """Lines of stride 1 (rows of x and out): one running sum, from ``zero`` (float64 or
+    int64: the sum's type), in a register."""
     for o in range(x.shape[0]):
-        acc = 0.0
+        acc = zero
         if reverse:
             for j in range(x.shape[1] - 1, -1, -1):
                 acc += x[o, j]
@@ -25,10 +28,10 @@ def _cumsum_rows(x, out, reverse):
 
 
 @kernel
-def _cumsum(x, out, outer, n, inner, reverse):
-    acc = np.zeros(inner, np.float64)
+def _cumsum(x, out, outer, n, inner, reverse, zero):
+    acc = np.full(inner, zero)
     for o in range(outer):
-        acc[:] = 0.0
+        acc[:] = zero
         for step in range(n):
             j = n - 1 - step if reverse else step
             row = (o * n + j) * inner
@@ -38,13 +41,15 @@ def _cumsum(x, out, outer, n, inner, reverse):
 
 
 def cumsum(x, outer: int, n: int, inner: int, reverse: bool, out=None):
-    """The cumulative sums of x read as (outer, n, inner) along n, into ``out`` (or new)."""
+    """The cumulative sums of x (float or int32) read as (outer, n, inner) along n, into
+    ``out`` (or new)."""
     out = np.empty_like(x) if out is None else out
+    zero = np.int64(0) if x.dtype == np.int32 else np.float64(0)
     if x.size:
         flat, dst = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
         if inner == 1:                # (lines are independent: cut across the cores)
             split.run(_cumsum_rows, (flat.reshape(outer, n), dst.reshape(outer, n)),
-                      bool(reverse))
+                      bool(reverse), zero)
         else:
-            _cumsum(flat, dst, outer, n, inner, bool(reverse))
+            _cumsum(flat, dst, outer, n, inner, bool(reverse), zero)
     return out

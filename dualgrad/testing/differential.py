@@ -596,6 +596,22 @@ def _cumsum(data, pair):
     return [pair.agree("cumsum", gy, cy, scale=scale, length=n)]
 
 
+@check("cumsum:int32")
+def _int_cumsum(data, pair):
+    """int32 lines (sums wrapping past int32's range) of the float check's shapes, forward
+    and from the end."""
+    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
+                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 20))
+                                .filter(lambda s: s[0] * s[1] <= 1 << 20)), label="shape")
+    x = _int32s(data, shape, "x")
+    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
+    reverse = data.draw(st.booleans(), label="reverse")
+    outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
+    cz, gz = pair.twin("cumsum", _as_storage(x), outer, n, int(np.prod(x.shape[dim + 1:])),
+                       reverse)
+    return [pair.agree("cumsum:int32", gz, cz)]
+
+
 @check("permute")
 def _permute(data, pair):
     x = data.draw(dgst.arrays(dgst.shapes(), specials=dgst.ALL_SPECIALS),   # (moves ints:

@@ -494,6 +494,8 @@ TOLERANCES: dict = {
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "
                         "then the chunks' totals): within gamma(n) of the sum of magnitudes; "
                         "the cpu adds in float64 and rounds once", ulps=1, gamma=1),
+    "cumsum:int32": Tolerance("int32 sums, wrapping, in any order (associative): exact",
+                              exact=True),
     "reduce_backward:sum": Tolerance(_EXACT_MOVE, exact=True),
     "reduce_backward:mean": Tolerance(_DIV, ulps=3),
     "reduce_backward:max": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
