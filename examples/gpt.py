@@ -76,15 +76,14 @@ def loss_of(model: GPT, x, y):
 def sample(model: GPT, chars: Characters, prompt: str, length: int, seed: int = 0,
            temperature: float = 0.8) -> str:
     """``prompt`` continued by ``length`` characters drawn from the model."""
-    rng = np.random.default_rng(seed)
+    dg.manual_seed(seed)
     ids = list(chars.encode(prompt))
     model.eval()
     with dg.no_grad():
         for _ in range(length):
-            window = np.array([ids[-model.context:]], np.int32)
-            logits = model(window).numpy()[0, -1] / temperature
-            p = np.exp(logits - logits.max())
-            ids.append(int(rng.choice(len(p), p=p / p.sum())))
+            window = dg.tensor([ids[-model.context:]])
+            logits = model(window)[:, -1, :] / temperature
+            ids.append(dg.multinomial(dg.softmax(logits, -1), 1).item())
     model.train()
     return chars.decode(ids)
 

@@ -1,0 +1,80 @@
+"""Draws from the distributions a tensor's values give, as PyTorch's: ``multinomial``.
+
+The weights are read to the host and the draws made there from dualgrad's generator
+(``manual_seed``), as the factories draw theirs, so both backends sample alike from the same
+values and a seed repeats the draws; the indices are uploaded (int32). A sampling loop
+reads each step's weights back, which PyTorch's cpu does too.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidValueError, bad_shape, bad_value
+from . import checks, random
+from .ops import _tensor
+from .tensor import Tensor, ag_tensor
+
+
+def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: A002
+                generator=None) -> Tensor:
+    """``num_samples`` category indices drawn from each row of ``input`` (1-D: one
+    distribution; 2-D: one a row), as ``torch.multinomial``: the weights need not sum to one
+    (finite, non-negative, a positive sum a row); a category of weight 0 is never drawn.
+    Without ``replacement`` a row's draws are distinct, by the race PyTorch runs (the
+    largest p / E, E exponential), so ``num_samples`` is at most the row's nonzero weights.
+    int32 indices (PyTorch's are int64) of shape (rows, num_samples), or (num_samples,);
+    no gradient. ``generator``: None (the one generator, ``manual_seed``'s)."""
+    fn = "multinomial"
+    x = _tensor(fn, "input", input, low_precision=True)
+    if x.ndim not in (1, 2):
+        raise bad_shape(fn, "input", x.shape, "1 or 2 dimensions (a distribution, or one a "
+                                              "row)")
+    k = checks.integer(fn, "num_samples", num_samples, 1)
+    replacement = checks.flag(fn, "replacement", replacement)
+    if generator is not None:
+        raise bad_value(fn, "generator", generator, "None (dualgrad draws from its one "
+                                                    "generator, seeded by manual_seed)")
+    n = x.shape[-1]
+    if not replacement and k > n:
+        raise bad_value(fn, "num_samples", k, f"at most the {n} categories when drawing "
+                                              "without replacement")
+    p = x.numpy().astype(np.float64).reshape(-1, n)
+    if n == 0 or not np.isfinite(p).all() or (p < 0).any():
+        raise InvalidValueError(f"{fn}: argument 'input' holds a weight that is negative, "
+                                "inf or NaN (or none at all); expected finite weights >= 0")
+    if (p.sum(-1) <= 0).any():
+        raise InvalidValueError(f"{fn}: argument 'input' has a row whose weights are all "
+                                "0; expected a positive sum in every row")
+    if not replacement and ((p > 0).sum(-1) < k).any():
+        raise bad_value(fn, "num_samples", k, "at most each row's nonzero weights when "
+                                              "drawing without replacement")
+    draws = _with_replacement(p, k) if replacement else _without_replacement(p, k)
+    return ag_tensor(draws.reshape(x.shape[:-1] + (k,)), dtype="int32")
+
+
+def _with_replacement(p: np.ndarray, k: int) -> np.ndarray:
+    """Each draw the first category whose running sum passes u * the row's sum."""
+    cdf = np.cumsum(p, -1)
+    u = random.generator().random((p.shape[0], k)) * cdf[:, -1:]
+    picks = np.stack([np.searchsorted(c, v, side="right") for c, v in zip(cdf, u)])
+    # (u * sum may round up to the sum: the row's last category of nonzero weight)
+    last = p.shape[1] - 1 - np.argmax(p[:, ::-1] > 0, axis=-1)
+    return np.minimum(picks, last[:, None])
+
+
+def _without_replacement(p: np.ndarray, k: int) -> np.ndarray:
+    """The k largest p / E, E ~ Exp(1) each: the categories in the order a draw without
+    replacement meets them."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        keys = np.where(p > 0, p / random.generator().exponential(size=p.shape), -np.inf)
+    return np.argsort(-keys, axis=-1, kind="stable")[:, :k]
+
+
+def _install_methods() -> None:
+    Tensor.multinomial = lambda t, num_samples, replacement=False, *, generator=None: \
+        multinomial(t, num_samples, replacement, generator=generator)
+
+
+_install_methods()
+
+__all__ = ["multinomial"]

@@ -1,0 +1,91 @@
+"""multinomial on both backends: its draws follow the weights (with and without replacement),
+a seed repeats them, a weight of 0 is never drawn, and bad input is refused before a draw."""
+import numpy as np
+import pytest
+
+import dualgrad as dg
+
+P = np.array([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 0.0, 2.0]], np.float32)
+
+
+def frequencies(draws: np.ndarray, n: int) -> np.ndarray:
+    return np.stack([np.bincount(row, minlength=n) for row in draws]) / draws.shape[-1]
+
+
+def test_draws_with_replacement_follow_the_weights(device):
+    dg.manual_seed(0)
+    draws = dg.multinomial(dg.ag_tensor(P), 40000, replacement=True)
+    assert draws.dtype == np.int32 and draws.shape == (2, 40000) and not draws.requires_grad
+    want = P / P.sum(1, keepdims=True)
+    assert np.all(np.abs(frequencies(draws.numpy(), 4) - want) <= 5 * np.sqrt(want / 40000))
+    assert not np.any(draws.numpy() == np.array([[1], [2]]))       # (weights of 0)
+
+
+def test_draws_without_replacement_are_distinct_and_the_first_follows_the_weights(device):
+    dg.manual_seed(1)
+    rows = np.tile(P, (5000, 1))                                     # 10000 rows, 2 kinds
+    draws = dg.multinomial(dg.ag_tensor(rows), 3).numpy()
+    assert draws.shape == (10000, 3)
+    assert all(len(set(row)) == 3 for row in draws[:200])
+    assert not np.any(draws[0::2] == 1) and not np.any(draws[1::2] == 2)
+    for kind in range(2):
+        first = frequencies(draws[kind::2, :1].T, 4)[0]
+        want = P[kind] / P[kind].sum()
+        assert np.all(np.abs(first - want) <= 5 * np.sqrt(want / 5000) + 1e-12)
+    every = dg.multinomial(dg.ag_tensor([2.0, 1.0, 5.0]), 3).numpy()   # (1-D: one row)
+    assert sorted(every.tolist()) == [0, 1, 2]
+
+
+@pytest.mark.gpu
+def test_a_seed_repeats_the_draws_on_either_backend(gpu):
+    def draw():
+        dg.manual_seed(7)
+        p = dg.ag_tensor(P)
+        return dg.multinomial(p, 6, True).numpy(), p.multinomial(2).numpy()
+    on_gpu = draw()
+    previous = dg.ag_device("cpu")
+    try:
+        on_cpu = draw()
+    finally:
+        dg.ag_device(previous)
+    for got, want in zip(on_gpu, on_cpu):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_16_bit_weights_are_taken(device):
+    dg.manual_seed(2)
+    p = dg.ag_tensor([0.0, 1.0, 0.0], dtype="bfloat16")
+    assert dg.multinomial(p, 4, replacement=True).numpy().tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda p: dg.multinomial(p, 5), dg.InvalidValueError,
+     r"^multinomial: argument 'num_samples' is 5; expected at most the 4 categories"),
+    (lambda p: dg.multinomial(p, 4), dg.InvalidValueError,
+     r"^multinomial: argument 'num_samples' is 4; expected at most each row's nonzero"),
+    (lambda p: dg.multinomial(p, 0), dg.InvalidValueError,
+     r"^multinomial: argument 'num_samples'"),
+    (lambda p: dg.multinomial(-p, 1), dg.InvalidValueError,
+     r"^multinomial: argument 'input' holds a weight that is negative"),
+    (lambda p: dg.multinomial(p * np.float32("nan"), 1, True), dg.InvalidValueError,
+     r"^multinomial: argument 'input' holds a weight"),
+    (lambda p: dg.multinomial(p * 0.0, 1, True), dg.InvalidValueError,
+     r"^multinomial: argument 'input' has a row whose weights are all 0"),
+    (lambda p: dg.multinomial(p.reshape(2, 2, 2), 1), dg.ShapeError,
+     r"^multinomial: argument 'input' has shape \(2, 2, 2\)"),
+    (lambda p: dg.multinomial(p, 1, generator=object()), dg.InvalidValueError,
+     r"^multinomial: argument 'generator'"),
+    (lambda p: dg.multinomial(p.int(), 1), dg.ArgumentTypeError,
+     r"^multinomial: argument 'input' is a int32 tensor"),
+])
+def test_bad_input_is_refused_before_a_draw(device, call, error, pattern):
+    p = dg.ag_tensor(P)
+    dg.manual_seed(4)
+    with pytest.raises(error, match=pattern):
+        call(p)
+    dg.manual_seed(4)
+    before = dg.rand(3).numpy()
+    dg.manual_seed(4)
+    with pytest.raises(error):
+        call(p)
+    np.testing.assert_array_equal(dg.rand(3).numpy(), before)       # (nothing drawn)
