@@ -75,7 +75,7 @@ from .api.tensor import dtype_names as _dtype_names
 # tensors are int32: int64 and long name it too). They shadow Python's float, int and bool
 # in this module's namespace, whose code calls none of those.
 globals().update(_dtype_names())
-from . import autograd, data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
+from . import amp, autograd, data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
 from .api import methods as _methods  # noqa: E402
 from .api import inplace as _inplace  # noqa: E402
 
@@ -106,5 +106,5 @@ __all__ = [
     "DeviceUnavailable", "DeadTensorError", "GraphFreedError", "DeviceError",
     "DeviceOutOfMemory", "DualgradWarning",
     "TensorTooLarge", "GradcheckError", "CheckpointError", "CheckpointFileError", "CheckpointNotFoundError",
-    "ValidationError", "data", "nn", "optim", "residency", "texts",
+    "ValidationError", "amp", "data", "nn", "optim", "residency", "texts",
 ]

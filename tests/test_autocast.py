@@ -167,7 +167,28 @@ def test_blocks_nest_turn_off_and_decorate(device, rng):
     assert seen == [False]
 
 
-@pytest.mark.parametrize("kwargs, match", [({"dtype": "float32"}, "dtype"),
+def test_pytorchs_signature_names_a_device_type_and_its_default_dtype():
+    # torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None): the active
+    # backend's products round whichever device is named
+    cases = [((), {}, "bfloat16"), (("float16",), {}, "float16"), (("cuda",), {}, "float16"),
+             (("cpu",), {}, "bfloat16"), (("gpu",), {"dtype": dg.bfloat16}, "bfloat16"),
+             ((), {"device_type": "cuda", "dtype": "bfloat16", "cache_enabled": True},
+              "bfloat16")]
+    for args, kwargs, want in cases:
+        for form in (dg.autocast, dg.amp.autocast):
+            with form(*args, **kwargs):
+                assert dg.is_autocast_enabled()
+                assert (dg.ones(2, 2) @ dg.ones(2, 2)).dtype == np.dtype(getattr(dg, want))
+    with dg.amp.autocast("cuda", enabled=False):
+        assert not dg.is_autocast_enabled()
+    assert dg.amp.GradScaler is dg.GradScaler
+
+
+@pytest.mark.parametrize("kwargs, match", [({"device_type": "tpu"}, "device_type"),
+                                           ({"device_type": "bfloat16", "dtype": "float16"},
+                                            "device_type"),
+                                           ({"cache_enabled": 1}, "cache_enabled"),
+                                           ({"dtype": "float32"}, "dtype"),
                                            ({"dtype": "cuda"}, "dtype"),
                                            ({"enabled": "yes"}, "enabled")])
 def test_a_bad_argument_is_named(kwargs, match):

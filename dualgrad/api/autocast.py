@@ -1,4 +1,5 @@
-"""Mixed precision: ``with dg.autocast(dtype="bfloat16"):``.
+"""Mixed precision: ``with dg.autocast(dtype="bfloat16"):`` (or PyTorch's
+``with dg.autocast("cuda", dtype=dg.bfloat16):``).
 
 Inside the block, the products (``matmul``, ``linear`` and what is built on them: the
 convolutions, attention) are made in ``dtype`` (bfloat16 or float16), as PyTorch's
@@ -54,19 +55,44 @@ def active():
     return _local.dtype
 
 
+# Device types PyTorch code names (``torch.autocast("cuda")``): the products of the active
+# backend round either way. Where no dtype is given, PyTorch's default for that device.
+_DEVICE_TYPES = {"cuda": FLOAT16, "gpu": FLOAT16, "cpu": BFLOAT16}
+
+
+def _resolve(dtype):
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        return None
+    return resolved if resolved in _TYPES.values() else None
+
+
 class autocast:  # noqa: N801 - used as a function, as torch.autocast is
     """Within the block (or the decorated function), products take their inputs in
-    ``dtype`` ("bfloat16", the default, or "float16") and accumulate in float32 (see the
-    module's docstring). ``enabled=False`` turns it off inside an enclosing block. Blocks
-    nest; each thread has its own."""
+    ``dtype`` ("bfloat16" or "float16") and accumulate in float32 (see the module's
+    docstring). PyTorch's signature: ``autocast(device_type, dtype=None, enabled=True,
+    cache_enabled=None)``, ``device_type`` "cuda", "gpu" or "cpu" (the active backend's
+    products round whichever is named; with no ``dtype``, PyTorch's default for it: float16
+    for "cuda" and "gpu", bfloat16 for "cpu"); ``autocast()`` and ``autocast("bfloat16")``
+    (a dtype first) are bfloat16 and that dtype. ``enabled=False`` turns it off inside an
+    enclosing block. Blocks nest; each thread has its own."""
 
-    def __init__(self, dtype="bfloat16", enabled: bool = True):
+    def __init__(self, device_type=None, dtype=None, enabled: bool = True,
+                 cache_enabled=None):
         enabled = checks.flag("autocast", "enabled", enabled)
-        try:
-            resolved = np.dtype(dtype)
-        except TypeError:
-            resolved = None
-        if resolved not in _TYPES.values():
+        if cache_enabled is not None:
+            checks.flag("autocast", "cache_enabled", cache_enabled)
+        default = BFLOAT16
+        if isinstance(device_type, str) and device_type.split(":")[0] in _DEVICE_TYPES:
+            default = _DEVICE_TYPES[device_type.split(":")[0]]
+        elif device_type is not None:
+            if dtype is not None or _resolve(device_type) is None:
+                raise bad_value("autocast", "device_type", device_type,
+                                "'cuda', 'gpu' or 'cpu' (or a dtype: 'bfloat16', 'float16')")
+            dtype = device_type                         # (autocast("bfloat16"))
+        resolved = default if dtype is None else _resolve(dtype)
+        if resolved is None:
             raise bad_value("autocast", "dtype", dtype, "'bfloat16' or 'float16'")
         self.dtype, self.enabled = resolved, enabled
         self._before = []
@@ -82,7 +108,7 @@ class autocast:  # noqa: N801 - used as a function, as torch.autocast is
 
     def __call__(self, fn):
         def wrapped(*args, **kwargs):
-            with autocast(self.dtype, self.enabled):
+            with autocast(dtype=self.dtype, enabled=self.enabled):
                 return fn(*args, **kwargs)
         wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
         return wrapped
