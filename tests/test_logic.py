@@ -187,6 +187,16 @@ def test_numbers_an_int32_tensor_cannot_hold_are_refused_alike(device, call, nam
     assert dg.full((1,), -2 ** 31 - 0.5, dtype="int32").item() == -2 ** 31     # (truncated)
 
 
+def test_a_reductions_dtype_converts_its_input_first_as_pytorchs(device):
+    i = t([1, 2, 2 ** 30, 2 ** 30], dtype="int32")
+    assert i.sum().item() == -2 ** 31 + 3                      # (int32 wraps)
+    total = i.sum(dtype=dg.float32)                            # (converted, then summed)
+    assert total.dtype == np.float32 and total.item() == 2.0 ** 31
+    assert t([True, True, False], dtype=bool).mean(dtype="float32").item() == np.float32(2 / 3)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^Tensor.sum: argument 'dtype'"):
+        i.sum(dtype="complex64")
+
+
 def test_tensors_hash_by_identity_as_pytorchs(device):
     a, b = t([1.0, 2.0]), t([1.0, 2.0])
     seen = {a: "a", b: "b"}

@@ -33,7 +33,7 @@ from .low_precision import (computes_in_float32, converted, in_input_type,
                             refuse_low_precision)
 from .residency import adopt, handle
 from .tensor import (DEFAULT_DTYPE, INT32, LOW_PRECISION, Tensor, ag_tensor, host_array,
-                     is_float)
+                     is_float, resolve_dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1229,23 +1229,26 @@ def _reduction_method(op, dim_first: bool = False):
     ``np.mean(t)`` and ``np.max(t)`` (which pass ``dtype=`` and ``out=``). ``dim_first``:
     op's positional arguments are PyTorch's ``dim, keepdim`` (max and min, whose results
     depend on the spelling), else NumPy's ``axis, keepdims``."""
-    def numpy_arguments(self, dtype, out, numpy_kwargs) -> None:
+    def numpy_arguments(self, dtype, out, numpy_kwargs) -> Tensor:
+        """self, converted to ``dtype`` first where one is given (PyTorch's ``dtype=``)."""
         name = f"Tensor.{op.__name__}"
-        if dtype is not None and np.dtype(dtype) != self.dtype:
-            raise bad_value(name, "dtype", dtype, f"None or the tensor's own {self.dtype}")
         if out is not None:
             raise bad_value(name, "out", out, "None (results are new tensors)")
         if numpy_kwargs:
             raise ArgumentTypeError(f"{name}: unexpected arguments {sorted(numpy_kwargs)}")
+        if dtype is None:
+            return self
+        from .logic import to                  # (logic builds on this module)
+        return to(self, resolve_dtype(name, dtype))
 
     def method(self, axis=None, keepdims=None, *, dim=None, keepdim=None, dtype=None,
                out=None, **numpy_kwargs):
-        numpy_arguments(self, dtype, out, numpy_kwargs)
+        self = numpy_arguments(self, dtype, out, numpy_kwargs)
         return op(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
     def dim_method(self, dim=None, keepdim=None, *, axis=None, keepdims=None, dtype=None,
                    out=None, **numpy_kwargs):
-        numpy_arguments(self, dtype, out, numpy_kwargs)
+        self = numpy_arguments(self, dtype, out, numpy_kwargs)
         return op(self, dim, keepdim, axis=axis, keepdims=keepdims)
     chosen = dim_method if dim_first else method
     chosen.__name__ = op.__name__
