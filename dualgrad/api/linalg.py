@@ -77,10 +77,21 @@ def outer(input, vec2) -> Tensor:  # noqa: A002
 def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
     """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape, as
     ``torch.addmm`` (a factor of 1 is not multiplied; beta 0 ignores input, NaN included)."""
-    beta = checks.number("addmm", "beta", beta)
-    alpha = checks.number("addmm", "alpha", alpha)
-    c = _operand("addmm", "input", input)
-    y = mm(mat1, mat2)
+    return _plus_product("addmm", mm, input, mat1, mat2, beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:  # noqa: A002
+    """beta * input + alpha * bmm(batch1, batch2), input broadcast to the products' shape,
+    as ``torch.baddbmm`` (attention's scores with a bias or mask added; factors as
+    addmm's)."""
+    return _plus_product("baddbmm", bmm, input, batch1, batch2, beta, alpha)
+
+
+def _plus_product(fn: str, product, input, a, b, beta, alpha) -> Tensor:  # noqa: A002
+    beta = checks.number(fn, "beta", beta)
+    alpha = checks.number(fn, "alpha", alpha)
+    c = _operand(fn, "input", input)
+    y = product(a, b)
     if alpha != 1:
         y = mul(y, alpha)
     if beta == 0:
@@ -393,5 +404,5 @@ def einsum(equation, *operands) -> Tensor:
     return _einsum("einsum", equation, tensors)
 
 
-__all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "tensordot", "einsum", "trace",
-           "diagonal", "diag", "cdist"]
+__all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "baddbmm", "tensordot", "einsum",
+           "trace", "diagonal", "diag", "cdist"]

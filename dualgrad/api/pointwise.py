@@ -1,5 +1,6 @@
 """Elementwise ops made of others, as PyTorch's: ``logaddexp``, ``hypot``, ``nan_to_num``,
-``prelu`` and the shrinkages ``hardshrink softshrink tanhshrink threshold``.
+``logit``, ``xlogy``, ``prelu`` and the shrinkages ``hardshrink softshrink tanhshrink
+threshold``.
 
 Each is a short composition of kernels the differential suite checks (their results agree
 between the backends as those do); gradients come from the parts'."""
@@ -9,10 +10,11 @@ import numpy as np
 
 from ..errors import bad_shape
 from . import checks
-from .logic import _operands, eq, ge, gt, isinf, isnan, logical_and, logical_or, lt, where
+from .logic import (_operands, eq, ge, gt, isinf, isnan, logical_and, logical_not,
+                    logical_or, lt, where)
 from .low_precision import computes_in_float32
-from .ops import (_tensor, abs as abs_, add, div, exp, log1p, maximum, minimum, mul, neg,
-                  reshape, sqrt, sub, tanh)
+from .ops import (_tensor, abs as abs_, add, clamp, div, exp, log, log1p, maximum, minimum,
+                  mul, neg, reshape, sqrt, sub, tanh)
 from .tensor import Tensor
 
 
@@ -57,6 +59,25 @@ def nan_to_num(input, nan: float = 0.0, posinf=None, neginf=None) -> Tensor:  # 
     x = where(isnan(x), nan, x)
     x = where(eq(x, float("inf")), pos, x)
     return where(eq(x, float("-inf")), neg_, x)
+
+
+@computes_in_float32
+def logit(input, eps=None) -> Tensor:  # noqa: A002
+    """log(p / (1 - p)) as log(p) - log1p(-p), as ``torch.logit``; with ``eps``, p clamped
+    to [eps, 1 - eps] first (its gradient 0 outside, as PyTorch's)."""
+    p = _tensor("logit", "input", input)
+    if eps is not None:
+        eps = checks.number("logit", "eps", eps, 0.0, 0.5)
+        p = clamp(p, eps, 1.0 - eps)
+    return sub(log(p), log1p(neg(p)))
+
+
+@computes_in_float32
+def xlogy(input, other) -> Tensor:  # noqa: A002
+    """input * log(other), 0 where input is 0 (other 0 or inf too, but not NaN), as
+    ``torch.xlogy``: the entropy terms p log p with p = 0 give 0."""
+    x, y = _floats("xlogy", input, other)
+    return where(logical_and(eq(x, 0.0), logical_not(isnan(y))), 0.0, mul(x, log(y)))
 
 
 @computes_in_float32
@@ -139,5 +160,5 @@ def clamp_max(input, max) -> Tensor:  # noqa: A002
     return clamp(input, max=max)
 
 
-__all__ = ["logaddexp", "hypot", "nan_to_num", "prelu", "hardshrink", "softshrink",
-           "tanhshrink", "threshold", "addcmul", "addcdiv", "clamp_min", "clamp_max"]
+__all__ = ["logaddexp", "hypot", "nan_to_num", "logit", "xlogy", "prelu", "hardshrink",
+           "softshrink", "tanhshrink", "threshold", "addcmul", "addcdiv", "clamp_min", "clamp_max"]
