@@ -39,6 +39,7 @@ from .api import one_d as _one_d
 from .api import pair_losses as _pair_losses
 from .api import sampling as _sampling
 from .api import arrangements as _arrangements
+from .api import placement as _placement
 from .api import ops as _ops
 from .api.creation import *  # noqa: F401,F403  (zeros, ones, arange, ...: creation.__all__)
 from .api.ops import *  # noqa: F401,F403  (matmul, add, exp, relu, ...: ops.__all__)
@@ -60,6 +61,7 @@ from .api.one_d import *  # noqa: F401,F403  (max_pool1d, avg_pool1d, conv_trans
 from .api.pair_losses import *  # noqa: F401,F403  (triplet_margin_loss, ...)
 from .api.sampling import *  # noqa: F401,F403  (multinomial)
 from .api.arrangements import *  # noqa: F401,F403  (tile, meshgrid, index_add, ...)
+from .api.placement import *  # noqa: F401,F403  (index_fill, index_copy, scatter)
 from .api.amp import GradScaler
 from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint
@@ -98,7 +100,7 @@ __all__ = [
     *_normalization.__all__, *_attention.__all__, *_linalg.__all__,
     "pixel_shuffle", "pixel_unshuffle", *_pointwise.__all__, *_statistics.__all__,
     *_one_d.__all__, *_pair_losses.__all__, *_sampling.__all__,
-    *_arrangements.__all__,
+    *_arrangements.__all__, *_placement.__all__,
     *_creation.__all__,
     "optimizer_sgd", "optimizer_adam", "optimizer_adamw", "clip_grad_norm",
     "clip_grad_value", "gradcheck", "checkpoint", "autocast", "is_autocast_enabled",

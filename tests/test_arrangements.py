@@ -119,3 +119,77 @@ def test_gradients_by_finite_differences(rng):
 def test_bad_arguments_are_named(device, call, error, pattern):
     with pytest.raises(error, match=pattern):
         call(t(A))
+
+
+def test_triangle_indices_as_numpys(device):
+    for fn, np_fn in ((dg.triu_indices, np.triu_indices), (dg.tril_indices, np.tril_indices)):
+        for row, col, offset in ((4, 4, 0), (3, 5, 1), (5, 2, -1), (0, 3, 0)):
+            got = fn(row, col, offset)
+            assert got.dtype == np.int32 and got.shape[0] == 2
+            np.testing.assert_array_equal(got.numpy(), np.stack(np_fn(row, offset, col)))
+
+
+@pytest.mark.parametrize("k", [-1, 0, 1, 2, 3, 5])
+@pytest.mark.parametrize("dims", [(0, 1), (2, 0), (1, -1)])
+def test_rot90_as_numpys(device, k, dims):
+    np.testing.assert_array_equal(dg.rot90(t(A), k, dims).numpy(), np.rot90(A, k, dims))
+
+
+def test_cartesian_prod_block_diag_and_windows(device):
+    a, b = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0, 5.0], np.float32)
+    got = dg.cartesian_prod(t(a), t(b)).numpy()
+    np.testing.assert_array_equal(got, [[x, y] for x in a for y in b])
+    np.testing.assert_array_equal(dg.cartesian_prod(t(a)).numpy(), a)
+    blocks = dg.block_diag(t(np.ones((2, 2), np.float32)), t(b), t(np.float32(7.0))).numpy()
+    want = np.zeros((4, 6), np.float32)
+    want[:2, :2], want[2, 2:5], want[3, 5] = 1.0, b, 7.0
+    np.testing.assert_array_equal(blocks, want)
+    ints = dg.block_diag(dg.tensor([[1, 2]]), dg.tensor([3]))
+    assert ints.dtype == np.int32 and ints.numpy().tolist() == [[1, 2, 0], [0, 0, 3]]
+    seq = np.arange(7.0, dtype=np.float32)
+    windows = t(seq).unfold(0, 3, 2).numpy()
+    np.testing.assert_array_equal(windows, [[0, 1, 2], [2, 3, 4], [4, 5, 6]])
+    np.testing.assert_array_equal(t(A).unfold(1, 2, 1).numpy(),
+                                  np.stack([A[:, 0:2], A[:, 1:3]], 1).transpose(0, 1, 3, 2))
+
+
+def test_kron_and_cross_as_numpys(device, rng):
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 2, 2))
+    b = b.astype(np.float32)
+    np.testing.assert_allclose(dg.kron(t(a), t(b)).numpy(), np.kron(a, b), rtol=1e-6)
+    np.testing.assert_allclose(dg.kron(t(a[0]), t(a[1])).numpy(), np.kron(a[0], a[1]),
+                               rtol=1e-6)
+    u, v = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((1, 3))
+    v = v.astype(np.float32)
+    np.testing.assert_allclose(dg.cross(t(u), t(v)).numpy(), np.cross(u, v), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(dg.cross(t(u.T), t(v.T), dim=0).numpy(),
+                               np.cross(u, v).T, rtol=1e-5, atol=1e-6)
+
+
+def test_more_gradients_by_finite_differences(rng):
+    x = rng.standard_normal((3, 4))
+    assert dg.gradcheck(lambda v: dg.rot90(v, 1) * dg.rot90(v, 3), x)
+    assert dg.gradcheck(lambda v: v.unfold(1, 2, 1) * 2.0, x)
+    assert dg.gradcheck(dg.kron, (x, rng.standard_normal((2, 2))))
+    assert dg.gradcheck(dg.cross, (rng.standard_normal((2, 3)), rng.standard_normal((2, 3))))
+    assert dg.gradcheck(lambda p, q: dg.block_diag(p, q), (x, rng.standard_normal(2)))
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda x: dg.rot90(x, 1, (1, 1)), dg.InvalidValueError, r"^rot90: argument 'dims'"),
+    (lambda x: dg.rot90(x, 1, (0,)), dg.ArgumentTypeError, r"^rot90: argument 'dims'"),
+    (lambda x: dg.triu_indices(-1, 2), dg.InvalidValueError, r"^triu_indices: argument 'row'"),
+    (lambda x: dg.block_diag(x), dg.ShapeError, r"^block_diag: argument 'tensors\[0\]'"),
+    (lambda x: x.unfold(1, 4, 1), dg.InvalidValueError, r"^Tensor.unfold: argument 'size'"),
+    (lambda x: x.unfold(1, 2, 0), dg.InvalidValueError, r"^Tensor.unfold: argument 'step'"),
+    (lambda x: dg.cross(x[:, :2], x[:, :2]), dg.ShapeError,
+     r"^cross: argument 'input' has shape \(2, 2, 4\); expected an axis of size 3"),
+    (lambda x: dg.cross(x[:, :, :3], x[:, :, :3], dim=0), dg.ShapeError,
+     r"^cross: argument 'input' has shape \(2, 3, 3\); expected size 3 along dim 0"),
+    (lambda x: dg.kron(x.reshape(2, 3, 2, 2), x[0, 0]), dg.ShapeError,
+     r"^kron: argument 'input'"),
+])
+def test_more_bad_arguments_are_named(device, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(t(A))

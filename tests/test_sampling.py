@@ -89,3 +89,63 @@ def test_bad_input_is_refused_before_a_draw(device, call, error, pattern):
     with pytest.raises(error):
         call(p)
     np.testing.assert_array_equal(dg.rand(3).numpy(), before)       # (nothing drawn)
+
+
+def test_bernoulli_draws_ones_with_each_elements_probability(device):
+    dg.manual_seed(5)
+    p = np.tile(np.array([0.0, 0.25, 0.9, 1.0], np.float32), (20000, 1))
+    draws = dg.bernoulli(dg.ag_tensor(p))
+    assert draws.dtype == np.float32 and draws.shape == p.shape and not draws.requires_grad
+    got = draws.numpy()
+    assert set(np.unique(got)) <= {0.0, 1.0}
+    rate = got.mean(0)
+    assert rate[0] == 0.0 and rate[3] == 1.0
+    assert abs(rate[1] - 0.25) < 5 * np.sqrt(0.25 * 0.75 / 20000)
+    assert abs(rate[2] - 0.9) < 5 * np.sqrt(0.9 * 0.1 / 20000)
+    half = dg.bernoulli(dg.zeros(40000), 0.5).numpy()              # (p for every element)
+    assert abs(half.mean() - 0.5) < 5 * np.sqrt(0.25 / 40000)
+    assert dg.ag_tensor(p[:2]).bernoulli().shape == (2, 4)
+
+
+def test_normal_draws_from_its_means_and_deviations(device):
+    dg.manual_seed(6)
+    mean = dg.ag_tensor(np.array([-3.0, 0.0, 10.0], np.float32))
+    std = dg.ag_tensor(np.array([[0.5], [2.0]], np.float32))
+    draws = np.stack([dg.normal(mean, std).numpy() for _ in range(4000)])
+    assert draws.shape == (4000, 2, 3)
+    np.testing.assert_allclose(draws.mean(0), np.broadcast_to([-3.0, 0.0, 10.0], (2, 3)),
+                               atol=5 * 2.0 / np.sqrt(4000))
+    np.testing.assert_allclose(draws.std(0), np.broadcast_to([[0.5], [2.0]], (2, 3)),
+                               rtol=0.1)
+    numbers = dg.normal(2.0, 0.0, (3, 2))
+    assert numbers.shape == (3, 2) and numbers.numpy().tolist() == [[2.0, 2.0]] * 3
+    assert dg.normal(mean, 1.0).shape == (3,) and dg.normal(0.0, std).shape == (2, 1)
+    dg.manual_seed(9)
+    first = dg.normal(mean, std).numpy()
+    dg.manual_seed(9)
+    np.testing.assert_array_equal(dg.normal(mean, std).numpy(), first)
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: dg.bernoulli(dg.ag_tensor([0.5, 1.5])), dg.InvalidValueError,
+     r"^bernoulli: argument 'input' holds a probability outside \[0, 1\]"),
+    (lambda: dg.bernoulli(dg.ag_tensor([0.5, np.nan])), dg.InvalidValueError,
+     r"^bernoulli: argument 'input'"),
+    (lambda: dg.bernoulli(dg.zeros(2), 2.0), dg.InvalidValueError, r"^bernoulli: argument 'p'"),
+    (lambda: dg.bernoulli(dg.tensor([1, 0])), dg.ArgumentTypeError,
+     r"^bernoulli: argument 'input' is a int32 tensor"),
+    (lambda: dg.normal(0.0, -1.0, (2,)), dg.InvalidValueError, r"^normal: argument 'std'"),
+    (lambda: dg.normal(dg.zeros(2), dg.ag_tensor([1.0, -1.0])), dg.InvalidValueError,
+     r"^normal: argument 'std' holds a value below 0"),
+    (lambda: dg.normal(0.0, 1.0), dg.InvalidValueError, r"^normal: argument 'size'"),
+    (lambda: dg.normal(dg.zeros(2), 1.0, (2,)), dg.InvalidValueError,
+     r"^normal: argument 'size'"),
+    (lambda: dg.normal(dg.zeros(2), dg.ones(3)), dg.ShapeError, r"^normal"),
+])
+def test_bernoulli_and_normal_refuse_bad_input_before_a_draw(device, call, error, pattern):
+    dg.manual_seed(4)
+    before = dg.rand(3).numpy()
+    dg.manual_seed(4)
+    with pytest.raises(error, match=pattern):
+        call()
+    np.testing.assert_array_equal(dg.rand(3).numpy(), before)

@@ -1,16 +1,20 @@
 """Tensors arranged from others, with PyTorch's names: ``clone``, ``narrow``, ``select``,
-``tile``, ``meshgrid``, ``index_add``. Each is a composition of ops the suite checks (views, joins and
-broadcasts that move elements as they are), so results agree between the backends bit for
-bit and gradients come from the parts'."""
+``tile``, ``meshgrid``, ``index_add``, ``triu_indices``, ``tril_indices``, ``rot90``,
+``cartesian_prod``, ``block_diag`` and ``Tensor.unfold`` (windows along an axis).
+
+Each is a composition of ops the suite checks (views, joins and broadcasts that move
+elements as they are), so results agree between the backends bit for bit and gradients
+come from the parts'."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import IndexOutOfRange, bad_shape, bad_type, bad_value
-from . import checks
-from .indexing import _axis, expand, getitem, repeat
+from . import checks, creation
+from .indexing import (_axis, concat, expand, flip, getitem, index_select, movedim, pad,
+                       repeat, stack, swapaxes)
 from .ops import _tensor, mul, reshape, scatter_add
-from .tensor import Tensor
+from .tensor import Tensor, is_float
 
 
 def clone(input) -> Tensor:  # noqa: A002 - PyTorch's argument names
@@ -113,8 +117,95 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:  # noqa: A0
     return scatter_add(x, dim, np.broadcast_to(lined, wanted),
                        src if alpha == 1 else mul(src, alpha))
 
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (row, column) indices of an upper triangle, a (2, N) int32 tensor in row-major
+    order, as ``torch.triu_indices`` (``offset``: above the diagonal by that many)."""
+    return _triangle("triu_indices", np.triu_indices, row, col, offset, dtype, device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (row, column) indices of a lower triangle, as ``torch.tril_indices``."""
+    return _triangle("tril_indices", np.tril_indices, row, col, offset, dtype, device)
+
+
+def _triangle(fn: str, indices, row, col, offset, dtype, where) -> Tensor:
+    rows = checks.integer(fn, "row", row, 0)
+    cols = checks.integer(fn, "col", col, 0)
+    offset = checks.integer(fn, "offset", offset)
+    return creation.tensor(np.stack(indices(rows, offset, cols)).astype(np.int32),
+                           dtype="int32" if dtype is None else dtype, device=where)
+
+
+def rot90(input, k: int = 1, dims=(0, 1)) -> Tensor:  # noqa: A002
+    """``input`` rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
+    axis toward the second, as ``torch.rot90`` (and NumPy's)."""
+    x = _tensor("rot90", "input", input, any_dtype=True, low_precision=True)
+    k = checks.integer("rot90", "k", k) % 4
+    if not isinstance(dims, (tuple, list)) or len(dims) != 2:
+        raise bad_type("rot90", "dims", dims, "two dimensions")
+    a, b = (_axis("rot90", "dims", d, max(x.ndim, 1)) for d in dims)
+    if a == b or x.ndim < 2:
+        raise bad_value("rot90", "dims", dims, "two different dimensions of input")
+    if k == 0:
+        return x.clone()
+    if k == 2:
+        return flip(x, (a, b))
+    return swapaxes(flip(x, (b if k == 1 else a,)), a, b)
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """Every combination of one element of each 1-D tensor, a row each in order, as
+    ``torch.cartesian_prod`` (one tensor: itself)."""
+    grids = meshgrid(*tensors, indexing="ij")
+    if len(grids) == 1:
+        return grids[0]
+    return stack([reshape(g, (g.size,)) for g in grids], 1)
+
+
+def block_diag(*tensors) -> Tensor:
+    """The tensors (0-, 1- or 2-D, one dtype) along the diagonal of a matrix of zeros, as
+    ``torch.block_diag``."""
+    blocks = []
+    for k, t in enumerate(tensors):
+        b = _tensor("block_diag", f"tensors[{k}]", t, any_dtype=True, low_precision=True)
+        if b.ndim > 2:
+            raise bad_shape("block_diag", f"tensors[{k}]", b.shape, "0, 1 or 2 dimensions")
+        if blocks and b.dtype != blocks[0].dtype:
+            raise bad_type("block_diag", f"tensors[{k}]", b, f"a {blocks[0].dtype} tensor, as "
+                                                             "tensors[0]")
+        blocks.append(reshape(b, (1, 1) if b.ndim == 0 else (1, b.size) if b.ndim == 1
+                              else b.shape))
+    if not blocks:
+        return creation.zeros(1, 0)
+    width, left, rows = sum(b.shape[1] for b in blocks), 0, []
+    for b in blocks:
+        rows.append(pad(b, (left, width - left - b.shape[1])) if is_float(b.dtype) else
+                    concat([creation.zeros(b.shape[0], left, dtype=b.dtype), b,
+                            creation.zeros(b.shape[0], width - left - b.shape[1],
+                                           dtype=b.dtype)], 1))
+        left += b.shape[1]
+    return concat(rows, 0)
+
+
+def _windows(self, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold`` (PyTorch's, not F.unfold's image columns): the windows of ``size``
+    elements ``step`` apart along ``dimension``, that axis their count and a last axis of
+    ``size`` (copies; gradients add back where windows overlap)."""
+    fn = "Tensor.unfold"
+    dim = _axis(fn, "dimension", dimension, max(self.ndim, 1))
+    n = self.shape[dim] if self.ndim else 1
+    size = checks.integer(fn, "size", size, 0, n + 1)
+    step = checks.integer(fn, "step", step, 1)
+    count = (n - size) // step + 1
+    starts = np.arange(count, dtype=np.int64)[:, None] * step
+    picked = index_select(reshape(self, (1,)) if not self.ndim else self, dim,
+                          starts + np.arange(size, dtype=np.int64))
+    return movedim(picked, dim + 1, -1) if self.ndim else reshape(picked, (count, size))
+
+
 def _install_methods() -> None:
     Tensor.select = lambda t, dim, index: select(t, dim, index)
+    Tensor.unfold = _windows
     Tensor.index_add = lambda t, dim, index, source, *, alpha=1: index_add(
         t, dim, index, source, alpha=alpha)
     Tensor.tile = lambda t, *dims: tile(t, dims[0] if len(dims) == 1 and
@@ -123,4 +214,5 @@ def _install_methods() -> None:
 
 _install_methods()
 
-__all__ = ["clone", "narrow", "select", "tile", "meshgrid", "index_add"]
+__all__ = ["clone", "narrow", "select", "tile", "meshgrid", "index_add", "triu_indices",
+           "tril_indices", "rot90", "cartesian_prod", "block_diag"]

@@ -22,9 +22,9 @@ import numpy as np
 from ..errors import (ArgumentTypeError, CallOrderError, DualgradError, ShapeError,
                       bad_type, bad_value)
 from . import checks, device, init, ops, tape
-from .indexing import (_basic, _expand_ellipsis, broadcast_to, concat, getitem,
-                       index_select)
+from .indexing import _basic, _expand_ellipsis, broadcast_to, getitem
 from .logic import masked_fill, to
+from .placement import replaced
 from .pointwise import addcmul, addcdiv
 from .residency import handle
 from .tensor import Tensor, ag_tensor, is_float
@@ -223,22 +223,15 @@ def _write_strided(t: Tensor, parts: tuple, value) -> None:
 
 def _write_positions(t: Tensor, key, value) -> None:
     """t[key] = value by the positions t[key] selects: a tensor of positions indexed as t
-    would be, read back; the last value a position is given wins; then t rebuilt whole by
-    one index_select over t's elements followed by the values."""
+    would be, read back; the last value a position is given wins (``placement.replaced``:
+    t rebuilt whole by one index_select over its elements followed by the values)."""
     flat_positions = ag_tensor(np.arange(t.size, dtype=np.int32).reshape(t.shape),
                                dtype="int32")
     selected = getitem(flat_positions, key)
     positions = selected.numpy().reshape(-1).astype(np.int64)
     values = _as_values("setitem", value, t.dtype, selected.shape)
-    if not positions.size:
-        return
-    values = ops.reshape(values, (positions.size,))
-    # the last occurrence of each position: the first in the reversed order
-    unique, first = np.unique(positions[::-1], return_index=True)
-    source = np.arange(t.size, dtype=np.int64)
-    source[unique] = t.size + (positions.size - 1 - first)
-    everything = concat([ops.reshape(t.detach(), (t.size,)), values])
-    write("setitem", t, ops.reshape(index_select(everything, 0, source), t.shape))
+    if positions.size:
+        write("setitem", t, replaced(t.detach(), positions, values))
 
 
 def _random(name: str, draw):

@@ -1,4 +1,5 @@
-"""Products under PyTorch's names: ``mm bmm mv dot outer addmm tensordot einsum``.
+"""Products under PyTorch's names: ``mm bmm mv dot outer addmm baddbmm tensordot einsum
+kron cross``.
 
 Each is made of ``matmul`` and the view and reduction ops (transpose, reshape, expand,
 sum, tril/triu), so both backends compute it with the kernels the differential suite
@@ -13,11 +14,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import InvalidValueError, ShapeError, bad_shape, bad_type
+from ..shapes import MAX_RANK
 from . import checks
-from .indexing import _axis, expand, movedim, pad
+from .indexing import _axis, concat, expand, index_select, movedim, pad
 from .logic import tril, triu
-from .ops import _constant, _tensor, add, matmul, mul, reshape, sum as _sum, transpose
+from .ops import (_constant, _tensor, add, matmul, mul, reshape, sub, sum as _sum,
+                  transpose)
 from .tensor import Tensor
 
 
@@ -404,5 +409,40 @@ def einsum(equation, *operands) -> Tensor:
     return _einsum("einsum", equation, tensors)
 
 
+def kron(input, other) -> Tensor:  # noqa: A002
+    """The Kronecker product, as ``torch.kron``: every product input[i] * other[j] at
+    i * other.shape + j, the lower rank padded with leading axes of size 1 (the result's
+    rank, doubled on the way, at most 3 + 3)."""
+    a = _operand("kron", "input", input)
+    b = _operand("kron", "other", other)
+    rank = max(a.ndim, b.ndim)
+    if 2 * rank > MAX_RANK:
+        raise bad_shape("kron", "input", a.shape, f"ranks whose double is at most {MAX_RANK}")
+    sa, sb = (1,) * (rank - a.ndim) + a.shape, (1,) * (rank - b.ndim) + b.shape
+    wide = mul(reshape(a, tuple(v for n in sa for v in (n, 1))),
+               reshape(b, tuple(v for n in sb for v in (1, n))))
+    return reshape(wide, tuple(m * n for m, n in zip(sa, sb)))
+
+
+def cross(input, other, dim=None) -> Tensor:  # noqa: A002
+    """The cross product of 3-vectors along ``dim`` (input and other broadcast), as
+    ``torch.cross``: with no dim, the first axis of size 3, as PyTorch's."""
+    a = _operand("cross", "input", input)
+    b = _operand("cross", "other", other)
+    shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    if dim is None:
+        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise bad_shape("cross", "input", shape, "an axis of size 3")
+    dim = _axis("cross", "dim", dim, max(len(shape), 1))
+    if shape[dim] != 3:
+        raise bad_shape("cross", "input", shape, f"size 3 along dim {dim}")
+    a, b = expand(a, shape), expand(b, shape)
+    x, y = ([index_select(v, dim, [k]) for k in range(3)] for v in (a, b))
+    return concat([sub(mul(x[1], y[2]), mul(x[2], y[1])),
+                   sub(mul(x[2], y[0]), mul(x[0], y[2])),
+                   sub(mul(x[0], y[1]), mul(x[1], y[0]))], dim)
+
+
 __all__ = ["mm", "bmm", "mv", "dot", "outer", "addmm", "baddbmm", "tensordot", "einsum",
-           "trace", "diagonal", "diag", "cdist"]
+           "trace", "diagonal", "diag", "cdist", "kron", "cross"]

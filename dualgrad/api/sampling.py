@@ -1,4 +1,5 @@
-"""Draws from the distributions a tensor's values give, as PyTorch's: ``multinomial``.
+"""Draws from the distributions a tensor's values give, as PyTorch's: ``multinomial``,
+``bernoulli`` and ``normal``.
 
 The weights are read to the host and the draws made there from dualgrad's generator
 (``manual_seed``), as the factories draw theirs, so both backends sample alike from the same
@@ -11,7 +12,9 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape, bad_value
 from . import checks, random
-from .ops import _tensor
+from .creation import randn
+from .logic import any as any_, gt, isnan, logical_or, lt, to
+from .ops import _broadcast, _tensor, add, mul, reshape
 from .tensor import Tensor, ag_tensor
 
 
@@ -31,9 +34,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *,  # noqa: 
                                               "row)")
     k = checks.integer(fn, "num_samples", num_samples, 1)
     replacement = checks.flag(fn, "replacement", replacement)
-    if generator is not None:
-        raise bad_value(fn, "generator", generator, "None (dualgrad draws from its one "
-                                                    "generator, seeded by manual_seed)")
+    _no_generator(fn, generator)
     n = x.shape[-1]
     if not replacement and k > n:
         raise bad_value(fn, "num_samples", k, f"at most the {n} categories when drawing "
@@ -70,11 +71,77 @@ def _without_replacement(p: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-keys, axis=-1, kind="stable")[:, :k]
 
 
+def bernoulli(input, p=None, *, generator=None) -> Tensor:  # noqa: A002
+    """0 or 1 for each element of ``input``, 1 with the probability the element holds (or
+    ``p``, a number, for every element), as ``torch.bernoulli``: of input's float dtype,
+    no gradient. The uniform draws come from dualgrad's generator (``manual_seed``) and are
+    uploaded, so both backends draw alike; the probabilities are checked to lie in [0, 1]
+    (which reads that check's answer back)."""
+    fn = "bernoulli"
+    x = _tensor(fn, "input", input, low_precision=True)
+    _no_generator(fn, generator)
+    if p is not None:
+        chance = checks.number(fn, "p", p, 0.0, 1.0)
+    elif x.size and bool(any_(logical_or(logical_or(lt(x, 0.0), gt(x, 1.0)),
+                                         isnan(x))).item()):
+        raise InvalidValueError(f"{fn}: argument 'input' holds a probability outside [0, 1] "
+                                "(or NaN); expected values in [0, 1]")
+    u = ag_tensor(random.generator().random(x.shape, dtype=np.float32))
+    hit = lt(u, chance) if p is not None else lt(u, x.detach().float())
+    return to(hit, x.dtype)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
+    """Values drawn from normal distributions, as ``torch.normal``: ``mean`` and ``std``
+    tensors (broadcast together) or numbers, and ``size`` where both are numbers; float32
+    (or the tensors' float dtype), std >= 0. Drawn from dualgrad's generator (standard
+    normals, uploaded, scaled and shifted on the device); no gradient flows to mean or
+    std, as PyTorch's (write ``mean + std * randn_like(mean)`` for one)."""
+    fn = "normal"
+    _no_generator(fn, generator)
+    tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
+    if size is not None and tensors:
+        raise bad_value(fn, "size", size, "None where mean or std is a tensor (the result "
+                                          "takes their shape)")
+    if not tensors:
+        if size is None:
+            raise bad_value(fn, "size", None, "a size where mean and std are numbers")
+        mu = checks.number(fn, "mean", mean)
+        sigma = checks.number(fn, "std", std, 0.0)
+        return add(mul(randn(*_sizes(size)), sigma), mu)
+    like = tensors[0]
+    mu = _tensor(fn, "mean", mean, like).detach() if isinstance(mean, Tensor) else \
+        checks.number(fn, "mean", mean)
+    if isinstance(std, Tensor):
+        sigma = _tensor(fn, "std", std, like).detach()
+        if sigma.size and bool(any_(logical_or(lt(sigma, 0.0), isnan(sigma))).item()):
+            raise InvalidValueError(f"{fn}: argument 'std' holds a value below 0 (or NaN); "
+                                    "expected std >= 0")
+    else:
+        sigma = checks.number(fn, "std", std, 0.0)
+    shape = _broadcast(fn, *(v.shape for v in (mu, sigma) if isinstance(v, Tensor))) \
+        if len(tensors) == 2 else like.shape
+    draws = randn(*shape) if shape else reshape(randn(1), ())
+    return add(mul(to(draws, like.dtype), sigma), mu)
+
+
+def _sizes(size) -> tuple:
+    return tuple(size) if isinstance(size, (tuple, list)) else (size,)
+
+
+def _no_generator(fn: str, generator) -> None:
+    if generator is not None:
+        raise bad_value(fn, "generator", generator, "None (dualgrad draws from its one "
+                                                    "generator, seeded by manual_seed)")
+
+
 def _install_methods() -> None:
     Tensor.multinomial = lambda t, num_samples, replacement=False, *, generator=None: \
         multinomial(t, num_samples, replacement, generator=generator)
+    Tensor.bernoulli = lambda t, p=None, *, generator=None: bernoulli(t, p,
+                                                                       generator=generator)
 
 
 _install_methods()
 
-__all__ = ["multinomial"]
+__all__ = ["multinomial", "bernoulli", "normal"]
