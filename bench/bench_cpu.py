@@ -242,11 +242,20 @@ def _along_lines(args, torch, name: str, seed: int, mine_of, peer_of, target: st
 
 
 def bench_scan(args, torch) -> list:
-    """cumsum along lines, against torch.cumsum."""
+    """cumsum along lines (float32; int32 as one line), against torch.cumsum."""
     be = device.active()
-    return _along_lines(args, torch, "cumsum", 6,
+    rows = _along_lines(args, torch, "cumsum", 6,
                         lambda g: be.cumsum(g, g.shape[0], g.shape[1], 1, False),
                         lambda t: torch.cumsum(t, 1), "<= 1.0")
+    n = args.elements
+    ints = np.random.default_rng(16).integers(-1000, 1000, n).astype(np.int32)
+    mine = (lambda: be.cumsum(ints, 1, n, 1, False))
+    peer = (lambda: torch.cumsum(torch.from_numpy(ints), 0, dtype=torch.int32)) \
+        if torch else None
+    mine()
+    rows.append((f"cumsum of {n} int32, one line",
+                 *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
+    return rows
 
 
 def bench_reduce(args, torch) -> list:

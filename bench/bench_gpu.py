@@ -528,7 +528,8 @@ def bench_unary(args, ours, torch) -> list:
 
 
 def bench_scan(args, ours, torch) -> list:
-    """cumsum over ``args.elements`` float32 elements: one line, and rows of 4096, against
+    """cumsum over ``args.elements`` float32 elements: one line, and rows of 4096, and of
+    int32 elements, one line (int32 sums: PyTorch's with dtype=torch.int32), against
     torch.cumsum."""
     n = args.elements
     x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
@@ -544,6 +545,13 @@ def bench_scan(args, ours, torch) -> list:
         t_ours, t_peer = timed(args, mine, peer, ours.sync,
                                torch.cuda.synchronize if torch else None, 20)
         rows.append((f"cumsum of {n}, {label}", t_ours, t_peer, "<= 1.25"))
+    ints = np.random.default_rng(16).integers(-1000, 1000, n).astype(np.int32)
+    hi = ours.put(ints)
+    ti = torch.from_numpy(ints).cuda() if torch else None
+    t_ours, t_peer = timed(args, lambda: be.cumsum(hi, 1, n, 1, False),
+                           (lambda: torch.cumsum(ti, 0, dtype=torch.int32)) if torch else None,
+                           ours.sync, torch.cuda.synchronize if torch else None, 20)
+    rows.append((f"cumsum of {n} int32, one line", t_ours, t_peer, "<= 1.25"))
     return rows
 
 

@@ -43,17 +43,6 @@ void columns() {
 // Where logical element j of the line at base is.
 uint at(uint base, uint j) { return base + (p.reverse != 0u ? p.n - 1u - j : j); }
 
-// The sum of the workgroup's values: each subgroup's sum, then those added in order.
-SCALAR workgroup_sum(SCALAR s) {
-    s = subgroupAdd(s);
-    if (subgroupElect()) part[gl_SubgroupID] = s;
-    barrier();
-    SCALAR all = SCALAR(0);
-    for (uint k = 0u; k < gl_NumSubgroups; ++k) all += part[k];
-    barrier();
-    return all;
-}
-
 // The sum of the values of the threads before this one: within the subgroup by its scan,
 // plus the totals of the subgroups before, added in order.
 SCALAR workgroup_before(SCALAR s) {
@@ -121,11 +110,20 @@ void totals(uint line, uint c) {
             s[g] += j < p.n ? p.x.v[at(base, j)] : SCALAR(0);
         }
     }
+    // The tiles' subgroup sums into tile_ (free until a prefix), added in order by thread 0:
+    // one barrier for the GROUP tiles, where a sum each took two (and the same sums).
+    uint subgroups = gl_NumSubgroups;
     [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
-        SCALAR total = workgroup_sum(s[g]);
-        if (lid == 0u && g < count) p.totals.v[line * p.tiles + c + g] = total;
+        SCALAR part_sum = subgroupAdd(s[g]);
+        if (subgroupElect()) tile_[g * subgroups + gl_SubgroupID] = part_sum;
     }
+    barrier();
     if (lid == 0u) {
+        for (uint g = 0u; g < count; ++g) {
+            SCALAR total = SCALAR(0);
+            for (uint k = 0u; k < subgroups; ++k) total += tile_[g * subgroups + k];
+            p.totals.v[line * p.tiles + c + g] = total;
+        }
         memoryBarrierBuffer();
         last_tile = atomicAdd(p.counters.v[line], count) == p.tiles - count;
     }
