@@ -376,6 +376,11 @@ class Backend(abc.ABC):
         of the exact ones); of an int32 x, int32 sums wrapping as int32 does (exact)."""
 
     @abc.abstractmethod
+    def cumprod(self, x, outer: int, n: int, inner: int, reverse: bool):
+        """The cumulative products, as ``cumsum``'s sums: float32 products of a line in any
+        order (within gamma(n) of the exact ones, relatively); int32 ones wrapping."""
+
+    @abc.abstractmethod
     def sort(self, x, descending: bool):
         """(values, int32 indices) of the rows of x (rows, n) sorted along n, ascending or
         ``descending``; ties keep their order (a stable sort), -0 ties with +0, NaNs order

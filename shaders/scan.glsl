@@ -1,11 +1,24 @@
 // The body of scan.comp (SCALAR float, VALUES Floats) and intscan.comp (SCALAR int,
-// VALUES Ints): see scan.comp for the modes. Int32 sums wrap and are exact in any order.
+// VALUES Ints): see scan.comp for the modes. PRODUCT: products in place of sums (cumprod),
+// the "sums" and "totals" below then products. Int32 sums and products wrap and are exact
+// in any order.
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 layout(constant_id = 1) const uint RUN = 16;    // elements a thread scans in a tile
+layout(constant_id = 2) const uint PRODUCT = 0;
 // Tiles a TOTALS workgroup sums at once: their loads in flight together, and one count (an
 // atomic whose answer the workgroup waits for) for them all.
 const uint GROUP = 4u;
+
+const SCALAR IDENTITY = PRODUCT != 0u ? SCALAR(1) : SCALAR(0);
+
+SCALAR combine(SCALAR a, SCALAR b) { return PRODUCT != 0u ? a * b : a + b; }
+
+SCALAR subgroup_combine(SCALAR s) { return PRODUCT != 0u ? subgroupMul(s) : subgroupAdd(s); }
+
+SCALAR subgroup_before(SCALAR s) {
+    return PRODUCT != 0u ? subgroupExclusiveMul(s) : subgroupExclusiveAdd(s);
+}
 
 // Totals another workgroup reads back within the dispatch: coherent, as in reduce.comp.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Totals {
@@ -31,10 +44,10 @@ void columns() {
     uint stride = gl_NumWorkGroups.x * WG;
     for (uint t = gl_GlobalInvocationID.x; t < p.lines; t += stride) {
         uint o = t / p.inner, k = t % p.inner, base = o * p.n * p.inner + k;
-        SCALAR acc = SCALAR(0);
+        SCALAR acc = IDENTITY;
         for (uint j = 0; j < p.n; ++j) {
             uint i = base + (p.reverse != 0u ? p.n - 1u - j : j) * p.inner;
-            acc += p.x.v[i];
+            acc = combine(acc, p.x.v[i]);
             p.out0.v[i] = acc;
         }
     }
@@ -46,13 +59,14 @@ uint at(uint base, uint j) { return base + (p.reverse != 0u ? p.n - 1u - j : j);
 // The sum of the values of the threads before this one: within the subgroup by its scan,
 // plus the totals of the subgroups before, added in order.
 SCALAR workgroup_before(SCALAR s) {
-    SCALAR inside = subgroupExclusiveAdd(s);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) part[gl_SubgroupID] = inside + s;
+    SCALAR inside = subgroup_before(s);
+    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u)
+        part[gl_SubgroupID] = combine(inside, s);
     barrier();
-    SCALAR before = SCALAR(0);
-    for (uint k = 0u; k < gl_SubgroupID; ++k) before += part[k];
+    SCALAR before = IDENTITY;
+    for (uint k = 0u; k < gl_SubgroupID; ++k) before = combine(before, part[k]);
     barrier();
-    return before + inside;
+    return combine(before, inside);
 }
 
 // tile_'s TILE values, in place, to their running sums from `carry` (inclusive: each
@@ -62,11 +76,11 @@ SCALAR scan_tile(uint lid, SCALAR carry, bool inclusive) {
     barrier();                                    // tile_ is filled
     SCALAR v[RUN];
     [[unroll]] for (uint i = 0u; i < RUN; ++i) v[i] = tile_[padded(lid * RUN + i)];
-    SCALAR run = SCALAR(0);
-    [[unroll]] for (uint i = 0u; i < RUN; ++i) run += v[i];
-    SCALAR before = carry + workgroup_before(run);
+    SCALAR run = IDENTITY;
+    [[unroll]] for (uint i = 0u; i < RUN; ++i) run = combine(run, v[i]);
+    SCALAR before = combine(carry, workgroup_before(run));
     [[unroll]] for (uint i = 0u; i < RUN; ++i) {
-        SCALAR next = before + v[i];
+        SCALAR next = combine(before, v[i]);
         tile_[padded(lid * RUN + i)] = inclusive ? next : before;
         before = next;
     }
@@ -82,11 +96,11 @@ SCALAR scan_tile(uint lid, SCALAR carry, bool inclusive) {
 void prefix_totals(uint line, uint lid) {
     memoryBarrierBuffer();
     uint base = line * p.tiles;
-    SCALAR carry = SCALAR(0);
+    SCALAR carry = IDENTITY;
     for (uint first = 0u; first < p.tiles; first += TILE) {
         [[unroll]] for (uint i = 0u; i < RUN; ++i) {
             uint t = first + i * WG + lid;
-            tile_[padded(i * WG + lid)] = t < p.tiles ? p.totals.v[base + t] : SCALAR(0);
+            tile_[padded(i * WG + lid)] = t < p.tiles ? p.totals.v[base + t] : IDENTITY;
         }
         carry = scan_tile(lid, carry, false);
         [[unroll]] for (uint i = 0u; i < RUN; ++i) {
@@ -104,24 +118,25 @@ void totals(uint line, uint c) {
     uint lid = gl_LocalInvocationID.x, base = line * p.n, count = min(GROUP, p.tiles - c);
     SCALAR s[GROUP];
     [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
-        s[g] = SCALAR(0);
+        s[g] = IDENTITY;
         [[unroll]] for (uint i = 0u; i < RUN; ++i) {
             uint j = (c + g) * TILE + i * WG + lid;
-            s[g] += j < p.n ? p.x.v[at(base, j)] : SCALAR(0);
+            s[g] = combine(s[g], j < p.n ? p.x.v[at(base, j)] : IDENTITY);
         }
     }
     // The tiles' subgroup sums into tile_ (free until a prefix), added in order by thread 0:
     // one barrier for the GROUP tiles, where a sum each took two (and the same sums).
     uint subgroups = gl_NumSubgroups;
     [[unroll]] for (uint g = 0u; g < GROUP; ++g) {
-        SCALAR part_sum = subgroupAdd(s[g]);
+        SCALAR part_sum = subgroup_combine(s[g]);
         if (subgroupElect()) tile_[g * subgroups + gl_SubgroupID] = part_sum;
     }
     barrier();
     if (lid == 0u) {
         for (uint g = 0u; g < count; ++g) {
-            SCALAR total = SCALAR(0);
-            for (uint k = 0u; k < subgroups; ++k) total += tile_[g * subgroups + k];
+            SCALAR total = IDENTITY;
+            for (uint k = 0u; k < subgroups; ++k)
+                total = combine(total, tile_[g * subgroups + k]);
             p.totals.v[line * p.tiles + c + g] = total;
         }
         memoryBarrierBuffer();
@@ -134,10 +149,10 @@ void totals(uint line, uint c) {
 
 void tile(uint line, uint c) {
     uint lid = gl_LocalInvocationID.x, base = line * p.n, first = c * TILE;
-    SCALAR earlier = c > 0u ? p.totals.v[line * p.tiles + c] : SCALAR(0);  // tiles before
+    SCALAR earlier = c > 0u ? p.totals.v[line * p.tiles + c] : IDENTITY;  // tiles before
     [[unroll]] for (uint i = 0u; i < RUN; ++i) {
         uint e = i * WG + lid, j = first + e;
-        tile_[padded(e)] = j < p.n ? p.x.v[at(base, j)] : SCALAR(0);
+        tile_[padded(e)] = j < p.n ? p.x.v[at(base, j)] : IDENTITY;
     }
     scan_tile(lid, earlier, true);
     [[unroll]] for (uint i = 0u; i < RUN; ++i) {

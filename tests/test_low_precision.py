@@ -117,6 +117,7 @@ OPS = {
     "var": lambda x, m, img, w, q: dg.var(x), "std": lambda x, m, img, w, q: dg.std(x, 1),
     "logsumexp": lambda x, m, img, w, q: dg.logsumexp(x, 1),
     "norm": lambda x, m, img, w, q: dg.norm(x), "cumsum": lambda x, m, img, w, q: dg.cumsum(x, 1),
+    "cumprod": lambda x, m, img, w, q: dg.cumprod(x, 1),
     "prod": lambda x, m, img, w, q: dg.prod(x, 2),
     "reshape": lambda x, m, img, w, q: x.reshape(6, 4),
     "transpose": lambda x, m, img, w, q: dg.transpose(x),

@@ -40,6 +40,8 @@ CASES = {
     "cumsum": (lambda t: dg.cumsum(t, 1), lambda x: np.cumsum(x, 1)),
     "cumsum-last": (lambda t: t.cumsum(-1), lambda x: np.cumsum(x, -1)),
     "cumsum-first": (lambda t: dg.cumsum(t, 0), lambda x: np.cumsum(x, 0)),
+    "cumprod": (lambda t: dg.cumprod(t * 0.5, 1), lambda x: np.cumprod(x * 0.5, 1)),
+    "cumprod-first": (lambda t: (t * 0.5).cumprod(0), lambda x: np.cumprod(x * 0.5, 0)),
     "prod": (lambda t: dg.prod(t * 0.3, 1), lambda x: np.prod(x * 0.3, 1)),
     "prod-all": (lambda t: (t * 0.5).prod(), lambda x: np.prod(x * 0.5)),
     "prod-keep": (lambda t: dg.prod(t, dim=(0, 2), keepdim=True),
@@ -296,6 +298,41 @@ def test_cumsum_takes_pytorchs_dtype_and_counts_positions(device):
 def test_a_captured_step_with_an_int32_cumsum_replays_as_eager_steps(gpu):
     # (the running counts, each batch's own, weight the loss the replays must give again)
     assert_layer_step_replays(lambda h: dg.sum(h * (h > 0).cumsum(dim=1).float()), 6, seed=7)
+
+
+@pytest.mark.parametrize("n", [50, 3000, 2048 * 5 + 3, 2048 * 2049 + 7])
+def test_cumprod_of_long_lines_within_gamma_n_and_int32_exact(device, n):
+    # short lines, one tile, several, and a prefix of the tiles' products in two rounds
+    rng = np.random.default_rng(n)
+    x = (1 + rng.uniform(-2 ** -9, 2 ** -9, (2, n))).astype(np.float32)
+    x[0, n // 2] = -1.0
+    got = dg.cumprod(dg.ag_tensor(x), 1).numpy()
+    want = np.cumprod(x.astype(np.float64), 1)
+    assert np.all(np.abs(got - want) <= 1e-7 * n * np.abs(want) + 1e-7 * np.abs(want))
+    ints = rng.integers(-3, 4, (2, min(n, 5000))).astype(np.int32)
+    got = dg.cumprod(dg.tensor(ints), 1)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.numpy(), np.cumprod(ints.astype(np.int64), 1)
+                                  .astype(np.int32))                        # (wraps)
+
+
+def test_cumprod_gradient_through_zeros_as_pytorchs(device):
+    # d/dx_i of sum_j g_j y_j: before a line's first zero, (sums of g y from the end) / x;
+    # at it, the sums of g times the products without it; past it, 0
+    a = np.array([[2.0, 3.0, 0.0, 4.0, 0.0, 5.0], [0.0, 2.0, 3.0, 1.0, 1.0, 1.0],
+                  [1.5, -2.0, 3.0, 0.5, 2.0, -1.0]], np.float32)
+    g = np.arange(1.0, 7.0, dtype=np.float32)
+    x = dg.ag_tensor(a, requires_grad=True)
+    with dg.with_grad_tape():
+        dg.sum(dg.cumprod(x, 1) * dg.ag_tensor(g)).backward()
+    want = np.zeros_like(a, dtype=np.float64)
+    for r, row in enumerate(a.astype(np.float64)):
+        for i in range(6):
+            want[r, i] = sum(g[j] * np.prod(np.delete(row[:j + 1], i)) for j in range(i, 6))
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+    assert dg.gradcheck(lambda v: dg.cumprod(v, 0), np.array([1.5, 0.0, -2.0, 0.0, 3.0]))
+    assert dg.gradcheck(lambda v: dg.cumprod(v, 1), np.random.default_rng(1).standard_normal(
+        (3, 7)))
 
 
 # -- max and min along one dim: (values, indices), as torch.max(input, dim) -----------------

@@ -44,7 +44,7 @@ _TYPES = {"bfloat16": BFLOAT16, "float16": FLOAT16}
 FLOAT32_OPS = frozenset({
     "exp", "expm1", "log", "log10", "log1p", "log2", "reciprocal", "rsqrt", "sinh", "cosh",
     "tan", "acos", "asin", "softplus", "pow", "pow_scalar", "rpow_scalar", "rdiv_scalar",
-    "sum", "prod", "cumsum", "norm", "logsumexp", "softmax", "log_softmax", "layer_norm",
+    "sum", "prod", "cumsum", "cumprod", "norm", "logsumexp", "softmax", "log_softmax", "layer_norm",
     "group_norm", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "softmax_cross_entropy",
     "kl_div", "cosine_similarity"})

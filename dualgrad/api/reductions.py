@@ -313,28 +313,68 @@ def cumsum(x, dim: int, *, dtype=None) -> Tensor:
     of a float tensor, of its dtype, the gradient the sums of g from the end; of an int32
     or bool tensor, int32 sums wrapping as int32 does (PyTorch's are int64), exact, with no
     gradient (``mask.cumsum(-1)`` counts). ``dtype``: x converted to it first, as PyTorch's."""
+    x, lines, exact = _scanned("cumsum", x, dim, dtype)
+    backend = device.active()
+    if exact is not None:
+        return adopt(backend, Tensor(x.shape, INT32), backend.cumsum(exact, *lines, False))
+    hy = backend.cumsum(handle(backend, x), *lines, False)
+
+    def backward(g, needs):
+        return (backend.cumsum(g, *lines, True),)
+    return _make(hy, (x,), backward, backend)
+
+
+@computes_in_float32
+def cumprod(x, dim: int, *, dtype=None) -> Tensor:
+    """The cumulative products of x along ``dim``, as ``torch.cumprod``: of a float tensor,
+    of its dtype (the device multiplies in chunks: within gamma(n) of the exact products,
+    relatively); of an int32 or bool tensor, int32 products wrapping as int32 does, with no
+    gradient. The gradient is PyTorch's, zeros included: the sums from the end of g y,
+    divided by x, before a line's first zero; at that zero, the sums of g times the
+    products without it; 0 past it."""
+    x, lines, exact = _scanned("cumprod", x, dim, dtype)
+    backend = device.active()
+    if exact is not None:
+        return adopt(backend, Tensor(x.shape, INT32), backend.cumprod(exact, *lines, False))
+    hx = handle(backend, x)
+    hy = backend.cumprod(hx, *lines, False)
+
+    def backward(g, needs):
+        zero, one = (_filled(backend, (), v, x.dtype) for v in (0.0, 1.0))
+        at_zero = backend.logic("eq", hx, zero)
+        zeros_so_far = backend.cumsum(backend.cast(at_zero, INT32), *lines, False)
+        count_one = _filled(backend, (), 1, INT32)
+        before = backend.logic("eq", zeros_so_far, _filled(backend, (), 0, INT32))
+        first = backend.logic("logical_and", at_zero,
+                              backend.logic("eq", zeros_so_far, count_one))
+        tail = backend.cumsum(backend.binary("mul", g, hy), *lines, True)
+        kept = backend.binary("div", tail, backend.where(at_zero, one, hx))
+        # at the first zero: the products without it, weighted by g and summed from the end
+        without = backend.cumprod(backend.where(first, one, hx), *lines, False)
+        at_first = backend.cumsum(backend.binary("mul", g, without), *lines, True)
+        return (backend.where(before, kept, backend.where(first, at_first, zero)),)
+    return _make(hy, (x,), backward, backend)
+
+
+def _scanned(fn: str, x, dim, dtype) -> tuple:
+    """(x, (outer, n, inner) about ``dim``, x's storage as int32 where x is an int32 or
+    bool tensor, else None), x converted to ``dtype`` first where one is given."""
     if not isinstance(x, Tensor) or not _non_float(x):
-        x = _tensor("cumsum", "x", x)
+        x = _tensor(fn, "x", x)
     rank = builtins.max(x.ndim, 1)
-    dim = checks.integer("cumsum", "dim", dim)
+    dim = checks.integer(fn, "dim", dim)
     if not -rank <= dim < rank:
-        raise bad_axis("cumsum", "dim", dim, f"a dimension in [-{rank}, {rank})")
+        raise bad_axis(fn, "dim", dim, f"a dimension in [-{rank}, {rank})")
     if dtype is not None:
         x = to(x, dtype)
     shape = x.shape or (1,)
     dim %= rank
-    outer, n = math.prod(shape[:dim]), shape[dim]
-    inner = math.prod(shape[dim + 1:])
+    lines = (math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:]))
+    if not _non_float(x):
+        return x, lines, None
     backend = device.active()
-    if _non_float(x):
-        h = handle(backend, x)
-        h = h if x.dtype == INT32 else backend.cast(h, INT32)
-        return adopt(backend, Tensor(x.shape, INT32), backend.cumsum(h, outer, n, inner, False))
-    hy = backend.cumsum(handle(backend, x), outer, n, inner, False)
-
-    def backward(g, needs):
-        return (backend.cumsum(g, outer, n, inner, True),)
-    return _make(hy, (x,), backward, backend)
+    h = handle(backend, x)
+    return x, lines, h if x.dtype == INT32 else backend.cast(h, INT32)
 
 
 def _install_methods() -> None:
@@ -346,6 +386,7 @@ def _install_methods() -> None:
     Tensor.logsumexp = lambda t, axis=None, keepdims=None, **kw: logsumexp(t, axis, keepdims,
                                                                             **kw)
     Tensor.cumsum = lambda t, dim, *, dtype=None: cumsum(t, dim, dtype=dtype)
+    Tensor.cumprod = lambda t, dim, *, dtype=None: cumprod(t, dim, dtype=dtype)
     Tensor.prod = lambda t, axis=None, keepdims=None, **kw: prod(t, axis, keepdims, **kw)
     Tensor.norm = lambda t, p=2, axis=None, keepdims=None, **kw: norm(t, p, axis, keepdims,
                                                                        **kw)
@@ -354,4 +395,4 @@ def _install_methods() -> None:
 _install_methods()
 
 __all__ = ["max", "min", "amin", "var", "std", "var_mean", "std_mean", "logsumexp", "norm",
-           "cumsum", "prod"]
+           "cumsum", "cumprod", "prod"]

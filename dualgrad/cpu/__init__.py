@@ -204,6 +204,9 @@ class CpuBackend(Backend):
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(x, outer, n, inner, reverse)
 
+    def cumprod(self, x, outer, n, inner, reverse):
+        return scan.cumprod(x, outer, n, inner, reverse)
+
     def sort(self, x, descending):
         return sort.sort(x, descending)
 

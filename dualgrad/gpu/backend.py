@@ -219,6 +219,9 @@ class GpuBackend(Backend):
     def cumsum(self, x, outer, n, inner, reverse):
         return scan.cumsum(self.device, x, outer, n, inner, reverse)
 
+    def cumprod(self, x, outer, n, inner, reverse):
+        return scan.cumprod(self.device, x, outer, n, inner, reverse)
+
     def sort(self, x, descending):
         return sort.sort(self.device, x, descending)
 

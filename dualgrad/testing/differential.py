@@ -577,39 +577,74 @@ def _convert16(data, pair):
     return [pair.agree("convert16", gz, cz), pair.agree("convert16", wg, wz)]
 
 
+def _scan_shape(data) -> tuple:
+    """A shape for the scans: any small one, or up to 3 lines long enough for the chunked
+    scan (and its recursion over the chunks' totals)."""
+    return data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
+                               st.tuples(st.integers(1, 3), st.integers(1, 1 << 20))
+                               .filter(lambda s: s[0] * s[1] <= 1 << 20)), label="shape")
+
+
+def _scan_lines(data, x) -> tuple:
+    """((outer, n, inner) about a drawn axis, from the end or not), and that axis."""
+    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
+    reverse = data.draw(st.booleans(), label="reverse")
+    lines = (int(np.prod(x.shape[:dim])), x.shape[dim], int(np.prod(x.shape[dim + 1:])))
+    return lines, reverse, dim
+
+
+def _from(a: np.ndarray, dim: int, reverse: bool, running) -> np.ndarray:
+    """``running`` (np.cumsum or np.cumprod) of float64 a along dim, from the end or not."""
+    wide = np.flip(a, dim) if reverse else a
+    out = running(wide.astype(np.float64), dim)
+    return np.flip(out, dim) if reverse else out
+
+
 @check("cumsum")
 def _cumsum(data, pair):
     """Along one axis, forward and from the end; lines long enough for the chunked scan
     (and its recursion over the chunk totals) as well as short and strided ones."""
-    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
-                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 20))
-                                .filter(lambda s: s[0] * s[1] <= 1 << 20)), label="shape")
-    x = data.draw(dgst.arrays(shape), label="x")
-    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
-    reverse = data.draw(st.booleans(), label="reverse")
-    outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
-    inner = int(np.prod(x.shape[dim + 1:]))
-    cy, gy = pair.twin("cumsum", x, outer, n, inner, reverse)
-    mags = np.abs(x.astype(np.float64))
-    scale = np.flip(np.cumsum(np.flip(mags, dim), dim), dim) if reverse else \
-        np.cumsum(mags, dim)
-    return [pair.agree("cumsum", gy, cy, scale=scale, length=n)]
+    x = data.draw(dgst.arrays(_scan_shape(data)), label="x")
+    lines, reverse, dim = _scan_lines(data, x)
+    cy, gy = pair.twin("cumsum", x, *lines, reverse)
+    return [pair.agree("cumsum", gy, cy, scale=_from(np.abs(x), dim, reverse, np.cumsum),
+                       length=lines[1])]
 
 
-@check("cumsum:int32")
-def _int_cumsum(data, pair):
-    """int32 lines (sums wrapping past int32's range) of the float check's shapes, forward
-    and from the end."""
-    shape = data.draw(st.one_of(dgst.shapes(min_dims=1, max_size=1 << 14),
-                                st.tuples(st.integers(1, 3), st.integers(1, 1 << 20))
-                                .filter(lambda s: s[0] * s[1] <= 1 << 20)), label="shape")
-    x = _int32s(data, shape, "x")
-    dim = data.draw(st.integers(0, x.ndim - 1), label="dim")
-    reverse = data.draw(st.booleans(), label="reverse")
-    outer, n = int(np.prod(x.shape[:dim])), x.shape[dim]
-    cz, gz = pair.twin("cumsum", _as_storage(x), outer, n, int(np.prod(x.shape[dim + 1:])),
-                       reverse)
-    return [pair.agree("cumsum:int32", gz, cz)]
+@check("cumprod")
+def _cumprod(data, pair):
+    """As cumsum's, with factors near 1 (so that long lines neither overflow nor
+    underflow, where the order of the device's chunks would decide where a product first
+    does), a few of them 0, -0, -1 or 2."""
+    near = 1.0 + data.draw(dgst.arrays(_scan_shape(data), -2.0 ** -9, 2.0 ** -9,
+                                       specials=False), label="x - 1")
+    odd = data.draw(st.lists(st.tuples(st.integers(0, max(near.size - 1, 0)),
+                                       st.sampled_from([0.0, -0.0, -1.0, 2.0])),
+                             max_size=4), label="odd factors")
+    flat = near.reshape(-1)
+    for at, v in odd:
+        if flat.size:
+            flat[at] = v
+    x = flat.reshape(near.shape).astype(F32)
+    lines, reverse, dim = _scan_lines(data, x)
+    cy, gy = pair.twin("cumprod", x, *lines, reverse)
+    scale = np.abs(_from(x, dim, reverse, np.cumprod))
+    return [pair.agree("cumprod", gy, cy, scale=scale, length=lines[1])]
+
+
+def _int_scan_check(op: str, elements):
+    def run(data, pair):
+        """int32 lines of the float checks' shapes (wrapping past int32's range), forward
+        and from the end."""
+        x = _int32s(data, _scan_shape(data), "x", elements)
+        lines, reverse, _ = _scan_lines(data, x)
+        cz, gz = pair.twin(op, _as_storage(x), *lines, reverse)
+        return [pair.agree(f"{op}:int32", gz, cz)]
+    return run
+
+
+for _op, _elements in (("cumsum", INT32_RANGE), ("cumprod", st.integers(-5, 5))):
+    check(f"{_op}:int32")(_int_scan_check(_op, _elements))
 
 
 @check("permute")

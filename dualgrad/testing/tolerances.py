@@ -496,6 +496,12 @@ TOLERANCES: dict = {
                         "the cpu adds in float64 and rounds once", ulps=1, gamma=1),
     "cumsum:int32": Tolerance("int32 sums, wrapping, in any order (associative): exact",
                               exact=True),
+    "cumprod": Tolerance("each output a float32 product of up to n factors (the device "
+                         "multiplies in chunks, then the chunks' products): within gamma(n) "
+                         "of the exact product's magnitude; the cpu multiplies in float64 "
+                         "and rounds once", ulps=1, gamma=1),
+    "cumprod:int32": Tolerance("int32 products, wrapping, in any order (associative): "
+                               "exact", exact=True),
     "reduce_backward:sum": Tolerance(_EXACT_MOVE, exact=True),
     "reduce_backward:mean": Tolerance(_DIV, ulps=3),
     "reduce_backward:max": Tolerance("g / ties: exact for one tie, a 2.5 ULP division for "
