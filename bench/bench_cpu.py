@@ -242,7 +242,8 @@ def _along_lines(args, torch, name: str, seed: int, mine_of, peer_of, target: st
 
 
 def bench_scan(args, torch) -> list:
-    """cumsum along lines (float32; int32 as one line), against torch.cumsum."""
+    """cumsum along lines (float32; int32 as one line), against torch.cumsum; cumprod of
+    one line, against torch.cumprod."""
     be = device.active()
     rows = _along_lines(args, torch, "cumsum", 6,
                         lambda g: be.cumsum(g, g.shape[0], g.shape[1], 1, False),
@@ -254,6 +255,12 @@ def bench_scan(args, torch) -> list:
         if torch else None
     mine()
     rows.append((f"cumsum of {n} int32, one line",
+                 *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
+    floats = np.random.default_rng(17).uniform(0.999, 1.001, n).astype(np.float32)
+    mine = (lambda: be.cumprod(floats, 1, n, 1, False))
+    peer = (lambda: torch.cumprod(torch.from_numpy(floats), 0)) if torch else None
+    mine()
+    rows.append((f"cumprod of {n}, one line",
                  *interleaved(mine, peer, args.repeats, args.rounds), "<= 1.0"))
     return rows
 

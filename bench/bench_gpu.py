@@ -530,7 +530,7 @@ def bench_unary(args, ours, torch) -> list:
 def bench_scan(args, ours, torch) -> list:
     """cumsum over ``args.elements`` float32 elements: one line, and rows of 4096, and of
     int32 elements, one line (int32 sums: PyTorch's with dtype=torch.int32), against
-    torch.cumsum."""
+    torch.cumsum; cumprod of one line, against torch.cumprod."""
     n = args.elements
     x = np.random.default_rng(6).standard_normal(n).astype(np.float32)
     h = ours.put(x)
@@ -552,6 +552,10 @@ def bench_scan(args, ours, torch) -> list:
                            (lambda: torch.cumsum(ti, 0, dtype=torch.int32)) if torch else None,
                            ours.sync, torch.cuda.synchronize if torch else None, 20)
     rows.append((f"cumsum of {n} int32, one line", t_ours, t_peer, "<= 1.25"))
+    t_ours, t_peer = timed(args, lambda: be.cumprod(h, 1, n, 1, False),
+                           (lambda: torch.cumprod(t, 0)) if torch else None,
+                           ours.sync, torch.cuda.synchronize if torch else None, 20)
+    rows.append((f"cumprod of {n}, one line", t_ours, t_peer, "<= 1.25"))
     return rows
 
 
