@@ -60,8 +60,8 @@ from .api.statistics import *  # noqa: F401,F403  (median, quantile, nansum, ...
 from .api.one_d import *  # noqa: F401,F403  (max_pool1d, avg_pool1d, conv_transpose1d, ...)
 from .api.pair_losses import *  # noqa: F401,F403  (triplet_margin_loss, ...)
 from .api.sampling import *  # noqa: F401,F403  (multinomial)
-from .api.arrangements import *  # noqa: F401,F403  (tile, meshgrid, index_add, ...)
-from .api.placement import *  # noqa: F401,F403  (index_fill, index_copy, scatter)
+from .api.arrangements import *  # noqa: F401,F403  (tile, meshgrid, rot90, ...)
+from .api.placement import *  # noqa: F401,F403  (index_fill, index_copy, index_add, scatter)
 from .api.amp import GradScaler
 from .api.autocast import autocast, is_autocast_enabled
 from .api.checkpointing import checkpoint

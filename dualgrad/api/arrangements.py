@@ -1,5 +1,5 @@
 """Tensors arranged from others, with PyTorch's names: ``clone``, ``narrow``, ``select``,
-``tile``, ``meshgrid``, ``index_add``, ``triu_indices``, ``tril_indices``, ``rot90``,
+``tile``, ``meshgrid``, ``triu_indices``, ``tril_indices``, ``rot90``,
 ``cartesian_prod``, ``block_diag`` and ``Tensor.unfold`` (windows along an axis).
 
 Each is a composition of ops the suite checks (views, joins and broadcasts that move
@@ -13,7 +13,7 @@ from ..errors import IndexOutOfRange, bad_shape, bad_type, bad_value
 from . import checks, creation
 from .indexing import (_axis, concat, expand, flip, getitem, index_select, movedim, pad,
                        repeat, stack, swapaxes)
-from .ops import _tensor, mul, reshape, scatter_add
+from .ops import _tensor, reshape
 from .tensor import Tensor, is_float
 
 
@@ -84,38 +84,6 @@ def meshgrid(*tensors, indexing: str = "ij") -> tuple:
         grids.append(expand(lined, shape))
     return tuple(grids)
 
-
-
-def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:  # noqa: A002
-    """``input`` with ``alpha * source`` added at positions ``index`` along ``dim``, as
-    ``torch.index_add``: out[..., index[i], ...] += alpha * source[..., i, ...], ``index``
-    1-D (an integer array or int32 tensor) in [0, input.shape[dim]), ``source`` of input's
-    shape but ``len(index)`` along dim; repeated positions accumulate. ``scatter_add`` with
-    the index spread over source's shape (the same sums, the same bits on both backends)."""
-    fn = "index_add"
-    x = _tensor(fn, "input", input)
-    src = _tensor(fn, "source", source, x)
-    if x.ndim == 0:
-        raise bad_shape(fn, "input", x.shape, "at least one dimension")
-    dim = _axis(fn, "dim", dim, x.ndim)
-    idx = checks.array(fn, "index", index.numpy() if isinstance(index, Tensor) else index,
-                       "iu", "integer indices (e.g. int64)")
-    if idx.ndim > 1:
-        raise bad_shape(fn, "index", idx.shape, "0 or 1 dimensions")
-    idx = idx.reshape(-1)
-    n = x.shape[dim]
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = idx[(idx < 0) | (idx >= n)][0]
-        raise IndexOutOfRange(f"{fn}: index {int(bad)} is out of range for dim {dim} of "
-                              f"size {n}")
-    wanted = x.shape[:dim] + (idx.size,) + x.shape[dim + 1:]
-    if src.shape != wanted:
-        raise bad_shape(fn, "source", src.shape, f"{wanted}: input's shape with "
-                                                 f"len(index) = {idx.size} along dim {dim}")
-    alpha = checks.number(fn, "alpha", alpha)
-    lined = idx.reshape(tuple(-1 if d == dim else 1 for d in range(x.ndim)))
-    return scatter_add(x, dim, np.broadcast_to(lined, wanted),
-                       src if alpha == 1 else mul(src, alpha))
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
     """The (row, column) indices of an upper triangle, a (2, N) int32 tensor in row-major
@@ -206,13 +174,11 @@ def _windows(self, dimension: int, size: int, step: int) -> Tensor:
 def _install_methods() -> None:
     Tensor.select = lambda t, dim, index: select(t, dim, index)
     Tensor.unfold = _windows
-    Tensor.index_add = lambda t, dim, index, source, *, alpha=1: index_add(
-        t, dim, index, source, alpha=alpha)
     Tensor.tile = lambda t, *dims: tile(t, dims[0] if len(dims) == 1 and
                                         isinstance(dims[0], (tuple, list)) else dims)
 
 
 _install_methods()
 
-__all__ = ["clone", "narrow", "select", "tile", "meshgrid", "index_add", "triu_indices",
-           "tril_indices", "rot90", "cartesian_prod", "block_diag"]
+__all__ = ["clone", "narrow", "select", "tile", "meshgrid", "triu_indices", "tril_indices",
+           "rot90", "cartesian_prod", "block_diag"]

@@ -1,5 +1,6 @@
-"""Copies of a tensor with some of its elements replaced, with PyTorch's names:
-``index_fill``, ``index_copy`` and ``scatter`` (and ``t[key] = value``'s general case).
+"""Copies of a tensor with some of its elements replaced or added to, with PyTorch's names:
+``index_fill``, ``index_copy``, ``index_add`` and ``scatter`` (and ``t[key] = value``'s
+general case).
 
 The positions written are known on the host (index arrays; an int32 tensor's are read
 back), so a copy is one ``index_select`` over the tensor's elements followed by the new
@@ -15,7 +16,7 @@ from ..errors import IndexOutOfRange, InvalidValueError, bad_shape
 from . import checks
 from .indexing import _axis, concat, index_select
 from .logic import _operand, to, where
-from .ops import _tensor, reshape
+from .ops import _tensor, mul, reshape, scatter_add
 from .tensor import Tensor
 
 
@@ -72,6 +73,14 @@ def index_fill(input, dim: int, index, value) -> Tensor:  # noqa: A002 - PyTorch
     return where(mask, to(fill, x.dtype), x)
 
 
+def _slices(fn: str, x: Tensor, dim: int, idx: np.ndarray, source: Tensor) -> None:
+    """source must be x's shape but len(idx) along dim: a slice for each index."""
+    wanted = x.shape[:dim] + (idx.size,) + x.shape[dim + 1:]
+    if source.shape != wanted:
+        raise bad_shape(fn, "source", source.shape, f"{wanted}: input's shape with "
+                                                    f"len(index) = {idx.size} along dim {dim}")
+
+
 def index_copy(input, dim: int, index, source) -> Tensor:  # noqa: A002
     """``input`` with ``source``'s slices written at positions ``index`` (1-D) along
     ``dim``, as ``torch.index_copy``: out[..., index[i], ...] = source[..., i, ...], source
@@ -81,12 +90,25 @@ def index_copy(input, dim: int, index, source) -> Tensor:  # noqa: A002
     x = _tensor(fn, "input", input, any_dtype=True)
     dim, idx = _along(fn, x, dim, index)
     src = _operand(fn, "source", source, x)
-    wanted = x.shape[:dim] + (idx.size,) + x.shape[dim + 1:]
-    if src.shape != wanted:
-        raise bad_shape(fn, "source", src.shape, f"{wanted}: input's shape with len(index) "
-                                                 f"= {idx.size} along dim {dim}")
+    _slices(fn, x, dim, idx, src)
     grid = np.arange(x.size, dtype=np.int64).reshape(x.shape)
     return replaced(x, np.take(grid, idx, axis=dim).reshape(-1), to(src, x.dtype))
+
+
+def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:  # noqa: A002
+    """``input`` with ``alpha * source`` added at positions ``index`` (1-D) along ``dim``,
+    as ``torch.index_add``: out[..., index[i], ...] += alpha * source[..., i, ...], source
+    as index_copy's; repeated positions accumulate. ``scatter_add`` with the index spread
+    over source's shape (the same sums, the same bits on both backends)."""
+    fn = "index_add"
+    x = _tensor(fn, "input", input)
+    src = _tensor(fn, "source", source, x)
+    dim, idx = _along(fn, x, dim, index)
+    _slices(fn, x, dim, idx, src)
+    alpha = checks.number(fn, "alpha", alpha)
+    lined = idx.reshape(tuple(-1 if d == dim else 1 for d in range(x.ndim)))
+    return scatter_add(x, dim, np.broadcast_to(lined, src.shape),
+                       src if alpha == 1 else mul(src, alpha))
 
 
 def scatter(input, dim: int, index, src=None, *, value=None) -> Tensor:  # noqa: A002
@@ -131,10 +153,12 @@ def scatter(input, dim: int, index, src=None, *, value=None) -> Tensor:  # noqa:
 def _install_methods() -> None:
     Tensor.index_fill = lambda t, dim, index, value: index_fill(t, dim, index, value)
     Tensor.index_copy = lambda t, dim, index, source: index_copy(t, dim, index, source)
+    Tensor.index_add = lambda t, dim, index, source, *, alpha=1: index_add(
+        t, dim, index, source, alpha=alpha)
     Tensor.scatter = lambda t, dim, index, src=None, *, value=None: scatter(
         t, dim, index, src, value=value)
 
 
 _install_methods()
 
-__all__ = ["index_fill", "index_copy", "scatter"]
+__all__ = ["index_fill", "index_copy", "index_add", "scatter"]

@@ -14,7 +14,7 @@ from ..errors import InvalidValueError, bad_shape, bad_value
 from . import checks, random
 from .creation import randn
 from .logic import any as any_, gt, isnan, logical_or, lt, to
-from .ops import _broadcast, _tensor, add, mul, reshape
+from .ops import _broadcast, _tensor, add, mul
 from .tensor import Tensor, ag_tensor
 
 
@@ -108,7 +108,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
             raise bad_value(fn, "size", None, "a size where mean and std are numbers")
         mu = checks.number(fn, "mean", mean)
         sigma = checks.number(fn, "std", std, 0.0)
-        return add(mul(randn(*_sizes(size)), sigma), mu)
+        return add(mul(randn(size), sigma), mu)
     like = tensors[0]
     mu = _tensor(fn, "mean", mean, like).detach() if isinstance(mean, Tensor) else \
         checks.number(fn, "mean", mean)
@@ -121,12 +121,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
         sigma = checks.number(fn, "std", std, 0.0)
     shape = _broadcast(fn, *(v.shape for v in (mu, sigma) if isinstance(v, Tensor))) \
         if len(tensors) == 2 else like.shape
-    draws = randn(*shape) if shape else reshape(randn(1), ())
+    draws = randn(shape)
     return add(mul(to(draws, like.dtype), sigma), mu)
-
-
-def _sizes(size) -> tuple:
-    return tuple(size) if isinstance(size, (tuple, list)) else (size,)
 
 
 def _no_generator(fn: str, generator) -> None:

@@ -1,8 +1,9 @@
 """scan.comp and intscan.comp: cumulative sums or products of floats or int32 along an axis
-(forward, or from the end for the gradient); the twin of ``dualgrad/cpu/scan.py``. Lines of stride 1 longer than a few elements are cut into
-tiles of RUN * WG elements: a first dispatch sums the tiles, GROUP a workgroup, and for each
-line the sums of the tiles before each (lines of several tiles), a second scans each tile,
-a workgroup each, from there. Other lines take a thread each."""
+(forward, or from the end for the gradient); the twin of ``dualgrad/cpu/scan.py``. Lines
+of stride 1 longer than a few elements are cut into tiles of RUN * WG elements: a first
+dispatch sums the tiles, GROUP a workgroup, and for each line the sums of the tiles before
+each (lines of several tiles), a second scans each tile, a workgroup each, from there.
+Other lines take a thread each. Products take the same passes (scan.glsl's PRODUCT)."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,22 +31,25 @@ def cumprod(dev, x, outer: int, n: int, inner: int, reverse: bool, out=None):
     return _scan(dev, x, outer, n, inner, reverse, True, out)
 
 
+def _spec(mode: int, run: int, product: bool) -> tuple:
+    """scan.glsl's (MODE, RUN, PRODUCT); sums keep the shorter keys they had before
+    products existed (MODE alone for COLUMNS, which reads no RUN)."""
+    return (mode, run, 1) if product else (mode,) if mode == COLUMNS else (mode, run)
+
+
 def _scan(dev, x, outer, n, inner, reverse, product: bool, out):
     out = dev.empty(x.shape, x.dtype) if out is None else out
     shader = "intscan" if x.dtype == np.int32 else "scan"
     if not x.size:
         return out
-
-    def spec(mode, run=RUN):                  # (sums keep their specializations' keys)
-        return (mode, run, 1) if product else (mode,) if mode == COLUMNS else (mode, run)
     if inner > 1 or n <= SHORT:
         lines = outer * inner
-        dev.launch(shader, spec(COLUMNS), _PUSH.pack(x.address, out.address, 0, 0, lines, n,
-                                                      inner, 1, reverse), grid(lines), [x],
-                   [out])
+        dev.launch(shader, _spec(COLUMNS, RUN, product),
+                   _PUSH.pack(x.address, out.address, 0, 0, lines, n, inner, 1, reverse),
+                   grid(lines), [x], [out])
         return out
     if n <= ONE_TILE_RUN * WG:
-        dev.launch(shader, spec(SCAN, ONE_TILE_RUN),
+        dev.launch(shader, _spec(SCAN, ONE_TILE_RUN, product),
                    _PUSH.pack(x.address, out.address, 0, 0, outer, n, 1, 1, reverse),
                    (1, min(outer, MAX_GROUPS), 1), [x], [out])
         return out
@@ -60,8 +64,8 @@ def _scan(dev, x, outer, n, inner, reverse, product: bool, out):
                               totals.address + 4 * first * tiles, counters, lines, n, 1,
                               tiles, reverse)
             rows = min(lines, MAX_GROUPS)
-            dev.launch(shader, spec(TOTALS), push, (min(-(-tiles // GROUP), MAX_GROUPS),
-                                                     rows, 1), [x], [totals])
-        dev.launch(shader, spec(SCAN), push, (min(tiles, MAX_GROUPS), rows, 1),
-                   [x, totals], [out])
+            dev.launch(shader, _spec(TOTALS, RUN, product), push,
+                       (min(-(-tiles // GROUP), MAX_GROUPS), rows, 1), [x], [totals])
+        dev.launch(shader, _spec(SCAN, RUN, product), push,
+                   (min(tiles, MAX_GROUPS), rows, 1), [x, totals], [out])
     return out
