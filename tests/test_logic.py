@@ -156,8 +156,40 @@ def test_integer_and_boolean_tensors(device):
     with pytest.raises(dg.InvalidValueError, match=r"^ag_tensor: argument 'requires_grad'"):
         t([1], dtype="int32", requires_grad=True)
     assert t([1], dtype="int64").dtype == np.int32 and t([1], dtype=dg.long).dtype == np.int32
-    with pytest.raises(dg.ArgumentTypeError, match=r"^exp: argument 'x' is a int32 tensor"):
-        dg.exp(i)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^gelu: argument 'x' is a int32 tensor"):
+        dg.gelu(i)                          # (PyTorch's activations refuse integers too)
+
+
+INTS = np.array([-3, -1, 0, 2, 5, -2 ** 31, 2 ** 31 - 1], np.int32)
+
+
+@pytest.mark.parametrize("name", sorted(dg.api.ops.FLOAT_OF_INTEGERS))
+def test_float_functions_of_integers_give_float32_as_pytorchs(device, name):
+    # torch.exp(int_tensor) and the like compute in the default float type
+    for a in (INTS, INTS > 0):
+        got = getattr(dg, name)(dg.tensor(a))
+        assert got.dtype == np.float32 and not got.requires_grad
+        want = getattr(dg, name)(dg.tensor(a.astype(np.float32)))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(getattr(dg.tensor(a), name)().numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name, rule", [
+    ("neg", lambda a: -a), ("abs", np.abs), ("relu", lambda a: np.maximum(a, 0)),
+    ("square", lambda a: a * a), ("sign", np.sign), ("floor", lambda a: a),
+    ("ceil", lambda a: a), ("round", lambda a: a), ("trunc", lambda a: a)])
+def test_integer_functions_of_integers_stay_int32_as_pytorchs(device, name, rule):
+    # (int32 arithmetic wraps: -INT_MIN and INT_MAX squared are int32's)
+    for a in (INTS, INTS > 0):
+        x = dg.tensor(a)
+        got = getattr(dg, name)(x)
+        assert got.dtype == np.int32
+        with np.errstate(over="ignore"):
+            want = rule(a.astype(np.int64)).astype(np.int32)
+        np.testing.assert_array_equal(got.numpy(), want)
+    y = dg.floor(x)
+    y.fill_(7)                              # a new tensor, not x itself
+    np.testing.assert_array_equal(x.numpy(), INTS > 0)
 
 
 @pytest.mark.parametrize("call, name", [

@@ -3,8 +3,8 @@
 Each builds its values on the host and uploads them once, as ``ag_tensor`` does, so both
 backends hold the same numbers bit for bit; ``rand`` and ``randn`` draw from dualgrad's
 generator (``manual_seed`` repeats them). Tensors are float32 unless ``dtype="float64"``
-(cpu backend only). Unlike PyTorch, ``arange`` of integers gives float32 too: dualgrad's
-tensors are floating point.
+(cpu backend only); ``arange`` of ints gives int32, dualgrad's integer type, where
+PyTorch's gives int64.
 """
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def _placed(fn: str, where) -> None:
 
 def _make(fn: str, value: np.ndarray, dtype, requires_grad: bool, where=None) -> Tensor:
     _placed(fn, where)
-    checks.flag(fn, "requires_grad", requires_grad)
+    if checks.flag(fn, "requires_grad", requires_grad) and value.dtype.kind in "biu":
+        raise InvalidValueError(f"{fn}: argument 'requires_grad' is True; expected False for "
+                                f"a {value.dtype} tensor (float tensors take gradients)")
     return ag_tensor(value, requires_grad=requires_grad, dtype=dtype)
 
 
@@ -49,27 +51,29 @@ def _number(fn: str, name: str, value) -> float:
     return float(value)
 
 
+def _filled(fn: str, shape: tuple, fill_value, dtype, requires_grad: bool, where) -> Tensor:
+    """``fill_value`` in ``shape``: what full, zeros, ones and their ``_like`` forms make,
+    their errors named ``fn``."""
+    value = _number(fn, "fill_value", fill_value)
+    kind = resolve_dtype(fn, dtype)
+    if kind == np.int32:
+        value = checks.int32_value(fn, "fill_value", fill_value)
+    return _make(fn, np.full(shape, value, kind), dtype, requires_grad, where)
+
+
 def zeros(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
-    shape = _size("zeros", size)
-    return _make("zeros", np.zeros(shape, resolve_dtype("zeros", dtype)),
-                 dtype, requires_grad, device)
+    return _filled("zeros", _size("zeros", size), 0, dtype, requires_grad, device)
 
 
 def ones(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
-    shape = _size("ones", size)
-    return _make("ones", np.ones(shape, resolve_dtype("ones", dtype)), dtype, requires_grad, device)
+    return _filled("ones", _size("ones", size), 1, dtype, requires_grad, device)
 
 
 def full(size, fill_value, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value`` (inf and NaN allowed)."""
-    shape = _size("full", (size,))
-    value = _number("full", "fill_value", fill_value)
-    kind = resolve_dtype("full", dtype)
-    if kind == np.int32:
-        value = checks.int32_value("full", "fill_value", fill_value)
-    return _make("full", np.full(shape, value, kind), dtype, requires_grad, device)
+    return _filled("full", _size("full", (size,)), fill_value, dtype, requires_grad, device)
 
 
 def _like(fn: str, t) -> Tensor:
@@ -86,27 +90,33 @@ def _shaped_like(fn: str, factory, input, dtype, requires_grad: bool,  # noqa: A
                    requires_grad=requires_grad, device=where)
 
 
+def _filled_like(fn: str, input, fill_value, dtype, requires_grad: bool,  # noqa: A002
+                 where) -> Tensor:
+    t = _like(fn, input)
+    return _filled(fn, t.shape, fill_value, t.dtype if dtype is None else dtype,
+                   requires_grad, where)
+
+
 def zeros_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """Zeros of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    return _shaped_like("zeros_like", zeros, input, dtype, requires_grad, device)
+    return _filled_like("zeros_like", input, 0, dtype, requires_grad, device)
 
 
 def ones_like(input, dtype=None, requires_grad: bool = False, device=None) -> Tensor:  # noqa: A002
     """Ones of ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    return _shaped_like("ones_like", ones, input, dtype, requires_grad, device)
+    return _filled_like("ones_like", input, 1, dtype, requires_grad, device)
 
 
 def full_like(input, fill_value, dtype=None, requires_grad: bool = False,
               device=None) -> Tensor:  # noqa: A002
     """``fill_value`` in ``input``'s shape (and dtype, unless ``dtype`` is given)."""
-    t = _like("full_like", input)
-    return full(t.shape, fill_value, dtype=t.dtype if dtype is None else dtype,
-                requires_grad=requires_grad, device=device)
+    return _filled_like("full_like", input, fill_value, dtype, requires_grad, device)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
-    """start, start + step, ... below ``end`` (``arange(n)``: 0 .. n-1), as torch.arange;
-    the values are computed in float64, then rounded to the dtype."""
+    """start, start + step, ... below ``end`` (``arange(n)``: 0 .. n-1), as torch.arange:
+    int32 where start, end and step are all ints and no dtype is given (PyTorch's int64;
+    exact), else float32 (or ``dtype``), the values computed in float64, then rounded."""
     if end is None:
         start, end = 0, start
     lo = _number("arange", "start", start)
@@ -119,10 +129,20 @@ def arange(start, end=None, step=1, dtype=None, requires_grad: bool = False, dev
     if d == 0 or (hi - lo) * d < 0:
         raise InvalidValueError(f"arange: argument 'step' ({d}) must be nonzero and point "
                                 f"from start ({lo}) toward end ({hi})")
+    if dtype is None and all(_is_int(v) for v in (start, end, step)):
+        for name, v in (("start", start), ("end", end)):
+            checks.int32_value("arange", name, v)
+        value = np.arange(int(start), int(end), int(step), dtype=np.int64)
+        return _make("arange", value.astype(np.int32), "int32", requires_grad, device)
     count = max(0, math.ceil((hi - lo) / d))
     value = lo + d * np.arange(count, dtype=np.float64)
     return _make("arange", value.astype(resolve_dtype("arange", dtype)),
                  dtype, requires_grad, device)
+
+
+def _is_int(value) -> bool:
+    """A Python or NumPy integer (not a bool): what makes torch.arange's result integers."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def linspace(start, end, steps: int, dtype=None, requires_grad: bool = False,

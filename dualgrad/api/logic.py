@@ -434,11 +434,29 @@ def integer_binary(op: str, fn: str, a, b):
     return _to(backend, a, dtype), _to(backend, b, dtype)
 
 
+# Unary ops whose result of integers is integers in PyTorch: int32 here, of an int32 or bool
+# tensor (the roundings of an integer are itself).
+INTEGER_UNARY = frozenset(("neg", "abs", "relu", "square", "sign", "floor", "ceil", "round",
+                           "trunc"))
+
+
 def integer_unary(op: str, x: Tensor) -> Tensor:
-    """-x or |x| of an int32 or bool tensor, as int32 (wrapping at INT_MIN)."""
+    """``op`` (one of INTEGER_UNARY) of an int32 or bool tensor, as int32: -x and |x|
+    wrapping at INT_MIN, as int32 arithmetic does, and x * x too."""
     backend = device.active()
     x = _to(backend, x, INT32)
-    return _result(backend, backend.integer(f"int_{op}", handle(backend, x)), INT32)
+    h = handle(backend, x)
+    if op in ("neg", "abs"):
+        return _result(backend, backend.integer(f"int_{op}", h), INT32)
+    if op == "square":
+        return _result(backend, backend.integer("int_mul", h, h), INT32)
+    zero = _constant(x.shape, 0, INT32)
+    if op == "relu":
+        return _result(backend, backend.integer("int_maximum", h, handle(backend, zero)),
+                       INT32)
+    if op == "sign":                            # (x > 0) - (x < 0)
+        return ops.sub(gt(x, 0), lt(x, 0))
+    return _result(backend, backend.integer("int_add", h, handle(backend, zero)), INT32)
 
 
 @computes_in_float32

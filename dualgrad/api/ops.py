@@ -148,10 +148,21 @@ def _non_float(v) -> bool:
     return isinstance(v, Tensor) and not is_float(v.dtype) and v.dtype.kind in "biu"
 
 
+# Unary ops PyTorch computes in float for integer input (its integer-to-float promotion): an
+# int32 or bool tensor is converted to float32 first.
+FLOAT_OF_INTEGERS = frozenset((
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+    "sigmoid", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+    "acosh", "atanh", "erf", "erfc"))
+
+
 def _unary(op: str, fn: str, x, a: float = 0.0, b: float = 0.0) -> Tensor:
-    if op in ("neg", "abs") and _non_float(x):
+    if _non_float(x):
         from . import logic                    # (integer ops build on this module)
-        return logic.integer_unary(op, x)
+        if op in logic.INTEGER_UNARY:
+            return logic.integer_unary(op, x)
+        if op in FLOAT_OF_INTEGERS:
+            x = logic.to(x, DEFAULT_DTYPE)
     x = _tensor(fn, "x", x, low_precision=True)      # (the kernels take 16-bit storage)
     backend = device.active()
     if x.dtype.itemsize == 2 and autocast.keeps_float32(op):
