@@ -910,7 +910,17 @@ def sequential_lr(s):
     return BASE_LR * (0.5 + 0.5 * min(s, 2) / 2) if s < 4 else BASE_LR * 0.5 ** (s - 4)
 
 
+def halves_then_tenths(s):
+    """MultiplicativeLR's factor at step s >= 1: 0.5 on odd steps, 0.9 on even ones."""
+    return 0.5 if s % 2 else 0.9
+
+
 SCHEDULES = {
+    "lambda": (lambda o: dg.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / 4)),
+               lambda s: BASE_LR * min(1.0, (s + 1) / 4)),
+    "multiplicative": (lambda o: dg.optim.lr_scheduler.MultiplicativeLR(o, halves_then_tenths),
+                       lambda s: BASE_LR * math.prod(halves_then_tenths(k)
+                                                     for k in range(1, s + 1))),
     "step": (lambda o: dg.optim.StepLR(o, step_size=3, gamma=0.5), step_lr),
     "multistep": (lambda o: dg.optim.MultiStepLR(o, [9, 5, 2, 5], gamma=0.5), multistep_lr),
     "exponential": (lambda o: dg.optim.ExponentialLR(o, gamma=0.8),
@@ -959,6 +969,29 @@ def test_schedules_take_a_value_per_parameter_group(make, formulas):
             sched.step()
     with pytest.raises(dg.InvalidValueError, match=r"max_lr.*one per parameter group"):
         dg.optim.OneCycleLR(_two_groups(), [1.0, 0.5, 0.2], total_steps=14)
+
+
+def test_lambda_schedules_take_a_function_per_parameter_group():
+    opt = _two_groups()
+    sched = dg.optim.LambdaLR(opt, [lambda s: 0.5 ** s, lambda s: s + 1])
+    mult = dg.optim.MultiplicativeLR(_two_groups(), [lambda s: 0.5, lambda s: 2.0])
+    for s in range(1, 4):
+        sched.step()
+        mult.step()
+        assert sched.get_last_lr() == pytest.approx([BASE_LR * 0.5 ** s, 0.01 * (s + 1)])
+        assert mult.get_last_lr() == pytest.approx([BASE_LR * 0.5 ** s, 0.01 * 2.0 ** s])
+    with pytest.raises(dg.InvalidValueError, match=r"^LambdaLR: argument 'lr_lambda'.*one "
+                                                   r"per parameter group"):
+        dg.optim.LambdaLR(_two_groups(), [lambda s: 1.0])
+    with pytest.raises(dg.ArgumentTypeError, match=r"^MultiplicativeLR: argument "
+                                                   r"'lr_lambda\[1\]'"):
+        dg.optim.MultiplicativeLR(_two_groups(), [lambda s: 1.0, 0.5])
+    with pytest.raises(dg.ArgumentTypeError, match=r"^LambdaLR: argument 'lr_lambda'"):
+        dg.optim.LambdaLR(_two_groups(), 0.5)
+    opt = _two_groups()
+    with pytest.raises(dg.ArgumentTypeError, match=r"^LambdaLR: argument 'lr_lambda\(0\)'"):
+        dg.optim.LambdaLR(opt, lambda s: "fast")
+    assert [g["lr"] for g in opt.param_groups] == [BASE_LR, 0.01]       # (left as it was)
 
 
 def test_reduce_on_plateau_takes_a_min_lr_per_group():

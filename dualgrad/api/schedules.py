@@ -412,6 +412,64 @@ class CyclicLR(LRScheduler):
         return self.max_momentum - (self.max_momentum - self.base_momentum) * rise * scale
 
 
+def _lambdas(fn: str, lr_lambda, optimizer) -> list:
+    """``lr_lambda``: a function of the step count, or a list of one per parameter group
+    (PyTorch's form), as a list of one per group."""
+    groups = len(optimizer.param_groups) if isinstance(optimizer, Optimizer) else 1
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != groups:
+            raise bad_value(fn, "lr_lambda", lr_lambda, f"a function, or {groups} of them "
+                                                        "(one per parameter group)")
+        for k, f in enumerate(lr_lambda):
+            if not callable(f):
+                raise bad_type(fn, f"lr_lambda[{k}]", f, "a function of the step count")
+        return list(lr_lambda)
+    if not callable(lr_lambda):
+        raise bad_type(fn, "lr_lambda", lr_lambda, "a function of the step count, or a list "
+                                                   "of one per parameter group")
+    return [lr_lambda] * groups
+
+
+def _factor(fn: str, f, step: int) -> float:
+    value = f(step)
+    return checks.number(fn, f"lr_lambda({step})", value)
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr * lr_lambda(step), as ``torch.optim.lr_scheduler.LambdaLR``;
+    ``lr_lambda`` a function of the step count or a list of one per parameter group (a
+    warmup: ``lambda s: min(1.0, (s + 1) / warmup)``). The functions are not saved in
+    ``state_dict()`` (PyTorch saves only those that are objects with a ``__dict__``)."""
+
+    def __init__(self, optimizer, lr_lambda):
+        self.lr_lambdas = _lambdas("LambdaLR", lr_lambda, optimizer)
+        super().__init__(optimizer)
+
+    def lrs_at(self, step: int) -> list:
+        return [base * _factor("LambdaLR", f, step)
+                for f, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Each step multiplies the rate by lr_lambda(step): lr = base_lr * lr_lambda(1) *
+    ... * lr_lambda(step), as ``torch.optim.lr_scheduler.MultiplicativeLR`` from its
+    base rate (PyTorch's multiplies the group's rate as it stands, so a rate set by hand
+    carries on there; here the next step sets the product again)."""
+
+    def __init__(self, optimizer, lr_lambda):
+        self.lr_lambdas = _lambdas("MultiplicativeLR", lr_lambda, optimizer)
+        self._products = [[1.0] for _ in self.lr_lambdas]     # (step k's at index k)
+        super().__init__(optimizer)
+
+    def lrs_at(self, step: int) -> list:
+        lrs = []
+        for f, products, base in zip(self.lr_lambdas, self._products, self.base_lrs):
+            while len(products) <= step:
+                products.append(products[-1] * _factor("MultiplicativeLR", f, len(products)))
+            lrs.append(base * products[step])
+        return lrs
+
+
 class SequentialLR(LRScheduler):
     """Runs ``schedulers`` one after another, switching at the step counts in
     ``milestones``; each part starts from its own step 0 at its milestone, as in PyTorch.

@@ -5,12 +5,13 @@ from ..api.optimizers import (SGD, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam,  
                              RMSprop)
 from . import lr_scheduler  # noqa: F401  (PyTorch's module name for the schedules)
 from .lr_scheduler import (ConstantLR, CosineAnnealingLR,  # noqa: F401
-                           CosineAnnealingWarmRestarts, CyclicLR, ExponentialLR, LinearLR,
-                           LRScheduler, MultiStepLR, OneCycleLR, PolynomialLR,
-                           ReduceLROnPlateau, SequentialLR, StepLR, WarmupCosineLR)
+                           CosineAnnealingWarmRestarts, CyclicLR, ExponentialLR, LambdaLR,
+                           LinearLR, LRScheduler, MultiplicativeLR, MultiStepLR, OneCycleLR,
+                           PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
+                           WarmupCosineLR)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam",
            "RAdam", "clip_grad_norm", "clip_grad_value",
-           "LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
+           "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
            "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "WarmupCosineLR",
            "OneCycleLR", "CyclicLR", "SequentialLR", "ReduceLROnPlateau", "lr_scheduler"]
