@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidValueError, bad_shape, bad_type
+from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
 from . import checks
 from .random import generator
 from .residency import store_weight
@@ -78,6 +78,87 @@ def constant_(tensor, val: float) -> Tensor:
     return _fill(t, np.full(t.shape, checks.number("constant_", "val", val)))
 
 
+def _bound(fn: str, name: str, value) -> float:
+    """A truncation bound: a number, infinite allowed (no bound on that side)."""
+    if not checks.is_number(value) or math.isnan(value):
+        raise bad_type(fn, name, value, "a number (inf and -inf allowed)")
+    return float(value)
+
+
+def _standard_truncated(rng, lo: float, hi: float, n: int) -> np.ndarray:
+    """n exact draws of a standard normal restricted to [lo, hi], by rejection from the
+    proposal that suits the interval (Robert, 1995): the normal itself where it is wide
+    and holds 0, a uniform over it where it is narrow, an exponential from the nearer
+    bound where it lies in a tail. Each keeps most of its draws, however far out the
+    interval lies."""
+    if hi <= 0.0:                          # (the left tail: the right one, mirrored)
+        return -_standard_truncated(rng, -hi, -lo, n)
+    out = np.empty(n)
+    todo = np.arange(n)
+    rate = (lo + math.sqrt(lo * lo + 4.0)) / 2.0 if lo >= 0.0 else 0.0
+    while todo.size:
+        m = todo.size
+        if lo < 0.0 and hi - lo >= 1.0:
+            z = rng.standard_normal(m)
+            keep = (z >= lo) & (z <= hi)
+        elif lo < 0.0 or rate * (hi - lo) < 1.0:
+            z = rng.uniform(lo, hi, m)
+            peak = 0.0 if lo < 0.0 else lo      # (where the density is highest)
+            keep = rng.random(m) <= np.exp((peak * peak - z * z) / 2.0)
+        else:
+            z = lo + rng.exponential(1.0 / rate, m)
+            keep = (z <= hi) & (rng.random(m) <= np.exp(-(z - rate) ** 2 / 2.0))
+        out[todo[keep]] = z[keep]
+        todo = todo[~keep]
+    return out
+
+
+def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0) -> Tensor:
+    """Values drawn from N(mean, std^2) restricted to [a, b] (bounds in the values'
+    units, as PyTorch's), drawn exactly however far [a, b] lies from the mean (PyTorch's
+    inverse-CDF method warns past 2 std)."""
+    fn = "trunc_normal_"
+    t = _target(fn, tensor)
+    mu = checks.number(fn, "mean", mean)
+    sigma = checks.number(fn, "std", std, 0.0)
+    lo, hi = _bound(fn, "a", a), _bound(fn, "b", b)
+    if not lo < hi:
+        raise bad_value(fn, "b", b, f"a bound above a ({a})")
+    n = math.prod(t.shape)
+    if sigma == 0.0:
+        return _fill(t, np.full(n, min(max(mu, lo), hi)))
+    z = _standard_truncated(generator(), (lo - mu) / sigma, (hi - mu) / sigma, n)
+    return _fill(t, np.clip(mu + sigma * z, lo, hi))
+
+
+def eye_(tensor) -> Tensor:
+    """The identity matrix (a 2-D tensor), as ``torch.nn.init.eye_``."""
+    t = _target("eye_", tensor)
+    if len(t.shape) != 2:
+        raise bad_shape("eye_", "tensor", t.shape, "2 dimensions")
+    return _fill(t, np.eye(*t.shape))
+
+
+def dirac_(tensor, groups: int = 1) -> Tensor:
+    """A convolution weight (out, in, *kernel) that passes its input through: in each of
+    ``groups`` blocks of out / groups filters, filter i is 1 at input channel i and the
+    kernel's centre, for i below the block's input channels; 0 elsewhere."""
+    t = _target("dirac_", tensor)
+    if not 3 <= len(t.shape) <= 5:
+        raise bad_shape("dirac_", "tensor", t.shape, "3, 4 or 5 dimensions (out, in, *kernel)")
+    g = checks.integer("dirac_", "groups", groups, 1)
+    if t.shape[0] % g:
+        raise bad_value("dirac_", "groups", groups, f"a divisor of the {t.shape[0]} filters")
+    values = np.zeros(t.shape)
+    per_group = t.shape[0] // g
+    centre = tuple(k // 2 for k in t.shape[2:])
+    for group in range(g):
+        for i in range(min(per_group, t.shape[1])):
+            values[(group * per_group + i, i) + centre] = 1.0
+    return _fill(t, values)
+
+
 def zeros_(tensor) -> Tensor:
     return constant_(tensor, 0.0)
 
@@ -141,6 +222,7 @@ def orthogonal_(tensor, gain: float = 1.0) -> Tensor:
     return _fill(t, g * q)
 
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "zeros_",
+           "ones_", "eye_", "dirac_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
            "orthogonal_"]
