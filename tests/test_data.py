@@ -1,5 +1,5 @@
 """dg.data: batches in order or in a seeded shuffle, short last batches, device tensors for
-float columns, the background gather, and errors."""
+every column, the background gather, and errors."""
 import gc
 import threading
 import time
@@ -33,8 +33,25 @@ def test_batches_in_order_with_a_short_last_one(device, prefetch):
         assert isinstance(xb, dg.Tensor) and xb.dtype == np.float32
         assert xb.scope == ("persistent" if device == "gpu" else "pass")
         np.testing.assert_array_equal(xb.numpy(), x[4 * k:4 * k + 4].astype(np.float32))
-        assert isinstance(yb, np.ndarray) and yb.dtype == np.int64    # class indices
-        np.testing.assert_array_equal(yb, y[4 * k:4 * k + 4])
+        assert isinstance(yb, dg.Tensor) and yb.dtype == np.int32    # (PyTorch's int64)
+        np.testing.assert_array_equal(yb.numpy(), y[4 * k:4 * k + 4])
+
+
+def test_integer_and_bool_columns_come_as_tensors_as_pytorchs(device):
+    # labels move and compare as PyTorch's: y.to(device), y.size(0), (pred == y).sum()
+    x, y = arrays(6)
+    flags = np.arange(6) % 2 == 0
+    loader = dg.data.DataLoader(dg.data.TensorDataset(x, y, flags), batch_size=4)
+    xb, yb, fb = next(iter(loader))
+    assert yb.to(device).size(0) == 4 and fb.dtype == np.bool_
+    np.testing.assert_array_equal(fb.numpy(), flags[:4])
+    assert (yb == dg.tensor(y[:4])).sum().item() == 4
+    _, yh = next(iter(dg.data.DataLoader((x, y), batch_size=4, to_device=False)))
+    assert isinstance(yh, np.ndarray) and yh.dtype == y.dtype          # (as they are)
+    with pytest.raises(dg.InvalidValueError, match=r"^DataLoader: argument "
+                                                   r"'dataset.arrays\[1\]' holds integers"):
+        dg.data.DataLoader((x, y + 2 ** 40))
+    dg.data.DataLoader((x, y + 2 ** 40), to_device=False)               # (no limit there)
 
 
 def test_drop_last_leaves_out_the_short_batch():

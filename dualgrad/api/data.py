@@ -16,7 +16,7 @@ import numpy as np
 from . import checks, device, random
 from .residency import adopt
 from .tensor import DEFAULT_DTYPE, Tensor
-from ..errors import bad_shape, bad_type, bad_value
+from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
 from ..shapes import MAX_RANK
 
 
@@ -193,11 +193,12 @@ class DataLoader:
     the seed from dualgrad's generator (``dg.manual_seed``). ``drop_last`` leaves out a
     last, short batch.
 
-    Float columns come as float32 tensors on the active backend (held outside any tape's
-    pool, so they stay valid for as long as they are referenced); integer and bool columns
-    come as NumPy arrays, the form the losses take class indices in. With
-    ``to_device=False`` every column comes as a NumPy array (what ``capture_step``
-    takes). ``prefetch`` batches are gathered ahead on a background thread (0: none).
+    Columns come as tensors on the active backend, as PyTorch's (held outside any tape's
+    pool, so they stay valid for as long as they are referenced): float ones float32,
+    integer ones int32 (PyTorch's int64; a value past int32's range raises), bool ones
+    bool. With ``to_device=False`` every column comes as a NumPy array (what
+    ``capture_step`` takes). ``prefetch`` batches are gathered ahead on a background thread
+    (0: none).
 
     ``sampler``: an object with ``len()`` and iteration over sample indices (a
     ``dg.distributed.DistributedSampler``: this process's share) visited in its order
@@ -241,9 +242,11 @@ class DataLoader:
                            "len() and [i]")
         if isinstance(self.dataset, TensorDataset) and self.to_device:
             for k, a in enumerate(self.dataset.arrays):
-                if a.dtype.kind == "f" and a.ndim > MAX_RANK:
+                if a.ndim > MAX_RANK:
                     raise bad_shape(fn, f"dataset.arrays[{k}]", a.shape,
                                     f"at most {MAX_RANK} dimensions")
+                if a.dtype.kind in "iu":
+                    _int32_column(f"dataset.arrays[{k}]", a)
         self.seed = int(random.generator().integers(2**63)) if seed is None else seed
         self.epoch = 0
 
@@ -283,6 +286,15 @@ class DataLoader:
         return _Batches(source, device.active() if self.to_device else None, self._single)
 
 
+def _int32_column(name: str, array: np.ndarray) -> np.ndarray:
+    """An integer column as int32, dualgrad's integer type; values past its range refused."""
+    if array.size and (array.min() < -2 ** 31 or array.max() >= 2 ** 31):
+        raise InvalidValueError(f"DataLoader: argument '{name}' holds integers past int32's "
+                                "range (integer tensors are int32); to_device=False gives "
+                                "NumPy arrays as they are")
+    return np.ascontiguousarray(array, np.int32)
+
+
 class _Batches:
     """The loader's iterator: host batches, uploaded as they are handed out."""
 
@@ -295,15 +307,18 @@ class _Batches:
     def __next__(self):
         columns = next(self.source)
         if self.backend is not None:
-            columns = tuple(self._upload(c) if c.dtype.kind == "f" else c for c in columns)
+            columns = tuple(self._upload(c) if c.dtype.kind in "biuf" else c for c in columns)
         return columns[0] if self.single else columns
 
     def _upload(self, array: np.ndarray) -> Tensor:
         if array.ndim > MAX_RANK:
             raise bad_shape("DataLoader", "dataset", array.shape,
                             f"samples whose batches have at most {MAX_RANK} dimensions")
+        if array.dtype.kind in "iu":
+            array = _int32_column("dataset", array)
         t = Tensor(array.shape, array.dtype, persistent=True)
         return adopt(self.backend, t, self.backend.upload(array, persistent=True))
+
 
     def close(self) -> None:
         """Stop the background thread (also done when the iterator is dropped)."""
