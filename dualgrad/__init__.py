@@ -68,7 +68,7 @@ from .api.checkpointing import checkpoint
 from .api.gradcheck import gradcheck
 from .api.optim import clip_grad_norm, clip_grad_value
 from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
-from .api.random import manual_seed
+from .api.random import Generator, manual_seed
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .api.tape import backward, inference_mode, is_grad_enabled, no_grad, with_grad_tape
 from .api.tensor import Parameter, Tensor, ag_data, ag_param, ag_tensor
@@ -93,7 +93,7 @@ __all__ = [
     "reset_transfer_stats",
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
     "float64", "double", "half", "float", "int32", "int64", "long", "int", "bool",
-    "with_grad_tape", "no_grad", "inference_mode", "is_grad_enabled", "backward", "manual_seed", "capture_step", "CapturedStep",
+    "with_grad_tape", "no_grad", "inference_mode", "is_grad_enabled", "backward", "manual_seed", "Generator", "capture_step", "CapturedStep",
     "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,

@@ -73,7 +73,7 @@ def test_16_bit_weights_are_taken(device):
      r"^multinomial: argument 'input' has a row whose weights are all 0"),
     (lambda p: dg.multinomial(p.reshape(2, 2, 2), 1), dg.ShapeError,
      r"^multinomial: argument 'input' has shape \(2, 2, 2\)"),
-    (lambda p: dg.multinomial(p, 1, generator=object()), dg.InvalidValueError,
+    (lambda p: dg.multinomial(p, 1, generator=object()), dg.ArgumentTypeError,
      r"^multinomial: argument 'generator'"),
     (lambda p: dg.multinomial(p.int(), 1), dg.ArgumentTypeError,
      r"^multinomial: argument 'input' is a int32 tensor"),
@@ -149,3 +149,49 @@ def test_bernoulli_and_normal_refuse_bad_input_before_a_draw(device, call, error
     with pytest.raises(error, match=pattern):
         call()
     np.testing.assert_array_equal(dg.rand(3).numpy(), before)
+
+
+def test_a_generator_of_its_own_repeats_and_leaves_manual_seeds_alone(device):
+    # torch.Generator().manual_seed(42) as random_split, DataLoader and init take it
+    g = dg.Generator()
+    assert g.manual_seed(42) is g and g.initial_seed() == 42
+    draws = [lambda: dg.rand(3, generator=g), lambda: dg.randn(2, 2, generator=g),
+             lambda: dg.randint(0, 9, (4,), generator=g), lambda: dg.randperm(6, generator=g),
+             lambda: dg.multinomial(dg.ones(5), 3, generator=g),
+             lambda: dg.bernoulli(dg.full((8,), 0.5), generator=g),
+             lambda: dg.normal(1.0, 2.0, (3,), generator=g),
+             lambda: dg.nn.init.trunc_normal_(dg.ag_param(np.zeros(4)), generator=g),
+             lambda: dg.nn.init.kaiming_uniform_(dg.ag_param(np.zeros((2, 3))), generator=g),
+             lambda: dg.ag_param(np.zeros(3)).detach().normal_(0, 1, generator=g)]
+    dg.manual_seed(7)
+    first = [d().numpy() for d in draws]
+    after = dg.rand(4).numpy()
+    dg.manual_seed(7)
+    g.manual_seed(42)
+    for d, was in zip(draws, first):
+        np.testing.assert_array_equal(d().numpy(), was)
+    np.testing.assert_array_equal(dg.rand(4).numpy(), after)   # (its draws left alone)
+    dg.manual_seed(7)
+    np.testing.assert_array_equal(dg.rand(4).numpy(), after)
+    state = g.get_state()
+    x = dg.rand(5, generator=g).numpy()
+    assert g.set_state(state) is g
+    np.testing.assert_array_equal(dg.rand(5, generator=g).numpy(), x)
+    data = dg.data.TensorDataset(np.arange(20.0))
+    parts = [dg.data.random_split(data, [15, 5], generator=dg.Generator().manual_seed(3))
+             for _ in range(2)]
+    assert list(parts[0][1].indices) == list(parts[1][1].indices)
+    orders = [np.concatenate([b.numpy() for (b,) in dg.data.DataLoader(
+        data, batch_size=5, shuffle=True, generator=dg.Generator().manual_seed(4))])
+        for _ in range(2)]
+    np.testing.assert_array_equal(*orders)
+    assert sorted(orders[0]) == list(range(20))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: dg.rand(2, generator=3), lambda: dg.randperm(3, generator="g"),
+    lambda: dg.data.random_split(dg.data.TensorDataset(np.zeros(4)), [2, 2], 5),
+    lambda: dg.nn.init.normal_(dg.ag_param(np.zeros(2)), generator=np.random.default_rng())])
+def test_a_generator_that_is_not_one_is_named(call):
+    with pytest.raises(dg.ArgumentTypeError, match=r"argument 'generator'.*dg.Generator"):
+        call()

@@ -166,17 +166,23 @@ def eye(n: int, m: int | None = None, dtype=None, requires_grad: bool = False,
                  requires_grad, device)
 
 
-def rand(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
-    """Uniform values in [0, 1), drawn from dualgrad's generator (``manual_seed``)."""
+def rand(*size, generator=None, dtype=None, requires_grad: bool = False,
+         device=None) -> Tensor:
+    """Uniform values in [0, 1), drawn from dualgrad's generator (``manual_seed``) or
+    ``generator``, a ``dg.Generator``."""
     shape = _size("rand", size)
-    value = random.generator().random(shape, dtype=resolve_dtype("rand", dtype, True))
+    draws = random.source("rand", generator)
+    value = draws.random(shape, dtype=resolve_dtype("rand", dtype, True))
     return _make("rand", value, dtype, requires_grad, device)
 
 
-def randn(*size, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
-    """Standard normal values, drawn from dualgrad's generator (``manual_seed``)."""
+def randn(*size, generator=None, dtype=None, requires_grad: bool = False,
+          device=None) -> Tensor:
+    """Standard normal values, drawn from dualgrad's generator (``manual_seed``) or
+    ``generator``, a ``dg.Generator``."""
     shape = _size("randn", size)
-    value = random.generator().standard_normal(shape, dtype=resolve_dtype("randn", dtype))
+    draws = random.source("randn", generator)
+    value = draws.standard_normal(shape, dtype=resolve_dtype("randn", dtype))
     return _make("randn", value, dtype, requires_grad, device)
 
 
@@ -201,10 +207,10 @@ def empty_like(input, dtype=None, requires_grad: bool = False, device=None) -> T
     return zeros_like(input, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False,
-            device=None) -> Tensor:
+def randint(low, high=None, size=None, *, generator=None, dtype=None,
+            requires_grad: bool = False, device=None) -> Tensor:
     """Integers drawn uniformly from [low, high) (``randint(high, size)``: from 0), of
-    ``size``, from dualgrad's generator: int32 tensors (PyTorch's are int64) unless
+    ``size``, from dualgrad's generator (or ``generator``): int32 tensors (PyTorch's are int64) unless
     ``dtype`` asks for a float type."""
     if size is None:          # randint(high, size)
         low, high, size = 0, low, high
@@ -221,16 +227,18 @@ def randint(low, high=None, size=None, dtype=None, requires_grad: bool = False,
     if kind == np.int32 and (lo < -2 ** 31 or hi > 2 ** 31):
         raise InvalidValueError(f"randint: the range [{lo}, {hi}) does not fit int32 "
                                 "tensors")
-    value = random.generator().integers(lo, hi, shape, dtype=np.int64)
+    value = random.source("randint", generator).integers(lo, hi, shape, dtype=np.int64)
     return _make("randint", value.astype(kind), dtype, requires_grad, device)
 
 
-def randperm(n: int, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
-    """A random permutation of 0 .. n-1 from dualgrad's generator: int32 (PyTorch's int64)
+def randperm(n: int, *, generator=None, dtype=None, requires_grad: bool = False,
+             device=None) -> Tensor:
+    """A random permutation of 0 .. n-1 from dualgrad's generator (or ``generator``): int32 (PyTorch's int64)
     unless ``dtype`` asks for a float type."""
     n = checks.integer("randperm", "n", n, 0, 2 ** 31)
     dtype = "int32" if dtype is None else dtype
-    value = random.generator().permutation(n).astype(resolve_dtype("randperm", dtype))
+    value = random.source("randperm", generator).permutation(n)
+    value = value.astype(resolve_dtype("randperm", dtype))
     return _make("randperm", value, dtype, requires_grad, device)
 
 

@@ -131,11 +131,12 @@ class ConcatDataset(Dataset):
         return self.datasets[k][i - (int(self.ends[k - 1]) if k else 0)]
 
 
-def random_split(dataset, lengths, seed: int | None = None) -> list:
+def random_split(dataset, lengths, generator=None, *, seed: int | None = None) -> list:
     """``dataset`` cut into Subsets of ``lengths`` (counts that add up to its length, or
     fractions that add up to 1: floored, the samples left over given one each to the first
-    parts, as PyTorch's) over a permutation drawn from ``seed`` (None: from dualgrad's
-    generator, ``manual_seed``); PyTorch's ``generator`` argument is ``seed`` here."""
+    parts, as PyTorch's) over a permutation drawn from ``seed``, or else from ``generator``
+    (a ``dg.Generator``; None: dualgrad's generator, ``manual_seed``)."""
+    draws = random.source("random_split", generator)
     _sized("random_split", dataset)
     n = len(dataset)
     values = [float(v) for v in lengths]
@@ -151,7 +152,7 @@ def random_split(dataset, lengths, seed: int | None = None) -> list:
                         f"counts adding up to the dataset's {n} samples, or fractions "
                         "adding up to 1")
     if seed is None:
-        seed = int(random.generator().integers(2 ** 63))
+        seed = int(draws.integers(2 ** 63))
     order = np.random.default_rng(checks.integer("random_split", "seed", seed, 0)).permutation(n)
     cuts = np.cumsum([0] + counts)
     return [Subset(dataset, order[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
@@ -188,10 +189,11 @@ class DataLoader:
 
     ``dataset``: a TensorDataset, an array (batches are then arrays, not tuples), a tuple of
     arrays, or any object with ``len()`` and ``[i]`` giving a sample (an array, or a tuple
-    or list of fields, each stacked into a column of the batch). With ``shuffle`` the order is a permutation drawn from ``seed`` and the epoch
-    (a new one each pass over the loader, or as set by ``set_epoch``); ``seed=None`` draws
-    the seed from dualgrad's generator (``dg.manual_seed``). ``drop_last`` leaves out a
-    last, short batch.
+    or list of fields, each stacked into a column of the batch). With ``shuffle`` the order
+    is a permutation drawn from ``seed`` and the epoch (a new one each pass over the loader,
+    or as set by ``set_epoch``); ``seed=None`` draws the seed from ``generator`` (a
+    ``dg.Generator``), or without one from dualgrad's generator (``dg.manual_seed``).
+    ``drop_last`` leaves out a last, short batch.
 
     Columns come as tensors on the active backend, as PyTorch's (held outside any tape's
     pool, so they stay valid for as long as they are referenced): float ones float32,
@@ -208,7 +210,7 @@ class DataLoader:
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, seed: int | None = None, prefetch: int = 2,
-                 to_device: bool = True, sampler=None):
+                 to_device: bool = True, sampler=None, generator=None):
         fn = "DataLoader"
         if sampler is not None:
             if not (hasattr(sampler, "__len__") and hasattr(sampler, "__iter__")):
@@ -247,7 +249,8 @@ class DataLoader:
                                     f"at most {MAX_RANK} dimensions")
                 if a.dtype.kind in "iu":
                     _int32_column(f"dataset.arrays[{k}]", a)
-        self.seed = int(random.generator().integers(2**63)) if seed is None else seed
+        draws = random.source(fn, generator)
+        self.seed = int(draws.integers(2**63)) if seed is None else seed
         self.epoch = 0
 
     def __len__(self) -> int:

@@ -1,6 +1,6 @@
 """``dg.nn.init``: fill a tensor in place as ``torch.nn.init`` does, drawing from dualgrad's
-generator (``manual_seed``). Each function returns the tensor; on the gpu the values are
-written into its device storage."""
+generator (``manual_seed``) or the ``generator=`` given (a ``dg.Generator``). Each function
+returns the tensor; on the gpu the values are written into its device storage."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InvalidValueError, bad_shape, bad_type, bad_value
 from . import checks
-from .random import generator
+from .random import source
 from .residency import store_weight
 from .tensor import Tensor
 
@@ -57,19 +57,19 @@ def _fan(fn: str, tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Values drawn uniformly from [a, b)."""
     t = _target("uniform_", tensor)
     lo, hi = checks.number("uniform_", "a", a), checks.number("uniform_", "b", b)
-    return _fill(t, generator().uniform(lo, hi, t.shape))
+    return _fill(t, source("uniform_", generator).uniform(lo, hi, t.shape))
 
 
-def normal_(tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     """Values drawn from N(mean, std^2)."""
     t = _target("normal_", tensor)
     mu = checks.number("normal_", "mean", mean)
     sigma = checks.number("normal_", "std", std, 0.0)
-    return _fill(t, generator().normal(mu, sigma, t.shape))
+    return _fill(t, source("normal_", generator).normal(mu, sigma, t.shape))
 
 
 def constant_(tensor, val: float) -> Tensor:
@@ -114,7 +114,7 @@ def _standard_truncated(rng, lo: float, hi: float, n: int) -> np.ndarray:
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
-                  b: float = 2.0) -> Tensor:
+                  b: float = 2.0, generator=None) -> Tensor:
     """Values drawn from N(mean, std^2) restricted to [a, b] (bounds in the values'
     units, as PyTorch's), drawn exactly however far [a, b] lies from the mean (PyTorch's
     inverse-CDF method warns past 2 std)."""
@@ -125,10 +125,11 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
     lo, hi = _bound(fn, "a", a), _bound(fn, "b", b)
     if not lo < hi:
         raise bad_value(fn, "b", b, f"a bound above a ({a})")
+    draws = source(fn, generator)
     n = math.prod(t.shape)
     if sigma == 0.0:
         return _fill(t, np.full(n, min(max(mu, lo), hi)))
-    z = _standard_truncated(generator(), (lo - mu) / sigma, (hi - mu) / sigma, n)
+    z = _standard_truncated(draws, (lo - mu) / sigma, (hi - mu) / sigma, n)
     return _fill(t, np.clip(mu + sigma * z, lo, hi))
 
 
@@ -167,42 +168,42 @@ def ones_(tensor) -> Tensor:
     return constant_(tensor, 1.0)
 
 
-def xavier_uniform_(tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(tensor, gain: float = 1.0, generator=None) -> Tensor:
     """U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio, 2010)."""
     t = _target("xavier_uniform_", tensor)
     fan_in, fan_out = _fans("xavier_uniform_", t)
     bound = checks.number("xavier_uniform_", "gain", gain) * math.sqrt(6.0 / (fan_in + fan_out))
-    return _fill(t, generator().uniform(-bound, bound, t.shape))
+    return _fill(t, source("xavier_uniform_", generator).uniform(-bound, bound, t.shape))
 
 
-def xavier_normal_(tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(tensor, gain: float = 1.0, generator=None) -> Tensor:
     """N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out))."""
     t = _target("xavier_normal_", tensor)
     fan_in, fan_out = _fans("xavier_normal_", t)
     std = checks.number("xavier_normal_", "gain", gain) * math.sqrt(2.0 / (fan_in + fan_out))
-    return _fill(t, generator().normal(0.0, std, t.shape))
+    return _fill(t, source("xavier_normal_", generator).normal(0.0, std, t.shape))
 
 
 def kaiming_uniform_(tensor, a: float = 0.0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu") -> Tensor:
+                     nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """U(-b, b), b = gain * sqrt(3 / fan) (He et al., 2015); gain from ``nonlinearity``
     (``a``: leaky_relu's negative slope)."""
     t = _target("kaiming_uniform_", tensor)
     fan = _fan("kaiming_uniform_", t, mode)
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
-    return _fill(t, generator().uniform(-bound, bound, t.shape))
+    return _fill(t, source("kaiming_uniform_", generator).uniform(-bound, bound, t.shape))
 
 
 def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu") -> Tensor:
+                    nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     """N(0, std^2), std = gain / sqrt(fan)."""
     t = _target("kaiming_normal_", tensor)
     fan = _fan("kaiming_normal_", t, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return _fill(t, generator().normal(0.0, std, t.shape))
+    return _fill(t, source("kaiming_normal_", generator).normal(0.0, std, t.shape))
 
 
-def orthogonal_(tensor, gain: float = 1.0) -> Tensor:
+def orthogonal_(tensor, gain: float = 1.0, generator=None) -> Tensor:
     """A (semi-)orthogonal matrix times ``gain``, the tensor seen as (shape[0], the rest):
     Q of the QR decomposition of a Gaussian matrix, its columns' signs fixed by R's
     diagonal (Saxe et al., 2013)."""
@@ -212,7 +213,7 @@ def orthogonal_(tensor, gain: float = 1.0) -> Tensor:
     g = checks.number("orthogonal_", "gain", gain)
     rows = t.shape[0]
     cols = math.prod(t.shape) // rows if rows else 0
-    flat = generator().normal(0.0, 1.0, (rows, cols))
+    flat = source("orthogonal_", generator).normal(0.0, 1.0, (rows, cols))
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
