@@ -68,6 +68,7 @@ from .api.checkpointing import checkpoint
 from .api.gradcheck import gradcheck
 from .api.optim import clip_grad_norm, clip_grad_value
 from .api.optimizers import optimizer_adam, optimizer_adamw, optimizer_sgd
+from .api.device_names import device
 from .api.random import Generator, manual_seed
 from .determinism import are_deterministic_algorithms_enabled, use_deterministic_algorithms
 from .api.tape import backward, inference_mode, is_grad_enabled, no_grad, with_grad_tape
@@ -79,7 +80,8 @@ from .api.tensor import dtype_names as _dtype_names
 # tensors are int32: int64 and long name it too). They shadow Python's float, int and bool
 # in this module's namespace, whose code calls none of those.
 globals().update(_dtype_names())
-from . import amp, autograd, data, nn, optim, residency, texts, utils  # noqa: E402  (submodules, after the names they use)
+# Submodules, after the names they use.
+from . import amp, autograd, cuda, data, nn, optim, residency, texts, utils  # noqa: E402
 from .api import methods as _methods  # noqa: E402
 from .api import inplace as _inplace  # noqa: E402
 
@@ -94,7 +96,7 @@ __all__ = [
     "Tensor", "Parameter", "ag_tensor", "ag_param", "ag_data", "float32", "float16", "bfloat16",
     "float64", "double", "half", "float", "int32", "int64", "long", "int", "bool",
     "with_grad_tape", "no_grad", "inference_mode", "is_grad_enabled", "backward", "manual_seed",
-    "Generator", "capture_step", "CapturedStep",
+    "Generator", "device", "capture_step", "CapturedStep",
     "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     *_ops.__all__, *_losses.__all__, *_indexing.__all__, *_reductions.__all__, *_logic.__all__,
     *_sorting.__all__, *_conv.__all__, *_pooling.__all__, *_windows.__all__,

@@ -156,6 +156,9 @@ class Backend(abc.ABC):
     def reset_peak_memory(self) -> None:
         """Start ``memory()``'s ``peak_bytes`` again from the bytes in use now."""
 
+    def synchronize(self) -> None:
+        """Wait until every op called so far has finished (the cpu's have on return)."""
+
     def transfers(self) -> dict:
         """Transfer counters in the keys of ``dg.transfer_stats()``."""
         return dict(h2d_bytes=0, h2d_calls=0, d2h_bytes=0, d2h_calls=0, submits=0)

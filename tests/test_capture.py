@@ -317,9 +317,22 @@ def _host_constant(model, opt):
     return fn
 
 
+def _synchronizing(model, opt):
+    def fn(x, y):
+        with dg.with_grad_tape():
+            loss = dg.softmax_cross_entropy(model(dg.ag_tensor(x)), y)
+            loss.backward()
+        dg.cuda.synchronize()            # (torch.cuda.synchronize(), as timing code calls it)
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return fn
+
+
 @pytest.mark.parametrize("body,reason", [(_reading, "reads a value"),
                                          (_zero_grad_first, "zero_grad"),
-                                         (_host_constant, "not one of its arguments")])
+                                         (_host_constant, "not one of its arguments"),
+                                         (_synchronizing, "synchronize")])
 @pytest.mark.gpu
 def test_a_step_that_cannot_be_replayed_runs_eagerly_and_says_why(gpu, body, reason):
     model, opt, _ = make()

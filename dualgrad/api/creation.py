@@ -210,8 +210,8 @@ def empty_like(input, dtype=None, requires_grad: bool = False, device=None) -> T
 def randint(low, high=None, size=None, *, generator=None, dtype=None,
             requires_grad: bool = False, device=None) -> Tensor:
     """Integers drawn uniformly from [low, high) (``randint(high, size)``: from 0), of
-    ``size``, from dualgrad's generator (or ``generator``): int32 tensors (PyTorch's are int64) unless
-    ``dtype`` asks for a float type."""
+    ``size``, from dualgrad's generator (or ``generator``): int32 tensors (PyTorch's are
+    int64) unless ``dtype`` asks for a float type."""
     if size is None:          # randint(high, size)
         low, high, size = 0, low, high
     if size is None:
@@ -233,8 +233,8 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None,
 
 def randperm(n: int, *, generator=None, dtype=None, requires_grad: bool = False,
              device=None) -> Tensor:
-    """A random permutation of 0 .. n-1 from dualgrad's generator (or ``generator``): int32 (PyTorch's int64)
-    unless ``dtype`` asks for a float type."""
+    """A random permutation of 0 .. n-1 from dualgrad's generator (or ``generator``):
+    int32 (PyTorch's int64) unless ``dtype`` asks for a float type."""
     n = checks.integer("randperm", "n", n, 0, 2 ** 31)
     dtype = "int32" if dtype is None else dtype
     value = random.source("randperm", generator).permutation(n)

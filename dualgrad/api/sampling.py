@@ -2,9 +2,9 @@
 ``bernoulli`` and ``normal``.
 
 The weights are read to the host and the draws made there from dualgrad's generator
-(``manual_seed``) or a ``generator=``, as the factories draw theirs, so both backends sample alike from the same
-values and a seed repeats the draws; the indices are uploaded (int32). A sampling loop
-reads each step's weights back, which PyTorch's cpu does too.
+(``manual_seed``) or a ``generator=``, as the factories draw theirs, so both backends
+sample alike from the same values and a seed repeats the draws; the indices are uploaded
+(int32). A sampling loop reads each step's weights back, which PyTorch's cpu does too.
 """
 from __future__ import annotations
 

@@ -97,6 +97,9 @@ class GpuBackend(Backend):
     def reset_peak_memory(self) -> None:
         self.device.reset_peak_memory()
 
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
     def transfers(self) -> dict:
         return self.device.rec.counters.transfers()
 

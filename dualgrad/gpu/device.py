@@ -151,6 +151,13 @@ class Device:
             self.rec.flush(wait=True)
             return self.budget.trim_pools()
 
+    def synchronize(self) -> None:
+        """Submit what is recorded and wait for all of it (a step doing so is not
+        replayed: it stops the capture)."""
+        self.uncapturable("it waits for the device (synchronize)")
+        with self.lock:
+            self.rec.flush(wait=True)
+
     def owns(self, h) -> bool:
         """Whether ``h`` is live storage of this device."""
         alloc = h.alloc

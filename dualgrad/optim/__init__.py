@@ -12,6 +12,7 @@ from .lr_scheduler import (ConstantLR, CosineAnnealingLR,  # noqa: F401
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam",
            "RAdam", "clip_grad_norm", "clip_grad_value",
-           "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
+           "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR",
+           "ExponentialLR", "ConstantLR", "LinearLR",
            "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "WarmupCosineLR",
            "OneCycleLR", "CyclicLR", "SequentialLR", "ReduceLROnPlateau", "lr_scheduler"]
