@@ -29,10 +29,13 @@ def test_the_device_choosing_line_picks_the_active_backend(device):
             x.to(torch.device("cuda"))          # (tensors live on the active backend)
 
 
-def test_synchronize_waits_for_the_queued_work(device):
+def test_synchronize_submits_the_queued_work(device):
     x = torch.ag_tensor(np.arange(1 << 16, dtype=np.float32))
-    total = torch.sum(torch.exp(x * 0.0))       # queued on the gpu
+    torch.reset_transfer_stats()
+    total = torch.sum(torch.exp(x * 0.0))       # recorded on the gpu, not yet submitted
+    queued = torch.transfer_stats()["submits"]
     torch.cuda.synchronize()
+    assert torch.transfer_stats()["submits"] == (queued + 1 if device == "gpu" else 0)
     assert total.item() == float(1 << 16)
 
 

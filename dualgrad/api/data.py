@@ -322,7 +322,6 @@ class _Batches:
         t = Tensor(array.shape, array.dtype, persistent=True)
         return adopt(self.backend, t, self.backend.upload(array, persistent=True))
 
-
     def close(self) -> None:
         """Stop the background thread (also done when the iterator is dropped)."""
         close = getattr(self.source, "close", None)

@@ -450,13 +450,14 @@ def integer_unary(op: str, x: Tensor) -> Tensor:
         return _result(backend, backend.integer(f"int_{op}", h), INT32)
     if op == "square":
         return _result(backend, backend.integer("int_mul", h, h), INT32)
-    zero = _constant(x.shape, 0, INT32)
     if op == "relu":
-        return _result(backend, backend.integer("int_maximum", h, handle(backend, zero)),
-                       INT32)
+        zero = handle(backend, _constant((), 0, INT32))       # (broadcast)
+        return _result(backend, backend.integer("int_maximum", h, zero), INT32)
     if op == "sign":                            # (x > 0) - (x < 0)
         return ops.sub(gt(x, 0), lt(x, 0))
-    return _result(backend, backend.integer("int_add", h, handle(backend, zero)), INT32)
+    copy = backend.empty(x.shape, INT32)        # (a rounding: x itself, in a tensor of its own)
+    backend.copy(copy, h)
+    return _result(backend, copy, INT32)
 
 
 @computes_in_float32

@@ -95,10 +95,10 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:  # noqa: A002
 def normal(mean=0.0, std=1.0, size=None, *, generator=None) -> Tensor:
     """Values drawn from normal distributions, as ``torch.normal``: ``mean`` and ``std``
     tensors (broadcast together) or numbers, and ``size`` where both are numbers; float32
-    (or the tensors' float dtype), std >= 0. Drawn from dualgrad's generator (or
-    ``generator``; standard
-    normals, uploaded, scaled and shifted on the device); no gradient flows to mean or
-    std, as PyTorch's (write ``mean + std * randn_like(mean)`` for one)."""
+    (or the tensors' float dtype), std >= 0. Drawn from dualgrad's generator or
+    ``generator`` (standard normals, uploaded, scaled and shifted on the device); no
+    gradient flows to mean or std, as PyTorch's (write ``mean + std * randn_like(mean)``
+    for one)."""
     fn = "normal"
     random.source(fn, generator)                      # (checked before anything is drawn)
     tensors = [v for v in (mean, std) if isinstance(v, Tensor)]

@@ -25,18 +25,23 @@ def _choice(fn: str, name: str, value, allowed: tuple) -> str:
     return value
 
 
-def _per_group(fn: str, name: str, value, optimizer, lo: float = 0.0,
-               lo_open: bool = False) -> list:
-    """A number, or a list or tuple of one per parameter group (PyTorch's form), as a list
-    of one per group."""
+def _one_per_group(fn: str, name: str, value, optimizer, check, what: str) -> list:
+    """``value`` (``what``), or a list or tuple of one per parameter group (PyTorch's form),
+    as a list of one per group, each item through ``check(its name, item)``."""
     groups = len(optimizer.param_groups) if isinstance(optimizer, Optimizer) else 1
     if isinstance(value, (list, tuple)):
         if len(value) != groups:
-            raise bad_value(fn, name, value, f"a number, or {groups} of them (one per "
+            raise bad_value(fn, name, value, f"{what}, or {groups} of them (one per "
                                              "parameter group)")
-        return [checks.number(fn, f"{name}[{k}]", v, lo, lo_open=lo_open)
-                for k, v in enumerate(value)]
-    return [checks.number(fn, name, value, lo, lo_open=lo_open)] * groups
+        return [check(f"{name}[{k}]", v) for k, v in enumerate(value)]
+    return [check(name, value)] * groups
+
+
+def _per_group(fn: str, name: str, value, optimizer, lo: float = 0.0,
+               lo_open: bool = False) -> list:
+    """A number, or one per parameter group, as a list of one per group."""
+    return _one_per_group(fn, name, value, optimizer,
+                          lambda n, v: checks.number(fn, n, v, lo, lo_open=lo_open), "a number")
 
 
 def _set_momentum(optimizer: Optimizer, momentum: float) -> None:
@@ -413,26 +418,17 @@ class CyclicLR(LRScheduler):
 
 
 def _lambdas(fn: str, lr_lambda, optimizer) -> list:
-    """``lr_lambda``: a function of the step count, or a list of one per parameter group
-    (PyTorch's form), as a list of one per group."""
-    groups = len(optimizer.param_groups) if isinstance(optimizer, Optimizer) else 1
-    if isinstance(lr_lambda, (list, tuple)):
-        if len(lr_lambda) != groups:
-            raise bad_value(fn, "lr_lambda", lr_lambda, f"a function, or {groups} of them "
-                                                        "(one per parameter group)")
-        for k, f in enumerate(lr_lambda):
-            if not callable(f):
-                raise bad_type(fn, f"lr_lambda[{k}]", f, "a function of the step count")
-        return list(lr_lambda)
-    if not callable(lr_lambda):
-        raise bad_type(fn, "lr_lambda", lr_lambda, "a function of the step count, or a list "
-                                                   "of one per parameter group")
-    return [lr_lambda] * groups
+    """``lr_lambda``: a function of the step count, or one per parameter group, as a list
+    of one per group."""
+    def function(name: str, f):
+        if not callable(f):
+            raise bad_type(fn, name, f, "a function of the step count")
+        return f
+    return _one_per_group(fn, "lr_lambda", lr_lambda, optimizer, function, "a function")
 
 
 def _factor(fn: str, f, step: int) -> float:
-    value = f(step)
-    return checks.number(fn, f"lr_lambda({step})", value)
+    return checks.number(fn, f"lr_lambda({step})", f(step))
 
 
 class LambdaLR(LRScheduler):
