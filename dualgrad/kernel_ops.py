@@ -149,7 +149,7 @@ LOGIC_UNARY = ("isnan", "isinf", "isfinite", "logical_not")
 # for a zero divisor. The last two are of one operand.
 INTEGER = Family("integer", [("int_add",), ("int_sub",), ("int_mul",), ("int_floor_divide",),
                              ("int_remainder",), ("int_maximum",), ("int_minimum",),
-                             ("int_neg",), ("int_abs",)])
+                             ("int_pow",), ("int_neg",), ("int_abs",)])
 INTEGER_UNARY = ("int_neg", "int_abs")
 
 # Reductions of int32 tensors: sums wrapping as int32 arithmetic does, maxima and minima.

@@ -2,7 +2,8 @@
 // Arithmetic of int32 tensors (dualgrad/kernel_ops.py's INTEGER): x op y with NumPy
 // broadcasting up to 4-D, or op x; the twin of dualgrad/cpu/intops.py. Two's complement,
 // wrapping; floor division and remainder round toward -inf (Python's rule) and give 0 for
-// a zero divisor (and INT_MIN // -1 wraps to INT_MIN). FLAT = 1: both operands have the
+// a zero divisor (and INT_MIN // -1 wraps to INT_MIN); powers by repeated squaring,
+// wrapping, and those of negative exponents as C's integer division gives them. FLAT = 1: both operands have the
 // output's shape (four elements a thread).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -28,6 +29,17 @@ int floor_div(int a, int b) {
     return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// a ** b: the exact power modulo 2^32; for b < 0, 1 / a ** -b truncated (0 but for 1, -1)
+int power(int a, int b) {
+    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) != 0 ? -1 : 1) : 0);
+    int result = 1;
+    for (uint e = uint(b); e != 0u; e >>= 1) {
+        if ((e & 1u) != 0u) result *= a;
+        a *= a;
+    }
+    return result;
+}
+
 int apply(int a, int b) {
     if (OP == INT_ADD) return a + b;
     if (OP == INT_SUB) return a - b;
@@ -36,6 +48,7 @@ int apply(int a, int b) {
     if (OP == INT_REMAINDER) return b == 0 ? 0 : a - floor_div(a, b) * b;
     if (OP == INT_MAXIMUM) return max(a, b);
     if (OP == INT_MINIMUM) return min(a, b);
+    if (OP == INT_POW) return power(a, b);
     if (OP == INT_NEG) return -a;
     return a < 0 ? -a : a;                         // INT_ABS
 }

@@ -22,7 +22,7 @@ const uint EQ = 0, NE = 1, LT = 2, LE = 3, GT = 4, GE = 5, LOGICAL_AND = 6, LOGI
            LOGICAL_XOR = 8, ISNAN = 9, ISINF = 10, ISFINITE = 11, LOGICAL_NOT = 12;
 // integer
 const uint INT_ADD = 0, INT_SUB = 1, INT_MUL = 2, INT_FLOOR_DIVIDE = 3, INT_REMAINDER = 4,
-           INT_MAXIMUM = 5, INT_MINIMUM = 6, INT_NEG = 7, INT_ABS = 8;
+           INT_MAXIMUM = 5, INT_MINIMUM = 6, INT_POW = 7, INT_NEG = 8, INT_ABS = 9;
 // int_reduce
 const uint INT_SUM = 0, INT_MAX = 1, INT_MIN = 2;
 // reduce.comp's own: counts the elements equal to the maximum or minimum

@@ -29,6 +29,17 @@ def test_the_device_choosing_line_picks_the_active_backend(device):
             x.to(torch.device("cuda"))          # (tensors live on the active backend)
 
 
+def test_a_tensors_device_has_type_and_index_as_pytorchs(device):
+    # x.device.type, as PyTorch programs read it (autocast(device_type=x.device.type)); the
+    # name itself is still the backend's, equal to the string
+    x = torch.ones(2)
+    assert x.device == device and x.device.type == device and x.device.index is None
+    assert isinstance(x.device, torch.device) and repr(x.device) == f"device(type='{device}')"
+    assert torch.zeros(1, device=x.device).device == device
+    with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):
+        assert (x @ torch.ones(2, 2)).dtype == torch.bfloat16
+
+
 def test_synchronize_submits_the_queued_work(device):
     x = torch.ag_tensor(np.arange(1 << 16, dtype=np.float32))
     torch.reset_transfer_stats()

@@ -492,6 +492,27 @@ def test_integer_arithmetic_wraps_and_floors_as_pythons(device):
         np.floor_divide(a.astype(np.float32), 2).tolist()
 
 
+def test_integer_powers_wrap_as_int32_and_refuse_negative_int_exponents(device):
+    # x ** y of integers stays int32 (PyTorch's integer type): the power modulo 2**32, and
+    # for y < 0 of a tensor 1 / x ** -y truncated (0 but for x = 1 and -1), as PyTorch's
+    x = np.array([3, -3, 7, 2 ** 31 - 1, 0, 0, 1, -1, -1, 2, -2, 5], np.int32)
+    y = np.array([40, 41, 2 ** 31 - 1, 3, 0, 5, -7, -3, -4, -1, -2, 1], np.int32)
+    want = [((pow(a, b, 2 ** 32) if b >= 0 else (1 if a == 1 else (-1) ** -b if a == -1
+                                                  else 0)) + 2 ** 31) % 2 ** 32 - 2 ** 31
+            for a, b in zip(x.tolist(), y.tolist())]
+    got = t(x, dtype="int32") ** t(y, dtype="int32")
+    assert got.dtype == np.int32 and got.numpy().tolist() == want
+    i = dg.arange(-3, 4)
+    assert (i ** 2).dtype == np.int32 and (i ** 2).numpy().tolist() == [9, 4, 1, 0, 1, 4, 9]
+    assert (2 ** i).numpy().tolist() == [0, 0, 0, 1, 2, 4, 8]
+    assert i.pow(3).numpy().tolist() == [-27, -8, -1, 0, 1, 8, 27]
+    assert (t([True, False], dtype=bool) ** 2).numpy().tolist() == [1, 0]
+    assert (i ** 2.0).dtype == np.float32 and (i ** 0.5).dtype == np.float32
+    with pytest.raises(dg.InvalidValueError, match=r"^pow: argument 'b' is -1; expected an "
+                                                   r"int >= 0"):
+        i ** -1
+
+
 FLOATS = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -7.0, 7.0, 3.0, 0.1, 0.3, 1e20, 1e-20, 1e-40,
                    -1e-44, 3e38, np.inf, -np.inf, np.nan], np.float32)
 

@@ -32,3 +32,14 @@ class device(str):  # noqa: N801 - PyTorch's name
     def __repr__(self) -> str:
         return f"device(type={self.type!r}" + \
             (f", index={self.index})" if self.index is not None else ")")
+
+
+_NAMED: dict = {}
+
+
+def named(name: str) -> device:
+    """``device(name)``, made once a name (``t.device`` asks at every call)."""
+    made = _NAMED.get(name)
+    if made is None:
+        made = _NAMED[name] = device(name)
+    return made

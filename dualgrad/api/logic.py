@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentTypeError, IndexOutOfRange, ShapeError, bad_type
+from ..errors import ArgumentTypeError, IndexOutOfRange, ShapeError, bad_type, bad_value
 from ..shapes import MAX_RANK
 from . import checks, device, ops, tape
 from .low_precision import computes_in_float32, converted, refuse_low_precision
@@ -415,13 +415,20 @@ def triu(input, diagonal: int = 0) -> Tensor:  # noqa: A002
 
 _INT_OPS = {"add": "int_add", "sub": "int_sub", "mul": "int_mul",
             "floor_divide": "int_floor_divide", "remainder": "int_remainder",
-            "maximum": "int_maximum", "minimum": "int_minimum"}
+            "maximum": "int_maximum", "minimum": "int_minimum", "pow": "int_pow"}
 
 
 def integer_binary(op: str, fn: str, a, b):
     """a op b where an operand is an int32 or bool tensor: the int32 result where both are
     integers (tensors or ints) and ``op`` has an integer form, else (a, b) promoted to
-    float for the float op (PyTorch's promotion; true division is a float op)."""
+    float for the float op (PyTorch's promotion; true division is a float op). A power of
+    integers with a negative int for its exponent raises, as PyTorch's (where the exponent
+    is a tensor, its negative elements give 1 / x ** -y truncated, as PyTorch's do)."""
+    if op == "pow" and isinstance(b, (int, np.integer)) and not isinstance(b, bool) and b < 0 \
+            and isinstance(a, Tensor) and not is_float(a.dtype):
+        raise bad_value(fn, "b", b, "an int >= 0 for the power of an integer tensor (integers "
+                                    "to negative integer powers are not allowed; a float "
+                                    "exponent gives a float result)")
     a, b = _operands(fn, a, b, ("a", "b"))
     if op in _INT_OPS and not is_float(a.dtype) and not is_float(b.dtype):
         _broadcast(fn, a.shape, b.shape)

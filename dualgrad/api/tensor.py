@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import (ArgumentTypeError, DeadTensorError, InvalidValueError, bad_shape,
                       bad_type, bad_value)
 from ..shapes import MAX_RANK
-from . import checks, device
+from . import checks, device, device_names
 
 DEFAULT_DTYPE = np.dtype(np.float32)
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -75,11 +75,12 @@ class Tensor:
         return self.ptr.scope if self.ptr is not None else "pass"
 
     @property
-    def device(self) -> str:
-        """Where the tensor is used: the active backend's name ("cpu" or "gpu"), which the
+    def device(self) -> device_names.device:
+        """Where the tensor is used: the active backend's name ("cpu" or "gpu") as a
+        ``dg.device``, a ``str`` with ``.type`` and ``.index`` as PyTorch's, which the
         factories' ``device=`` and ``t.to()`` take, as code written for PyTorch passes
         ``x.device`` on."""
-        return device.active().name
+        return device_names.named(device.active().name)
 
     @property
     def ndim(self) -> int:

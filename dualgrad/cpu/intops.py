@@ -1,6 +1,7 @@
 """Arithmetic of int32 arrays: the twin of ``shaders/intops.comp`` and ``intreduce.comp``.
 NumPy's int32 wraps as two's complement does; floor division and remainder are NumPy's
-(toward -inf), with 0 for a zero divisor made explicit."""
+(toward -inf), with 0 for a zero divisor made explicit; powers by repeated squaring,
+wrapping, and those of negative exponents as C's integer division gives them."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,27 @@ _BINARY = {"int_add": np.add, "int_sub": np.subtract, "int_mul": np.multiply,
            "int_maximum": np.maximum, "int_minimum": np.minimum}
 
 
+def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x ** y in int32, wrapping (each square and product of the squarings wraps, so the
+    result is the exact power modulo 2**32); for y < 0, 1 / x ** -y truncated: 1 for x = 1,
+    +-1 for x = -1 (the sign of (-1) ** y), else 0 (x = 0 too, as PyTorch's)."""
+    x, y = np.broadcast_arrays(x, y)
+    result = np.ones(x.shape, INT32)
+    base = np.array(x, INT32)
+    e = np.where(y < 0, 0, y).astype(np.uint32)
+    while e.any():
+        odd = (e & 1) == 1
+        result = np.where(odd, result * base, result)
+        base = base * base
+        e >>= 1
+    negative = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0))
+    return np.where(y < 0, negative, result)
+
+
 def integer(op: str, x: np.ndarray, y=None) -> np.ndarray:
     with np.errstate(all="ignore"):
+        if op == "int_pow":
+            return np.asarray(_power(x, y), INT32, order="C")
         if op == "int_neg":
             return np.asarray(np.negative(x), INT32, order="C")
         if op == "int_abs":
