@@ -47,7 +47,7 @@ from .api.losses import *  # noqa: F401,F403  (mse_loss, nll_loss, ...: losses._
 from .api.indexing import *  # noqa: F401,F403  (squeeze, flip, ...: indexing.__all__)
 from .api.reductions import *  # noqa: F401,F403  (min, var, ...: reductions.__all__)
 from .api.logic import *  # noqa: F401,F403  (eq, where, any, ...: logic.__all__)
-from .api.sorting import *  # noqa: F401,F403  (sort, argsort, topk)
+from .api.sorting import *  # noqa: F401,F403  (sort, argsort, topk, searchsorted ...)
 from .api.conv import *  # noqa: F401,F403  (conv1d, conv2d, conv_transpose2d)
 from .api.pooling import *  # noqa: F401,F403  (max_pool2d, avg_pool2d, ...)
 from .api.windows import *  # noqa: F401,F403  (unfold, fold)

@@ -384,6 +384,15 @@ class Backend(abc.ABC):
         order (within gamma(n) of the exact ones, relatively); int32 ones wrapping."""
 
     @abc.abstractmethod
+    def searchsorted(self, rows, values, n: int, m: int, shared: bool, right: bool):
+        """int32 indices (values.size,): where each value of ``values`` (float32 or int32,
+        read as lines of n) goes in its row of ``rows`` (the same dtype, rows of m, one a
+        line of values, or one for all where ``shared``): the first position whose element
+        is >= the value (> where ``right``), found by PyTorch's binary search, so rows that
+        are not sorted give the same answer on both backends; -0 equals +0, comparisons
+        with NaN are false (a NaN value's index is m). Exact."""
+
+    @abc.abstractmethod
     def sort(self, x, descending: bool):
         """(values, int32 indices) of the rows of x (rows, n) sorted along n, ascending or
         ``descending``; ties keep their order (a stable sort), -0 ties with +0, NaNs order

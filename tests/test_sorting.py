@@ -1,6 +1,7 @@
 """sort, argsort and topk against a plain stable sort on both backends (NaN, signed zeros,
 ties, int32 and bool tensors, rows longer than the device's shared-memory block), their
-gradients, a captured step, and bad arguments."""
+gradients, a captured step, and bad arguments; searchsorted and bucketize against NumPy's
+searchsorted."""
 import math
 
 import numpy as np
@@ -133,7 +134,74 @@ def test_a_captured_step_with_topk_replays_as_eager_steps(gpu):
     assert_layer_step_replays(lambda h: dg.sum(dg.topk(h, 3).values ** 2), 8, seed=4)
 
 
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_finds_numpys_insertion_points(device, right):
+    # one row for all values, and a row for each line of values (ties, signed zeros,
+    # infinities; a NaN value goes past every row, as PyTorch's)
+    rng = np.random.default_rng(5)
+    rows = rng.integers(-5, 6, (3, 40)).astype(np.float32)
+    rows[0, :2] = -np.inf
+    rows[1, 10:13] = -0.0
+    rows = np.sort(rows, axis=-1)
+    values = rng.integers(-7, 8, (3, 25)).astype(np.float32)
+    values[1, :4] = [0.0, -0.0, np.inf, -np.inf]
+    values[2, 0] = np.nan
+    side = "right" if right else "left"
+    got = dg.searchsorted(dg.tensor(rows), dg.tensor(values), right=right)
+    want = [np.searchsorted(r, v, side) for r, v in zip(rows, values)]
+    assert got.dtype == np.int32 and got.numpy().tolist() == np.stack(want).tolist()
+    one = dg.searchsorted(dg.tensor(rows[1]), dg.tensor(values), side=side).numpy()
+    assert one.tolist() == np.searchsorted(rows[1], values, side).tolist()
+    assert one[2, 0] == 40                                          # (the NaN)
+    ints = dg.searchsorted(dg.tensor(rows[2].astype(np.int32)), dg.tensor([[-9, 0, 3, 9]]),
+                           right=right)
+    assert ints.numpy().tolist() == [np.searchsorted(rows[2], [-9, 0, 3, 9], side).tolist()]
+    assert dg.searchsorted(dg.tensor([1.0, 2.0, 3.0]), 2, right=right).item() == 1 + right
+
+
+def test_searchsorted_through_a_sorter_and_bucketize(device):
+    x = np.array([5.0, 1.0, 3.0, 9.0, 7.0], np.float32)
+    order = np.argsort(x, kind="stable").astype(np.int32)
+    got = dg.searchsorted(dg.tensor(x), dg.tensor([0.0, 3.0, 8.0, 10.0]), sorter=dg.tensor(order))
+    assert got.numpy().tolist() == np.searchsorted(x, [0, 3, 8, 10], sorter=order).tolist()
+    boundaries = dg.tensor([1.0, 5.0, 9.0])
+    v = dg.tensor([[-1.0, 1.0, 5.0], [6.0, 9.0, 12.0]])
+    # boundaries[i - 1] < x <= boundaries[i]; with right=True boundaries[i - 1] <= x < ...
+    assert dg.bucketize(v, boundaries).numpy().tolist() == [[0, 0, 1], [2, 2, 3]]
+    assert dg.bucketize(v, boundaries, right=True).numpy().tolist() == [[0, 1, 2], [2, 3, 3]]
+    assert dg.bucketize(dg.tensor([True, False]), dg.tensor([0, 1])).numpy().tolist() == [1, 0]
+    assert dg.searchsorted(dg.zeros(0), dg.tensor([1.0])).numpy().tolist() == [0]
+    low = dg.searchsorted(dg.tensor([1.0, 2.0]).to(dg.bfloat16), dg.tensor([1.5]))
+    assert low.numpy().tolist() == [1]
+
+
+def test_searchsorted_refuses_float64_on_the_cpu():
+    # (the kernels compare float32 and int32; the gpu has no float64 tensors at all)
+    with pytest.raises(dg.ArgumentTypeError, match=r"^searchsorted: argument "
+                                                   r"'sorted_sequence' has dtype float64"):
+        dg.searchsorted(dg.tensor([1.0, 2.0], dtype=dg.float64), dg.tensor([1.0]))
+
+
+@pytest.mark.gpu
+def test_a_captured_step_with_bucketize_replays_as_eager_steps(gpu):
+    assert_layer_step_replays(
+        lambda h: dg.sum(h * dg.bucketize(h, dg.sort(h[0]).values).float()), 8, seed=6)
+
+
 @pytest.mark.parametrize("call, error, pattern", [
+    (lambda t: dg.searchsorted(t[0, 0], t[0], right=True, side="left"), dg.InvalidValueError,
+     r"^searchsorted: argument 'side'"),
+    (lambda t: dg.searchsorted(t[0, 0], t[0], side="up"), dg.InvalidValueError,
+     r"^searchsorted: argument 'side'"),
+    (lambda t: dg.searchsorted(t, t[0]), dg.ShapeError, r"^searchsorted: argument 'values'"),
+    (lambda t: dg.searchsorted(t[0, 0, 0], t), dg.ShapeError,
+     r"^searchsorted: argument 'sorted_sequence' has shape \(\)"),
+    (lambda t: dg.searchsorted(t[0, 0], t, sorter=t[0, 0]), dg.ShapeError,
+     r"^searchsorted: argument 'sorter'"),
+    (lambda t: dg.searchsorted(t[0, 0], t, right=1), dg.ArgumentTypeError,
+     r"^searchsorted: argument 'right'"),
+    (lambda t: dg.bucketize(t, t), dg.ShapeError, r"^bucketize: argument 'boundaries'"),
+    (lambda t: dg.bucketize("x", t[0, 0]), dg.ArgumentTypeError, r"^bucketize: argument 'input'"),
     (lambda t: dg.sort(t, 3), dg.InvalidValueError, r"^sort: argument 'dim'"),
     (lambda t: dg.sort(t, 1.0), dg.ArgumentTypeError, r"^sort: argument 'dim'"),
     (lambda t: dg.sort(t, descending=1), dg.ArgumentTypeError, r"^sort: argument 'descending'"),

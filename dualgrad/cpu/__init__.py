@@ -13,8 +13,8 @@ from ..backend import PLAIN, Backend
 from ..shapes import KERNEL_RANK
 from . import dropout as _dropout
 from . import (argreduce, attention, binary, conv, convert16, embedding, gather, heap,
-               intops, layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided,
-               unary, unfold)
+               intops, layernorm, logic, matmul, optim, reduce, scan, search, softmax, sort,
+               strided, unary, unfold)
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.bool_), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -206,6 +206,9 @@ class CpuBackend(Backend):
 
     def cumprod(self, x, outer, n, inner, reverse):
         return scan.cumprod(x, outer, n, inner, reverse)
+
+    def searchsorted(self, rows, values, n, m, shared, right):
+        return search.searchsorted(rows, values, n, m, shared, right)
 
     def sort(self, x, descending):
         return sort.sort(x, descending)

@@ -16,8 +16,8 @@ from .capture import Recording
 from .context import Context
 from .device import F32, Device
 from .kernels import (argreduce, attention, conv, dropout, elementwise, embedding, gather,
-                      layernorm, logic, matmul, optim, reduce, scan, softmax, sort, strided,
-                      unfold)
+                      layernorm, logic, matmul, optim, reduce, scan, search, softmax, sort,
+                      strided, unfold)
 
 
 BOOL, INT32 = np.dtype(np.bool_), np.dtype(np.int32)
@@ -224,6 +224,9 @@ class GpuBackend(Backend):
 
     def cumprod(self, x, outer, n, inner, reverse):
         return scan.cumprod(self.device, x, outer, n, inner, reverse)
+
+    def searchsorted(self, rows, values, n, m, shared, right):
+        return search.searchsorted(self.device, rows, values, n, m, shared, right)
 
     def sort(self, x, descending):
         return sort.sort(self.device, x, descending)

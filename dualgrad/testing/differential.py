@@ -538,6 +538,32 @@ def _sort(data, pair):
     return [pair.agree("sort", gv, cv), pair.agree("sort", gi, ci)]
 
 
+@check("searchsorted")
+def _searchsorted(data, pair):
+    """Rows sorted, with runs of ties (small integers), -0 beside +0, infinities and
+    subnormals, or not sorted at all, or holding NaNs (both backends take PyTorch's steps,
+    so the same index comes out); one row for all values or a row each; both sides."""
+    rows = data.draw(st.integers(1, 6), label="rows")
+    m = data.draw(st.integers(0, 70), label="row length")
+    n = data.draw(st.integers(1, 50), label="values a row")
+    shared = data.draw(st.booleans(), label="one row for all")
+    shape = (1 if shared else rows, m)
+    if data.draw(st.booleans(), label="int32"):
+        small = st.integers(-4, 4) | st.integers(-2**31, 2**31 - 1)
+        table = _int32s(data, shape, "sorted", small)
+        values = _int32s(data, (rows, n), "values", small)
+    else:
+        specials = dgst.ALL_SPECIALS
+        table = data.draw(dgst.arrays(shape, -3, 3, specials=specials), label="sorted")
+        values = data.draw(dgst.arrays((rows, n), -3, 3, specials=specials), label="values")
+    if data.draw(st.integers(0, 3), label="unsorted") > 0:
+        table = np.sort(table, axis=-1)         # (NaNs last, as PyTorch's sort puts them)
+    right = data.draw(st.booleans(), label="right")
+    cz, gz = pair.twin("searchsorted", _as_storage(table), _as_storage(values), n, m, shared,
+                       right)
+    return [pair.agree("searchsorted", gz, cz)]
+
+
 @check("cast")
 def _cast(data, pair):
     shape = data.draw(dgst.shapes(), label="shape")

@@ -491,6 +491,9 @@ TOLERANCES: dict = {
                            "and back is exact", exact=True),
     "sort": Tolerance("(key, index) pairs are distinct, so the sorted order is one answer, "
                       "and the values are moved as bits: exact", exact=True),
+    "searchsorted": Tolerance("integer indices from comparisons (keys on the device, so "
+                              "subnormals order as on the cpu), each step the same: exact",
+                              exact=True),
     "cumsum": Tolerance("each output a float32 sum of up to n terms (the device adds in chunks, "
                         "then the chunks' totals): within gamma(n) of the sum of magnitudes; "
                         "the cpu adds in float64 and rounds once", ulps=1, gamma=1),
