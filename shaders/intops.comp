@@ -3,8 +3,8 @@
 // broadcasting up to 4-D, or op x; the twin of dualgrad/cpu/intops.py. Two's complement,
 // wrapping; floor division and remainder round toward -inf (Python's rule) and give 0 for
 // a zero divisor (and INT_MIN // -1 wraps to INT_MIN); powers by repeated squaring,
-// wrapping, and those of negative exponents as C's integer division gives them. FLAT = 1: both operands have the
-// output's shape (four elements a thread).
+// wrapping, and those of negative exponents as PyTorch's (1 / a ** -b truncated). FLAT = 1:
+// both operands have the output's shape (four elements a thread).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "opcodes.glsl"

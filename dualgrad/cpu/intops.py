@@ -1,7 +1,7 @@
 """Arithmetic of int32 arrays: the twin of ``shaders/intops.comp`` and ``intreduce.comp``.
 NumPy's int32 wraps as two's complement does; floor division and remainder are NumPy's
 (toward -inf), with 0 for a zero divisor made explicit; powers by repeated squaring,
-wrapping, and those of negative exponents as C's integer division gives them."""
+wrapping, and those of negative exponents as PyTorch's (1 / x ** -y truncated)."""
 from __future__ import annotations
 
 import numpy as np
